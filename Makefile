@@ -1,0 +1,55 @@
+# mtc — front door. `make run` and `make test` set up everything they need
+# (Debian packages through scripts/install-deps.sh), configure, build and go.
+
+BUILD_DIR ?= build
+LLVM_DIR  ?= /usr/lib/llvm-22
+JOBS      ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja \
+	-DCMAKE_BUILD_TYPE=Release \
+	-DCMAKE_C_COMPILER=$(LLVM_DIR)/bin/clang \
+	-DCMAKE_CXX_COMPILER=$(LLVM_DIR)/bin/clang++ \
+	-DLLVM_USE_LINKER=lld \
+	-DMLIR_DIR=$(LLVM_DIR)/lib/cmake/mlir \
+	-DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit \
+	$(CMAKE_FLAGS)
+
+.PHONY: all deps configure build run test check-lit check-unit fuzz clean format
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD_DIR)/build.ninja:
+	$(CONFIGURE)
+
+configure: deps
+	$(CONFIGURE)
+
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The main job on the embedded default model.
+run: build
+	$(BUILD_DIR)/bin/mtc compile examples/tiny-llama.mt --emit=summary
+
+# Everything: unit tests, lit tests, and a bounded fuzzing run of the parser.
+test: build
+	cmake --build $(BUILD_DIR) --target check-mtc -j $(JOBS)
+
+check-lit: build
+	cmake --build $(BUILD_DIR) --target check-mtc-lit
+
+check-unit: build
+	cmake --build $(BUILD_DIR) --target check-mtc-unit
+
+fuzz: build
+	cmake --build $(BUILD_DIR) --target check-mtc-fuzz
+
+format:
+	git ls-files '*.cpp' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,589 @@
+//===- MtOps.cpp - Operations of the mt dialect -----------------*- C++ -*-===//
+//
+// Part of mtc. Verifiers delegate shape rules to lib/Support/Shape.h so that the
+// dialect and the frontend accept exactly the same programs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mt/MtDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mtc::mt;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+MtTensorType tensorOf(Value v) { return cast<MtTensorType>(v.getType()); }
+mtc::Shape shapeOf(Value v) { return tensorOf(v).getShapeVector(); }
+
+/// Reports a failed shape rule.
+LogicalResult ruleFailed(Operation *op, const std::string &err) {
+  return op->emitOpError() << err;
+}
+
+/// The result must have \p expected as its shape.
+LogicalResult expectShape(Operation *op, Value result,
+                          const mtc::Shape &expected) {
+  mtc::Shape actual = shapeOf(result);
+  if (actual != expected)
+    return op->emitOpError() << "result shape " << mtc::formatShape(actual)
+                             << " does not match the inferred shape "
+                             << mtc::formatShape(expected);
+  return success();
+}
+
+LogicalResult requireFloat(Operation *op, Value v, StringRef what) {
+  if (!tensorOf(v).isFloat())
+    return op->emitOpError() << what << " must be f32 or bf16, got "
+                             << tensorOf(v).getElementType();
+  return success();
+}
+
+LogicalResult requireI32(Operation *op, Value v, StringRef what) {
+  if (!tensorOf(v).getElementType().isInteger(32))
+    return op->emitOpError() << what << " must be i32, got "
+                             << tensorOf(v).getElementType();
+  return success();
+}
+
+/// All float ops produce f32 (bf16 parameters are read as f32).
+LogicalResult requireF32Result(Operation *op, Value result) {
+  if (!tensorOf(result).getElementType().isF32())
+    return op->emitOpError() << "result must be f32, got "
+                             << tensorOf(result).getElementType();
+  return success();
+}
+
+/// The single `func.func @forward` inside a model, layer or expert body.
+func::FuncOp findForward(Block &body) {
+  for (auto fn : body.getOps<func::FuncOp>())
+    if (fn.getSymName() == "forward")
+      return fn;
+  return nullptr;
+}
+
+/// Checks the body of a model/layer/expert: only params, the listed nested
+/// ops, and exactly one func.func @forward.
+template <typename... Allowed>
+LogicalResult verifyContainer(Operation *op, Block &body, StringRef what) {
+  unsigned numFuncs = 0;
+  for (Operation &nested : body) {
+    if (auto fn = dyn_cast<func::FuncOp>(nested)) {
+      if (fn.getSymName() != "forward")
+        return fn.emitOpError() << "in " << what
+                                << " must be named @forward, got @"
+                                << fn.getSymName();
+      ++numFuncs;
+      continue;
+    }
+    if (isa<ParamOp, Allowed...>(nested))
+      continue;
+    return nested.emitOpError() << "is not allowed directly inside " << what;
+  }
+  if (numFuncs != 1)
+    return op->emitOpError() << "must contain exactly one func.func @forward, "
+                             << "found " << numFuncs;
+  return success();
+}
+
+/// The model/layer/expert op whose forward contains \p op.
+Operation *owningContainer(Operation *op) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  if (!fn)
+    return nullptr;
+  return fn->getParentOp();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseInitArgs(OpAsmParser &parser,
+                                 DenseF64ArrayAttr &args) {
+  SmallVector<double> values;
+  if (succeeded(parser.parseOptionalLSquare())) {
+    if (failed(parser.parseOptionalRSquare())) {
+      do {
+        double v;
+        if (parser.parseFloat(v))
+          return failure();
+        values.push_back(v);
+      } while (succeeded(parser.parseOptionalComma()));
+      if (parser.parseRSquare())
+        return failure();
+    }
+  }
+  args = DenseF64ArrayAttr::get(parser.getContext(), values);
+  return success();
+}
+
+static void printInitArgs(OpAsmPrinter &printer, Operation *,
+                          DenseF64ArrayAttr args) {
+  if (!args || args.empty())
+    return;
+  printer << "[";
+  llvm::interleaveComma(args.asArrayRef(), printer,
+                        [&](double v) { printer.printFloat(llvm::APFloat(v)); });
+  printer << "]";
+}
+
+#define GET_OP_CLASSES
+#include "dialects/mt/MtOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+func::FuncOp ModelOp::getForward() { return findForward(getBody().front()); }
+
+LayerOp ModelOp::lookupLayer(StringRef name) {
+  return dyn_cast_or_null<LayerOp>(mlir::SymbolTable::lookupSymbolIn(
+      getOperation(), StringAttr::get(getContext(), name)));
+}
+
+LogicalResult ModelOp::verifyRegions() {
+  if (failed(verifyContainer<LayerOp>(*this, getBody().front(), "mt.model")))
+    return failure();
+  func::FuncOp fn = getForward();
+  FunctionType type = fn.getFunctionType();
+  if (type.getNumResults() != 1)
+    return fn.emitOpError() << "of a model must return exactly the loss";
+  auto loss = dyn_cast<MtTensorType>(type.getResult(0));
+  if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32())
+    return fn.emitOpError()
+           << "of a model must return a scalar f32 loss, got "
+           << type.getResult(0);
+  return success();
+}
+
+func::FuncOp LayerOp::getForward() { return findForward(getBody().front()); }
+
+MtTensorType LayerOp::getActivationType() {
+  func::FuncOp fn = getForward();
+  if (!fn || fn.getFunctionType().getNumInputs() != 1)
+    return {};
+  return dyn_cast<MtTensorType>(fn.getFunctionType().getInput(0));
+}
+
+LogicalResult LayerOp::verifyRegions() {
+  if (failed(verifyContainer<ExpertOp>(*this, getBody().front(), "mt.layer")))
+    return failure();
+  FunctionType type = getForward().getFunctionType();
+  if (type.getNumInputs() != 1 || type.getNumResults() != 1 ||
+      type.getInput(0) != type.getResult(0))
+    return getForward().emitOpError()
+           << "of a layer must take one activation and return one of the "
+              "same type, got "
+           << type;
+  return success();
+}
+
+func::FuncOp ExpertOp::getForward() { return findForward(getBody().front()); }
+
+LogicalResult ExpertOp::verifyRegions() {
+  if (failed(verifyContainer<>(*this, getBody().front(), "mt.expert")))
+    return failure();
+  FunctionType type = getForward().getFunctionType();
+  auto in = type.getNumInputs() == 1
+                ? dyn_cast<MtTensorType>(type.getInput(0))
+                : MtTensorType();
+  if (!in || type.getNumResults() != 1 || type.getResult(0) != in ||
+      in.getRank() != 2 || in.getShape()[0] != mtc::kDimT)
+    return getForward().emitOpError()
+           << "of an expert must map [T, D] to [T, D], got " << type;
+  return success();
+}
+
+int64_t ParamOp::getNumElements() {
+  int64_t n = 1;
+  for (int64_t d : getTensorType().getShape())
+    n *= d;
+  return n;
+}
+
+LogicalResult ParamOp::verify() {
+  MtTensorType type = getTensorType();
+  for (int64_t d : type.getShape())
+    if (mtc::isSymbolic(d))
+      return emitOpError() << "shape must be static, got "
+                           << mtc::formatShape(type.getShapeVector());
+  if (!type.isFloat())
+    return emitOpError() << "must be f32 or bf16, got "
+                         << type.getElementType();
+  size_t expected = 0;
+  switch (getInit()) {
+  case InitKind::Zeros:
+  case InitKind::Ones:
+    expected = 0;
+    break;
+  case InitKind::Normal:
+  case InitKind::ScaledNormal:
+    expected = 1;
+    break;
+  case InitKind::Uniform:
+    expected = 2;
+    break;
+  }
+  if (getInitArgs().size() != expected)
+    return emitOpError() << "initializer '" << stringifyInitKind(getInit())
+                         << "' takes " << expected << " argument(s), got "
+                         << getInitArgs().size();
+  if ((getInit() == InitKind::Normal || getInit() == InitKind::ScaledNormal) &&
+      !(getInitArgs()[0] >= 0))
+    return emitOpError() << "standard deviation must be non-negative";
+  if (getInit() == InitKind::Uniform && !(getInitArgs()[0] <= getInitArgs()[1]))
+    return emitOpError() << "uniform bounds must satisfy lo <= hi";
+  return success();
+}
+
+LogicalResult ParamRefOp::verifySymbolUses(SymbolTableCollection &tables) {
+  Operation *container = owningContainer(*this);
+  if (!container || !isa<ModelOp, LayerOp, ExpertOp>(container))
+    return emitOpError() << "must be inside the forward of a model, layer or "
+                            "expert";
+  auto param = dyn_cast_or_null<ParamOp>(
+      tables.lookupSymbolIn(container, getNameAttr()));
+  if (!param)
+    return emitOpError() << "'" << getName()
+                         << "' is not a parameter of the enclosing "
+                         << container->getName();
+  if (param.getType() != getResult().getType())
+    return emitOpError() << "type " << getResult().getType()
+                         << " does not match parameter type "
+                         << param.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Model-body ops
+//===----------------------------------------------------------------------===//
+
+void ApplyLayersOp::build(OpBuilder &builder, OperationState &state,
+                          StringRef layer, int64_t first, int64_t count,
+                          Value input) {
+  build(builder, state, input.getType(),
+        FlatSymbolRefAttr::get(builder.getContext(), layer),
+        builder.getI64IntegerAttr(first), builder.getI64IntegerAttr(count),
+        input);
+}
+
+LogicalResult ApplyLayersOp::verify() {
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the input type";
+  return success();
+}
+
+LogicalResult ApplyLayersOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto model = dyn_cast_or_null<ModelOp>(owningContainer(*this));
+  if (!model)
+    return emitOpError() << "is only valid in the forward of an mt.model";
+  auto layer = dyn_cast_or_null<LayerOp>(
+      tables.lookupSymbolIn(model, getLayerAttr()));
+  if (!layer)
+    return emitOpError() << "'" << getLayer() << "' is not a layer of @"
+                         << model.getSymName();
+  if (getFirst() + getCount() > layer.getCount())
+    return emitOpError() << "applies instances [" << getFirst() << ", "
+                         << getFirst() + getCount() << ") but layer @"
+                         << layer.getSymName() << " has " << layer.getCount();
+  MtTensorType act = layer.getActivationType();
+  if (act && act != getInput().getType())
+    return emitOpError() << "input type " << getInput().getType()
+                         << " does not match layer activation type " << act;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  MtTensorType t = tensorOf(getResult());
+  if (t.getRank() != 0 || !t.getElementType().isF32())
+    return emitOpError() << "result must be a scalar f32";
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(requireI32(*this, getIds(), "ids")) ||
+      failed(requireFloat(*this, getTable(), "table")) ||
+      failed(requireF32Result(*this, getResult())))
+    return failure();
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::embedding(shapeOf(getIds()), shapeOf(getTable()), out, err))
+    return ruleFailed(*this, err);
+  return expectShape(*this, getResult(), out);
+}
+
+LogicalResult MatMulOp::verify() {
+  if (failed(requireFloat(*this, getLhs(), "lhs")) ||
+      failed(requireFloat(*this, getRhs(), "rhs")) ||
+      (getBias() && failed(requireFloat(*this, getBias(), "bias"))) ||
+      failed(requireF32Result(*this, getResult())))
+    return failure();
+  mtc::Shape out, bias;
+  if (getBias())
+    bias = shapeOf(getBias());
+  std::string err;
+  if (!mtc::rules::matmul(shapeOf(getLhs()), shapeOf(getRhs()),
+                          getBias() ? &bias : nullptr, out, err))
+    return ruleFailed(*this, err);
+  return expectShape(*this, getResult(), out);
+}
+
+template <typename BinOp> static LogicalResult verifyBinary(BinOp op) {
+  if (failed(requireFloat(op, op.getLhs(), "lhs")) ||
+      failed(requireFloat(op, op.getRhs(), "rhs")) ||
+      failed(requireF32Result(op, op.getResult())))
+    return failure();
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::broadcast(shapeOf(op.getLhs()), shapeOf(op.getRhs()), out,
+                             err))
+    return ruleFailed(op, err);
+  return expectShape(op, op.getResult(), out);
+}
+
+LogicalResult AddOp::verify() { return verifyBinary(*this); }
+LogicalResult SubOp::verify() { return verifyBinary(*this); }
+LogicalResult MulOp::verify() { return verifyBinary(*this); }
+LogicalResult DivOp::verify() { return verifyBinary(*this); }
+
+#define MT_UNARY_VERIFIER(OP)                                                  \
+  LogicalResult OP::verify() {                                                 \
+    return requireFloat(*this, getInput(), "input");                          \
+  }
+MT_UNARY_VERIFIER(NegOp)
+MT_UNARY_VERIFIER(ExpOp)
+MT_UNARY_VERIFIER(LogOp)
+MT_UNARY_VERIFIER(SiluOp)
+MT_UNARY_VERIFIER(ReluOp)
+MT_UNARY_VERIFIER(SigmoidOp)
+MT_UNARY_VERIFIER(TanhOp)
+MT_UNARY_VERIFIER(RsqrtOp)
+MT_UNARY_VERIFIER(SqrtOp)
+MT_UNARY_VERIFIER(SquareOp)
+MT_UNARY_VERIFIER(SoftcapOp)
+#undef MT_UNARY_VERIFIER
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", got \""
+                         << getApproximate() << "\"";
+  return requireFloat(*this, getInput(), "input");
+}
+
+template <typename RedOp> static LogicalResult verifyReduce(RedOp op) {
+  if (failed(requireFloat(op, op.getInput(), "input")) ||
+      failed(requireF32Result(op, op.getResult())))
+    return failure();
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::reduce(shapeOf(op.getInput()), op.getAxis(),
+                          op.getKeepdim(), out, err))
+    return ruleFailed(op, err);
+  return expectShape(op, op.getResult(), out);
+}
+
+LogicalResult SumOp::verify() { return verifyReduce(*this); }
+LogicalResult MeanOp::verify() { return verifyReduce(*this); }
+LogicalResult MaxOp::verify() { return verifyReduce(*this); }
+
+LogicalResult SoftmaxOp::verify() {
+  size_t axis;
+  std::string err;
+  if (!mtc::rules::axis(getAxis(), tensorOf(getInput()).getRank(), axis, err))
+    return ruleFailed(*this, err);
+  return requireFloat(*this, getInput(), "input");
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(requireFloat(*this, getInput(), "input")) ||
+      failed(requireFloat(*this, getWeight(), "weight")) ||
+      failed(requireF32Result(*this, getResult())))
+    return failure();
+  std::string err;
+  mtc::Shape w = shapeOf(getWeight());
+  if (!mtc::rules::norm(shapeOf(getInput()), w, nullptr, err))
+    return ruleFailed(*this, err);
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError() << "eps must be positive";
+  return expectShape(*this, getResult(), shapeOf(getInput()));
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(requireFloat(*this, getInput(), "input")) ||
+      failed(requireFloat(*this, getWeight(), "weight")) ||
+      (getBias() && failed(requireFloat(*this, getBias(), "bias"))) ||
+      failed(requireF32Result(*this, getResult())))
+    return failure();
+  std::string err;
+  mtc::Shape b;
+  if (getBias())
+    b = shapeOf(getBias());
+  if (!mtc::rules::norm(shapeOf(getInput()), shapeOf(getWeight()),
+                        getBias() ? &b : nullptr, err))
+    return ruleFailed(*this, err);
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError() << "eps must be positive";
+  return expectShape(*this, getResult(), shapeOf(getInput()));
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (tensorOf(getInput()).getElementType() !=
+      tensorOf(getResult()).getElementType())
+    return emitOpError() << "cannot change the element type";
+  std::string err;
+  if (!mtc::rules::reshape(shapeOf(getInput()), shapeOf(getResult()), err))
+    return ruleFailed(*this, err);
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  if (tensorOf(getInput()).getElementType() !=
+      tensorOf(getResult()).getElementType())
+    return emitOpError() << "cannot change the element type";
+  mtc::Shape out;
+  std::string err;
+  std::vector<int64_t> perm(getPerm().begin(), getPerm().end());
+  if (!mtc::rules::transpose(shapeOf(getInput()), perm, out, err))
+    return ruleFailed(*this, err);
+  return expectShape(*this, getResult(), out);
+}
+
+LogicalResult SplitOp::verify() {
+  std::vector<mtc::Shape> outs;
+  std::string err;
+  std::vector<int64_t> sizes(getSizes().begin(), getSizes().end());
+  if (!mtc::rules::split(shapeOf(getInput()), sizes, getAxis(), outs, err))
+    return ruleFailed(*this, err);
+  if (outs.size() != getNumResults())
+    return emitOpError() << "has " << getNumResults() << " results but "
+                         << outs.size() << " sizes";
+  for (auto [result, shape] : llvm::zip(getResults(), outs)) {
+    if (tensorOf(result).getElementType() !=
+        tensorOf(getInput()).getElementType())
+      return emitOpError() << "cannot change the element type";
+    if (failed(expectShape(*this, result, shape)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  std::vector<mtc::Shape> shapes;
+  for (Value v : getInputs()) {
+    if (tensorOf(v).getElementType() != tensorOf(getResult()).getElementType())
+      return emitOpError() << "inputs and result must share an element type";
+    shapes.push_back(shapeOf(v));
+  }
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::concat(shapes, getAxis(), out, err))
+    return ruleFailed(*this, err);
+  return expectShape(*this, getResult(), out);
+}
+
+LogicalResult SliceOp::verify() {
+  if (tensorOf(getInput()).getElementType() !=
+      tensorOf(getResult()).getElementType())
+    return emitOpError() << "cannot change the element type";
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::slice(shapeOf(getInput()), getAxis(), getStart(), getEnd(),
+                         out, err))
+    return ruleFailed(*this, err);
+  return expectShape(*this, getResult(), out);
+}
+
+LogicalResult RopeOp::verify() {
+  if (failed(requireFloat(*this, getInput(), "input")))
+    return failure();
+  std::string err;
+  if (!mtc::rules::rope(shapeOf(getInput()), getFraction().convertToDouble(),
+                        err))
+    return ruleFailed(*this, err);
+  if (!(getTheta().convertToDouble() > 0))
+    return emitOpError() << "theta must be positive";
+  if (auto scaling = getScaling()) {
+    if (*scaling != "llama3")
+      return emitOpError() << "unsupported rope scaling \"" << *scaling
+                           << "\" (supported: \"llama3\")";
+    if (!getFactor() || !getLowFreqFactor() || !getHighFreqFactor() ||
+        !getOriginalMaxPosition())
+      return emitOpError() << "llama3 scaling needs factor, low_freq_factor, "
+                              "high_freq_factor and original_max_position";
+  }
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(requireFloat(*this, getQ(), "q")) ||
+      failed(requireFloat(*this, getK(), "k")) ||
+      failed(requireFloat(*this, getV(), "v")) ||
+      failed(requireF32Result(*this, getResult())))
+    return failure();
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::attention(shapeOf(getQ()), shapeOf(getK()), shapeOf(getV()),
+                             out, err))
+    return ruleFailed(*this, err);
+  if (getWindow() < 0)
+    return emitOpError() << "window must be non-negative";
+  if (getSoftcap().convertToDouble() < 0 || getScale().convertToDouble() < 0)
+    return emitOpError() << "softcap and scale must be non-negative";
+  return expectShape(*this, getResult(), out);
+}
+
+LogicalResult MoeOp::verify() {
+  if (failed(requireFloat(*this, getInput(), "input")) ||
+      failed(requireFloat(*this, getRouter(), "router")))
+    return failure();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the input type";
+  if (getAuxLoss().convertToDouble() < 0)
+    return emitOpError() << "aux_loss must be non-negative";
+  return success();
+}
+
+LogicalResult MoeOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto layer = dyn_cast_or_null<LayerOp>(owningContainer(*this));
+  if (!layer)
+    return emitOpError() << "is only valid in the forward of an mt.layer";
+  auto expert = dyn_cast_or_null<ExpertOp>(
+      tables.lookupSymbolIn(layer, getExpertAttr()));
+  if (!expert)
+    return emitOpError() << "'" << getExpert() << "' is not an expert of @"
+                         << layer.getSymName();
+  std::string err;
+  if (!mtc::rules::moe(shapeOf(getInput()), shapeOf(getRouter()),
+                       expert.getCount(), err))
+    return ruleFailed(*this, err);
+  if (getTopK() > expert.getCount())
+    return emitOpError() << "top_k " << getTopK() << " exceeds the "
+                         << expert.getCount() << " experts";
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(requireFloat(*this, getLogits(), "logits")) ||
+      failed(requireI32(*this, getTargets(), "targets")) ||
+      failed(requireF32Result(*this, getResult())))
+    return failure();
+  std::string err;
+  if (!mtc::rules::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets()),
+                                err))
+    return ruleFailed(*this, err);
+  return expectShape(*this, getResult(), {});
+}

@@ -1,0 +1,148 @@
+//===- Sema.h - Checked, resolved form of a .mt model -----------*- C++ -*-===//
+//
+// Part of mtc. Sema evaluates the config block, resolves every name, infers and
+// verifies every shape (with the rules of lib/Support/Shape.h) and flattens each
+// forward body into a list of typed operations in SSA form. MLIRGen translates a
+// CheckedModel one operation at a time into the mt dialect; the summary printer
+// and the parameter counts read it directly.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_FRONTEND_SEMA_H
+#define MTC_FRONTEND_SEMA_H
+
+#include "frontend/AST.h"
+#include "lib/Support/Diagnostics.h"
+#include "lib/Support/Shape.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace mtc {
+
+/// An evaluated config value.
+struct ConfigValue {
+  double value = 0;
+  bool isInt = false;
+};
+
+/// A compile-time attribute of an operation.
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+
+/// The operations of a checked forward body. Each maps to one mt dialect op
+/// (see dialects/mt/MtOps.td); the attribute names listed here are the ones
+/// MLIRGen reads.
+enum class OpKind {
+  Constant,     ///< attrs: value (double); result [] f32
+  ParamRef,     ///< symbol: parameter name
+  Embedding,    ///< operands: ids, table
+  MatMul,       ///< operands: a, b [, bias]
+  Add, Sub, Mul, Div, ///< operands: a, b (broadcasting)
+  Neg, Exp, Log, Silu, Relu, Sigmoid, Tanh, Rsqrt, Sqrt, Square,
+  Gelu,         ///< attrs: approximate ("tanh" | "none")
+  Sum, Mean, Max, ///< attrs: axis (normalised, >= 0), keepdim
+  Softmax,      ///< attrs: axis (normalised)
+  RmsNorm,      ///< operands: x, w; attrs: eps, offset
+  LayerNorm,    ///< operands: x, w [, b]; attrs: eps
+  Reshape,      ///< result shape is the target
+  Transpose,    ///< attrs: perm
+  Split,        ///< attrs: sizes, axis; several results
+  Concat,       ///< attrs: axis
+  Slice,        ///< attrs: axis, start, end
+  Rope,         ///< attrs: theta, fraction, and for llama3 scaling:
+                ///< scaling = "llama3", factor, low_freq_factor,
+                ///< high_freq_factor, original_max_position
+  Attention,    ///< operands: q, k, v; attrs: causal, window, softcap, scale
+  Softcap,      ///< attrs: cap
+  Moe,          ///< operands: h, router; symbol: expert; attrs: top_k,
+                ///< normalize, aux_loss
+  CrossEntropy, ///< operands: logits, targets; attrs: ignore_index
+  ApplyLayers,  ///< operands: x; symbol: layer; attrs: first, count
+};
+
+/// The language's name for \p kind ("matmul", "rmsnorm", ...).
+const char *opKindName(OpKind kind);
+
+struct ValueType {
+  Shape shape;
+  DType dtype = DType::F32;
+};
+
+struct Operation {
+  OpKind kind;
+  SourceLoc loc;
+  std::vector<int> operands; ///< value ids
+  std::vector<int> results;  ///< value ids
+  std::string symbol;        ///< ParamRef, Moe, ApplyLayers
+  std::vector<std::pair<std::string, AttrValue>> attrs;
+
+  /// The attribute called \p name, or nullptr.
+  const AttrValue *attr(const std::string &name) const;
+};
+
+/// A forward body in SSA form. Values 0..args.size()-1 are the arguments; every
+/// operation result gets the next id. `types[id]` is the type of value id.
+struct Function {
+  std::vector<std::string> argNames;
+  std::vector<ValueType> types;
+  size_t numArgs = 0;
+  std::vector<Operation> ops;
+  int result = -1;
+  ValueType resultType;
+};
+
+/// A parameter. Its shape is static; for layer and expert parameters it is the
+/// shape of one instance (one layer, one expert).
+struct Param {
+  std::string name;
+  SourceLoc loc;
+  Shape shape;
+  DType dtype = DType::F32;
+  ast::InitKind init = ast::InitKind::Zeros;
+  double initA = 0, initB = 0; ///< normal/scaled_normal: std; uniform: lo, hi
+  int64_t numel() const;
+};
+
+struct Expert {
+  std::string name;
+  SourceLoc loc;
+  int64_t count = 0; ///< number of experts
+  std::vector<Param> params;
+  Function forward;
+  int64_t paramsPerExpert() const;
+};
+
+struct Layer {
+  std::string name;
+  SourceLoc loc;
+  int64_t count = 0; ///< number of instances
+  std::vector<Param> params;
+  std::vector<Expert> experts;
+  Function forward;
+  /// Parameters of one instance, experts included.
+  int64_t paramsPerInstance() const;
+};
+
+struct CheckedModel {
+  std::string name;
+  std::vector<std::pair<std::string, ConfigValue>> config;
+  std::vector<Param> params; ///< model-level
+  std::vector<Layer> layers;
+  Function forward;
+  /// Sum over layers of their instance counts.
+  int64_t totalLayerInstances() const;
+  /// Every parameter of the model, all instances counted.
+  int64_t totalParams() const;
+};
+
+/// Checks \p model, reporting every error to \p diags. Returns true (and fills
+/// \p out) when there were none.
+bool checkModel(const ast::Model &model, DiagnosticEngine &diags,
+                CheckedModel &out);
+
+} // namespace mtc
+
+#endif // MTC_FRONTEND_SEMA_H

@@ -1,0 +1,81 @@
+//===- Shape.h - Shapes with symbolic dimensions ----------------*- C++ -*-===//
+//
+// Part of mtc. The shape vocabulary shared by the frontend (Sema) and the mt
+// dialect's verifiers. Pure C++: no LLVM or MLIR, so the frontend, the fuzzer and
+// the runtime can all use it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_LIB_SUPPORT_SHAPE_H
+#define MTC_LIB_SUPPORT_SHAPE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtc {
+
+/// One dimension: a value >= 0 is static; the negative constants below are the
+/// symbolic dimensions of the language.
+using Dim = int64_t;
+constexpr Dim kDimB = -1; ///< batch (sequences per micro-batch)
+constexpr Dim kDimS = -2; ///< sequence length
+constexpr Dim kDimT = -3; ///< tokens routed to one expert
+
+using Shape = std::vector<Dim>;
+
+/// True for B, S and T.
+inline bool isSymbolic(Dim d) { return d < 0; }
+/// "B", "S", "T" or the decimal value.
+std::string formatDim(Dim d);
+/// "[B, S, 256]"; "[]" for scalars.
+std::string formatShape(const Shape &s);
+/// The symbolic dimension named \p name ("B", "S", "T"), or 0 if it is none.
+Dim symbolicDimByName(const std::string &name);
+
+/// Element types of the language.
+enum class DType { F32, BF16, I32 };
+const char *dtypeName(DType t);
+
+/// Shape rules for the operations of the language. Each returns true and sets
+/// \p out on success, or returns false and sets \p err to a message suitable
+/// for a user ("shape mismatch ...": no location, no trailing period).
+namespace rules {
+bool broadcast(const Shape &a, const Shape &b, Shape &out, std::string &err);
+/// [.., K] x [K, N] -> [.., N], or batched [.., M, K] x [.., K, N] with equal
+/// leading dims. \p bias, when non-null, must be [N].
+bool matmul(const Shape &a, const Shape &b, const Shape *bias, Shape &out,
+            std::string &err);
+/// Normalises a possibly negative axis against \p rank.
+bool axis(int64_t axis, size_t rank, size_t &out, std::string &err);
+bool reduce(const Shape &x, int64_t axis, bool keepdim, Shape &out,
+            std::string &err);
+bool embedding(const Shape &ids, const Shape &table, Shape &out,
+               std::string &err);
+/// The static element counts must agree and the symbolic dims must be the
+/// same multiset.
+bool reshape(const Shape &x, const Shape &target, std::string &err);
+bool transpose(const Shape &x, const std::vector<int64_t> &perm, Shape &out,
+               std::string &err);
+bool split(const Shape &x, const std::vector<int64_t> &sizes, int64_t axis,
+           std::vector<Shape> &out, std::string &err);
+bool concat(const std::vector<Shape> &xs, int64_t axis, Shape &out,
+            std::string &err);
+bool slice(const Shape &x, int64_t axis, int64_t start, int64_t end, Shape &out,
+           std::string &err);
+/// x [.., D] normalised with weight (and bias) [D].
+bool norm(const Shape &x, const Shape &w, const Shape *b, std::string &err);
+/// x [B, S, H, D]; rotary dims = fraction * D must be even and > 0.
+bool rope(const Shape &x, double fraction, std::string &err);
+/// q [B, S, Hq, D], k and v [B, S, Hkv, D], Hkv divides Hq.
+bool attention(const Shape &q, const Shape &k, const Shape &v, Shape &out,
+               std::string &err);
+/// logits [B, S, V], targets [B, S] -> [].
+bool crossEntropy(const Shape &logits, const Shape &targets, std::string &err);
+/// h [B, S, D], router [D, E] where E is the number of experts.
+bool moe(const Shape &h, const Shape &router, int64_t numExperts,
+         std::string &err);
+} // namespace rules
+
+} // namespace mtc
+
+#endif // MTC_LIB_SUPPORT_SHAPE_H
