@@ -106,8 +106,19 @@ Operation *owningContainer(Operation *op) {
 // Custom directives
 //===----------------------------------------------------------------------===//
 
-static ParseResult parseInitArgs(OpAsmParser &parser,
-                                 DenseF64ArrayAttr &args) {
+/// `normal [0.02]`, `zeros`, `uniform [-0.1, 0.1]`.
+static ParseResult parseInit(OpAsmParser &parser, InitKindAttr &kind,
+                             DenseF64ArrayAttr &args) {
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<InitKind> parsed = symbolizeInitKind(keyword);
+  if (!parsed)
+    return parser.emitError(loc, "unknown initializer '")
+           << keyword
+           << "' (expected zeros, ones, normal, scaled_normal or uniform)";
+  kind = InitKindAttr::get(parser.getContext(), *parsed);
   SmallVector<double> values;
   if (succeeded(parser.parseOptionalLSquare())) {
     if (failed(parser.parseOptionalRSquare())) {
@@ -125,11 +136,12 @@ static ParseResult parseInitArgs(OpAsmParser &parser,
   return success();
 }
 
-static void printInitArgs(OpAsmPrinter &printer, Operation *,
-                          DenseF64ArrayAttr args) {
+static void printInit(OpAsmPrinter &printer, Operation *, InitKindAttr kind,
+                      DenseF64ArrayAttr args) {
+  printer << stringifyInitKind(kind.getValue());
   if (!args || args.empty())
     return;
-  printer << "[";
+  printer << " [";
   llvm::interleaveComma(args.asArrayRef(), printer,
                         [&](double v) { printer.printFloat(llvm::APFloat(v)); });
   printer << "]";

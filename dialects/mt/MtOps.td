@@ -131,7 +131,7 @@ def MT_ParamOp : MT_Op<"param", [Symbol,
                        MT_InitKindAttr:$init,
                        DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$init_args);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` $init custom<InitArgs>($init_args) attr-dict
+    $sym_name `:` $type `init` custom<Init>($init, $init_args) attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -173,7 +173,7 @@ def MT_ApplyLayersOp : MT_Op<"apply_layers", [
     applied exactly once and in order.
 
     ```mlir
-    %h = mt.apply_layers @Block [0, 4] %x : !mt.tensor<[B, S, 256], f32>
+    %h = mt.apply_layers @Block[0, 4] %x : !mt.tensor<[B, S, 256], f32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$layer,

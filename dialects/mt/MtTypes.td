@@ -44,7 +44,9 @@ def Mt_TensorType : TypeDef<Mt_Dialect, "MtTensor"> {
   }];
 }
 
+// Operands and results are declared with the generic C++ type so that the
+// printed IR always spells `!mt.tensor<...>` in full.
 def MT_AnyTensor : Type<CPred<"::llvm::isa<::mtc::mt::MtTensorType>($_self)">,
-                        "mt tensor", "::mtc::mt::MtTensorType">;
+                        "mt tensor">;
 
 #endif // MTC_DIALECTS_MT_MTTYPES_TD
