@@ -62,8 +62,8 @@ private:
     llvm_unreachable("unknown dtype");
   }
 
-  mt::TensorType tensorType(const ValueType &t) {
-    return mt::TensorType::get(&ctx, t.shape, elementType(t.dtype));
+  mt::MtTensorType tensorType(const ValueType &t) {
+    return mt::MtTensorType::get(&ctx, t.shape, elementType(t.dtype));
   }
 
   DictionaryAttr configAttr(const CheckedModel &model) {
@@ -107,7 +107,7 @@ private:
     default:
       break;
     }
-    mt::ParamOp::create(builder, loc(p.loc), p.name,
+    mt::ParamOp::create(builder, loc(p.loc), builder.getStringAttr(p.name),
                         TypeAttr::get(tensorType({p.shape, p.dtype})),
                         mt::InitKindAttr::get(&ctx, initKind(p.init)),
                         builder.getDenseF64ArrayAttr(args));
@@ -207,6 +207,10 @@ private:
                         operand(op, 0), operand(op, 1));
   }
 
+  FloatAttr f64(double v) { return builder.getF64FloatAttr(v); }
+  IntegerAttr i64(int64_t v) { return builder.getI64IntegerAttr(v); }
+  UnitAttr unit(bool v) { return v ? builder.getUnitAttr() : UnitAttr(); }
+
   Type resultType(const Function &fn, const Operation &op, size_t i = 0) {
     return tensorType(fn.types[op.results[i]]);
   }
@@ -300,13 +304,14 @@ private:
       break;
     case OpKind::RmsNorm:
       r = mt::RmsNormOp::create(builder, l, resultType(fn, op), operand(op, 0),
-                                operand(op, 1), floatAttr(op, "eps", 1e-5),
-                                floatAttr(op, "offset"));
+                                operand(op, 1), f64(floatAttr(op, "eps", 1e-5)),
+                                f64(floatAttr(op, "offset")));
       break;
     case OpKind::LayerNorm:
       r = mt::LayerNormOp::create(builder, l, resultType(fn, op),
                                   operand(op, 0), operand(op, 1),
-                                  operand(op, 2), floatAttr(op, "eps", 1e-5));
+                                  operand(op, 2),
+                                  f64(floatAttr(op, "eps", 1e-5)));
       break;
     case OpKind::Reshape:
       r = unary<mt::ReshapeOp>(fn, op);
@@ -344,8 +349,10 @@ private:
     case OpKind::Rope: {
       auto rope = mt::RopeOp::create(builder, l, resultType(fn, op),
                                      operand(op, 0),
-                                     floatAttr(op, "theta", 10000.0),
-                                     floatAttr(op, "fraction", 1.0));
+                                     f64(floatAttr(op, "theta", 10000.0)),
+                                     f64(floatAttr(op, "fraction", 1.0)),
+                                     StringAttr(), FloatAttr(), FloatAttr(),
+                                     FloatAttr(), IntegerAttr());
       std::string scaling = strAttr(op, "scaling");
       if (!scaling.empty()) {
         rope.setScalingAttr(builder.getStringAttr(scaling));
@@ -363,19 +370,21 @@ private:
     case OpKind::Attention:
       r = mt::AttentionOp::create(
           builder, l, resultType(fn, op), operand(op, 0), operand(op, 1),
-          operand(op, 2), boolAttr(op, "causal", true), intAttr(op, "window"),
-          floatAttr(op, "softcap"), floatAttr(op, "scale"));
+          operand(op, 2), unit(boolAttr(op, "causal", true)),
+          i64(intAttr(op, "window")), f64(floatAttr(op, "softcap")),
+          f64(floatAttr(op, "scale")));
       break;
     case OpKind::Softcap:
       r = mt::SoftcapOp::create(builder, l, resultType(fn, op), operand(op, 0),
-                                floatAttr(op, "cap"));
+                                f64(floatAttr(op, "cap")));
       break;
     case OpKind::Moe:
       r = mt::MoeOp::create(builder, l, resultType(fn, op), operand(op, 0),
                             operand(op, 1),
                             FlatSymbolRefAttr::get(&ctx, op.symbol),
-                            intAttr(op, "top_k", 1), boolAttr(op, "normalize"),
-                            floatAttr(op, "aux_loss"));
+                            i64(intAttr(op, "top_k", 1)),
+                            unit(boolAttr(op, "normalize")),
+                            f64(floatAttr(op, "aux_loss")));
       break;
     case OpKind::CrossEntropy:
       r = mt::CrossEntropyOp::create(builder, l, resultType(fn, op),

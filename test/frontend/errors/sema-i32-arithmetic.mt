@@ -1,0 +1,20 @@
+// RUN: not mtc compile %s --emit=mlir 2>&1 | FileCheck %s
+// Token ids are i32: no arithmetic on them.
+// CHECK: {{.*}}sema-i32-arithmetic.mt:15:22: error: '+' cannot operate on i32 values
+model M {
+  config { dim = 8; eps = 1e-5 }
+  param emb: [16, dim] = normal(0.02)
+  layer Block x 2 {
+    param norm: [dim] = ones
+    param w: [dim, dim] = normal(0.02)
+    forward(x: [B, S, dim]) -> [B, S, dim] {
+      return x + rmsnorm(x, norm, eps) @ w
+    }
+  }
+  forward(tokens: [B, S] i32, targets: [B, S] i32) -> [] {
+    shifted = tokens + 1
+    x = embedding(tokens, emb)
+    x = Block(x)
+    return cross_entropy(x @ transpose(emb), targets)
+  }
+}
