@@ -26,8 +26,8 @@ public:
   OwningOpRef<ModuleOp> run(const CheckedModel &model) {
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc({}));
     builder.setInsertionPointToEnd(module->getBody());
-    auto modelOp = mt::ModelOp::create(builder, loc({}), model.name,
-                                       configAttr(model));
+    auto modelOp =
+        mt::ModelOp::create(builder, loc({}), model.name, configAttr(model));
     Block *body = builder.createBlock(&modelOp.getBody());
     builder.setInsertionPointToEnd(body);
     for (const Param &p : model.params)
@@ -69,10 +69,10 @@ private:
   DictionaryAttr configAttr(const CheckedModel &model) {
     SmallVector<NamedAttribute> entries;
     for (const auto &[name, value] : model.config) {
-      Attribute attr =
-          value.isInt ? Attribute(builder.getI64IntegerAttr(
-                            static_cast<int64_t>(value.value)))
-                      : Attribute(builder.getF64FloatAttr(value.value));
+      Attribute attr = value.isInt
+                           ? Attribute(builder.getI64IntegerAttr(
+                                 static_cast<int64_t>(value.value)))
+                           : Attribute(builder.getF64FloatAttr(value.value));
       entries.push_back(builder.getNamedAttr(name, attr));
     }
     return builder.getDictionaryAttr(entries);
@@ -114,8 +114,8 @@ private:
   }
 
   void genLayer(const Layer &layer) {
-    auto op = mt::LayerOp::create(builder, loc(layer.loc), layer.name,
-                                  layer.count);
+    auto op =
+        mt::LayerOp::create(builder, loc(layer.loc), layer.name, layer.count);
     Block *body = builder.createBlock(&op.getBody());
     for (const Param &p : layer.params) {
       builder.setInsertionPointToEnd(body);
@@ -123,8 +123,7 @@ private:
     }
     for (const Expert &e : layer.experts) {
       builder.setInsertionPointToEnd(body);
-      auto expert =
-          mt::ExpertOp::create(builder, loc(e.loc), e.name, e.count);
+      auto expert = mt::ExpertOp::create(builder, loc(e.loc), e.name, e.count);
       Block *ebody = builder.createBlock(&expert.getBody());
       for (const Param &p : e.params) {
         builder.setInsertionPointToEnd(ebody);
@@ -141,8 +140,7 @@ private:
     SmallVector<Type> argTypes;
     for (size_t i = 0; i < fn.numArgs; ++i)
       argTypes.push_back(tensorType(fn.types[i]));
-    auto type = builder.getFunctionType(argTypes,
-                                        {tensorType(fn.resultType)});
+    auto type = builder.getFunctionType(argTypes, {tensorType(fn.resultType)});
     auto func = func::FuncOp::create(builder, loc(where), "forward", type);
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
@@ -223,9 +221,9 @@ private:
     Value r;
     switch (op.kind) {
     case OpKind::Constant:
-      r = mt::ConstantOp::create(builder, l, resultType(fn, op),
-                                 builder.getF64FloatAttr(
-                                     floatAttr(op, "value")));
+      r = mt::ConstantOp::create(
+          builder, l, resultType(fn, op),
+          builder.getF64FloatAttr(floatAttr(op, "value")));
       break;
     case OpKind::ParamRef:
       r = mt::ParamRefOp::create(builder, l, resultType(fn, op),
@@ -308,19 +306,17 @@ private:
                                 f64(floatAttr(op, "offset")));
       break;
     case OpKind::LayerNorm:
-      r = mt::LayerNormOp::create(builder, l, resultType(fn, op),
-                                  operand(op, 0), operand(op, 1),
-                                  operand(op, 2),
-                                  f64(floatAttr(op, "eps", 1e-5)));
+      r = mt::LayerNormOp::create(
+          builder, l, resultType(fn, op), operand(op, 0), operand(op, 1),
+          operand(op, 2), f64(floatAttr(op, "eps", 1e-5)));
       break;
     case OpKind::Reshape:
       r = unary<mt::ReshapeOp>(fn, op);
       break;
     case OpKind::Transpose:
-      r = mt::TransposeOp::create(builder, l, resultType(fn, op),
-                                  operand(op, 0),
-                                  builder.getDenseI64ArrayAttr(
-                                      listAttr(op, "perm")));
+      r = mt::TransposeOp::create(
+          builder, l, resultType(fn, op), operand(op, 0),
+          builder.getDenseI64ArrayAttr(listAttr(op, "perm")));
       break;
     case OpKind::Split: {
       SmallVector<Type> types;
@@ -347,12 +343,11 @@ private:
                               intAttr(op, "end"));
       break;
     case OpKind::Rope: {
-      auto rope = mt::RopeOp::create(builder, l, resultType(fn, op),
-                                     operand(op, 0),
-                                     f64(floatAttr(op, "theta", 10000.0)),
-                                     f64(floatAttr(op, "fraction", 1.0)),
-                                     StringAttr(), FloatAttr(), FloatAttr(),
-                                     FloatAttr(), IntegerAttr());
+      auto rope = mt::RopeOp::create(
+          builder, l, resultType(fn, op), operand(op, 0),
+          f64(floatAttr(op, "theta", 10000.0)),
+          f64(floatAttr(op, "fraction", 1.0)), StringAttr(), FloatAttr(),
+          FloatAttr(), FloatAttr(), IntegerAttr());
       std::string scaling = strAttr(op, "scaling");
       if (!scaling.empty()) {
         rope.setScalingAttr(builder.getStringAttr(scaling));
@@ -361,8 +356,8 @@ private:
             builder.getF64FloatAttr(floatAttr(op, "low_freq_factor")));
         rope.setHighFreqFactorAttr(
             builder.getF64FloatAttr(floatAttr(op, "high_freq_factor")));
-        rope.setOriginalMaxPositionAttr(builder.getI64IntegerAttr(
-            intAttr(op, "original_max_position")));
+        rope.setOriginalMaxPositionAttr(
+            builder.getI64IntegerAttr(intAttr(op, "original_max_position")));
       }
       r = rope;
       break;
@@ -379,12 +374,10 @@ private:
                                 f64(floatAttr(op, "cap")));
       break;
     case OpKind::Moe:
-      r = mt::MoeOp::create(builder, l, resultType(fn, op), operand(op, 0),
-                            operand(op, 1),
-                            FlatSymbolRefAttr::get(&ctx, op.symbol),
-                            i64(intAttr(op, "top_k", 1)),
-                            unit(boolAttr(op, "normalize")),
-                            f64(floatAttr(op, "aux_loss")));
+      r = mt::MoeOp::create(
+          builder, l, resultType(fn, op), operand(op, 0), operand(op, 1),
+          FlatSymbolRefAttr::get(&ctx, op.symbol), i64(intAttr(op, "top_k", 1)),
+          unit(boolAttr(op, "normalize")), f64(floatAttr(op, "aux_loss")));
       break;
     case OpKind::CrossEntropy:
       r = mt::CrossEntropyOp::create(builder, l, resultType(fn, op),
@@ -392,9 +385,8 @@ private:
                                      intAttr(op, "ignore_index", -100));
       break;
     case OpKind::ApplyLayers:
-      r = mt::ApplyLayersOp::create(builder, l, op.symbol,
-                                    intAttr(op, "first"), intAttr(op, "count"),
-                                    operand(op, 0));
+      r = mt::ApplyLayersOp::create(builder, l, op.symbol, intAttr(op, "first"),
+                                    intAttr(op, "count"), operand(op, 0));
       break;
     }
     values[op.results[0]] = r;

@@ -539,8 +539,9 @@ bool Checker::evalConst(const ast::Expr &e, ConfigValue &out) {
       rep.error(e.loc, "'" + e.text + "' is not a compile-time constant");
       return false;
     }
-    rep.error(e.loc, "unknown name '" + e.text + "'" +
-                         didYouMean(e.text, constCandidates()));
+    if (unknownReported.insert({current ? current->serial : 0, e.text}).second)
+      rep.error(e.loc, "unknown name '" + e.text + "'" +
+                           didYouMean(e.text, constCandidates()));
     return false;
   }
   case K::Unary: {

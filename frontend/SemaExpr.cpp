@@ -130,6 +130,7 @@ void Checker::checkModelForward() {
   }
   const ast::ForwardDecl &f = *model.forward;
   FnState st;
+  st.serial = ++numForwards;
   st.fn = &out.forward;
   st.kind = ScopeKind::Model;
   st.what = st.owner = "the model forward";
@@ -165,6 +166,7 @@ void Checker::checkLayerForward(size_t layerIdx) {
   }
   const ast::ForwardDecl &f = *info.decl->forward;
   FnState st;
+  st.serial = ++numForwards;
   st.fn = &layer.forward;
   st.kind = ScopeKind::Layer;
   st.layer = static_cast<int>(layerIdx);
@@ -218,6 +220,7 @@ void Checker::checkExpertForward(size_t layerIdx, size_t expertIdx) {
   }
   const ast::ForwardDecl &f = *decl->forward;
   FnState st;
+  st.serial = ++numForwards;
   st.fn = &expert.forward;
   st.kind = ScopeKind::Expert;
   st.layer = static_cast<int>(layerIdx);
@@ -510,6 +513,8 @@ Val Checker::evalName(const ast::Expr &e, FnState &st) {
               "' and cannot be used in the model forward";
   }
   if (msg.empty()) {
+    if (!unknownReported.insert({st.serial, name}).second)
+      return Val::poison();
     std::vector<std::string> candidates = constCandidates();
     for (const auto &[n, v] : st.locals)
       candidates.push_back(n);

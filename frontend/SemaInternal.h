@@ -120,6 +120,7 @@ struct LayerInfo {
 
 /// The forward body being checked.
 struct FnState {
+  int serial = 0; ///< distinguishes forwards (diagnostic bookkeeping)
   Function *fn = nullptr;
   ScopeKind kind = ScopeKind::Model;
   int layer = -1;    ///< Layer and Expert scopes
@@ -217,6 +218,11 @@ public:
   std::set<const void *> skipped;
   /// The forward being checked, or null (config, parameter shapes).
   FnState *current = nullptr;
+  /// Unknown names already reported, per forward (null: outside forwards):
+  /// a missing definition is reported at its first use only.
+  std::set<std::pair<int, std::string>> unknownReported;
+  /// Serial numbers of FnState (0: no forward).
+  int numForwards = 0;
   bool modelForwardOk = false;
 };
 

@@ -62,10 +62,10 @@ const char *initName(ast::InitKind k) {
 void printParams(const std::vector<Param> &params, const std::string &indent,
                  std::ostream &os) {
   for (const Param &p : params) {
-    os << indent << std::left << std::setw(18) << p.name << " "
-       << std::setw(16) << formatShape(p.shape) << " " << std::setw(5)
-       << dtypeName(p.dtype) << " " << std::setw(14) << initName(p.init)
-       << std::right << std::setw(14) << grouped(p.numel()) << "\n";
+    os << indent << std::left << std::setw(18) << p.name << " " << std::setw(16)
+       << formatShape(p.shape) << " " << std::setw(5) << dtypeName(p.dtype)
+       << " " << std::setw(14) << initName(p.init) << std::right
+       << std::setw(14) << grouped(p.numel()) << "\n";
   }
 }
 

@@ -75,11 +75,14 @@ LogicalResult verifyContainer(Operation *op, Block &body, StringRef what) {
   unsigned numFuncs = 0;
   for (Operation &nested : body) {
     if (auto fn = dyn_cast<func::FuncOp>(nested)) {
-      if (fn.getSymName() != "forward")
-        return fn.emitOpError() << "in " << what
-                                << " must be named @forward, got @"
-                                << fn.getSymName();
-      ++numFuncs;
+      if (fn.getSymName() == "forward")
+        ++numFuncs;
+      else if (fn.getSymName() != "backward" &&
+               fn.getSymName() != "forward_backward")
+        return fn.emitOpError()
+               << "in " << what
+               << " must be @forward, @backward or @forward_backward, got @"
+               << fn.getSymName();
       continue;
     }
     if (isa<ParamOp, Allowed...>(nested))
@@ -598,4 +601,107 @@ LogicalResult CrossEntropyOp::verify() {
                                 err))
     return ruleFailed(*this, err);
   return expectShape(*this, getResult(), {});
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamGradOp::verifySymbolUses(SymbolTableCollection &tables) {
+  Operation *container = owningContainer(*this);
+  if (!container || !isa<ModelOp, LayerOp, ExpertOp>(container))
+    return emitOpError() << "must be inside a function of a model, layer or "
+                            "expert";
+  auto param = dyn_cast_or_null<ParamOp>(
+      tables.lookupSymbolIn(container, getNameAttr()));
+  if (!param)
+    return emitOpError() << "'" << getName()
+                         << "' is not a parameter of the enclosing "
+                         << container->getName();
+  if (shapeOf(getGrad()) != param.getTensorType().getShapeVector())
+    return emitOpError() << "gradient shape "
+                         << mtc::formatShape(shapeOf(getGrad()))
+                         << " does not match parameter shape "
+                         << mtc::formatShape(
+                                param.getTensorType().getShapeVector());
+  return success();
+}
+
+LogicalResult WeightGradOp::verify() {
+  mtc::Shape x = shapeOf(getInput()), dy = shapeOf(getGrad());
+  if (x.empty() || dy.empty() || x.size() != dy.size() ||
+      !std::equal(x.begin(), x.end() - 1, dy.begin()))
+    return emitOpError() << "input " << mtc::formatShape(x) << " and gradient "
+                         << mtc::formatShape(dy)
+                         << " must share their leading dims";
+  return expectShape(*this, getResult(), {x.back(), dy.back()});
+}
+
+LogicalResult ReduceToOp::verify() {
+  mtc::Shape out;
+  std::string err;
+  mtc::Shape from = shapeOf(getInput()), to = shapeOf(getResult());
+  if (!mtc::rules::broadcast(from, to, out, err) || out != from)
+    return emitOpError() << "cannot reduce " << mtc::formatShape(from)
+                         << " to " << mtc::formatShape(to)
+                         << ": the result must broadcast to the input";
+  return success();
+}
+
+LogicalResult UnaryGradOp::verify() {
+  static const char *kinds[] = {"neg",  "exp",     "log",      "silu",
+                                "relu", "sigmoid", "tanh",     "rsqrt",
+                                "sqrt", "square",  "gelu_erf", "gelu_tanh",
+                                "softcap"};
+  if (!llvm::is_contained(kinds, getKind()))
+    return emitOpError() << "unknown elementwise function '" << getKind()
+                         << "'";
+  if (getInput().getType() != getGrad().getType() ||
+      getInput().getType() != getResult().getType())
+    return emitOpError() << "input, gradient and result must have one type";
+  return success();
+}
+
+LogicalResult ReduceGradOp::verify() {
+  if (getKind() != "sum" && getKind() != "mean" && getKind() != "max")
+    return emitOpError() << "kind must be sum, mean or max";
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::reduce(shapeOf(getInput()), getAxis(), getKeepdim(), out,
+                          err))
+    return ruleFailed(*this, err);
+  if (out != shapeOf(getGrad()))
+    return emitOpError() << "gradient shape does not match the reduction";
+  return expectShape(*this, getResult(), shapeOf(getInput()));
+}
+
+LogicalResult PadOp::verify() {
+  mtc::Shape in = shapeOf(getInput()), out = shapeOf(getResult());
+  if (in.size() != out.size() || getAxis() >= (int64_t)in.size())
+    return emitOpError() << "axis out of range";
+  int64_t a = getAxis();
+  if (mtc::isSymbolic(out[a]) || getEnd() > out[a] ||
+      getEnd() - getStart() != in[a])
+    return emitOpError() << "[" << getStart() << ", " << getEnd()
+                         << ") does not place " << mtc::formatShape(in)
+                         << " inside " << mtc::formatShape(out);
+  for (size_t i = 0; i < in.size(); ++i)
+    if ((int64_t)i != a && in[i] != out[i])
+      return emitOpError() << "only the padded axis may differ";
+  return success();
+}
+
+LogicalResult
+ApplyLayersGradOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto model = dyn_cast_or_null<ModelOp>(owningContainer(*this));
+  if (!model)
+    return emitOpError() << "is only valid in a function of an mt.model";
+  auto layer = dyn_cast_or_null<LayerOp>(
+      tables.lookupSymbolIn(model, getLayerAttr()));
+  if (!layer)
+    return emitOpError() << "'" << getLayer() << "' is not a layer of @"
+                         << model.getSymName();
+  if (getFirst() + getCount() > layer.getCount())
+    return emitOpError() << "instances out of range";
+  return success();
 }

@@ -492,7 +492,9 @@ def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
   let description = [{
     Rotates pairs of the first `fraction * D` dims of `[B, S, H, D]` by
     position-dependent angles `pos * theta^(-2i/rot)` (rotate-half layout).
-    With `scaling = "llama3"` the inverse frequencies are rescaled with
+    `inverse` rotates by the negative angles (the vector-Jacobian product of
+    the rotation, emitted by mtc-autodiff). With `scaling = "llama3"` the
+    inverse frequencies are rescaled with
     `factor`, `low_freq_factor`, `high_freq_factor` and
     `original_max_position` as Llama 3.1 does.
 
@@ -510,11 +512,12 @@ def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
                        OptionalAttr<F64Attr>:$factor,
                        OptionalAttr<F64Attr>:$low_freq_factor,
                        OptionalAttr<F64Attr>:$high_freq_factor,
-                       OptionalAttr<I64Attr>:$original_max_position);
+                       OptionalAttr<I64Attr>:$original_max_position,
+                       UnitAttr:$inverse);
   let results = (outs MT_AnyTensor:$result);
   let assemblyFormat = [{
-    $input `theta` `=` $theta `fraction` `=` $fraction attr-dict `:`
-    type($result)
+    $input `theta` `=` $theta `fraction` `=` $fraction (`inverse` $inverse^)?
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -613,5 +616,7 @@ def MT_CrossEntropyOp : MT_Op<"cross_entropy", [Pure]> {
   }];
   let hasVerifier = 1;
 }
+
+include "MtGradOps.td"
 
 #endif // MTC_DIALECTS_MT_MTOPS_TD

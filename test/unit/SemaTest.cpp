@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "frontend/Parser.h"
 #include "frontend/Sema.h"
+#include "frontend/Parser.h"
 
 #include <gtest/gtest.h>
 
@@ -48,8 +48,7 @@ std::string makeModel(const std::string &config, const std::string &layer,
          config +
          " }\n"
          "  param emb: [16, dim] = normal(0.02)\n" +
-         extra +
-         "  layer Block x n {\n" + layer +
+         extra + "  layer Block x n {\n" + layer +
          "  }\n"
          "  forward(tokens: [B, S] i32, targets: [B, S] i32) -> [] {\n"
          "    x = embedding(tokens, emb)\n"
@@ -61,10 +60,11 @@ std::string makeModel(const std::string &config, const std::string &layer,
          "}\n";
 }
 
-const std::string kSimpleLayer = "    param w: [dim, dim] = normal(0.02)\n"
-                                 "    forward(x: [B, S, dim]) -> [B, S, dim] {\n"
-                                 "      return x + x @ w\n"
-                                 "    }\n";
+const std::string kSimpleLayer =
+    "    param w: [dim, dim] = normal(0.02)\n"
+    "    forward(x: [B, S, dim]) -> [B, S, dim] {\n"
+    "      return x + x @ w\n"
+    "    }\n";
 
 /// A layer whose forward body is \p body (params: norm [dim], w [dim, dim]).
 std::string layerWith(const std::string &body) {
@@ -198,8 +198,7 @@ TEST(Sema, TinyLlamaFunctions) {
     }
     if (op.kind == OpKind::Attention) {
       ++attention;
-      EXPECT_EQ(layer.types[op.results[0]].shape,
-                (Shape{kDimB, kDimS, 8, 32}));
+      EXPECT_EQ(layer.types[op.results[0]].shape, (Shape{kDimB, kDimS, 8, 32}));
       ASSERT_TRUE(op.attr("causal"));
       EXPECT_TRUE(std::get<bool>(*op.attr("causal")));
       EXPECT_EQ(std::get<int64_t>(*op.attr("window")), 0);
@@ -232,11 +231,13 @@ TEST(Sema, TinyLlamaFunctions) {
     }
     if (op.kind == OpKind::ParamRef && op.symbol == "tok_emb")
       ++paramRefsModel;
-    if (op.kind == OpKind::Transpose)
+    if (op.kind == OpKind::Transpose) {
       EXPECT_EQ(std::get<std::vector<int64_t>>(*op.attr("perm")),
                 (std::vector<int64_t>{1, 0}));
-    if (op.kind == OpKind::CrossEntropy)
+    }
+    if (op.kind == OpKind::CrossEntropy) {
       EXPECT_EQ(std::get<int64_t>(*op.attr("ignore_index")), -1);
+    }
   }
   EXPECT_EQ(applies, 1);
   EXPECT_EQ(paramRefsModel, 1); // the tied embedding: one ref, two uses
@@ -279,9 +280,9 @@ TEST(SemaConfig, Arithmetic) {
 }
 
 TEST(SemaConfig, Errors) {
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2; z = 0; q = dim / z",
-                                 kSimpleLayer)),
-              "test.mt:2:43: error: division by zero");
+  EXPECT_DIAG(
+      errorsOf(makeModel("dim = 8; n = 2; z = 0; q = dim / z", kSimpleLayer)),
+      "test.mt:2:43: error: division by zero");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2; q = dim % 0", kSimpleLayer)),
               "error: division by zero in '%'");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2; q = dimm * 2", kSimpleLayer)),
@@ -317,18 +318,17 @@ TEST(SemaConfig, DuplicatesAndClashes) {
               "error: layer 'Block' conflicts with config entry 'Block'");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2; B = 3", kSimpleLayer)),
               "error: 'B' is reserved for the batch dimension");
-  EXPECT_DIAG(
-      errorsOf(makeModel("dim = 8; n = 2",
-                         "    param dim: [4] = ones\n" + kSimpleLayer)),
-      "error: parameter 'dim' conflicts with config entry 'dim'");
+  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2",
+                                 "    param dim: [4] = ones\n" + kSimpleLayer)),
+              "error: parameter 'dim' conflicts with config entry 'dim'");
   // The first error does not stop the check: the later entry is used.
   std::string two =
       errorsOf(makeModel("dim = 8; n = 2; a = 1 / 0; b = 2 / 0", kSimpleLayer));
   EXPECT_DIAG(two, "2:34: error: division by zero");
   EXPECT_DIAG(two, "2:45: error: division by zero");
   // A failed entry does not cascade into its uses.
-  std::string once = errorsOf(
-      makeModel("dim = 8; n = 2; a = 1 / 0; b = a + 1; c = b * 2", kSimpleLayer));
+  std::string once = errorsOf(makeModel(
+      "dim = 8; n = 2; a = 1 / 0; b = a + 1; c = b * 2", kSimpleLayer));
   EXPECT_EQ(once.find("error", once.find("error") + 1), std::string::npos)
       << once;
 }
@@ -338,10 +338,8 @@ TEST(SemaConfig, DuplicatesAndClashes) {
 //===----------------------------------------------------------------------===//
 
 TEST(SemaIntegers, Dimensions) {
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2; hd = dim / 3",
-                                 kSimpleLayer,
-                                 "x = Block(x)",
-                                 "  param p: [hd] = ones\n")),
+  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2; hd = dim / 3", kSimpleLayer,
+                                 "x = Block(x)", "  param p: [hd] = ones\n")),
               "error: dimension 'hd' is 2.66667, not an integer");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block(x)",
                                  "  param p: [dim - 8] = ones\n")),
@@ -376,9 +374,9 @@ TEST(SemaIntegers, CountsAndSymbolicDims) {
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer,
                                  "repeat 2.5 { x = Block[1](x) }")),
               "error: repeat count 2.5 is not an integer");
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer,
-                                 "x = Block[0](x)")),
-              "error: layer application count must be positive, got 0");
+  EXPECT_DIAG(
+      errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block[0](x)")),
+      "error: layer application count must be positive, got 0");
 }
 
 //===----------------------------------------------------------------------===//
@@ -393,20 +391,20 @@ TEST(SemaShapes, OperatorMismatches) {
                         "    }\n"));
   EXPECT_DIAG(d, "test.mt:7:16: error: shape mismatch in '+': cannot "
                  "broadcast [B, S, 8] and [B, S, 16]");
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2",
-                                 "    param w: [2 * dim, dim] = normal(0.02)\n"
-                                 "    forward(x: [B, S, dim]) -> [B, S, dim] {\n"
-                                 "      return x + x @ w\n"
-                                 "    }\n")),
-              "error: shape mismatch in '@': matmul inner dimensions differ: "
-              "[B, S, 8] @ [16, 8]");
+  EXPECT_DIAG(
+      errorsOf(makeModel("dim = 8; n = 2",
+                         "    param w: [2 * dim, dim] = normal(0.02)\n"
+                         "    forward(x: [B, S, dim]) -> [B, S, dim] {\n"
+                         "      return x + x @ w\n"
+                         "    }\n")),
+      "error: shape mismatch in '@': matmul inner dimensions differ: "
+      "[B, S, 8] @ [16, 8]");
 }
 
 TEST(SemaShapes, Calls) {
   auto body = [](const std::string &stmt) {
-    return errorsOf(
-        makeModel("dim = 8; n = 2; eps = 1e-5; h = 2; hd = 4",
-                  layerWith("      " + stmt + "\n      return x")));
+    return errorsOf(makeModel("dim = 8; n = 2; eps = 1e-5; h = 2; hd = 4",
+                              layerWith("      " + stmt + "\n      return x")));
   };
   EXPECT_DIAG(body("y = rmsnorm(x, norm)"),
               "error: 'rmsnorm' expects 3 or 4 arguments (x, w, eps[, "
@@ -484,25 +482,26 @@ TEST(SemaShapes, Calls) {
 TEST(SemaShapes, Attributes) {
   Checked r = check(makeModel(
       "dim = 8; n = 2; eps = 1e-5; h = 2; hd = 4",
-      layerWith("      q = reshape(x, [B, S, h, hd])\n"
-                "      q = rope(q, 500000.0, fraction = 0.5, scaling = "
-                "llama3(8.0, 1.0, 4.0, 8192))\n"
-                "      a = attention(q, q, q, causal = false, window = 16, "
-                "softcap = 50.0, scale = 0.125)\n"
-                "      p, r = split(x, [6, 2], axis = -1)\n"
-                "      c = concat(p, r, axis = -1)\n"
-                "      s = sum(c, -1, keepdim = true) + mean(c, 2, keepdim = true) - "
-                "slice(c, 2, 0, 1)\n"
-                "      y = layernorm(x, norm, eps) + layernorm(x, norm, norm, "
-                "1e-6)\n"
-                "      y = gelu(y, approximate = \"tanh\") + softmax(y) * 0.5\n"
-                "      y = transpose(transpose(y, [0, 2, 1]), [0, -1, 1])\n"
-                "      return y + reshape(a, [B, S, dim]) + s * (1 / "
-                "sqrt(hd))")));
+      layerWith(
+          "      q = reshape(x, [B, S, h, hd])\n"
+          "      q = rope(q, 500000.0, fraction = 0.5, scaling = "
+          "llama3(8.0, 1.0, 4.0, 8192))\n"
+          "      a = attention(q, q, q, causal = false, window = 16, "
+          "softcap = 50.0, scale = 0.125)\n"
+          "      p, r = split(x, [6, 2], axis = -1)\n"
+          "      c = concat(p, r, axis = -1)\n"
+          "      s = sum(c, -1, keepdim = true) + mean(c, 2, keepdim = true) - "
+          "slice(c, 2, 0, 1)\n"
+          "      y = layernorm(x, norm, eps) + layernorm(x, norm, norm, "
+          "1e-6)\n"
+          "      y = gelu(y, approximate = \"tanh\") + softmax(y) * 0.5\n"
+          "      y = transpose(transpose(y, [0, 2, 1]), [0, -1, 1])\n"
+          "      return y + reshape(a, [B, S, dim]) + s * (1 / "
+          "sqrt(hd))")));
   ASSERT_TRUE(r.ok) << r.diags;
   const Function &f = r.model.layers[0].forward;
-  bool sawRope = false, sawAttention = false, sawSplit = false,
-       sawKeep = false, sawTranspose = false, sawConstant = false;
+  bool sawRope = false, sawAttention = false, sawSplit = false, sawKeep = false,
+       sawTranspose = false, sawConstant = false;
   for (const Operation &op : f.ops) {
     switch (op.kind) {
     case OpKind::Rope:
@@ -566,11 +565,10 @@ TEST(SemaShapes, Dtypes) {
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer,
                                  "x = Block(x)\n    y = silu(tokens)")),
               "error: 'silu' cannot operate on i32 values");
-  EXPECT_DIAG(
-      errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer,
-                         "x = Block(x)\n    l = cross_entropy(x @ "
-                         "transpose(emb), embedding(tokens, emb))")),
-      "error: 'cross_entropy' targets must be i32, got f32");
+  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer,
+                                 "x = Block(x)\n    l = cross_entropy(x @ "
+                                 "transpose(emb), embedding(tokens, emb))")),
+              "error: 'cross_entropy' targets must be i32, got f32");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block(x)",
                                  "  param p: [4] i32 = zeros\n")),
               "error: parameter 'p' must be f32 or bf16, got i32");
@@ -594,10 +592,10 @@ TEST(SemaNames, Resolution) {
   auto body = [](const std::string &stmt) {
     return errorsOf(makeModel("dim = 8; n = 2; eps = 1e-5",
                               layerWith("      " + stmt + "\n      return x"),
-                              "x = Block(x)",
-                              "  param scale: [dim] = ones\n"));
+                              "x = Block(x)", "  param scale: [dim] = ones\n"));
   };
-  EXPECT_DIAG(body("y = x @ ww"), "error: unknown name 'ww'; did you mean 'w'?");
+  EXPECT_DIAG(body("y = x @ ww"),
+              "error: unknown name 'ww'; did you mean 'w'?");
   EXPECT_DIAG(body("y = x @ qqqq"), "error: unknown name 'qqqq'\n");
   EXPECT_DIAG(body("y = x * scale"),
               "error: model parameter 'scale' cannot be used in layer "
@@ -612,39 +610,38 @@ TEST(SemaNames, Resolution) {
   EXPECT_DIAG(body("S = x"), "error: 'S' is reserved for the sequence "
                              "dimension");
   // Layer parameters are not visible in the model forward.
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer,
-                                 "x = Block(x) @ w")),
-              "error: 'w' is a parameter of layer 'Block' and cannot be used "
-              "in the model forward");
+  EXPECT_DIAG(
+      errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block(x) @ w")),
+      "error: 'w' is a parameter of layer 'Block' and cannot be used "
+      "in the model forward");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block")),
               "error: layer 'Block' must be applied to a value, as in "
               "'Block(x)'");
   // Locals may be re-bound, config names are numbers in tensor expressions.
-  Checked r = check(makeModel("dim = 8; n = 2; eps = 1e-5",
-                              layerWith("      y = x * dim\n"
-                                        "      y = y + eps\n"
-                                        "      return y")));
+  Checked r = check(
+      makeModel("dim = 8; n = 2; eps = 1e-5", layerWith("      y = x * dim\n"
+                                                        "      y = y + eps\n"
+                                                        "      return y")));
   EXPECT_TRUE(r.ok) << r.diags;
 }
 
 TEST(SemaNames, Duplicates) {
-  std::string d = errorsOf(makeModel(
-      "dim = 8; n = 2", "    param w: [dim, dim] = normal(0.02)\n" +
-                            kSimpleLayer));
+  std::string d = errorsOf(
+      makeModel("dim = 8; n = 2",
+                "    param w: [dim, dim] = normal(0.02)\n" + kSimpleLayer));
   EXPECT_DIAG(d, "test.mt:6:11: error: duplicate parameter 'w'");
   EXPECT_DIAG(d, "test.mt:5:11: note: 'w' was first declared here");
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block(x)",
-                                 "  layer Block x 1 {\n" + kSimpleLayer +
-                                     "  }\n")),
-              "error: duplicate layer 'Block'");
+  EXPECT_DIAG(
+      errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block(x)",
+                         "  layer Block x 1 {\n" + kSimpleLayer + "  }\n")),
+      "error: duplicate layer 'Block'");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", kSimpleLayer, "x = Block(x)",
                                  "  param emb: [4] = ones\n")),
               "error: duplicate parameter 'emb'");
 }
 
 TEST(SemaNames, Forwards) {
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2",
-                                 layerWith("      y = x"))),
+  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", layerWith("      y = x"))),
               "error: missing 'return' at the end of the forward of layer "
               "'Block'");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2",
@@ -729,13 +726,13 @@ TEST(SemaLayers, CountErrors) {
               "and cannot be applied again");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 4", kSimpleLayer, "y = x")),
               "error: layer 'Block' has 4 instances but none are applied");
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 4", kSimpleLayer,
-                                 "x = Block(x, x)")),
-              "error: layer 'Block' takes exactly one argument, got 2");
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 4", kSimpleLayer,
-                                 "x = Block(tokens)")),
-              "error: layer 'Block' expects [B, S, 8] but is applied to "
-              "[B, S] i32");
+  EXPECT_DIAG(
+      errorsOf(makeModel("dim = 8; n = 4", kSimpleLayer, "x = Block(x, x)")),
+      "error: layer 'Block' takes exactly one argument, got 2");
+  EXPECT_DIAG(
+      errorsOf(makeModel("dim = 8; n = 4", kSimpleLayer, "x = Block(tokens)")),
+      "error: layer 'Block' expects [B, S, 8] but is applied to "
+      "[B, S] i32");
   // Errors inside an unrolled body are reported once.
   std::string once = errorsOf(makeModel("dim = 8; n = 4", kSimpleLayer,
                                         "x = Block(x)\n"
@@ -751,9 +748,10 @@ TEST(SemaLayers, UnrollLimit) {
                                      "    repeat 100000 { x = x + 1 }"));
   EXPECT_DIAG(d, "error: the model forward has more than 100000 operations "
                  "after unrolling 'repeat'");
-  std::string d2 = errorsOf(makeModel("dim = 8; n = 1", kSimpleLayer,
-                                      "x = Block(x)\n"
-                                      "    repeat 100000 { repeat 100000 { } }"));
+  std::string d2 =
+      errorsOf(makeModel("dim = 8; n = 1", kSimpleLayer,
+                         "x = Block(x)\n"
+                         "    repeat 100000 { repeat 100000 { } }"));
   EXPECT_DIAG(d2, "statements after unrolling 'repeat'");
 }
 
@@ -781,10 +779,10 @@ std::string moeLayer(const std::string &call, int experts = 4,
 }
 
 TEST(SemaMoe, Valid) {
-  Checked r = check(makeModel(
-      "dim = 8; n = 2",
-      moeLayer("moe(x, router, FFN, top_k = 2, normalize = true, "
-               "aux_loss = 0.01)")));
+  Checked r = check(
+      makeModel("dim = 8; n = 2",
+                moeLayer("moe(x, router, FFN, top_k = 2, normalize = true, "
+                         "aux_loss = 0.01)")));
   ASSERT_TRUE(r.ok) << r.diags;
   const Layer &layer = r.model.layers[0];
   ASSERT_EQ(layer.experts.size(), 1u);
@@ -819,13 +817,12 @@ TEST(SemaMoe, Errors) {
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2",
                                  moeLayer("moe(x, router, FFN, top_k = 0)"))),
               "error: top_k must be positive, got 0");
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2",
-                                 moeLayer("moe(x, router, FFN, top_k = 1)", 4,
-                                          "[dim, 3]"))),
+  EXPECT_DIAG(errorsOf(makeModel(
+                  "dim = 8; n = 2",
+                  moeLayer("moe(x, router, FFN, top_k = 1)", 4, "[dim, 3]"))),
               "error: shape mismatch in 'moe': moe router must be [8, 4] for "
               "input [B, S, 8] and 4 experts, got [8, 3]");
-  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2",
-                                 moeLayer("FFN(x)"))),
+  EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", moeLayer("FFN(x)"))),
               "error: unknown operation 'FFN'");
   EXPECT_DIAG(errorsOf(makeModel("dim = 8; n = 2", moeLayer("x * FFN"))),
               "error: expert 'FFN' can only be used as the third argument of "

@@ -125,8 +125,9 @@ TEST(ShapeRules, Reshape) {
   EXPECT_EQ(err, "cannot reshape [B, S, 256] to [B, S, 8, 16]: element "
                  "counts differ (256 vs 128)");
   EXPECT_FALSE(rules::reshape({B, S, 256}, {B, 256}, err));
-  EXPECT_EQ(err,
-            "cannot reshape [B, S, 256] to [B, 256]: symbolic dimensions differ");
+  EXPECT_EQ(
+      err,
+      "cannot reshape [B, S, 256] to [B, 256]: symbolic dimensions differ");
   EXPECT_FALSE(rules::reshape({B, S}, {B, S, S}, err));
   EXPECT_FALSE(rules::reshape({B, 8}, {T, 8}, err));
 }
@@ -218,26 +219,26 @@ TEST(ShapeRules, Rope) {
 TEST(ShapeRules, Attention) {
   Shape out;
   std::string err;
-  ASSERT_TRUE(rules::attention({B, S, 8, 32}, {B, S, 8, 32}, {B, S, 8, 32},
-                               out, err));
+  ASSERT_TRUE(
+      rules::attention({B, S, 8, 32}, {B, S, 8, 32}, {B, S, 8, 32}, out, err));
   EXPECT_EQ(out, (Shape{B, S, 8, 32}));
   // Grouped-query: 2 key/value heads serve 8 query heads.
-  ASSERT_TRUE(rules::attention({B, S, 8, 32}, {B, S, 2, 32}, {B, S, 2, 32},
-                               out, err));
+  ASSERT_TRUE(
+      rules::attention({B, S, 8, 32}, {B, S, 2, 32}, {B, S, 2, 32}, out, err));
   EXPECT_EQ(out, (Shape{B, S, 8, 32}));
 
-  EXPECT_FALSE(rules::attention({B, S, 8, 32}, {B, S, 3, 32}, {B, S, 3, 32},
-                                out, err));
+  EXPECT_FALSE(
+      rules::attention({B, S, 8, 32}, {B, S, 3, 32}, {B, S, 3, 32}, out, err));
   EXPECT_EQ(err, "attention key/value heads 3 do not divide query heads 8: "
                  "q [B, S, 8, 32], k [B, S, 3, 32]");
-  EXPECT_FALSE(rules::attention({B, S, 8, 32}, {B, S, 8, 16}, {B, S, 8, 16},
-                                out, err));
+  EXPECT_FALSE(
+      rules::attention({B, S, 8, 32}, {B, S, 8, 16}, {B, S, 8, 16}, out, err));
   EXPECT_EQ(err, "attention q [B, S, 8, 32] and k [B, S, 8, 16] differ in "
                  "batch, sequence or head size");
-  EXPECT_FALSE(rules::attention({B, S, 8, 32}, {B, S, 8, 32}, {B, S, 4, 32},
-                                out, err));
-  EXPECT_FALSE(rules::attention({B, S, 256}, {B, S, 256}, {B, S, 256}, out,
-                                err));
+  EXPECT_FALSE(
+      rules::attention({B, S, 8, 32}, {B, S, 8, 32}, {B, S, 4, 32}, out, err));
+  EXPECT_FALSE(
+      rules::attention({B, S, 256}, {B, S, 256}, {B, S, 256}, out, err));
   EXPECT_EQ(err, "attention expects q, k and v as [B, S, H, D], got "
                  "[B, S, 256], [B, S, 256] and [B, S, 256]");
 }

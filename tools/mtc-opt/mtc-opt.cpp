@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/Passes.h"
 #include "dialects/mt/MtDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mtc::mt::MtDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
+  mtc::registerMtcTransformsPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "mtc optimizer driver\n", registry));
 }

@@ -1,0 +1,62 @@
+//===- Passes.td - mtc passes ------------------------------*- tablegen -*-===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_COMPILER_TRANSFORMS_PASSES_TD
+#define MTC_COMPILER_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Derives stateless backward functions by reverse-mode autodiff";
+  let description = [{
+    For every `mt.layer` template this pass adds `func.func @backward(%x, %dy)
+    -> %dx` beside its `@forward`. The backward recomputes the layer's forward
+    from the saved layer input (the only activation kept per instance), then
+    sweeps the ops in reverse applying each op's vector-Jacobian product, and
+    accumulates parameter gradients with `mt.param_grad`. Like the forward,
+    the backward reads weights through `mt.param_ref`: one function serves
+    every instance, whose weights and gradient buffers the runtime binds.
+
+    For the `mt.model` it adds `func.func @forward_backward(%tokens, %targets)
+    -> loss`: the model body, then its reverse sweep seeded with dloss = 1,
+    where each `mt.apply_layers @L[i, n]` is paired with
+    `mt.apply_layers_grad @L[i, n]` (the runtime runs the layers' backward in
+    reverse order from their saved inputs).
+
+    Before:
+    ```mlir
+    mt.layer @Block x 2 {
+      mt.param @w : !mt.tensor<[8, 8], f32> init normal [0.02]
+      func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+        %w = mt.param_ref @w : !mt.tensor<[8, 8], f32>
+        %y = mt.matmul %x, %w : ... -> !mt.tensor<[B, S, 8], f32>
+        return %y : !mt.tensor<[B, S, 8], f32>
+      }
+    }
+    ```
+    After (added):
+    ```mlir
+      func.func @backward(%x: !mt.tensor<[B, S, 8], f32>, %dy: !mt.tensor<[B, S, 8], f32>)
+          -> !mt.tensor<[B, S, 8], f32> {
+        %w = mt.param_ref @w : !mt.tensor<[8, 8], f32>
+        %wt = mt.transpose %w perm = [1, 0] : ...
+        %dx = mt.matmul %dy, %wt : ...
+        %dw = mt.weight_grad %x, %dy : ... -> !mt.tensor<[8, 8], f32>
+        mt.param_grad @w, %dw : !mt.tensor<[8, 8], f32>
+        return %dx : !mt.tensor<[B, S, 8], f32>
+      }
+    ```
+    Unused recomputation is removed. `mt.moe` has no VJP yet: a model using
+    it is rejected with an error at the op.
+  }];
+  let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numBackwardFunctions", "backward-functions",
+              "Number of backward functions created">,
+    Statistic<"numGradOps", "grad-ops", "Number of operations emitted by the reverse sweeps">
+  ];
+}
+
+#endif // MTC_COMPILER_TRANSFORMS_PASSES_TD

@@ -1,0 +1,416 @@
+//===- Norm.cpp - Reductions, softmax, rmsnorm, layernorm -----------------===//
+//
+// Part of mtc.
+//
+// Layout: ops over one axis see x as [outer, n, inner]. With inner == 1 each
+// row is contiguous and is processed with 8 independent lanes (so the compiler
+// can vectorise without reassociating); otherwise a task owns one outer index
+// and a block of up to 256 inner columns and walks n with unit-stride inner
+// loops.
+//
+// Numerics
+// - Sums (reduce Sum/Mean, softmax normaliser, norm statistics, parameter
+//   gradients) accumulate in double; the result is rounded to float once.
+// - softmax subtracts the row max before exp; a row of all -inf gives NaN, as
+//   the mathematical softmax does (0 / 0).
+// - rms/layer norm statistics use two passes in double (mean, then centred
+//   variance) - no E[x^2] - E[x]^2 cancellation.
+// - Parameter gradients (dw, db) are reduced over rows in a fixed number of
+//   row chunks that depends only on `rows` (not on threads()), each chunk
+//   summed in double, chunks combined in order: bit-identical results for any
+//   thread count.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace mtc::cpu {
+namespace {
+
+constexpr int64_t kCols = 256;
+constexpr int64_t kWork = 1 << 14; // elements per parallel task, about
+
+/// Runs f(o, c0, w) for every (outer index, column block) pair; a task
+/// covers about kWork elements.
+template <typename F>
+void forColumnBlocks(int64_t outer, int64_t n, int64_t inner, F &&f) {
+  int64_t colBlocks = (inner + kCols - 1) / kCols;
+  int64_t tasks = outer * colBlocks;
+  int64_t per = std::max<int64_t>(1, n * std::min(inner, kCols));
+  int64_t grain = std::max<int64_t>(1, kWork / per);
+  int64_t groups = (tasks + grain - 1) / grain;
+  parallelFor(groups, [&](int64_t g0, int64_t g1) {
+    for (int64_t t = g0 * grain; t < std::min(tasks, g1 * grain); ++t) {
+      int64_t o = t / colBlocks, c0 = (t % colBlocks) * kCols;
+      f(o, c0, std::min(kCols, inner - c0));
+    }
+  });
+}
+
+/// Runs f(row) for rows in [0, rows), rows of D elements, grouped.
+template <typename F> void forRows(int64_t rows, int64_t D, F &&f) {
+  int64_t grain = std::max<int64_t>(1, kWork / std::max<int64_t>(D, 1));
+  int64_t groups = (rows + grain - 1) / grain;
+  parallelFor(groups, [&](int64_t g0, int64_t g1) {
+    for (int64_t r = g0 * grain; r < std::min(rows, g1 * grain); ++r)
+      f(r);
+  });
+}
+
+inline double sumRow(const float *x, int64_t n) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l)
+      a[l] += x[i + l];
+  for (; i < n; ++i)
+    a[0] += x[i];
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+inline double dotRow(const float *x, const float *y, int64_t n) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l)
+      a[l] += double(x[i + l]) * double(y[i + l]);
+  for (; i < n; ++i)
+    a[0] += double(x[i]) * double(y[i]);
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+inline float maxRow(const float *x, int64_t n) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float a[8] = {kNegInf, kNegInf, kNegInf, kNegInf,
+                kNegInf, kNegInf, kNegInf, kNegInf};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l)
+      a[l] = x[i + l] > a[l] ? x[i + l] : a[l];
+  for (; i < n; ++i)
+    a[0] = x[i] > a[0] ? x[i] : a[0];
+  float m = a[0];
+  for (int l = 1; l < 8; ++l)
+    m = a[l] > m ? a[l] : m;
+  return m;
+}
+
+/// Fixed row chunking for parameter-gradient partials (independent of the
+/// thread count).
+inline int64_t paramChunks(int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(rows, 64));
+}
+
+/// Sums per-chunk double partials [chunks, D] in chunk order into acc[D].
+void addPartials(const std::vector<double> &part, int64_t chunks, int64_t D,
+                 float *acc) {
+  parallelFor(D, [&](int64_t d0, int64_t d1) {
+    for (int64_t d = d0; d < d1; ++d) {
+      double s = 0.0;
+      for (int64_t c = 0; c < chunks; ++c)
+        s += part[c * D + d];
+      acc[d] = static_cast<float>(acc[d] + s);
+    }
+  });
+}
+
+} // namespace
+
+void reduce(Reduce r, const float *x, float *y, int64_t outer, int64_t n,
+            int64_t inner) {
+  if (inner == 1) {
+    forRows(outer, n, [&](int64_t o) {
+      const float *p = x + o * n;
+      if (r == Reduce::Max)
+        y[o] = maxRow(p, n);
+      else {
+        double s = sumRow(p, n);
+        y[o] = static_cast<float>(r == Reduce::Mean ? s / double(n) : s);
+      }
+    });
+    return;
+  }
+  forColumnBlocks(outer, n, inner, [&](int64_t o, int64_t c0, int64_t w) {
+    const float *base = x + o * n * inner + c0;
+    float *out = y + o * inner + c0;
+    if (r == Reduce::Max) {
+      float m[kCols];
+      for (int64_t j = 0; j < w; ++j)
+        m[j] = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < n; ++k) {
+        const float *p = base + k * inner;
+        for (int64_t j = 0; j < w; ++j)
+          m[j] = p[j] > m[j] ? p[j] : m[j];
+      }
+      std::memcpy(out, m, sizeof(float) * w);
+      return;
+    }
+    double s[kCols];
+    for (int64_t j = 0; j < w; ++j)
+      s[j] = 0.0;
+    for (int64_t k = 0; k < n; ++k) {
+      const float *p = base + k * inner;
+      for (int64_t j = 0; j < w; ++j)
+        s[j] += p[j];
+    }
+    double scale = r == Reduce::Mean ? 1.0 / double(n) : 1.0;
+    for (int64_t j = 0; j < w; ++j)
+      out[j] = static_cast<float>(s[j] * scale);
+  });
+}
+
+void reduceGrad(Reduce r, const float *x, const float *dy, float *dx,
+                int64_t outer, int64_t n, int64_t inner) {
+  forColumnBlocks(outer, n, inner, [&](int64_t o, int64_t c0, int64_t w) {
+    const float *g = dy + o * inner + c0;
+    float *base = dx + o * n * inner + c0;
+    if (r != Reduce::Max) {
+      float scale = r == Reduce::Mean ? static_cast<float>(1.0 / double(n))
+                                      : 1.0f;
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t j = 0; j < w; ++j)
+          base[k * inner + j] = g[j] * scale;
+      return;
+    }
+    // First maximal element gets the gradient.
+    const float *xb = x + o * n * inner + c0;
+    float m[kCols];
+    int64_t arg[kCols];
+    for (int64_t j = 0; j < w; ++j) {
+      m[j] = -std::numeric_limits<float>::infinity();
+      arg[j] = 0;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const float *p = xb + k * inner;
+      for (int64_t j = 0; j < w; ++j)
+        if (p[j] > m[j]) {
+          m[j] = p[j];
+          arg[j] = k;
+        }
+    }
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j)
+        base[k * inner + j] = arg[j] == k ? g[j] : 0.0f;
+  });
+}
+
+void softmax(const float *x, float *y, int64_t outer, int64_t n,
+             int64_t inner) {
+  if (inner == 1) {
+    forRows(outer, n, [&](int64_t o) {
+      const float *p = x + o * n;
+      float *q = y + o * n;
+      float m = maxRow(p, n);
+      for (int64_t k = 0; k < n; ++k)
+        q[k] = std::exp(p[k] - m);
+      float inv = static_cast<float>(1.0 / sumRow(q, n));
+      for (int64_t k = 0; k < n; ++k)
+        q[k] *= inv;
+    });
+    return;
+  }
+  forColumnBlocks(outer, n, inner, [&](int64_t o, int64_t c0, int64_t w) {
+    const float *xb = x + o * n * inner + c0;
+    float *yb = y + o * n * inner + c0;
+    float m[kCols];
+    double s[kCols];
+    for (int64_t j = 0; j < w; ++j) {
+      m[j] = -std::numeric_limits<float>::infinity();
+      s[j] = 0.0;
+    }
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j)
+        m[j] = xb[k * inner + j] > m[j] ? xb[k * inner + j] : m[j];
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j) {
+        float e = std::exp(xb[k * inner + j] - m[j]);
+        yb[k * inner + j] = e;
+        s[j] += e;
+      }
+    float inv[kCols];
+    for (int64_t j = 0; j < w; ++j)
+      inv[j] = static_cast<float>(1.0 / s[j]);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j)
+        yb[k * inner + j] *= inv[j];
+  });
+}
+
+void softmaxGrad(const float *y, const float *dy, float *dx, int64_t outer,
+                 int64_t n, int64_t inner) {
+  if (inner == 1) {
+    forRows(outer, n, [&](int64_t o) {
+      const float *p = y + o * n, *g = dy + o * n;
+      float *d = dx + o * n;
+      float dot = static_cast<float>(dotRow(p, g, n));
+      for (int64_t k = 0; k < n; ++k)
+        d[k] = p[k] * (g[k] - dot);
+    });
+    return;
+  }
+  forColumnBlocks(outer, n, inner, [&](int64_t o, int64_t c0, int64_t w) {
+    int64_t off = o * n * inner + c0;
+    const float *p = y + off, *g = dy + off;
+    float *d = dx + off;
+    double s[kCols];
+    for (int64_t j = 0; j < w; ++j)
+      s[j] = 0.0;
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j)
+        s[j] += double(p[k * inner + j]) * double(g[k * inner + j]);
+    float dot[kCols];
+    for (int64_t j = 0; j < w; ++j)
+      dot[j] = static_cast<float>(s[j]);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < w; ++j)
+        d[k * inner + j] = p[k * inner + j] * (g[k * inner + j] - dot[j]);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// RMSNorm / LayerNorm
+//===----------------------------------------------------------------------===//
+
+namespace {
+inline float rmsInv(const float *x, int64_t D, float eps) {
+  double ms = dotRow(x, x, D) / double(D);
+  return static_cast<float>(1.0 / std::sqrt(ms + double(eps)));
+}
+
+struct MeanRstd {
+  float mean, rstd;
+};
+inline MeanRstd meanRstd(const float *x, int64_t D, float eps) {
+  double mean = sumRow(x, D) / double(D);
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      double c = double(x[i + l]) - mean;
+      a[l] += c * c;
+    }
+  for (; i < D; ++i) {
+    double c = double(x[i]) - mean;
+    a[0] += c * c;
+  }
+  double var =
+      (((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))) /
+      double(D);
+  return {static_cast<float>(mean),
+          static_cast<float>(1.0 / std::sqrt(var + double(eps)))};
+}
+} // namespace
+
+void rmsnorm(const float *x, const float *w, float *y, int64_t rows, int64_t D,
+             float eps, float offset) {
+  forRows(rows, D, [&](int64_t r) {
+    const float *p = x + r * D;
+    float *q = y + r * D;
+    float inv = rmsInv(p, D, eps);
+    for (int64_t i = 0; i < D; ++i)
+      q[i] = p[i] * inv * (offset + w[i]);
+  });
+}
+
+void rmsnormGrad(const float *x, const float *w, const float *dy, float *dx,
+                 float *dwAcc, int64_t rows, int64_t D, float eps,
+                 float offset) {
+  // y_i = x_i r g_i, r = (mean(x^2) + eps)^-1/2, g = offset + w:
+  // dx_i = r g_i dy_i - x_i r^3 / D * sum_j dy_j g_j x_j;  dw_i = dy_i x_i r.
+  int64_t chunks = paramChunks(rows);
+  std::vector<double> part(dwAcc ? chunks * D : 0, 0.0);
+  parallelFor(chunks, [&](int64_t c0, int64_t c1) {
+    std::vector<float> g(D);
+    for (int64_t i = 0; i < D; ++i)
+      g[i] = offset + w[i];
+    for (int64_t c = c0; c < c1; ++c) {
+      double *pw = dwAcc ? part.data() + c * D : nullptr;
+      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
+        const float *p = x + r * D, *gy = dy + r * D;
+        float *d = dx + r * D;
+        float inv = rmsInv(p, D, eps);
+        double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 8 <= D; i += 8)
+          for (int l = 0; l < 8; ++l)
+            a[l] += double(gy[i + l] * g[i + l]) * double(p[i + l]);
+        for (; i < D; ++i)
+          a[0] += double(gy[i] * g[i]) * double(p[i]);
+        double dot =
+            ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        float k = static_cast<float>(double(inv) * inv * inv * dot / double(D));
+        for (int64_t j = 0; j < D; ++j)
+          d[j] = inv * g[j] * gy[j] - p[j] * k;
+        if (pw)
+          for (int64_t j = 0; j < D; ++j)
+            pw[j] += double(gy[j] * p[j] * inv);
+      }
+    }
+  });
+  if (dwAcc)
+    addPartials(part, chunks, D, dwAcc);
+}
+
+void layernorm(const float *x, const float *w, const float *b, float *y,
+               int64_t rows, int64_t D, float eps) {
+  forRows(rows, D, [&](int64_t r) {
+    const float *p = x + r * D;
+    float *q = y + r * D;
+    MeanRstd s = meanRstd(p, D, eps);
+    if (b)
+      for (int64_t i = 0; i < D; ++i)
+        q[i] = (p[i] - s.mean) * s.rstd * w[i] + b[i];
+    else
+      for (int64_t i = 0; i < D; ++i)
+        q[i] = (p[i] - s.mean) * s.rstd * w[i];
+  });
+}
+
+void layernormGrad(const float *x, const float *w, const float *dy, float *dx,
+                   float *dwAcc, float *dbAcc, int64_t rows, int64_t D,
+                   float eps) {
+  // xhat = (x - mean) rstd, g = dy w:
+  // dx = rstd (g - mean(g) - xhat mean(g xhat)); dw += dy xhat; db += dy.
+  int64_t chunks = paramChunks(rows);
+  std::vector<double> pw(dwAcc ? chunks * D : 0, 0.0);
+  std::vector<double> pb(dbAcc ? chunks * D : 0, 0.0);
+  parallelFor(chunks, [&](int64_t c0, int64_t c1) {
+    std::vector<float> xhat(D), g(D);
+    for (int64_t c = c0; c < c1; ++c) {
+      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
+        const float *p = x + r * D, *gy = dy + r * D;
+        float *d = dx + r * D;
+        MeanRstd s = meanRstd(p, D, eps);
+        for (int64_t i = 0; i < D; ++i) {
+          xhat[i] = (p[i] - s.mean) * s.rstd;
+          g[i] = gy[i] * w[i];
+        }
+        float mg = static_cast<float>(sumRow(g.data(), D) / double(D));
+        float mgx =
+            static_cast<float>(dotRow(g.data(), xhat.data(), D) / double(D));
+        for (int64_t i = 0; i < D; ++i)
+          d[i] = s.rstd * (g[i] - mg - xhat[i] * mgx);
+        if (dwAcc) {
+          double *q = pw.data() + c * D;
+          for (int64_t i = 0; i < D; ++i)
+            q[i] += double(gy[i] * xhat[i]);
+        }
+        if (dbAcc) {
+          double *q = pb.data() + c * D;
+          for (int64_t i = 0; i < D; ++i)
+            q[i] += double(gy[i]);
+        }
+      }
+    }
+  });
+  if (dwAcc)
+    addPartials(pw, chunks, D, dwAcc);
+  if (dbAcc)
+    addPartials(pb, chunks, D, dbAcc);
+}
+
+} // namespace mtc::cpu

@@ -1,0 +1,93 @@
+//===- Optimizer.h - Host AdamW and exact global-norm clipping --*- C++ -*-===//
+//
+// Part of mtc. The optimizer runs on CPU threads over fp32 master weights and
+// moments in host RAM. One AdamW pass reads p, m, v, g and writes p, m, v
+// (28 bytes per parameter); the clipping scale is applied inside that pass.
+//
+// Update (PyTorch AdamW semantics, t = 1-based step):
+//   g  = grad * gradScale
+//   m  = b1 m + (1 - b1) g
+//   v  = b2 v + (1 - b2) g^2
+//   p  = p * (1 - lr wd)                          (only for tensors with decay)
+//   p  = p - (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+//
+// Determinism: the update is elementwise, so results do not depend on the
+// thread count at all. sumOfSquares uses fixed chunks and a fixed reduction
+// order, so it is bit-identical for any thread count too.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_TRAIN_OPTIMIZER_H
+#define MTC_RUNTIME_TRAIN_OPTIMIZER_H
+
+#include "runtime/train/ThreadPool.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mtc::train {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weightDecay = 0.1f;
+};
+
+/// One parameter tensor and its state; all arrays hold n floats.
+struct AdamWTensor {
+  float *param = nullptr;
+  float *m = nullptr;
+  float *v = nullptr;
+  const float *grad = nullptr;
+  size_t n = 0;
+  bool decay = true; ///< apply weight decay (false for norms, biases, ...)
+};
+
+/// The AdamW update of one contiguous range (the vectorised kernel; callers
+/// normally use AdamW::step). \p step is 1-based.
+void adamwKernel(float *p, float *m, float *v, const float *g, size_t n,
+                 const AdamWConfig &cfg, int64_t step, float lr,
+                 float gradScale, bool decay);
+
+class AdamW {
+public:
+  /// \p pool may be null (single-threaded). It is not owned.
+  AdamW(AdamWConfig cfg, ThreadPool *pool);
+
+  const AdamWConfig &config() const { return cfg; }
+
+  /// Updates every tensor for optimizer step \p step (1-based: the first call
+  /// is step 1) with learning rate \p lr, multiplying gradients by
+  /// \p gradScale (the clipping scale; 1 for none).
+  void step(const std::vector<AdamWTensor> &tensors, int64_t step, float lr,
+            float gradScale = 1.0f) const;
+  /// One tensor (for per-layer updates overlapped with device work).
+  void step(const AdamWTensor &tensor, int64_t step, float lr,
+            float gradScale = 1.0f) const;
+
+  /// Elements per task.
+  static constexpr size_t kChunk = 1u << 16;
+
+private:
+  AdamWConfig cfg;
+  ThreadPool *pool;
+};
+
+/// Sum of squares in double precision, deterministic whatever \p pool's size:
+/// fixed chunks of kSumChunk elements, each summed with 8 interleaved double
+/// accumulators, chunk sums added in index order.
+double sumOfSquares(const float *x, size_t n, ThreadPool *pool = nullptr);
+constexpr size_t kSumChunk = 1u << 16;
+
+/// sqrt(sum of per-tensor sums of squares), summed in the given order.
+double globalNorm(const std::vector<double> &sumsOfSquares);
+
+/// min(1, maxNorm / (norm + 1e-6)); 1 when maxNorm <= 0 (clipping off) or the
+/// norm is not finite (the step then shows the non-finite values instead of
+/// hiding them).
+float clipScale(double norm, double maxNorm);
+
+} // namespace mtc::train
+
+#endif // MTC_RUNTIME_TRAIN_OPTIMIZER_H
