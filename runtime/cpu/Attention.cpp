@@ -1,1 +1,573 @@
-// placeholder: being written
+//===- Attention.cpp - Rotary embedding, flash attention fwd/bwd ----------===//
+//
+// Part of mtc.
+//
+// rope
+//   rot = round(fraction * D) rounded down to even, half = rot / 2; pair
+//   (i, i + half) rotates by angle pos * invFreq[i], invFreq[i] =
+//   theta^(-2i / rot), optionally rescaled by the llama3 rule (wavelengths
+//   above originalMaxPosition / lowFreqFactor divided by `factor`, below
+//   originalMaxPosition / highFreqFactor kept, smooth interpolation between).
+//   Angles, cos and sin are computed in double once per call into a
+//   [S, half] table, then applied in float. inverse rotates by -angle, which
+//   is both the inverse and the VJP (rotation matrices are orthogonal).
+//
+// attention (forward)
+//   FlashAttention-style: one task per (batch, query head, block of Bq = 64
+//   queries); the task walks only the key blocks (Bk = 64) that intersect the
+//   union of its rows' visible ranges. Query at position pos = qOffset + i
+//   sees key j iff lo(pos) <= j < hi(pos) with lo = pos - window + 1 (window
+//   > 0, else 0) and hi = pos + 1 (causal, else Sk): always a contiguous
+//   range, so masking is a per-row interval test. Per tile: S = (scale q) K^T
+//   (optionally softcap * tanh(S / softcap)), online softmax (running max m,
+//   running sum l, O rescaled by exp(m_old - m_new)), O += P V. Finally O /= l
+//   and lse = m + log l. A row that sees no key gets O = 0 and lse = -inf.
+//   Memory per task: O(Bq * D + Bk * D); no S x S buffer exists.
+//
+// attentionGrad (backward, FlashAttention-2 recomputation, no atomics)
+//   Delta_i = rowsum(dO_i * O_i) is computed first. Then two passes, each
+//   recomputing P = exp(S - lse) tile by tile:
+//   pass 1, one task per (batch, kv head, key block): loops over every query
+//     head of the GQA group and every query block that sees the key block and
+//     accumulates dV += P^T dO and dK += dS^T (scale q), dS = P (dP - Delta),
+//     dP = dO V^T (times 1 - tanh^2 with softcap). A kv head's gradient is
+//     owned by exactly one task, so GQA sums need no atomics and have a fixed
+//     order.
+//   pass 2, one task per (batch, query head, query block): dQ = scale dS K.
+//   This costs one extra S and dP recomputation over a single-pass scheme but
+//   keeps every output written by one task in a fixed order: deterministic
+//   and independent of the thread count.
+//
+// Numerics: fp32 tiles; exp in the tiles is a vectorisable Cody-Waite +
+// degree-5 polynomial (max rel. error ~2 ulp; exactly 0 below -87.3, so masked
+// -inf scores give 0); running sums in fp32 (l accumulates at most Sk / Bk
+// tile sums, each a fixed-order sum of 64 terms). Hot tile loops are compiled
+// for AVX-512 / AVX2+FMA / baseline with target_clones and picked at load
+// time, so results are bit-identical on a given machine.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__clang__)
+#define MTC_CLONES                                                             \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MTC_CLONES
+#endif
+#define MTC_INLINE inline __attribute__((always_inline))
+
+namespace mtc::cpu {
+
+//===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot) {
+  int64_t half = rot / 2;
+  std::vector<double> f(half);
+  const double pi = 3.14159265358979323846;
+  for (int64_t i = 0; i < half; ++i) {
+    double inv = std::pow(p.theta, -2.0 * double(i) / double(rot));
+    if (p.llama3) {
+      double orig = double(p.originalMaxPosition);
+      double lowWave = orig / p.lowFreqFactor;
+      double highWave = orig / p.highFreqFactor;
+      double wave = 2.0 * pi / inv;
+      if (wave > lowWave) {
+        inv = inv / p.factor;
+      } else if (wave >= highWave) {
+        double smooth = (orig / wave - p.lowFreqFactor) /
+                        (p.highFreqFactor - p.lowFreqFactor);
+        inv = (1.0 - smooth) * inv / p.factor + smooth * inv;
+      }
+    }
+    f[i] = inv;
+  }
+  return f;
+}
+} // namespace
+
+void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t D,
+          const RopeParams &p, bool inverse, int64_t posOffset) {
+  int64_t rot = static_cast<int64_t>(std::llround(p.fraction * double(D)));
+  rot = std::min<int64_t>(std::max<int64_t>(rot, 0), D) & ~int64_t(1);
+  int64_t half = rot / 2;
+  std::vector<double> invFreq = ropeInvFreq(p, rot);
+  std::vector<float> cosT(S * half), sinT(S * half);
+  parallelFor(S, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s)
+      for (int64_t i = 0; i < half; ++i) {
+        double a = double(s + posOffset) * invFreq[i];
+        cosT[s * half + i] = static_cast<float>(std::cos(a));
+        sinT[s * half + i] =
+            static_cast<float>(inverse ? -std::sin(a) : std::sin(a));
+      }
+  });
+  parallelFor(B * S, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t s = r % S;
+      const float *c = cosT.data() + s * half, *sn = sinT.data() + s * half;
+      for (int64_t h = 0; h < H; ++h) {
+        const float *xi = x + (r * H + h) * D;
+        float *yo = y + (r * H + h) * D;
+        for (int64_t i = 0; i < half; ++i) {
+          float a = xi[i], b = xi[i + half];
+          yo[i] = a * c[i] - b * sn[i];
+          yo[i + half] = b * c[i] + a * sn[i];
+        }
+        if (yo != xi)
+          for (int64_t i = rot; i < D; ++i)
+            yo[i] = xi[i];
+      }
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int64_t Bq = 64; // queries per tile
+constexpr int64_t Bk = 64; // keys per tile
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// exp(x) for float, vectorisable (no libm call): Cody-Waite reduction
+/// x = n ln2 + r, |r| <= ln2/2, exp(r) = 1 + r + r^2 P(r) (Cephes expf
+/// coefficients), result scaled by 2^n through the exponent bits. Returns 0
+/// for x < -87.3 (including -inf) and +inf above 88.7.
+MTC_INLINE float fexp(float x) {
+  float xc = std::min(std::max(x, -87.3f), 88.7f);
+  float t = xc * 1.44269504088896341f + 12582912.0f; // round to nearest int
+  float n = t - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * (r * r) + r + 1.0f;
+  int32_t ni = static_cast<int32_t>(n);
+  int32_t bits = (ni + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  float res = e * scale;
+  res = x < -87.3f ? 0.0f : res;
+  res = x > 88.7f ? std::numeric_limits<float>::infinity() : res;
+  return res;
+}
+
+/// c[0, W) (+)= sum_k a[k] * b[k * ldb + (0, W)]: a row times a panel, with
+/// the W accumulators kept in registers.
+template <int W>
+MTC_INLINE void rowPanel(const float *a, int64_t K, const float *b,
+                         int64_t ldb, float *c, bool accumulate) {
+  float t[W];
+  for (int w = 0; w < W; ++w)
+    t[w] = accumulate ? c[w] : 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    float av = a[k];
+    const float *bp = b + k * ldb;
+    for (int w = 0; w < W; ++w)
+      t[w] += av * bp[w];
+  }
+  for (int w = 0; w < W; ++w)
+    c[w] = t[w];
+}
+
+/// c[0, N) (+)= a[0, K) @ b[K, ldb](:, 0..N); N a multiple of 16.
+MTC_INLINE void rowTimesMatrix(const float *a, int64_t K, const float *b,
+                               int64_t ldb, int64_t N, float *c,
+                               bool accumulate) {
+  int64_t n = 0;
+  for (; n + 64 <= N; n += 64)
+    rowPanel<64>(a, K, b + n, ldb, c + n, accumulate);
+  for (; n + 16 <= N; n += 16)
+    rowPanel<16>(a, K, b + n, ldb, c + n, accumulate);
+}
+
+struct Geometry {
+  int64_t B, S, Sk, Hq, Hkv, D, Dp, G, qOffset, window;
+  bool causal;
+  float scale, cap;
+
+  int64_t lo(int64_t pos) const {
+    return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+  }
+  int64_t hi(int64_t pos) const {
+    return causal ? std::min<int64_t>(Sk, pos + 1) : Sk;
+  }
+  const float *qRow(const float *q, int64_t b, int64_t h, int64_t i) const {
+    return q + ((b * S + i) * Hq + h) * D;
+  }
+  const float *kvRow(const float *k, int64_t b, int64_t hk, int64_t j) const {
+    return k + ((b * Sk + j) * Hkv + hk) * D;
+  }
+};
+
+Geometry makeGeometry(int64_t B, int64_t S, int64_t Sk, int64_t Hq,
+                      int64_t Hkv, int64_t D, const AttentionParams &p,
+                      int64_t qOffset) {
+  Geometry g;
+  g.B = B;
+  g.S = S;
+  g.Sk = Sk;
+  g.Hq = Hq;
+  g.Hkv = Hkv;
+  g.D = D;
+  g.Dp = (D + 15) / 16 * 16;
+  g.G = Hq / Hkv;
+  g.qOffset = qOffset;
+  g.window = p.window;
+  g.causal = p.causal;
+  g.scale = static_cast<float>(p.scale > 0 ? p.scale
+                                           : 1.0 / std::sqrt(double(D)));
+  g.cap = static_cast<float>(p.softcap);
+  return g;
+}
+
+/// Gathers rows [j0, j0 + nk) of one kv head: transposed into t[Dp][Bk]
+/// (zero padded) and, if rows != null, row-major into rows[Bk][Dp].
+MTC_INLINE void gatherKeys(const Geometry &g, const float *src, int64_t b,
+                           int64_t hk, int64_t j0, int64_t nk, float *t,
+                           float *rows) {
+  std::memset(t, 0, sizeof(float) * g.Dp * Bk);
+  if (rows)
+    std::memset(rows, 0, sizeof(float) * Bk * g.Dp);
+  for (int64_t jj = 0; jj < nk; ++jj) {
+    const float *r = g.kvRow(src, b, hk, j0 + jj);
+    for (int64_t d = 0; d < g.D; ++d)
+      t[d * Bk + jj] = r[d];
+    if (rows)
+      std::memcpy(rows + jj * g.Dp, r, sizeof(float) * g.D);
+  }
+}
+
+/// Scores of one tile for row a (length Dp) against keys t[Dp][Bk]:
+/// s = a . k (a is pre-scaled), softcap, mask to [lo, hi) relative to j0.
+/// If tanhOut != null it receives tanh(raw / cap) (softcap only).
+MTC_INLINE void scoreRow(const Geometry &g, const float *a, const float *t,
+                         float *s, int64_t jlo, int64_t jhi, float *tanhOut) {
+  rowPanel<Bk>(a, g.Dp, t, Bk, s, false);
+  if (g.cap > 0) {
+    float inv = 1.0f / g.cap;
+    for (int64_t j = 0; j < Bk; ++j) {
+      float th = std::tanh(s[j] * inv);
+      if (tanhOut)
+        tanhOut[j] = th;
+      s[j] = g.cap * th;
+    }
+  }
+  for (int64_t j = 0; j < jlo; ++j)
+    s[j] = kNegInf;
+  for (int64_t j = std::max<int64_t>(jhi, 0); j < Bk; ++j)
+    s[j] = kNegInf;
+}
+
+MTC_INLINE float maxOf64(const float *s) {
+  float m[16];
+  for (int l = 0; l < 16; ++l)
+    m[l] = s[l];
+  for (int64_t j = 16; j < Bk; j += 16)
+    for (int l = 0; l < 16; ++l)
+      m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
+  float r = m[0];
+  for (int l = 1; l < 16; ++l)
+    r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+MTC_INLINE float expSum64(float *s, float sub) {
+  float a[16] = {};
+  for (int64_t j = 0; j < Bk; j += 16)
+    for (int l = 0; l < 16; ++l) {
+      float e = fexp(s[j + l] - sub);
+      s[j + l] = e;
+      a[l] += e;
+    }
+  float r = 0;
+  for (int l = 0; l < 16; ++l)
+    r += a[l];
+  return r;
+}
+
+/// Forward task: batch b, query head h, queries [i0, i1).
+MTC_CLONES
+void forwardTask(const Geometry &g, const float *q, const float *k,
+                 const float *v, float *o, float *lse, int64_t b, int64_t h,
+                 int64_t i0, int64_t i1, float *buf) {
+  const int64_t Dp = g.Dp, nq = i1 - i0, hk = h / g.G;
+  float *Qs = buf;               // [Bq][Dp]
+  float *Oa = Qs + Bq * Dp;      // [Bq][Dp]
+  float *Kt = Oa + Bq * Dp;      // [Dp][Bk]
+  float *Vb = Kt + Dp * Bk;      // [Bk][Dp]
+  float *St = Vb + Bk * Dp;      // [Bq][Bk]
+  float m[Bq], l[Bq];
+  std::memset(Qs, 0, sizeof(float) * Bq * Dp);
+  std::memset(Oa, 0, sizeof(float) * Bq * Dp);
+  for (int64_t ii = 0; ii < nq; ++ii) {
+    const float *qr = g.qRow(q, b, h, i0 + ii);
+    for (int64_t d = 0; d < g.D; ++d)
+      Qs[ii * Dp + d] = qr[d] * g.scale;
+    m[ii] = kNegInf;
+    l[ii] = 0.0f;
+  }
+  int64_t jBegin = g.lo(g.qOffset + i0), jEnd = g.hi(g.qOffset + i1 - 1);
+  for (int64_t j0 = jBegin; j0 < jEnd; j0 += Bk) {
+    int64_t nk = std::min(Bk, g.Sk - j0);
+    gatherKeys(g, k, b, hk, j0, nk, Kt, nullptr);
+    std::memset(Vb, 0, sizeof(float) * Bk * Dp);
+    for (int64_t jj = 0; jj < nk; ++jj)
+      std::memcpy(Vb + jj * Dp, g.kvRow(v, b, hk, j0 + jj),
+                  sizeof(float) * g.D);
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      int64_t pos = g.qOffset + i0 + ii;
+      int64_t jlo = g.lo(pos) - j0, jhi = std::min(g.hi(pos) - j0, nk);
+      if (jhi <= 0 || jlo >= nk)
+        continue;
+      float *s = St + ii * Bk;
+      scoreRow(g, Qs + ii * Dp, Kt, s, jlo, jhi, nullptr);
+      float mNew = std::max(m[ii], maxOf64(s));
+      float corr = fexp(m[ii] - mNew); // 0 when m was -inf
+      float sum = expSum64(s, mNew);
+      l[ii] = l[ii] * corr + sum;
+      m[ii] = mNew;
+      float *orow = Oa + ii * Dp;
+      if (corr != 1.0f)
+        for (int64_t d = 0; d < Dp; ++d)
+          orow[d] *= corr;
+      rowTimesMatrix(s, Bk, Vb, Dp, Dp, orow, true);
+    }
+  }
+  for (int64_t ii = 0; ii < nq; ++ii) {
+    int64_t i = i0 + ii;
+    float *out = o + ((b * g.S + i) * g.Hq + h) * g.D;
+    float inv = l[ii] > 0.0f ? 1.0f / l[ii] : 0.0f;
+    for (int64_t d = 0; d < g.D; ++d)
+      out[d] = Oa[ii * Dp + d] * inv;
+    if (lse)
+      lse[(b * g.Hq + h) * g.S + i] =
+          l[ii] > 0.0f ? m[ii] + std::log(l[ii]) : kNegInf;
+  }
+}
+
+/// Backward pass 1 task: batch b, kv head hk, keys [j0, j0 + nk).
+MTC_CLONES
+void gradKVTask(const Geometry &g, const float *q, const float *k,
+                const float *v, const float *lse, const float *delta,
+                const float *dO, float *dk, float *dv, int64_t b, int64_t hk,
+                int64_t j0, int64_t nk, float *buf) {
+  const int64_t Dp = g.Dp;
+  float *Kt = buf;               // [Dp][Bk]
+  float *Vt = Kt + Dp * Bk;      // [Dp][Bk]
+  float *dKa = Vt + Dp * Bk;     // [Bk][Dp]
+  float *dVa = dKa + Bk * Dp;    // [Bk][Dp]
+  float *Qs = dVa + Bk * Dp;     // [Bq][Dp]
+  float *dOb = Qs + Bq * Dp;     // [Bq][Dp]
+  float *P = dOb + Bq * Dp;      // [Bq][Bk]
+  float *dP = P + Bq * Bk;       // [Bq][Bk]
+  float *Th = dP + Bq * Bk;      // [Bq][Bk] tanh (softcap)
+  float *Pt = Th + Bq * Bk;      // [Bk][Bq]
+  float *dSt = Pt + Bk * Bq;     // [Bk][Bq]
+  gatherKeys(g, k, b, hk, j0, nk, Kt, nullptr);
+  gatherKeys(g, v, b, hk, j0, nk, Vt, nullptr);
+  std::memset(dKa, 0, sizeof(float) * Bk * Dp);
+  std::memset(dVa, 0, sizeof(float) * Bk * Dp);
+  std::memset(Qs, 0, sizeof(float) * Bq * Dp);
+  std::memset(dOb, 0, sizeof(float) * Bq * Dp);
+  for (int64_t gi = 0; gi < g.G; ++gi) {
+    int64_t h = hk * g.G + gi;
+    for (int64_t i0 = 0; i0 < g.S; i0 += Bq) {
+      int64_t nq = std::min(Bq, g.S - i0);
+      // Does any row of this query block see a key of this block?
+      int64_t first = g.qOffset + i0, last = g.qOffset + i0 + nq - 1;
+      if (g.hi(last) <= j0 || g.lo(first) >= j0 + nk)
+        continue;
+      for (int64_t ii = 0; ii < nq; ++ii) {
+        const float *qr = g.qRow(q, b, h, i0 + ii);
+        const float *gr = g.qRow(dO, b, h, i0 + ii);
+        for (int64_t d = 0; d < g.D; ++d) {
+          Qs[ii * Dp + d] = qr[d] * g.scale;
+          dOb[ii * Dp + d] = gr[d];
+        }
+      }
+      for (int64_t ii = 0; ii < nq; ++ii) {
+        int64_t i = i0 + ii, pos = g.qOffset + i;
+        float *p = P + ii * Bk, *dp = dP + ii * Bk, *th = Th + ii * Bk;
+        float L = lse[(b * g.Hq + h) * g.S + i];
+        float Di = delta[(b * g.Hq + h) * g.S + i];
+        int64_t jlo = g.lo(pos) - j0, jhi = std::min(g.hi(pos) - j0, nk);
+        if (jhi <= 0 || jlo >= nk || L == kNegInf) {
+          for (int64_t j = 0; j < Bk; ++j)
+            p[j] = dp[j] = 0.0f;
+          continue;
+        }
+        scoreRow(g, Qs + ii * Dp, Kt, p, jlo, jhi, th);
+        for (int64_t j = 0; j < Bk; ++j)
+          p[j] = fexp(p[j] - L);
+        rowPanel<Bk>(dOb + ii * Dp, Dp, Vt, Bk, dp, false);
+        // dp <- dS = P (dP - Delta) [* (1 - tanh^2)]
+        if (g.cap > 0)
+          for (int64_t j = 0; j < Bk; ++j)
+            dp[j] = p[j] * (dp[j] - Di) * (1.0f - th[j] * th[j]);
+        else
+          for (int64_t j = 0; j < Bk; ++j)
+            dp[j] = p[j] * (dp[j] - Di);
+      }
+      for (int64_t ii = nq; ii < Bq; ++ii)
+        for (int64_t j = 0; j < Bk; ++j)
+          P[ii * Bk + j] = dP[ii * Bk + j] = 0.0f;
+      for (int64_t ii = 0; ii < Bq; ++ii)
+        for (int64_t j = 0; j < Bk; ++j) {
+          Pt[j * Bq + ii] = P[ii * Bk + j];
+          dSt[j * Bq + ii] = dP[ii * Bk + j];
+        }
+      for (int64_t jj = 0; jj < nk; ++jj) {
+        rowTimesMatrix(Pt + jj * Bq, nq, dOb, Dp, Dp, dVa + jj * Dp, true);
+        rowTimesMatrix(dSt + jj * Bq, nq, Qs, Dp, Dp, dKa + jj * Dp, true);
+      }
+    }
+  }
+  for (int64_t jj = 0; jj < nk; ++jj) {
+    int64_t off = ((b * g.Sk + j0 + jj) * g.Hkv + hk) * g.D;
+    std::memcpy(dk + off, dKa + jj * Dp, sizeof(float) * g.D);
+    std::memcpy(dv + off, dVa + jj * Dp, sizeof(float) * g.D);
+  }
+}
+
+/// Backward pass 2 task: batch b, query head h, queries [i0, i0 + nq).
+MTC_CLONES
+void gradQTask(const Geometry &g, const float *q, const float *k,
+               const float *v, const float *lse, const float *delta,
+               const float *dO, float *dq, int64_t b, int64_t h, int64_t i0,
+               int64_t nq, float *buf) {
+  const int64_t Dp = g.Dp, hk = h / g.G;
+  float *Kt = buf;               // [Dp][Bk]
+  float *Vt = Kt + Dp * Bk;      // [Dp][Bk]
+  float *Kb = Vt + Dp * Bk;      // [Bk][Dp]
+  float *Qs = Kb + Bk * Dp;      // [Bq][Dp]
+  float *dOb = Qs + Bq * Dp;     // [Bq][Dp]
+  float *dQa = dOb + Bq * Dp;    // [Bq][Dp]
+  float *p = dQa + Bq * Dp;      // [Bk]
+  float *dp = p + Bk;            // [Bk]
+  float *th = dp + Bk;           // [Bk]
+  std::memset(Qs, 0, sizeof(float) * Bq * Dp);
+  std::memset(dOb, 0, sizeof(float) * Bq * Dp);
+  std::memset(dQa, 0, sizeof(float) * Bq * Dp);
+  for (int64_t ii = 0; ii < nq; ++ii) {
+    const float *qr = g.qRow(q, b, h, i0 + ii);
+    const float *gr = g.qRow(dO, b, h, i0 + ii);
+    for (int64_t d = 0; d < g.D; ++d) {
+      Qs[ii * Dp + d] = qr[d] * g.scale;
+      dOb[ii * Dp + d] = gr[d];
+    }
+  }
+  int64_t jBegin = g.lo(g.qOffset + i0), jEnd = g.hi(g.qOffset + i0 + nq - 1);
+  for (int64_t j0 = jBegin; j0 < jEnd; j0 += Bk) {
+    int64_t nk = std::min(Bk, g.Sk - j0);
+    gatherKeys(g, k, b, hk, j0, nk, Kt, Kb);
+    gatherKeys(g, v, b, hk, j0, nk, Vt, nullptr);
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      int64_t i = i0 + ii, pos = g.qOffset + i;
+      float L = lse[(b * g.Hq + h) * g.S + i];
+      float Di = delta[(b * g.Hq + h) * g.S + i];
+      int64_t jlo = g.lo(pos) - j0, jhi = std::min(g.hi(pos) - j0, nk);
+      if (jhi <= 0 || jlo >= nk || L == kNegInf)
+        continue;
+      scoreRow(g, Qs + ii * Dp, Kt, p, jlo, jhi, th);
+      for (int64_t j = 0; j < Bk; ++j)
+        p[j] = fexp(p[j] - L);
+      rowPanel<Bk>(dOb + ii * Dp, Dp, Vt, Bk, dp, false);
+      if (g.cap > 0)
+        for (int64_t j = 0; j < Bk; ++j)
+          dp[j] = p[j] * (dp[j] - Di) * (1.0f - th[j] * th[j]);
+      else
+        for (int64_t j = 0; j < Bk; ++j)
+          dp[j] = p[j] * (dp[j] - Di);
+      rowTimesMatrix(dp, nk, Kb, Dp, Dp, dQa + ii * Dp, true);
+    }
+  }
+  for (int64_t ii = 0; ii < nq; ++ii) {
+    float *out = dq + ((b * g.S + i0 + ii) * g.Hq + h) * g.D;
+    for (int64_t d = 0; d < g.D; ++d)
+      out[d] = dQa[ii * Dp + d] * g.scale;
+  }
+}
+
+} // namespace
+
+void attention(const float *q, const float *k, const float *v, float *o,
+               float *lse, int64_t B, int64_t S, int64_t Sk, int64_t Hq,
+               int64_t Hkv, int64_t D, const AttentionParams &p,
+               int64_t qOffset) {
+  Geometry g = makeGeometry(B, S, Sk, Hq, Hkv, D, p, qOffset);
+  int64_t qBlocks = (S + Bq - 1) / Bq;
+  int64_t tasks = B * Hq * qBlocks;
+  size_t bufSize = 2 * Bq * g.Dp + 2 * Bk * g.Dp + Bq * Bk;
+  parallelFor(tasks, [&](int64_t t0, int64_t t1) {
+    std::vector<float> buf(bufSize);
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t qb = t % qBlocks, bh = t / qBlocks;
+      int64_t h = bh % Hq, b = bh / Hq;
+      int64_t i0 = qb * Bq, i1 = std::min(S, i0 + Bq);
+      forwardTask(g, q, k, v, o, lse, b, h, i0, i1, buf.data());
+    }
+  });
+}
+
+void attentionGrad(const float *q, const float *k, const float *v,
+                   const float *o, const float *lse, const float *dO,
+                   float *dq, float *dk, float *dv, int64_t B, int64_t S,
+                   int64_t Hq, int64_t Hkv, int64_t D,
+                   const AttentionParams &p) {
+  Geometry g = makeGeometry(B, S, S, Hq, Hkv, D, p, 0);
+  // Delta = rowsum(dO * O), [B, Hq, S].
+  std::vector<float> delta(B * Hq * S);
+  parallelFor(B * S, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t b = r / S, i = r % S;
+      for (int64_t h = 0; h < Hq; ++h) {
+        const float *a = g.qRow(o, b, h, i), *c = g.qRow(dO, b, h, i);
+        double s = 0.0;
+        for (int64_t d = 0; d < D; ++d)
+          s += double(a[d]) * double(c[d]);
+        delta[(b * Hq + h) * S + i] = static_cast<float>(s);
+      }
+    }
+  });
+  int64_t kBlocks = (S + Bk - 1) / Bk;
+  size_t buf1 = 2 * g.Dp * Bk + 2 * Bk * g.Dp + 2 * Bq * g.Dp + 5 * Bq * Bk;
+  parallelFor(B * Hkv * kBlocks, [&](int64_t t0, int64_t t1) {
+    std::vector<float> buf(buf1);
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t kb = t % kBlocks, bh = t / kBlocks;
+      int64_t hk = bh % Hkv, b = bh / Hkv;
+      int64_t j0 = kb * Bk;
+      gradKVTask(g, q, k, v, lse, delta.data(), dO, dk, dv, b, hk, j0,
+                 std::min(Bk, S - j0), buf.data());
+    }
+  });
+  int64_t qBlocks = (S + Bq - 1) / Bq;
+  size_t buf2 = 2 * g.Dp * Bk + Bk * g.Dp + 3 * Bq * g.Dp + 3 * Bk;
+  parallelFor(B * Hq * qBlocks, [&](int64_t t0, int64_t t1) {
+    std::vector<float> buf(buf2);
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t qb = t % qBlocks, bh = t / qBlocks;
+      int64_t h = bh % Hq, b = bh / Hq;
+      int64_t i0 = qb * Bq;
+      gradQTask(g, q, k, v, lse, delta.data(), dO, dq, b, h, i0,
+                std::min(Bq, S - i0), buf.data());
+    }
+  });
+}
+
+} // namespace mtc::cpu

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/mt/MtDialect.h"
 
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
   registry.insert<mtc::mt::MtDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
   mtc::registerMtcTransformsPasses();
+  mtc::registerMtcPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "mtc optimizer driver\n", registry));
 }

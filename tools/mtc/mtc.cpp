@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Target/BundleWriter.h"
 #include "dialects/mt/MtDialect.h"
 #include "frontend/ASTPrinter.h"
 #include "frontend/MLIRGen.h"
@@ -16,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -41,9 +44,11 @@ int runCompile(const std::vector<std::string> &args);
 int runHelp(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
-    {"compile", "mtc compile MODEL.mt [--emit=ast|mlir|summary] [-o FILE]",
-     "parse and check a model; print its AST, mt-dialect IR or parameter "
-     "summary",
+    {"compile",
+     "mtc compile MODEL.mt [--emit=ast|mlir|mlir-grad|summary|bundle] "
+     "[-o FILE]",
+     "check a model; print its AST, IR (mlir-grad: with backward functions) "
+     "or parameter summary, or write a bundle (-o model.mtb)",
      runCompile},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
@@ -133,7 +138,7 @@ bool writeOutput(const std::string &path, const std::string &text) {
 }
 
 int runCompile(const std::vector<std::string> &args) {
-  std::string input, output, emit = "summary";
+  std::string input, output, emit;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a.rfind("--emit=", 0) == 0) {
@@ -157,9 +162,15 @@ int runCompile(const std::vector<std::string> &args) {
   if (input.empty())
     return error("compile: no input file\nusage: " +
                  std::string(kCommands[0].usage));
-  if (emit != "ast" && emit != "mlir" && emit != "summary")
+  if (emit.empty()) {
+    bool toBundle = output.size() > 4 &&
+                    output.compare(output.size() - 4, 4, ".mtb") == 0;
+    emit = toBundle ? "bundle" : "summary";
+  }
+  if (emit != "ast" && emit != "mlir" && emit != "mlir-grad" &&
+      emit != "summary" && emit != "bundle")
     return error("compile: unknown --emit value '" + emit +
-                 "' (expected ast, mlir or summary)");
+                 "' (expected ast, mlir, mlir-grad, summary or bundle)");
 
   std::string source;
   if (!readSource(input, source))
@@ -197,7 +208,7 @@ int runCompile(const std::vector<std::string> &args) {
     mtc::SourceLoc loc;
     if (auto fl = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
       loc = {fl.getLine(), fl.getColumn()};
-    diags.error(loc, "internal error (please report): " + msg);
+    diags.error(loc, msg);
     return mlir::success();
   });
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -206,10 +217,27 @@ int runCompile(const std::vector<std::string> &args) {
     diags.printSummary();
     return 1;
   }
+  if (emit != "mlir") {
+    mlir::PassManager pm(&context);
+    mtc::buildTrainingPipeline(pm);
+    if (mlir::failed(pm.run(*module))) {
+      diags.printSummary();
+      return 1;
+    }
+  }
   std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os);
-  os.flush();
+  if (emit == "bundle") {
+    mtc::bundle::Bundle b;
+    if (mlir::failed(mtc::translateToBundle(*module, b))) {
+      diags.printSummary();
+      return 1;
+    }
+    text = mtc::bundle::toJson(b);
+  } else {
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    os.flush();
+  }
   return writeOutput(output, text) ? 0 : 1;
 }
 

@@ -1,0 +1,28 @@
+//===- Pipelines.cpp - mtc pass pipelines -----------------------*- C++ -*-===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Pipelines/Pipelines.h"
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace mtc {
+
+void buildTrainingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createMtcAutodiff());
+  pm.addPass(mlir::createCSEPass());
+}
+
+void registerMtcPipelines() {
+  mlir::PassPipelineRegistration<>(
+      "mtc-training-pipeline",
+      "Derive backward functions and clean up: what `mtc compile -o x.mtb` runs",
+      buildTrainingPipeline);
+}
+
+} // namespace mtc

@@ -1,0 +1,148 @@
+//===- BundleWriter.cpp - mt dialect to a runtime bundle --------*- C++ -*-===//
+//
+// Part of mtc. Numbers every value of a function (arguments first, then op
+// results in order) and records each op by its mnemonic with its attributes;
+// symbol references become the op's `symbol`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Target/BundleWriter.h"
+
+#include "dialects/mt/MtDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace mtc {
+namespace {
+
+DType dtypeOf(Type t) {
+  if (t.isBF16())
+    return DType::BF16;
+  if (t.isInteger(32))
+    return DType::I32;
+  return DType::F32;
+}
+
+bundle::ValueType typeOf(Type t) {
+  auto tt = cast<mt::MtTensorType>(t);
+  return {tt.getShapeVector(), dtypeOf(tt.getElementType())};
+}
+
+std::string locString(Location loc) {
+  if (auto fl = dyn_cast<FileLineColLoc>(loc))
+    return (fl.getFilename().getValue() + ":" + Twine(fl.getLine()) + ":" +
+            Twine(fl.getColumn()))
+        .str();
+  return "";
+}
+
+LogicalResult translateFunction(func::FuncOp fn, bundle::Function &out) {
+  llvm::DenseMap<Value, int> ids;
+  auto number = [&](Value v) {
+    int id = static_cast<int>(out.values.size());
+    ids[v] = id;
+    out.values.push_back(typeOf(v.getType()));
+    return id;
+  };
+  Block &body = fn.getBody().front();
+  for (BlockArgument a : body.getArguments())
+    out.args.push_back(number(a));
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        out.results.push_back(ids.lookup(v));
+      continue;
+    }
+    if (op.getDialect()->getNamespace() != "mt")
+      return op.emitOpError() << "cannot be placed in a bundle";
+    bundle::Op b;
+    b.name = op.getName().stripDialect().str();
+    b.loc = locString(op.getLoc());
+    for (Value v : op.getOperands())
+      b.operands.push_back(ids.lookup(v));
+    for (Value r : op.getResults())
+      b.results.push_back(number(r));
+    for (NamedAttribute na : op.getAttrs()) {
+      std::string key = na.getName().str();
+      Attribute a = na.getValue();
+      if (auto sym = dyn_cast<FlatSymbolRefAttr>(a))
+        b.symbol = sym.getValue().str();
+      else if (auto i = dyn_cast<IntegerAttr>(a))
+        b.attrs[key] = i.getInt();
+      else if (auto f = dyn_cast<FloatAttr>(a))
+        b.attrs[key] = f.getValueAsDouble();
+      else if (isa<UnitAttr>(a))
+        b.attrs[key] = true;
+      else if (auto bo = dyn_cast<BoolAttr>(a))
+        b.attrs[key] = bo.getValue();
+      else if (auto s = dyn_cast<StringAttr>(a))
+        b.attrs[key] = s.str();
+      else if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
+        b.attrs[key] = std::vector<int64_t>(arr.asArrayRef().begin(),
+                                            arr.asArrayRef().end());
+      else
+        return op.emitOpError() << "attribute '" << key
+                                << "' cannot be placed in a bundle";
+    }
+    out.ops.push_back(std::move(b));
+  }
+  return success();
+}
+
+bundle::Param translateParam(mt::ParamOp p) {
+  bundle::Param out;
+  out.name = p.getSymName().str();
+  out.shape = p.getTensorType().getShapeVector();
+  out.dtype = dtypeOf(p.getTensorType().getElementType());
+  out.init = mt::stringifyInitKind(p.getInit()).str();
+  out.initArgs.assign(p.getInitArgs().begin(), p.getInitArgs().end());
+  return out;
+}
+
+LogicalResult translateFunctions(Block &body,
+                                 std::map<std::string, bundle::Function> &out) {
+  for (auto fn : body.getOps<func::FuncOp>())
+    if (failed(translateFunction(fn, out[fn.getSymName().str()])))
+      return failure();
+  return success();
+}
+
+} // namespace
+
+LogicalResult translateToBundle(ModuleOp module, bundle::Bundle &out) {
+  auto models = module.getBody()->getOps<mt::ModelOp>();
+  if (std::distance(models.begin(), models.end()) != 1)
+    return module.emitError() << "a bundle holds exactly one mt.model";
+  mt::ModelOp model = *models.begin();
+  out.model = model.getSymName().str();
+  if (auto config = model.getConfigAttr())
+    for (NamedAttribute na : config) {
+      if (auto i = dyn_cast<IntegerAttr>(na.getValue()))
+        out.config[na.getName().str()] = static_cast<double>(i.getInt());
+      else if (auto f = dyn_cast<FloatAttr>(na.getValue()))
+        out.config[na.getName().str()] = f.getValueAsDouble();
+    }
+  Block &body = model.getBody().front();
+  for (auto p : body.getOps<mt::ParamOp>())
+    out.params.push_back(translateParam(p));
+  for (auto layer : body.getOps<mt::LayerOp>()) {
+    if (!layer.getBody().front().getOps<mt::ExpertOp>().empty())
+      return layer.emitOpError()
+             << "has experts; mixture-of-experts layers cannot be trained "
+                "by the runtime yet";
+    bundle::Layer l;
+    l.name = layer.getSymName().str();
+    l.count = layer.getCount();
+    for (auto p : layer.getBody().front().getOps<mt::ParamOp>())
+      l.params.push_back(translateParam(p));
+    if (failed(translateFunctions(layer.getBody().front(), l.functions)))
+      return failure();
+    out.layers.push_back(std::move(l));
+  }
+  return translateFunctions(body, out.functions);
+}
+
+} // namespace mtc

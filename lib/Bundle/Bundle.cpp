@@ -1,0 +1,439 @@
+//===- Bundle.cpp - Reading and writing .mtb bundles ------------*- C++ -*-===//
+//
+// Part of mtc. JSON through nlohmann-json; every field is validated on read so
+// that the runtime can trust ids and shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Bundle/Bundle.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using nlohmann::json;
+
+namespace mtc::bundle {
+
+//===----------------------------------------------------------------------===//
+// Accessors
+//===----------------------------------------------------------------------===//
+
+const Attr *Op::attr(const std::string &key) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+
+int64_t Op::intAttr(const std::string &key, int64_t dflt) const {
+  if (const Attr *a = attr(key)) {
+    if (auto *i = std::get_if<int64_t>(a))
+      return *i;
+    if (auto *d = std::get_if<double>(a))
+      return static_cast<int64_t>(*d);
+    if (auto *b = std::get_if<bool>(a))
+      return *b;
+  }
+  return dflt;
+}
+
+double Op::floatAttr(const std::string &key, double dflt) const {
+  if (const Attr *a = attr(key)) {
+    if (auto *d = std::get_if<double>(a))
+      return *d;
+    if (auto *i = std::get_if<int64_t>(a))
+      return static_cast<double>(*i);
+  }
+  return dflt;
+}
+
+bool Op::boolAttr(const std::string &key, bool dflt) const {
+  if (const Attr *a = attr(key)) {
+    if (auto *b = std::get_if<bool>(a))
+      return *b;
+    if (auto *i = std::get_if<int64_t>(a))
+      return *i != 0;
+  }
+  return dflt;
+}
+
+std::string Op::strAttr(const std::string &key, const std::string &dflt) const {
+  if (const Attr *a = attr(key))
+    if (auto *s = std::get_if<std::string>(a))
+      return *s;
+  return dflt;
+}
+
+std::vector<int64_t> Op::listAttr(const std::string &key) const {
+  if (const Attr *a = attr(key))
+    if (auto *l = std::get_if<std::vector<int64_t>>(a))
+      return *l;
+  return {};
+}
+
+int64_t Param::numel() const {
+  int64_t n = 1;
+  for (Dim d : shape)
+    n *= d;
+  return n;
+}
+
+const Layer *Bundle::layer(const std::string &name) const {
+  for (const Layer &l : layers)
+    if (l.name == name)
+      return &l;
+  return nullptr;
+}
+
+int64_t Bundle::totalLayerInstances() const {
+  int64_t n = 0;
+  for (const Layer &l : layers)
+    n += l.count;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+json dimsToJson(const Shape &shape) {
+  json dims = json::array();
+  for (Dim d : shape) {
+    if (isSymbolic(d))
+      dims.push_back(formatDim(d));
+    else
+      dims.push_back(d);
+  }
+  return dims;
+}
+
+json typeToJson(const ValueType &t) {
+  return json{{"shape", dimsToJson(t.shape)}, {"dtype", dtypeName(t.dtype)}};
+}
+
+json attrToJson(const Attr &a) {
+  return std::visit([](const auto &v) -> json { return json(v); }, a);
+}
+
+json functionToJson(const Function &f) {
+  json values = json::array();
+  for (const ValueType &t : f.values)
+    values.push_back(typeToJson(t));
+  json ops = json::array();
+  for (const Op &op : f.ops) {
+    json o{{"op", op.name}, {"operands", op.operands}, {"results", op.results}};
+    if (!op.symbol.empty())
+      o["symbol"] = op.symbol;
+    if (!op.attrs.empty()) {
+      json attrs = json::object();
+      for (const auto &[k, v] : op.attrs)
+        attrs[k] = attrToJson(v);
+      o["attrs"] = attrs;
+    }
+    if (!op.loc.empty())
+      o["loc"] = op.loc;
+    ops.push_back(std::move(o));
+  }
+  return json{{"args", f.args},
+              {"results", f.results},
+              {"values", values},
+              {"ops", ops}};
+}
+
+json paramsToJson(const std::vector<Param> &params) {
+  json out = json::array();
+  for (const Param &p : params)
+    out.push_back(json{{"name", p.name},
+                       {"shape", dimsToJson(p.shape)},
+                       {"dtype", dtypeName(p.dtype)},
+                       {"init", p.init},
+                       {"init_args", p.initArgs}});
+  return out;
+}
+
+json functionsToJson(const std::map<std::string, Function> &fns) {
+  json out = json::object();
+  for (const auto &[name, f] : fns)
+    out[name] = functionToJson(f);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading (with validation)
+//===----------------------------------------------------------------------===//
+
+struct ReadError {
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string &where, const std::string &what) {
+  throw ReadError{where + ": " + what};
+}
+
+const json &field(const json &obj, const char *key, const std::string &where) {
+  if (!obj.is_object())
+    fail(where, "expected an object");
+  auto it = obj.find(key);
+  if (it == obj.end())
+    fail(where, std::string("missing field '") + key + "'");
+  return *it;
+}
+
+std::string getString(const json &obj, const char *key,
+                      const std::string &where) {
+  const json &v = field(obj, key, where);
+  if (!v.is_string())
+    fail(where, std::string("field '") + key + "' must be a string");
+  return v.get<std::string>();
+}
+
+DType parseDType(const std::string &s, const std::string &where) {
+  if (s == "f32")
+    return DType::F32;
+  if (s == "bf16")
+    return DType::BF16;
+  if (s == "i32")
+    return DType::I32;
+  fail(where, "unknown dtype '" + s + "'");
+}
+
+Shape parseShape(const json &dims, const std::string &where,
+                 bool allowSymbolic) {
+  if (!dims.is_array())
+    fail(where, "shape must be an array");
+  Shape out;
+  for (const json &d : dims) {
+    if (d.is_string()) {
+      Dim sym = symbolicDimByName(d.get<std::string>());
+      if (!sym || !allowSymbolic)
+        fail(where, "invalid dimension '" + d.get<std::string>() + "'");
+      out.push_back(sym);
+    } else if (d.is_number_integer() && d.get<int64_t>() >= 0) {
+      out.push_back(d.get<int64_t>());
+    } else {
+      fail(where, "invalid dimension " + d.dump());
+    }
+  }
+  return out;
+}
+
+std::vector<int> parseIds(const json &ids, size_t numValues,
+                          const std::string &where) {
+  if (!ids.is_array())
+    fail(where, "expected an array of value ids");
+  std::vector<int> out;
+  for (const json &i : ids) {
+    if (!i.is_number_integer() || i.get<int64_t>() < 0 ||
+        static_cast<size_t>(i.get<int64_t>()) >= numValues)
+      fail(where, "value id " + i.dump() + " out of range");
+    out.push_back(i.get<int>());
+  }
+  return out;
+}
+
+Attr parseAttr(const json &v, const std::string &where) {
+  if (v.is_boolean())
+    return v.get<bool>();
+  if (v.is_number_integer())
+    return v.get<int64_t>();
+  if (v.is_number_float())
+    return v.get<double>();
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_array()) {
+    std::vector<int64_t> list;
+    for (const json &e : v) {
+      if (!e.is_number_integer())
+        fail(where, "attribute lists hold integers only");
+      list.push_back(e.get<int64_t>());
+    }
+    return list;
+  }
+  fail(where, "unsupported attribute " + v.dump());
+}
+
+Function parseFunction(const json &j, const std::string &where) {
+  Function f;
+  const json &values = field(j, "values", where);
+  if (!values.is_array())
+    fail(where, "'values' must be an array");
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::string w = where + ": value " + std::to_string(i);
+    f.values.push_back(
+        {parseShape(field(values[i], "shape", w), w, true),
+         parseDType(getString(values[i], "dtype", w), w)});
+  }
+  f.args = parseIds(field(j, "args", where), f.values.size(), where);
+  f.results = parseIds(field(j, "results", where), f.values.size(), where);
+  const json &ops = field(j, "ops", where);
+  if (!ops.is_array())
+    fail(where, "'ops' must be an array");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string w = where + ": op " + std::to_string(i);
+    Op op;
+    op.name = getString(ops[i], "op", w);
+    op.operands = parseIds(field(ops[i], "operands", w), f.values.size(), w);
+    op.results = parseIds(field(ops[i], "results", w), f.values.size(), w);
+    if (ops[i].contains("symbol"))
+      op.symbol = getString(ops[i], "symbol", w);
+    if (ops[i].contains("loc"))
+      op.loc = getString(ops[i], "loc", w);
+    if (ops[i].contains("attrs")) {
+      const json &attrs = ops[i]["attrs"];
+      if (!attrs.is_object())
+        fail(w, "'attrs' must be an object");
+      for (auto it = attrs.begin(); it != attrs.end(); ++it)
+        op.attrs[it.key()] = parseAttr(it.value(), w + " attribute " + it.key());
+    }
+    f.ops.push_back(std::move(op));
+  }
+  return f;
+}
+
+std::vector<Param> parseParams(const json &j, const std::string &where) {
+  if (!j.is_array())
+    fail(where, "'params' must be an array");
+  std::vector<Param> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    std::string w = where + ": param " + std::to_string(i);
+    Param p;
+    p.name = getString(j[i], "name", w);
+    p.shape = parseShape(field(j[i], "shape", w), w, false);
+    p.dtype = parseDType(getString(j[i], "dtype", w), w);
+    p.init = getString(j[i], "init", w);
+    const json &args = field(j[i], "init_args", w);
+    if (!args.is_array())
+      fail(w, "'init_args' must be an array");
+    for (const json &a : args) {
+      if (!a.is_number())
+        fail(w, "'init_args' must hold numbers");
+      p.initArgs.push_back(a.get<double>());
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::map<std::string, Function> parseFunctions(const json &j,
+                                               const std::string &where) {
+  if (!j.is_object())
+    fail(where, "'functions' must be an object");
+  std::map<std::string, Function> out;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    out[it.key()] = parseFunction(it.value(), where + ": function " + it.key());
+  return out;
+}
+
+} // namespace
+
+std::string toJson(const Bundle &b) {
+  json layers = json::array();
+  for (const Layer &l : b.layers)
+    layers.push_back(json{{"name", l.name},
+                          {"count", l.count},
+                          {"params", paramsToJson(l.params)},
+                          {"functions", functionsToJson(l.functions)}});
+  json doc{{"format", "mtc-bundle"},
+           {"version", kVersion},
+           {"model", b.model},
+           {"config", b.config},
+           {"params", paramsToJson(b.params)},
+           {"layers", layers},
+           {"functions", functionsToJson(b.functions)}};
+  return doc.dump(1) + "\n";
+}
+
+bool fromJson(const std::string &text, Bundle &out, std::string &err) {
+  try {
+    json doc = json::parse(text);
+    const std::string where = "bundle";
+    if (getString(doc, "format", where) != "mtc-bundle")
+      fail(where, "not an mtc bundle (format is not 'mtc-bundle')");
+    const json &version = field(doc, "version", where);
+    if (!version.is_number_integer() || version.get<int>() != kVersion)
+      fail(where, "unsupported bundle version " + version.dump() +
+                      " (this runtime reads version " +
+                      std::to_string(kVersion) + ")");
+    Bundle b;
+    b.model = getString(doc, "model", where);
+    const json &config = field(doc, "config", where);
+    if (!config.is_object())
+      fail(where, "'config' must be an object");
+    for (auto it = config.begin(); it != config.end(); ++it) {
+      if (!it.value().is_number())
+        fail(where, "config entry '" + it.key() + "' must be a number");
+      b.config[it.key()] = it.value().get<double>();
+    }
+    b.params = parseParams(field(doc, "params", where), where);
+    const json &layers = field(doc, "layers", where);
+    if (!layers.is_array())
+      fail(where, "'layers' must be an array");
+    for (size_t i = 0; i < layers.size(); ++i) {
+      std::string w = where + ": layer " + std::to_string(i);
+      Layer l;
+      l.name = getString(layers[i], "name", w);
+      const json &count = field(layers[i], "count", w);
+      if (!count.is_number_integer() || count.get<int64_t>() <= 0)
+        fail(w, "'count' must be a positive integer");
+      l.count = count.get<int64_t>();
+      l.params = parseParams(field(layers[i], "params", w), w);
+      l.functions = parseFunctions(field(layers[i], "functions", w), w);
+      b.layers.push_back(std::move(l));
+    }
+    b.functions = parseFunctions(field(doc, "functions", where), where);
+    out = std::move(b);
+    return true;
+  } catch (const ReadError &e) {
+    err = e.message;
+  } catch (const json::exception &e) {
+    err = std::string("malformed bundle JSON: ") + e.what();
+  }
+  return false;
+}
+
+bool writeFile(const Bundle &b, const std::string &path, std::string &err) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      err = "cannot write '" + tmp + "': " + std::strerror(errno);
+      return false;
+    }
+    out << toJson(b);
+    out.flush();
+    if (!out) {
+      err = "cannot write '" + tmp + "': " + std::strerror(errno);
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = "cannot rename '" + tmp + "' to '" + path +
+          "': " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool readFile(const std::string &path, Bundle &out, std::string &err) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    err = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (!fromJson(ss.str(), out, err)) {
+    err = path + ": " + err;
+    return false;
+  }
+  return true;
+}
+
+} // namespace mtc::bundle

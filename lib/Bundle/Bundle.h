@@ -1,0 +1,102 @@
+//===- Bundle.h - The compiler/runtime contract -----------------*- C++ -*-===//
+//
+// Part of mtc. A bundle (.mtb) is everything the runtime needs to train a model
+// without MLIR: the parameters (names, shapes, dtypes, initializers), the layer
+// templates and their functions (forward, backward), and the model's functions
+// (forward, forward_backward) as flat lists of operations over numbered values.
+// The compiler writes it (compiler/Target/BundleWriter); the runtime reads it.
+//
+// On disk a bundle is one JSON document (format "mtc-bundle", version 1); see
+// docs/bundle.md for the schema.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_LIB_BUNDLE_BUNDLE_H
+#define MTC_LIB_BUNDLE_BUNDLE_H
+
+#include "lib/Support/Shape.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace mtc::bundle {
+
+constexpr int kVersion = 1;
+
+struct ValueType {
+  Shape shape; ///< may hold kDimB, kDimS, kDimT
+  DType dtype = DType::F32;
+};
+
+using Attr =
+    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+
+/// One operation: `name` is the mt op name without the dialect ("matmul",
+/// "rmsnorm_grad", ...). Operands and results are value ids of the function.
+struct Op {
+  std::string name;
+  std::vector<int> operands;
+  std::vector<int> results;
+  std::string symbol; ///< param_ref/param_grad: parameter; apply_layers: layer
+  std::map<std::string, Attr> attrs;
+  std::string loc; ///< "file:line:col" of the source, for runtime errors
+
+  const Attr *attr(const std::string &key) const;
+  int64_t intAttr(const std::string &key, int64_t dflt = 0) const;
+  double floatAttr(const std::string &key, double dflt = 0) const;
+  bool boolAttr(const std::string &key, bool dflt = false) const;
+  std::string strAttr(const std::string &key,
+                      const std::string &dflt = "") const;
+  std::vector<int64_t> listAttr(const std::string &key) const;
+};
+
+struct Function {
+  std::vector<int> args;
+  std::vector<int> results;
+  std::vector<ValueType> values; ///< type of every value id
+  std::vector<Op> ops;
+};
+
+struct Param {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::F32;
+  std::string init; ///< zeros | ones | normal | scaled_normal | uniform
+  std::vector<double> initArgs;
+  int64_t numel() const;
+};
+
+struct Layer {
+  std::string name;
+  int64_t count = 0;
+  std::vector<Param> params;
+  std::map<std::string, Function> functions; ///< "forward", "backward"
+};
+
+struct Bundle {
+  std::string model;
+  std::map<std::string, double> config;
+  std::vector<Param> params;
+  std::vector<Layer> layers;
+  std::map<std::string, Function> functions; ///< "forward", "forward_backward"
+
+  const Layer *layer(const std::string &name) const;
+  int64_t totalLayerInstances() const;
+};
+
+/// Serialises to the JSON text of a .mtb file.
+std::string toJson(const Bundle &b);
+/// Parses and validates (value ids in range, known dtypes, ...). On failure
+/// returns false with a message in \p err.
+bool fromJson(const std::string &text, Bundle &out, std::string &err);
+
+/// Atomic write (temporary file + rename). Returns false with \p err set.
+bool writeFile(const Bundle &b, const std::string &path, std::string &err);
+/// Reads a .mtb file; errors name the file.
+bool readFile(const std::string &path, Bundle &out, std::string &err);
+
+} // namespace mtc::bundle
+
+#endif // MTC_LIB_BUNDLE_BUNDLE_H

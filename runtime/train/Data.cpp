@@ -1,0 +1,252 @@
+//===- Data.cpp - Token datasets, batch sampling, validation split --------===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Data.h"
+
+#include "runtime/train/Random.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace mtc::train {
+
+const char *tokenFileFormatName(TokenFileFormat f) {
+  switch (f) {
+  case TokenFileFormat::LlmcBin:
+    return "llm.c .bin";
+  case TokenFileFormat::RawU16:
+    return "raw uint16 tokens";
+  case TokenFileFormat::Text:
+    return "text (byte tokens)";
+  }
+  return "?";
+}
+
+static int32_t readI32(const uint8_t *p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+static bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// The first index in [0, n) whose token is >= vocab, or n.
+template <typename T>
+static uint64_t firstOutOfRange(const uint8_t *base, uint64_t n,
+                                uint32_t vocab) {
+  constexpr uint64_t kChunk = 1u << 16;
+  for (uint64_t b = 0; b < n; b += kChunk) {
+    uint64_t e = std::min(n, b + kChunk);
+    T mx = 0;
+    for (uint64_t i = b; i < e; ++i) {
+      T v;
+      std::memcpy(&v, base + i * sizeof(T), sizeof(T));
+      mx = v > mx ? v : mx;
+    }
+    if (mx < vocab)
+      continue;
+    for (uint64_t i = b; i < e; ++i) {
+      T v;
+      std::memcpy(&v, base + i * sizeof(T), sizeof(T));
+      if (v >= vocab)
+        return i;
+    }
+  }
+  return n;
+}
+
+Expected<TokenDataset> TokenDataset::open(const std::string &path,
+                                          const TokenDatasetOptions &opts) {
+  if (opts.seqLen <= 0)
+    return Status::error(path + ": sequence length must be positive");
+  if (!(opts.valFraction >= 0.0 && opts.valFraction < 1.0))
+    return Status::error(path + ": val_fraction must be in [0, 1)");
+  if (opts.vocabSize == 0)
+    return Status::error(path + ": vocabulary size must be positive");
+  Expected<MappedFile> mf = MappedFile::open(path);
+  if (!mf)
+    return mf.status();
+  TokenDataset d;
+  d.opts = opts;
+  const uint8_t *base = mf->data();
+  uint64_t size = mf->size();
+  if (size == 0)
+    return Status::error(path + ": file is empty");
+
+  if (endsWith(path, ".txt")) {
+    d.fmt = TokenFileFormat::Text;
+    d.tokBytes = 1;
+    d.tokens = base;
+    d.count = size;
+  } else if (size >= 4 && readI32(base) == kLlmcMagic) {
+    d.fmt = TokenFileFormat::LlmcBin;
+    if (size < kLlmcHeaderBytes)
+      return Status::error(path + ": llm.c header is truncated (" +
+                           std::to_string(size) + " bytes, the header is " +
+                           std::to_string(kLlmcHeaderBytes) + ")");
+    int32_t version = readI32(base + 4);
+    int32_t declared = readI32(base + 8);
+    if (version != 1 && version != 2)
+      return Status::error(path + ": unsupported llm.c version " +
+                           std::to_string(version) +
+                           " (1: uint16 tokens, 2: uint32 tokens)");
+    d.tokBytes = version == 1 ? 2 : 4;
+    uint64_t body = size - kLlmcHeaderBytes;
+    if (body % d.tokBytes)
+      return Status::error(path + ": " + std::to_string(body) +
+                           " bytes of tokens is not a multiple of the token "
+                           "size (" +
+                           std::to_string(d.tokBytes) + " bytes)");
+    d.count = body / d.tokBytes;
+    if (declared < 0 || static_cast<uint64_t>(declared) != d.count)
+      return Status::error(path + ": header says " + std::to_string(declared) +
+                           " tokens but the file holds " +
+                           std::to_string(d.count));
+    d.tokens = base + kLlmcHeaderBytes;
+  } else {
+    d.fmt = TokenFileFormat::RawU16;
+    d.tokBytes = 2;
+    if (size % 2)
+      return Status::error(path + ": size " + std::to_string(size) +
+                           " bytes is not a multiple of the token size (2 "
+                           "bytes, raw uint16 tokens)");
+    d.count = size / 2;
+    d.tokens = base;
+  }
+
+  uint64_t window = static_cast<uint64_t>(opts.seqLen) + 1;
+  if (d.count < window)
+    return Status::error(path + ": " + std::to_string(d.count) +
+                         " tokens, fewer than seq_len + 1 = " +
+                         std::to_string(window));
+  if (opts.valFraction > 0) {
+    uint64_t nval = static_cast<uint64_t>(
+        std::floor(static_cast<double>(d.count) * opts.valFraction));
+    d.valCount = std::max(nval, window);
+    if (d.count < d.valCount + window)
+      return Status::error(
+          path + ": " + std::to_string(d.count) +
+          " tokens are too few for a training and a validation window of " +
+          std::to_string(window) + " tokens each (val_fraction " +
+          std::to_string(opts.valFraction) + ")");
+  }
+
+  if (opts.validateUpToBytes == 0 || size <= opts.validateUpToBytes) {
+    uint64_t bad = d.count;
+    uint32_t vocab = opts.vocabSize;
+    if (d.tokBytes == 1)
+      bad = vocab >= 256 ? d.count
+                         : firstOutOfRange<uint8_t>(d.tokens, d.count, vocab);
+    else if (d.tokBytes == 2)
+      bad = vocab >= 65536
+                ? d.count
+                : firstOutOfRange<uint16_t>(d.tokens, d.count, vocab);
+    else
+      bad = firstOutOfRange<uint32_t>(d.tokens, d.count, vocab);
+    if (bad != d.count)
+      return Status::error(path + ": token " + std::to_string(d.token(bad)) +
+                           " at position " + std::to_string(bad) +
+                           " is outside the vocabulary (size " +
+                           std::to_string(vocab) + ")");
+    d.checked = true;
+  }
+  d.file = std::move(mf.value());
+  return Expected<TokenDataset>(std::move(d));
+}
+
+uint32_t TokenDataset::token(uint64_t i) const {
+  const uint8_t *p = tokens + i * tokBytes;
+  if (tokBytes == 1)
+    return *p;
+  if (tokBytes == 2) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void TokenDataset::read(uint64_t offset, size_t n, int32_t *dst) const {
+  const uint8_t *p = tokens + offset * tokBytes;
+  if (tokBytes == 1) {
+    for (size_t k = 0; k < n; ++k)
+      dst[k] = p[k];
+  } else if (tokBytes == 2) {
+    for (size_t k = 0; k < n; ++k) {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * k, 2);
+      dst[k] = v;
+    }
+  } else {
+    for (size_t k = 0; k < n; ++k) {
+      uint32_t v;
+      std::memcpy(&v, p + 4 * k, 4);
+      dst[k] = static_cast<int32_t>(v);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Sampling
+//===----------------------------------------------------------------------===//
+
+BatchSampler::BatchSampler(const TokenDataset &data, int64_t batch,
+                           uint64_t seed)
+    : data(data), B(batch), seed_(seed) {}
+
+uint64_t BatchSampler::offset(int64_t step, int64_t micro,
+                              int64_t row) const {
+  uint64_t S = static_cast<uint64_t>(data.seqLen());
+  uint64_t range = data.trainTokens() - S; // offsets in [0, range)
+  // One independent stream per (step, micro, row): stream = step, the
+  // generator position starts at a block reserved for (micro, row).
+  Rng rng(seed_ ^ 0x6d74632d64617461ull /* "mtc-data" */,
+          static_cast<uint64_t>(step));
+  rng.setPosition((static_cast<uint64_t>(micro) * static_cast<uint64_t>(B) +
+                   static_cast<uint64_t>(row)) *
+                  (uint64_t(1) << 20));
+  return rng.below(range);
+}
+
+void BatchSampler::sample(int64_t step, int64_t micro, int32_t *inputs,
+                          int32_t *targets) const {
+  size_t S = static_cast<size_t>(data.seqLen());
+  std::vector<int32_t> window(S + 1);
+  for (int64_t b = 0; b < B; ++b) {
+    data.read(offset(step, micro, b), S + 1, window.data());
+    std::memcpy(inputs + b * S, window.data(), S * 4);
+    std::memcpy(targets + b * S, window.data() + 1, S * 4);
+  }
+}
+
+ValIterator::ValIterator(const TokenDataset &data, int64_t batch)
+    : data(data), B(batch) {
+  uint64_t S = static_cast<uint64_t>(data.seqLen());
+  windows = data.valTokens() >= S + 1 ? (data.valTokens() - 1) / S : 0;
+}
+
+int64_t ValIterator::next(int32_t *inputs, int32_t *targets) {
+  size_t S = static_cast<size_t>(data.seqLen());
+  std::vector<int32_t> window(S + 1);
+  int64_t rows = 0;
+  while (rows < B && pos < windows) {
+    data.read(data.trainTokens() + pos * S, S + 1, window.data());
+    std::memcpy(inputs + rows * S, window.data(), S * 4);
+    std::memcpy(targets + rows * S, window.data() + 1, S * 4);
+    ++rows;
+    ++pos;
+  }
+  return rows;
+}
+
+} // namespace mtc::train

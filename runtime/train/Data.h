@@ -1,0 +1,128 @@
+//===- Data.h - Token datasets, batch sampling, validation split -*- C++ -*-===//
+//
+// Part of mtc. A token file is memory-mapped once and validated at open:
+//
+//   llm.c .bin   256 int32 header (magic 20240520, version 1 = uint16 tokens,
+//                version 2 = uint32 tokens, token count), then the tokens
+//   raw .bin     headerless little-endian uint16 tokens (nanoGPT's layout);
+//                any file that is not .txt and does not start with the magic
+//   .txt         bytes, tokenised by the built-in byte-level tokenizer
+//                (vocabulary 256: token = byte value)
+//
+// Errors name the file: missing, empty, size not a multiple of the token size,
+// header count disagreeing with the file size, fewer tokens than seqLen + 1,
+// a token id >= vocab (the first offending position is reported).
+//
+// Split: the last valFraction of the tokens (at least seqLen + 1 of them when
+// valFraction > 0) is validation, the rest training.
+//
+// Sampling: BatchSampler::sample(step, micro) draws B training windows of S + 1
+// tokens at offsets that depend only on (seed, step, micro, row), so resuming
+// at a step reproduces the data exactly. ValIterator walks validation windows
+// in order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_TRAIN_DATA_H
+#define MTC_RUNTIME_TRAIN_DATA_H
+
+#include "lib/Format/MappedFile.h"
+#include "lib/Support/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace mtc::train {
+
+enum class TokenFileFormat { LlmcBin, RawU16, Text };
+const char *tokenFileFormatName(TokenFileFormat f);
+
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr size_t kLlmcHeaderBytes = 256 * 4;
+
+struct TokenDatasetOptions {
+  uint32_t vocabSize = 256;
+  int64_t seqLen = 256;
+  double valFraction = 0.1;
+  /// Token ids are checked against vocabSize at open for files up to this
+  /// many bytes (larger ones are not scanned; 0 = always scan).
+  uint64_t validateUpToBytes = uint64_t(8) << 30;
+};
+
+class TokenDataset {
+public:
+  static Expected<TokenDataset> open(const std::string &path,
+                                     const TokenDatasetOptions &opts);
+
+  const std::string &path() const { return file.path(); }
+  TokenFileFormat format() const { return fmt; }
+  /// Bytes per token in the file (1, 2 or 4).
+  size_t tokenBytes() const { return tokBytes; }
+  uint64_t numTokens() const { return count; }
+  /// Training tokens are [0, trainTokens()), validation the rest.
+  uint64_t trainTokens() const { return count - valCount; }
+  uint64_t valTokens() const { return valCount; }
+  int64_t seqLen() const { return opts.seqLen; }
+  uint32_t vocabSize() const { return opts.vocabSize; }
+  /// True when token ids were checked at open.
+  bool validated() const { return checked; }
+
+  uint32_t token(uint64_t i) const;
+  /// dst[k] = token(offset + k) for k < n.
+  void read(uint64_t offset, size_t n, int32_t *dst) const;
+
+private:
+  TokenDataset() = default;
+  MappedFile file;
+  TokenDatasetOptions opts;
+  TokenFileFormat fmt = TokenFileFormat::RawU16;
+  const uint8_t *tokens = nullptr;
+  size_t tokBytes = 2;
+  uint64_t count = 0;
+  uint64_t valCount = 0;
+  bool checked = false;
+};
+
+/// Random training windows. inputs and targets are [B, S] row-major int32:
+/// row b is window w_b: inputs = w_b[0, S), targets = w_b[1, S + 1).
+class BatchSampler {
+public:
+  BatchSampler(const TokenDataset &data, int64_t batch, uint64_t seed);
+
+  /// The window offset of row \p row of micro-batch \p micro at step \p step:
+  /// uniform in [0, trainTokens - S - 1].
+  uint64_t offset(int64_t step, int64_t micro, int64_t row) const;
+  void sample(int64_t step, int64_t micro, int32_t *inputs,
+              int32_t *targets) const;
+
+  int64_t batch() const { return B; }
+  uint64_t seed() const { return seed_; }
+
+private:
+  const TokenDataset &data;
+  int64_t B;
+  uint64_t seed_;
+};
+
+/// Validation windows in order: window k starts at trainTokens + k * S (windows
+/// share one token), as many as fit; batches of up to B rows.
+class ValIterator {
+public:
+  ValIterator(const TokenDataset &data, int64_t batch);
+
+  uint64_t numWindows() const { return windows; }
+  /// Fills the next batch; returns the number of rows filled (0 at the end;
+  /// the last batch may be short).
+  int64_t next(int32_t *inputs, int32_t *targets);
+  void reset() { pos = 0; }
+
+private:
+  const TokenDataset &data;
+  int64_t B;
+  uint64_t windows;
+  uint64_t pos = 0;
+};
+
+} // namespace mtc::train
+
+#endif // MTC_RUNTIME_TRAIN_DATA_H
