@@ -10,7 +10,7 @@ PKGS=(
   "llvm-${LLVM_MAJOR}-dev" "llvm-${LLVM_MAJOR}-tools" "libmlir-${LLVM_MAJOR}-dev" "mlir-${LLVM_MAJOR}-tools"
   "clang-${LLVM_MAJOR}" "libclang-rt-${LLVM_MAJOR}-dev" "lld-${LLVM_MAJOR}"
   antlr4 libantlr4-runtime-dev
-  libfmt-dev libgtest-dev libopenblas-dev
+  libfmt-dev libgtest-dev libopenblas-dev nlohmann-json3-dev
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )
 

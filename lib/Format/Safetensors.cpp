@@ -27,25 +27,25 @@ using ojson = nlohmann::ordered_json;
 //===----------------------------------------------------------------------===//
 
 namespace {
-struct DTypeRow {
-  DType type;
+struct TensorDTypeRow {
+  TensorDType type;
   const char *name;
   size_t size;
 };
-constexpr DTypeRow kDTypes[] = {
-    {DType::BOOL, "BOOL", 1}, {DType::U8, "U8", 1},     {DType::I8, "I8", 1},
-    {DType::U16, "U16", 2},   {DType::I16, "I16", 2},   {DType::F16, "F16", 2},
-    {DType::BF16, "BF16", 2}, {DType::U32, "U32", 4},   {DType::I32, "I32", 4},
-    {DType::F32, "F32", 4},   {DType::U64, "U64", 8},   {DType::I64, "I64", 8},
-    {DType::F64, "F64", 8},
+constexpr TensorDTypeRow kTensorDTypes[] = {
+    {TensorDType::BOOL, "BOOL", 1}, {TensorDType::U8, "U8", 1},     {TensorDType::I8, "I8", 1},
+    {TensorDType::U16, "U16", 2},   {TensorDType::I16, "I16", 2},   {TensorDType::F16, "F16", 2},
+    {TensorDType::BF16, "BF16", 2}, {TensorDType::U32, "U32", 4},   {TensorDType::I32, "I32", 4},
+    {TensorDType::F32, "F32", 4},   {TensorDType::U64, "U64", 8},   {TensorDType::I64, "I64", 8},
+    {TensorDType::F64, "F64", 8},
 };
 } // namespace
 
-size_t dtypeSize(DType t) { return kDTypes[static_cast<int>(t)].size; }
-const char *dtypeName(DType t) { return kDTypes[static_cast<int>(t)].name; }
+size_t dtypeSize(TensorDType t) { return kTensorDTypes[static_cast<int>(t)].size; }
+const char *dtypeName(TensorDType t) { return kTensorDTypes[static_cast<int>(t)].name; }
 
-bool parseDType(std::string_view name, DType &out) {
-  for (const DTypeRow &r : kDTypes)
+bool parseTensorDType(std::string_view name, TensorDType &out) {
+  for (const TensorDTypeRow &r : kTensorDTypes)
     if (name == r.name) {
       out = r.type;
       return true;
@@ -97,43 +97,43 @@ template <typename T> static void convertInts(const uint8_t *src, float *dst,
   }
 }
 
-void convertToF32(DType dtype, const uint8_t *src, float *dst, size_t n) {
+void convertToF32(TensorDType dtype, const uint8_t *src, float *dst, size_t n) {
   switch (dtype) {
-  case DType::F32:
+  case TensorDType::F32:
     std::memcpy(dst, src, n * 4);
     return;
-  case DType::BF16:
+  case TensorDType::BF16:
     for (size_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);
       dst[i] = bitsF32(static_cast<uint32_t>(h) << 16);
     }
     return;
-  case DType::F16:
+  case TensorDType::F16:
     for (size_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);
       dst[i] = f16ToF32(h);
     }
     return;
-  case DType::F64:
+  case TensorDType::F64:
     return convertInts<double>(src, dst, n);
-  case DType::BOOL:
-  case DType::U8:
+  case TensorDType::BOOL:
+  case TensorDType::U8:
     return convertInts<uint8_t>(src, dst, n);
-  case DType::I8:
+  case TensorDType::I8:
     return convertInts<int8_t>(src, dst, n);
-  case DType::U16:
+  case TensorDType::U16:
     return convertInts<uint16_t>(src, dst, n);
-  case DType::I16:
+  case TensorDType::I16:
     return convertInts<int16_t>(src, dst, n);
-  case DType::U32:
+  case TensorDType::U32:
     return convertInts<uint32_t>(src, dst, n);
-  case DType::I32:
+  case TensorDType::I32:
     return convertInts<int32_t>(src, dst, n);
-  case DType::U64:
+  case TensorDType::U64:
     return convertInts<uint64_t>(src, dst, n);
-  case DType::I64:
+  case TensorDType::I64:
     return convertInts<int64_t>(src, dst, n);
   }
 }
@@ -190,7 +190,7 @@ std::string parseEntry(const std::string &name, const json &e,
   if (!dt->is_string())
     return where + "dtype is not a string";
   const std::string &dts = dt->get_ref<const std::string &>();
-  if (!parseDType(dts, out.dtype))
+  if (!parseTensorDType(dts, out.dtype))
     return where + "unknown dtype '" + dts + "'";
   if (!sh->is_array())
     return where + "shape must be an array of non-negative integers";
@@ -321,11 +321,14 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   }
 
   // Overlaps: sort by (begin, end); empty tensors overlap nothing.
-  std::stable_sort(f.infos.begin(), f.infos.end(),
-                   [](const TensorInfo &a, const TensorInfo &b) {
-                     return a.begin != b.begin ? a.begin < b.begin
-                                               : a.end < b.end;
-                   });
+  std::sort(f.infos.begin(), f.infos.end(),
+            [](const TensorInfo &a, const TensorInfo &b) {
+              if (a.begin != b.begin)
+                return a.begin < b.begin;
+              if (a.end != b.end)
+                return a.end < b.end;
+              return a.name < b.name;
+            });
   const TensorInfo *prev = nullptr;
   for (const TensorInfo &t : f.infos) {
     if (t.begin == t.end)
@@ -513,7 +516,7 @@ static Status checkTensors(const std::string &path,
       return Status::error(path + ": invalid tensor name '" + t.name + "'");
     if (!seen.insert(t.name).second)
       return Status::error(path + ": duplicate tensor name '" + t.name + "'");
-    if (t.dtype != DType::F32 && t.dtype != DType::BF16)
+    if (t.dtype != TensorDType::F32 && t.dtype != TensorDType::BF16)
       return Status::error(path + ": tensor '" + t.name + "': cannot write " +
                            dtypeName(t.dtype) + " (only F32 and BF16)");
     uint64_t numel = 1;
@@ -579,7 +582,7 @@ static Status writeOne(const std::string &path,
   for (size_t i = 0; i < tensors.size() && s.ok(); ++i) {
     const TensorToWrite &t = *tensors[i];
     size_t numel = bytes[i] / dtypeSize(t.dtype);
-    if (t.dtype == DType::F32) {
+    if (t.dtype == TensorDType::F32) {
       s = w->write(t.data, numel * 4);
       continue;
     }

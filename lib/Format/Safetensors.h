@@ -37,17 +37,18 @@
 
 namespace mtc {
 
-/// The dtypes of the safetensors format.
-enum class DType : uint8_t {
+/// The dtypes of the safetensors format (distinct from the language's
+/// mtc::DType in lib/Support/Shape.h).
+enum class TensorDType : uint8_t {
   BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32, U64, I64, F64
 };
 
 /// Bytes per element.
-size_t dtypeSize(DType t);
+size_t dtypeSize(TensorDType t);
 /// "F32", "BF16", ...
-const char *dtypeName(DType t);
+const char *dtypeName(TensorDType t);
 /// Parses a dtype name; false when unknown (F8 variants are not supported).
-bool parseDType(std::string_view name, DType &out);
+bool parseTensorDType(std::string_view name, TensorDType &out);
 
 /// IEEE half / bfloat16 conversions. f32ToBf16 rounds to nearest, ties to even
 /// (NaN stays NaN, quiet).
@@ -58,7 +59,7 @@ float f16ToF32(uint16_t h);
 /// One tensor of a safetensors file. Offsets are relative to the data section.
 struct TensorInfo {
   std::string name;
-  DType dtype = DType::F32;
+  TensorDType dtype = TensorDType::F32;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;
 
@@ -104,7 +105,7 @@ private:
 
 /// Converts \p n elements of \p dtype at \p src (unaligned, little-endian) to
 /// fp32.
-void convertToF32(DType dtype, const uint8_t *src, float *dst, size_t n);
+void convertToF32(TensorDType dtype, const uint8_t *src, float *dst, size_t n);
 
 /// A whole checkpoint: one file, or the shards listed by an index file.
 class SafetensorsModel {
@@ -136,7 +137,7 @@ private:
 /// A tensor to write: fp32 source data converted to \p dtype (F32 or BF16).
 struct TensorToWrite {
   std::string name;
-  DType dtype = DType::F32;
+  TensorDType dtype = TensorDType::F32;
   std::vector<int64_t> shape;
   const float *data = nullptr; ///< numel elements
 };

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Driver/CompileModel.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
 #include "dialects/mt/MtDialect.h"
@@ -14,6 +15,7 @@
 #include "frontend/Sema.h"
 #include "frontend/Summary.h"
 #include "lib/Support/Diagnostics.h"
+#include "runtime/driver/GradCheck.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -42,6 +44,7 @@ struct Command {
 
 int runCompile(const std::vector<std::string> &args);
 int runHelp(const std::vector<std::string> &args);
+int runGradCheck(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
     {"compile",
@@ -50,6 +53,12 @@ const Command kCommands[] = {
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb)",
      runCompile},
+    {"gradcheck",
+     "mtc gradcheck MODEL.mt|MODEL.mtb [--batch N] [--seq N] [--seed N] "
+     "[--set NAME=VALUE]... [--tolerance X] [--step X]",
+     "compare the compiled gradients with finite differences on a small "
+     "random instance",
+     runGradCheck},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
 };
@@ -239,6 +248,91 @@ int runCompile(const std::vector<std::string> &args) {
     os.flush();
   }
   return writeOutput(output, text) ? 0 : 1;
+}
+
+/// Parses a non-negative integer flag value; prints an error otherwise.
+bool parseInt(const std::string &flag, const std::string &text, int64_t &out,
+              int64_t min = 1) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno || end == text.c_str() || *end != '\0' || v < min) {
+    error(flag + " expects an integer >= " + std::to_string(min) + ", got '" +
+          text + "'");
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+bool parseDouble(const std::string &flag, const std::string &text,
+                 double &out) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (errno || end == text.c_str() || *end != '\0' || !(v > 0)) {
+    error(flag + " expects a positive number, got '" + text + "'");
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+int runGradCheck(const std::vector<std::string> &args) {
+  std::string input;
+  mtc::ConfigOverrides overrides;
+  mtc::driver::GradCheckOptions opts;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= args.size()) {
+        error("gradcheck: " + a + " needs a value");
+        return false;
+      }
+      out = args[++i];
+      return true;
+    };
+    std::string v;
+    int64_t n;
+    if (a == "--batch" || a == "--seq" || a == "--seed") {
+      if (!value(v) || !parseInt(a, v, n, a == "--seed" ? 0 : 1))
+        return 1;
+      if (a == "--batch")
+        opts.batch = n;
+      else if (a == "--seq")
+        opts.seq = n;
+      else
+        opts.seed = static_cast<uint64_t>(n);
+    } else if (a == "--tolerance" || a == "--step") {
+      if (!value(v) ||
+          !parseDouble(a, v, a == "--tolerance" ? opts.tolerance : opts.step))
+        return 1;
+    } else if (a == "--set") {
+      std::string err;
+      if (!value(v))
+        return 1;
+      if (!mtc::parseConfigOverride(v, overrides, err))
+        return error("gradcheck: --set: " + err);
+    } else if (a == "-h" || a == "--help") {
+      std::cout << "usage: " << findCommand("gradcheck")->usage << "\n";
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      return error("gradcheck: unknown option '" + a + "'");
+    } else if (input.empty()) {
+      input = a;
+    } else {
+      return error("gradcheck: more than one model ('" + input + "', '" + a +
+                   "')");
+    }
+  }
+  if (input.empty())
+    return error("gradcheck: no model given\nusage: " +
+                 std::string(findCommand("gradcheck")->usage));
+  mtc::bundle::Bundle b;
+  if (!mtc::loadModel(input, overrides, std::cerr, b))
+    return 1;
+  int failures = mtc::driver::gradCheck(b, opts, std::cout);
+  return failures == 0 ? 0 : 1;
 }
 
 int runHelp(const std::vector<std::string> &args) {

@@ -1,0 +1,158 @@
+//===- CompileModel.cpp - .mt source to a runtime bundle --------*- C++ -*-===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Driver/CompileModel.h"
+
+#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Target/BundleWriter.h"
+#include "dialects/mt/MtDialect.h"
+#include "frontend/MLIRGen.h"
+#include "frontend/Parser.h"
+#include "frontend/Sema.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace mtc {
+
+bool parseConfigOverride(const std::string &text, ConfigOverrides &out,
+                         std::string &err) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    err = "expected NAME=VALUE, got '" + text + "'";
+    return false;
+  }
+  std::string name = text.substr(0, eq), value = text.substr(eq + 1);
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(value.c_str(), &end);
+  if (errno || end == value.c_str() || *end != '\0') {
+    err = "value of '" + name + "' is not a number: '" + value + "'";
+    return false;
+  }
+  out.emplace_back(name, v);
+  return true;
+}
+
+bool applyConfigOverrides(ast::Model &model, const ConfigOverrides &overrides,
+                          DiagnosticEngine &diags) {
+  bool ok = true;
+  for (const auto &[name, value] : overrides) {
+    bool found = false;
+    for (ast::ConfigEntry &e : model.config) {
+      if (e.name != name)
+        continue;
+      auto num = std::make_unique<ast::Expr>();
+      num->kind = ast::Expr::Kind::Number;
+      num->loc = e.loc;
+      num->number = value;
+      num->isInt = value == static_cast<double>(static_cast<int64_t>(value));
+      e.value = std::move(num);
+      found = true;
+    }
+    if (!found) {
+      diags.error({}, "--set " + name + ": the model has no config entry '" +
+                          name + "'");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+namespace {
+
+bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    errs << "mtc: error: cannot open '" << path
+         << "': " << (errno ? std::strerror(errno) : "not a regular file")
+         << "\n";
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxSourceBytes) {
+    errs << "mtc: error: " << path << ": file is " << st.st_size
+         << " bytes; model sources are limited to " << kMaxSourceBytes
+         << " bytes\n";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+} // namespace
+
+bool compileModelFile(const std::string &path,
+                      const ConfigOverrides &overrides, std::ostream &errs,
+                      bundle::Bundle &out) {
+  std::string source;
+  if (!readFile(path, source, errs))
+    return false;
+  DiagnosticEngine diags(path, source, errs);
+  std::optional<ast::Model> model = parseModel(diags);
+  if (!model || !applyConfigOverrides(*model, overrides, diags)) {
+    diags.printSummary();
+    return false;
+  }
+  CheckedModel checked;
+  if (!checkModel(*model, diags, checked)) {
+    diags.printSummary();
+    return false;
+  }
+  mlir::MLIRContext context;
+  context.loadDialect<mt::MtDialect, mlir::func::FuncDialect>();
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    std::string msg;
+    llvm::raw_string_ostream ms(msg);
+    ms << d;
+    SourceLoc loc;
+    if (auto fl = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
+      loc = {fl.getLine(), fl.getColumn()};
+    diags.error(loc, msg);
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, checked, path);
+  bool ok = false;
+  if (module) {
+    mlir::PassManager pm(&context);
+    buildTrainingPipeline(pm);
+    ok = mlir::succeeded(pm.run(*module)) &&
+         mlir::succeeded(translateToBundle(*module, out));
+  }
+  diags.printSummary();
+  return ok;
+}
+
+bool loadModel(const std::string &path, const ConfigOverrides &overrides,
+               std::ostream &errs, bundle::Bundle &out) {
+  bool isBundle =
+      path.size() > 4 && path.compare(path.size() - 4, 4, ".mtb") == 0;
+  if (!isBundle)
+    return compileModelFile(path, overrides, errs, out);
+  if (!overrides.empty()) {
+    errs << "mtc: error: --set applies to .mt sources, not to the compiled "
+            "bundle '"
+         << path << "'\n";
+    return false;
+  }
+  std::string err;
+  if (!bundle::readFile(path, out, err)) {
+    errs << "mtc: error: " << err << "\n";
+    return false;
+  }
+  return true;
+}
+
+} // namespace mtc
