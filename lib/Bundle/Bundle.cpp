@@ -95,6 +95,20 @@ int64_t Bundle::totalLayerInstances() const {
   return n;
 }
 
+int64_t Bundle::vocabulary() const {
+  auto it = functions.find("forward");
+  if (it == functions.end())
+    return 0;
+  const Function &fn = it->second;
+  for (const Op &op : fn.ops)
+    if (op.name == "embedding" && op.operands.size() == 2) {
+      const Shape &table = fn.values[op.operands[1]].shape;
+      if (table.size() == 2)
+        return table[0];
+    }
+  return 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Writing
 //===----------------------------------------------------------------------===//

@@ -84,6 +84,9 @@ struct Bundle {
 
   const Layer *layer(const std::string &name) const;
   int64_t totalLayerInstances() const;
+  /// The number of rows of the table the model's forward embeds its token ids
+  /// with (its vocabulary), or 0 if it has no embedding.
+  int64_t vocabulary() const;
 };
 
 /// Serialises to the JSON text of a .mtb file.

@@ -105,9 +105,8 @@ Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
 }
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter &&other) noexcept
-    : target(std::move(other.target)), tmp(std::move(other.tmp)),
-      fd(other.fd), committed(other.committed),
-      buffer(std::move(other.buffer)) {
+    : target(std::move(other.target)), tmp(std::move(other.tmp)), fd(other.fd),
+      committed(other.committed), buffer(std::move(other.buffer)) {
   other.fd = -1;
   other.committed = true; // the moved-from object owns nothing
 }
@@ -145,6 +144,8 @@ Status AtomicFileWriter::flushBuffer() {
 Status AtomicFileWriter::write(const void *data, size_t n) {
   if (fd < 0)
     return Status::error(target + ": writer is closed");
+  if (n == 0)
+    return Status::success();
   const char *p = static_cast<const char *>(data);
   if (buffer.size() + n > kWriteBuffer) {
     Status s = flushBuffer();
@@ -184,8 +185,8 @@ Status AtomicFileWriter::commit() {
     int e = errno;
     ::close(dfd);
     if (rc != 0 && e != EINVAL)
-      return Status::error(dir + ": fsync of directory failed: " +
-                           std::strerror(e));
+      return Status::error(dir +
+                           ": fsync of directory failed: " + std::strerror(e));
   }
   return Status::success();
 }

@@ -33,16 +33,22 @@ struct TensorDTypeRow {
   size_t size;
 };
 constexpr TensorDTypeRow kTensorDTypes[] = {
-    {TensorDType::BOOL, "BOOL", 1}, {TensorDType::U8, "U8", 1},     {TensorDType::I8, "I8", 1},
-    {TensorDType::U16, "U16", 2},   {TensorDType::I16, "I16", 2},   {TensorDType::F16, "F16", 2},
-    {TensorDType::BF16, "BF16", 2}, {TensorDType::U32, "U32", 4},   {TensorDType::I32, "I32", 4},
-    {TensorDType::F32, "F32", 4},   {TensorDType::U64, "U64", 8},   {TensorDType::I64, "I64", 8},
+    {TensorDType::BOOL, "BOOL", 1}, {TensorDType::U8, "U8", 1},
+    {TensorDType::I8, "I8", 1},     {TensorDType::U16, "U16", 2},
+    {TensorDType::I16, "I16", 2},   {TensorDType::F16, "F16", 2},
+    {TensorDType::BF16, "BF16", 2}, {TensorDType::U32, "U32", 4},
+    {TensorDType::I32, "I32", 4},   {TensorDType::F32, "F32", 4},
+    {TensorDType::U64, "U64", 8},   {TensorDType::I64, "I64", 8},
     {TensorDType::F64, "F64", 8},
 };
 } // namespace
 
-size_t dtypeSize(TensorDType t) { return kTensorDTypes[static_cast<int>(t)].size; }
-const char *dtypeName(TensorDType t) { return kTensorDTypes[static_cast<int>(t)].name; }
+size_t dtypeSize(TensorDType t) {
+  return kTensorDTypes[static_cast<int>(t)].size;
+}
+const char *dtypeName(TensorDType t) {
+  return kTensorDTypes[static_cast<int>(t)].name;
+}
 
 bool parseTensorDType(std::string_view name, TensorDType &out) {
   for (const TensorDTypeRow &r : kTensorDTypes)
@@ -88,8 +94,8 @@ float f16ToF32(uint16_t h) {
   return bitsF32(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-template <typename T> static void convertInts(const uint8_t *src, float *dst,
-                                              size_t n) {
+template <typename T>
+static void convertInts(const uint8_t *src, float *dst, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     T v;
     std::memcpy(&v, src + i * sizeof(T), sizeof(T));
@@ -98,6 +104,8 @@ template <typename T> static void convertInts(const uint8_t *src, float *dst,
 }
 
 void convertToF32(TensorDType dtype, const uint8_t *src, float *dst, size_t n) {
+  if (n == 0)
+    return;
   switch (dtype) {
   case TensorDType::F32:
     std::memcpy(dst, src, n * 4);
@@ -288,11 +296,10 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
     return Status::error(P + ": header is not valid JSON: " + what);
   }
   if (!duplicate.empty())
-    return Status::error(P + (duplicateDepth <= 1
-                                  ? ": duplicate tensor name '" + duplicate +
-                                        "' in header"
-                                  : ": duplicate key '" + duplicate +
-                                        "' in header"));
+    return Status::error(
+        P + (duplicateDepth <= 1
+                 ? ": duplicate tensor name '" + duplicate + "' in header"
+                 : ": duplicate key '" + duplicate + "' in header"));
   if (!header.is_object())
     return Status::error(P + ": header is not a JSON object");
 
@@ -462,8 +469,8 @@ Expected<SafetensorsModel> SafetensorsModel::open(const std::string &pathIn) {
   for (const auto &[tensor, shard] : mapping) {
     size_t si = shardIndex[shard];
     if (!model.files[si].find(tensor))
-      return Status::error(path + ": tensor '" + tensor +
-                           "' is mapped to " + shard + ", which lacks it");
+      return Status::error(path + ": tensor '" + tensor + "' is mapped to " +
+                           shard + ", which lacks it");
   }
   return Expected<SafetensorsModel>(std::move(model));
 }
@@ -477,8 +484,7 @@ std::vector<std::string> SafetensorsModel::names() const {
   return out;
 }
 
-const SafetensorsFile *
-SafetensorsModel::shardOf(std::string_view name) const {
+const SafetensorsFile *SafetensorsModel::shardOf(std::string_view name) const {
   auto it = where.find(std::string(name));
   return it == where.end() ? nullptr : &files[it->second];
 }

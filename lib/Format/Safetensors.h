@@ -5,19 +5,20 @@
 //   [u64 little-endian N][N bytes of JSON header][data section]
 //
 // The header is a JSON object mapping tensor names to
-// {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]} (offsets relative
-// to the data section) plus an optional "__metadata__" string->string map.
+// {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]} (offsets
+// relative to the data section) plus an optional "__metadata__" string->string
+// map.
 //
-// Reading memory-maps the file and validates the header strictly; every error is
-// a value (Status / Expected) whose message names the file and the tensor:
+// Reading memory-maps the file and validates the header strictly; every error
+// is a value (Status / Expected) whose message names the file and the tensor:
 //
 //   model.safetensors: tensor 'w': data_offsets [0, 100] do not match shape
 //   [8, 4] of F32 (128 bytes)
 //
 // Sharded checkpoints (model.safetensors.index.json + model-0000i-of-0000N
 // .safetensors) are read through SafetensorsModel and written by
-// writeSafetensorsSharded. Every write is atomic (path.tmp, fsync, rename, fsync
-// of the directory). No LLVM, no MLIR.
+// writeSafetensorsSharded. Every write is atomic (path.tmp, fsync, rename,
+// fsync of the directory). No LLVM, no MLIR.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_FORMAT_SAFETENSORS_H
@@ -40,7 +41,19 @@ namespace mtc {
 /// The dtypes of the safetensors format (distinct from the language's
 /// mtc::DType in lib/Support/Shape.h).
 enum class TensorDType : uint8_t {
-  BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32, U64, I64, F64
+  BOOL,
+  U8,
+  I8,
+  U16,
+  I16,
+  F16,
+  BF16,
+  U32,
+  I32,
+  F32,
+  U64,
+  I64,
+  F64
 };
 
 /// Bytes per element.
@@ -146,21 +159,24 @@ struct TensorToWrite {
 /// in the given order; the header is padded with spaces to a multiple of 8.
 /// Errors: duplicate or empty names, dtype other than F32/BF16, negative dims,
 /// null data for a non-empty tensor, I/O failures.
-Status writeSafetensors(const std::string &path,
-                        const std::vector<TensorToWrite> &tensors,
-                        const std::map<std::string, std::string> &metadata = {});
+Status
+writeSafetensors(const std::string &path,
+                 const std::vector<TensorToWrite> &tensors,
+                 const std::map<std::string, std::string> &metadata = {});
 
 /// Writes a checkpoint into directory \p dir. When the tensors' bytes fit in
-/// \p maxShardBytes (0 = unlimited) this writes dir/model.safetensors; otherwise
-/// model-00001-of-0000N.safetensors ... (tensors kept in order, a shard closes
-/// before the tensor that would overflow it; one tensor larger than the limit
-/// gets a shard of its own) and model.safetensors.index.json, written last.
-/// The written file names (relative to \p dir) are returned in \p written.
-Status writeSafetensorsSharded(
-    const std::string &dir, const std::vector<TensorToWrite> &tensors,
-    uint64_t maxShardBytes,
-    const std::map<std::string, std::string> &metadata = {},
-    std::vector<std::string> *written = nullptr);
+/// \p maxShardBytes (0 = unlimited) this writes dir/model.safetensors;
+/// otherwise model-00001-of-0000N.safetensors ... (tensors kept in order, a
+/// shard closes before the tensor that would overflow it; one tensor larger
+/// than the limit gets a shard of its own) and model.safetensors.index.json,
+/// written last. The written file names (relative to \p dir) are returned in \p
+/// written.
+Status
+writeSafetensorsSharded(const std::string &dir,
+                        const std::vector<TensorToWrite> &tensors,
+                        uint64_t maxShardBytes,
+                        const std::map<std::string, std::string> &metadata = {},
+                        std::vector<std::string> *written = nullptr);
 
 } // namespace mtc
 

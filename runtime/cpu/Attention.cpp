@@ -38,9 +38,8 @@
 //   keeps every output written by one task in a fixed order: deterministic
 //   and independent of the thread count.
 //
-// Numerics: fp32 tiles; exp in the tiles is a vectorisable Cody-Waite +
-// degree-5 polynomial (max rel. error ~2 ulp; exactly 0 below -87.3, so masked
-// -inf scores give 0); running sums in fp32 (l accumulates at most Sk / Bk
+// Numerics: fp32 tiles; exp in the tiles is detail::fexp (FastMath.h: a
+// vectorisable polynomial, ~2 ulp, exactly 0 for -inf so masked scores vanish); running sums in fp32 (l accumulates at most Sk / Bk
 // tile sums, each a fixed-order sum of 64 terms). Hot tile loops are compiled
 // for AVX-512 / AVX2+FMA / baseline with target_clones and picked at load
 // time, so results are bit-identical on a given machine.
@@ -53,13 +52,7 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__clang__)
-#define MTC_CLONES                                                             \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define MTC_CLONES
-#endif
-#define MTC_INLINE inline __attribute__((always_inline))
+#include "runtime/cpu/FastMath.h"
 
 namespace mtc::cpu {
 
@@ -139,32 +132,7 @@ constexpr int64_t Bq = 64; // queries per tile
 constexpr int64_t Bk = 64; // keys per tile
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// exp(x) for float, vectorisable (no libm call): Cody-Waite reduction
-/// x = n ln2 + r, |r| <= ln2/2, exp(r) = 1 + r + r^2 P(r) (Cephes expf
-/// coefficients), result scaled by 2^n through the exponent bits. Returns 0
-/// for x < -87.3 (including -inf) and +inf above 88.7.
-MTC_INLINE float fexp(float x) {
-  float xc = std::min(std::max(x, -87.3f), 88.7f);
-  float t = xc * 1.44269504088896341f + 12582912.0f; // round to nearest int
-  float n = t - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float e = p * (r * r) + r + 1.0f;
-  int32_t ni = static_cast<int32_t>(n);
-  int32_t bits = (ni + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  float res = e * scale;
-  res = x < -87.3f ? 0.0f : res;
-  res = x > 88.7f ? std::numeric_limits<float>::infinity() : res;
-  return res;
-}
+using detail::fexp;
 
 /// c[0, W) (+)= sum_k a[k] * b[k * ldb + (0, W)]: a row times a panel, with
 /// the W accumulators kept in registers.

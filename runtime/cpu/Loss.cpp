@@ -10,17 +10,20 @@
 //
 // crossEntropy: rows are split into fixed chunks (count depends only on n);
 // each row is one streaming pass for the max and one for sum exp(x - max)
-// (accumulated in double), loss_row = log(sum) + max - x[target]. Nothing of
+// (exp by detail::fexp, ~2 ulp and vectorised; the sum in double), loss_row =
+// log(sum) + max - x[target]. Nothing of
 // size V is stored, so memory is O(1) per thread (well within the O(threads *
 // V) bound). Per-chunk losses are double and are combined in chunk order:
 // the result is bit-identical for any thread count.
 // A target outside [0, V) that is not ignoreIndex makes the loss NaN (the row
 // still counts), so the bad input cannot go unnoticed.
 // crossEntropyGrad: count is recomputed from targets; with count == 0 all of
-// dlogits is zero. Per row: softmax in float with a double normaliser.
+// dlogits is zero. Per row: max pass, one exp pass that stores exp(x - max)
+// into dlogits while summing in double, one scaling pass.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/FastMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,32 +67,60 @@ void embeddingGradAcc(const int32_t *ids, const float *dy, float *dtable,
 
 namespace {
 
-struct RowStats {
-  float max;
-  double sum; // sum exp(x - max)
-};
+using detail::fexp;
 
-RowStats rowStats(const float *x, int64_t V) {
-  float m[8];
-  for (int l = 0; l < 8; ++l)
+MTC_INLINE float rowMax(const float *x, int64_t V) {
+  float m[16];
+  for (int l = 0; l < 16; ++l)
     m[l] = -std::numeric_limits<float>::infinity();
   int64_t i = 0;
-  for (; i + 8 <= V; i += 8)
-    for (int l = 0; l < 8; ++l)
+  for (; i + 16 <= V; i += 16)
+    for (int l = 0; l < 16; ++l)
       m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
   for (; i < V; ++i)
     m[0] = x[i] > m[0] ? x[i] : m[0];
   float mx = m[0];
-  for (int l = 1; l < 8; ++l)
+  for (int l = 1; l < 16; ++l)
     mx = m[l] > mx ? m[l] : mx;
+  return mx;
+}
+
+/// sum_j exp(x_j - mx) in double (8 lanes); writes the exps to e if non-null.
+MTC_INLINE double expSum(const float *x, int64_t V, float mx, float *e) {
   double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  i = 0;
+  int64_t i = 0;
   for (; i + 8 <= V; i += 8)
-    for (int l = 0; l < 8; ++l)
-      s[l] += std::exp(x[i + l] - mx);
-  for (; i < V; ++i)
-    s[0] += std::exp(x[i] - mx);
-  return {mx, ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))};
+    for (int l = 0; l < 8; ++l) {
+      float v = fexp(x[i + l] - mx);
+      if (e)
+        e[i + l] = v;
+      s[l] += v;
+    }
+  for (; i < V; ++i) {
+    float v = fexp(x[i] - mx);
+    if (e)
+      e[i] = v;
+    s[0] += v;
+  }
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/// log(sum_j exp(x_j)) - x_t, max-subtracted.
+MTC_CLONES double rowLoss(const float *x, int64_t V, int64_t t) {
+  float mx = rowMax(x, V);
+  return std::log(expSum(x, V, mx, nullptr)) + double(mx) - double(x[t]);
+}
+
+/// d = g * softmax(x) - g * onehot(t).
+MTC_CLONES void rowGrad(const float *x, int64_t V, int64_t t, float g,
+                        float *d) {
+  float mx = rowMax(x, V);
+  double sum = expSum(x, V, mx, d);
+  float scale = static_cast<float>(double(g) / sum);
+  for (int64_t j = 0; j < V; ++j)
+    d[j] *= scale;
+  if (t >= 0 && t < V)
+    d[t] -= g;
 }
 
 inline int64_t lossChunks(int64_t n) {
@@ -116,9 +147,7 @@ double crossEntropy(const float *logits, const int32_t *targets, int64_t n,
           acc += std::numeric_limits<double>::quiet_NaN();
           continue;
         }
-        const float *x = logits + r * V;
-        RowStats st = rowStats(x, V);
-        acc += std::log(st.sum) + double(st.max) - double(x[t]);
+        acc += rowLoss(logits + r * V, V, t);
       }
       part[c] = acc;
       cnt[c] = k;
@@ -150,13 +179,7 @@ void crossEntropyGrad(const float *logits, const int32_t *targets,
         std::memset(d, 0, sizeof(float) * V);
         continue;
       }
-      const float *x = logits + r * V;
-      RowStats st = rowStats(x, V);
-      float scale = static_cast<float>(double(g) / st.sum);
-      for (int64_t j = 0; j < V; ++j)
-        d[j] = std::exp(x[j] - st.max) * scale;
-      if (t >= 0 && t < V)
-        d[t] -= g;
+      rowGrad(logits + r * V, V, t, g, d);
     }
   });
 }

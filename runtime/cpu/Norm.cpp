@@ -11,7 +11,7 @@
 // Numerics
 // - Sums (reduce Sum/Mean, softmax normaliser, norm statistics, parameter
 //   gradients) accumulate in double; the result is rounded to float once.
-// - softmax subtracts the row max before exp; a row of all -inf gives NaN, as
+// - softmax subtracts the row max before exp (detail::fexp, ~2 ulp); a row of all -inf gives NaN, as
 //   the mathematical softmax does (0 / 0).
 // - rms/layer norm statistics use two passes in double (mean, then centred
 //   variance) - no E[x^2] - E[x]^2 cancellation.
@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/FastMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -61,7 +62,7 @@ template <typename F> void forRows(int64_t rows, int64_t D, F &&f) {
   });
 }
 
-inline double sumRow(const float *x, int64_t n) {
+MTC_INLINE double sumRow(const float *x, int64_t n) {
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -72,7 +73,7 @@ inline double sumRow(const float *x, int64_t n) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-inline double dotRow(const float *x, const float *y, int64_t n) {
+MTC_INLINE double dotRow(const float *x, const float *y, int64_t n) {
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -83,7 +84,7 @@ inline double dotRow(const float *x, const float *y, int64_t n) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-inline float maxRow(const float *x, int64_t n) {
+MTC_INLINE float maxRow(const float *x, int64_t n) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   float a[8] = {kNegInf, kNegInf, kNegInf, kNegInf,
                 kNegInf, kNegInf, kNegInf, kNegInf};
@@ -97,6 +98,15 @@ inline float maxRow(const float *x, int64_t n) {
   for (int l = 1; l < 8; ++l)
     m = a[l] > m ? a[l] : m;
   return m;
+}
+
+MTC_CLONES void softmaxRow(const float *p, float *q, int64_t n) {
+  float m = maxRow(p, n);
+  for (int64_t k = 0; k < n; ++k)
+    q[k] = detail::fexp(p[k] - m);
+  float inv = static_cast<float>(1.0 / sumRow(q, n));
+  for (int64_t k = 0; k < n; ++k)
+    q[k] *= inv;
 }
 
 /// Fixed row chunking for parameter-gradient partials (independent of the
@@ -201,16 +211,7 @@ void reduceGrad(Reduce r, const float *x, const float *dy, float *dx,
 void softmax(const float *x, float *y, int64_t outer, int64_t n,
              int64_t inner) {
   if (inner == 1) {
-    forRows(outer, n, [&](int64_t o) {
-      const float *p = x + o * n;
-      float *q = y + o * n;
-      float m = maxRow(p, n);
-      for (int64_t k = 0; k < n; ++k)
-        q[k] = std::exp(p[k] - m);
-      float inv = static_cast<float>(1.0 / sumRow(q, n));
-      for (int64_t k = 0; k < n; ++k)
-        q[k] *= inv;
-    });
+    forRows(outer, n, [&](int64_t o) { softmaxRow(x + o * n, y + o * n, n); });
     return;
   }
   forColumnBlocks(outer, n, inner, [&](int64_t o, int64_t c0, int64_t w) {
@@ -227,7 +228,7 @@ void softmax(const float *x, float *y, int64_t outer, int64_t n,
         m[j] = xb[k * inner + j] > m[j] ? xb[k * inner + j] : m[j];
     for (int64_t k = 0; k < n; ++k)
       for (int64_t j = 0; j < w; ++j) {
-        float e = std::exp(xb[k * inner + j] - m[j]);
+        float e = detail::fexp(xb[k * inner + j] - m[j]);
         yb[k * inner + j] = e;
         s[j] += e;
       }
@@ -276,7 +277,7 @@ void softmaxGrad(const float *y, const float *dy, float *dx, int64_t outer,
 //===----------------------------------------------------------------------===//
 
 namespace {
-inline float rmsInv(const float *x, int64_t D, float eps) {
+MTC_INLINE float rmsInv(const float *x, int64_t D, float eps) {
   double ms = dotRow(x, x, D) / double(D);
   return static_cast<float>(1.0 / std::sqrt(ms + double(eps)));
 }
@@ -284,7 +285,7 @@ inline float rmsInv(const float *x, int64_t D, float eps) {
 struct MeanRstd {
   float mean, rstd;
 };
-inline MeanRstd meanRstd(const float *x, int64_t D, float eps) {
+MTC_INLINE MeanRstd meanRstd(const float *x, int64_t D, float eps) {
   double mean = sumRow(x, D) / double(D);
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
@@ -303,16 +304,73 @@ inline MeanRstd meanRstd(const float *x, int64_t D, float eps) {
   return {static_cast<float>(mean),
           static_cast<float>(1.0 / std::sqrt(var + double(eps)))};
 }
+MTC_CLONES void rmsnormRow(const float *p, const float *w, float *q,
+                           int64_t D, float eps, float offset) {
+  float inv = rmsInv(p, D, eps);
+  for (int64_t i = 0; i < D; ++i)
+    q[i] = p[i] * inv * (offset + w[i]);
+}
+
+/// One row of rmsnormGrad; adds dw's contribution into pw (double) if set.
+MTC_CLONES void rmsnormGradRow(const float *p, const float *g,
+                               const float *gy, float *d, double *pw,
+                               int64_t D, float eps) {
+  float inv = rmsInv(p, D, eps);
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8)
+    for (int l = 0; l < 8; ++l)
+      a[l] += double(gy[i + l] * g[i + l]) * double(p[i + l]);
+  for (; i < D; ++i)
+    a[0] += double(gy[i] * g[i]) * double(p[i]);
+  double dot =
+      ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  float k = static_cast<float>(double(inv) * inv * inv * dot / double(D));
+  for (int64_t j = 0; j < D; ++j)
+    d[j] = inv * g[j] * gy[j] - p[j] * k;
+  if (pw)
+    for (int64_t j = 0; j < D; ++j)
+      pw[j] += double(gy[j] * p[j] * inv);
+}
+
+MTC_CLONES void layernormRow(const float *p, const float *w, const float *b,
+                             float *q, int64_t D, float eps) {
+  MeanRstd s = meanRstd(p, D, eps);
+  if (b)
+    for (int64_t i = 0; i < D; ++i)
+      q[i] = (p[i] - s.mean) * s.rstd * w[i] + b[i];
+  else
+    for (int64_t i = 0; i < D; ++i)
+      q[i] = (p[i] - s.mean) * s.rstd * w[i];
+}
+
+/// One row of layernormGrad (xhat, g: scratch of D floats).
+MTC_CLONES void layernormGradRow(const float *p, const float *w,
+                                 const float *gy, float *d, double *pw,
+                                 double *pb, float *xhat, float *g, int64_t D,
+                                 float eps) {
+  MeanRstd s = meanRstd(p, D, eps);
+  for (int64_t i = 0; i < D; ++i) {
+    xhat[i] = (p[i] - s.mean) * s.rstd;
+    g[i] = gy[i] * w[i];
+  }
+  float mg = static_cast<float>(sumRow(g, D) / double(D));
+  float mgx = static_cast<float>(dotRow(g, xhat, D) / double(D));
+  for (int64_t i = 0; i < D; ++i)
+    d[i] = s.rstd * (g[i] - mg - xhat[i] * mgx);
+  if (pw)
+    for (int64_t i = 0; i < D; ++i)
+      pw[i] += double(gy[i] * xhat[i]);
+  if (pb)
+    for (int64_t i = 0; i < D; ++i)
+      pb[i] += double(gy[i]);
+}
 } // namespace
 
 void rmsnorm(const float *x, const float *w, float *y, int64_t rows, int64_t D,
              float eps, float offset) {
   forRows(rows, D, [&](int64_t r) {
-    const float *p = x + r * D;
-    float *q = y + r * D;
-    float inv = rmsInv(p, D, eps);
-    for (int64_t i = 0; i < D; ++i)
-      q[i] = p[i] * inv * (offset + w[i]);
+    rmsnormRow(x + r * D, w, y + r * D, D, eps, offset);
   });
 }
 
@@ -329,26 +387,9 @@ void rmsnormGrad(const float *x, const float *w, const float *dy, float *dx,
       g[i] = offset + w[i];
     for (int64_t c = c0; c < c1; ++c) {
       double *pw = dwAcc ? part.data() + c * D : nullptr;
-      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
-        const float *p = x + r * D, *gy = dy + r * D;
-        float *d = dx + r * D;
-        float inv = rmsInv(p, D, eps);
-        double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int64_t i = 0;
-        for (; i + 8 <= D; i += 8)
-          for (int l = 0; l < 8; ++l)
-            a[l] += double(gy[i + l] * g[i + l]) * double(p[i + l]);
-        for (; i < D; ++i)
-          a[0] += double(gy[i] * g[i]) * double(p[i]);
-        double dot =
-            ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        float k = static_cast<float>(double(inv) * inv * inv * dot / double(D));
-        for (int64_t j = 0; j < D; ++j)
-          d[j] = inv * g[j] * gy[j] - p[j] * k;
-        if (pw)
-          for (int64_t j = 0; j < D; ++j)
-            pw[j] += double(gy[j] * p[j] * inv);
-      }
+      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r)
+        rmsnormGradRow(x + r * D, g.data(), dy + r * D, dx + r * D, pw, D,
+                       eps);
     }
   });
   if (dwAcc)
@@ -357,17 +398,8 @@ void rmsnormGrad(const float *x, const float *w, const float *dy, float *dx,
 
 void layernorm(const float *x, const float *w, const float *b, float *y,
                int64_t rows, int64_t D, float eps) {
-  forRows(rows, D, [&](int64_t r) {
-    const float *p = x + r * D;
-    float *q = y + r * D;
-    MeanRstd s = meanRstd(p, D, eps);
-    if (b)
-      for (int64_t i = 0; i < D; ++i)
-        q[i] = (p[i] - s.mean) * s.rstd * w[i] + b[i];
-    else
-      for (int64_t i = 0; i < D; ++i)
-        q[i] = (p[i] - s.mean) * s.rstd * w[i];
-  });
+  forRows(rows, D,
+          [&](int64_t r) { layernormRow(x + r * D, w, b, y + r * D, D, eps); });
 }
 
 void layernormGrad(const float *x, const float *w, const float *dy, float *dx,
@@ -381,30 +413,11 @@ void layernormGrad(const float *x, const float *w, const float *dy, float *dx,
   parallelFor(chunks, [&](int64_t c0, int64_t c1) {
     std::vector<float> xhat(D), g(D);
     for (int64_t c = c0; c < c1; ++c) {
-      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
-        const float *p = x + r * D, *gy = dy + r * D;
-        float *d = dx + r * D;
-        MeanRstd s = meanRstd(p, D, eps);
-        for (int64_t i = 0; i < D; ++i) {
-          xhat[i] = (p[i] - s.mean) * s.rstd;
-          g[i] = gy[i] * w[i];
-        }
-        float mg = static_cast<float>(sumRow(g.data(), D) / double(D));
-        float mgx =
-            static_cast<float>(dotRow(g.data(), xhat.data(), D) / double(D));
-        for (int64_t i = 0; i < D; ++i)
-          d[i] = s.rstd * (g[i] - mg - xhat[i] * mgx);
-        if (dwAcc) {
-          double *q = pw.data() + c * D;
-          for (int64_t i = 0; i < D; ++i)
-            q[i] += double(gy[i] * xhat[i]);
-        }
-        if (dbAcc) {
-          double *q = pb.data() + c * D;
-          for (int64_t i = 0; i < D; ++i)
-            q[i] += double(gy[i]);
-        }
-      }
+      double *qw = dwAcc ? pw.data() + c * D : nullptr;
+      double *qb = dbAcc ? pb.data() + c * D : nullptr;
+      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r)
+        layernormGradRow(x + r * D, w, dy + r * D, dx + r * D, qw, qb,
+                         xhat.data(), g.data(), D, eps);
     }
   });
   if (dwAcc)

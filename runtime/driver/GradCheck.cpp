@@ -62,21 +62,7 @@ static int gradCheckImpl(const bundle::Bundle &b,
   store.initialize(opts.seed);
   exec::Executor ex(b, store);
 
-  // Vocabulary size: the first dimension of the embedding table the model
-  // reads tokens through, else the config's `vocab`.
-  int64_t vocab = 0;
-  auto it = b.config.find("vocab");
-  if (it != b.config.end())
-    vocab = static_cast<int64_t>(it->second);
-  for (const auto &[name, fn] : b.functions)
-    for (const bundle::Op &op : fn.ops)
-      if (op.name == "embedding")
-        for (const bundle::Op &ref : fn.ops)
-          if (ref.name == "param_ref" && !ref.results.empty() &&
-              ref.results[0] == op.operands[1])
-            vocab = fn.values[ref.results[0]].shape[0];
-  if (vocab <= 0)
-    vocab = 2;
+  int64_t vocab = std::max<int64_t>(b.vocabulary(), 2);
 
   size_t n = static_cast<size_t>(opts.batch * opts.seq);
   std::vector<int32_t> tokens(n), targets(n);

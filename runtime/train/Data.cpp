@@ -124,9 +124,9 @@ Expected<TokenDataset> TokenDataset::open(const std::string &path,
 
   uint64_t window = static_cast<uint64_t>(opts.seqLen) + 1;
   if (d.count < window)
-    return Status::error(path + ": " + std::to_string(d.count) +
-                         " tokens, fewer than seq_len + 1 = " +
-                         std::to_string(window));
+    return Status::error(
+        path + ": " + std::to_string(d.count) +
+        " tokens, fewer than seq_len + 1 = " + std::to_string(window));
   if (opts.valFraction > 0) {
     uint64_t nval = static_cast<uint64_t>(
         std::floor(static_cast<double>(d.count) * opts.valFraction));
@@ -204,8 +204,7 @@ BatchSampler::BatchSampler(const TokenDataset &data, int64_t batch,
                            uint64_t seed)
     : data(data), B(batch), seed_(seed) {}
 
-uint64_t BatchSampler::offset(int64_t step, int64_t micro,
-                              int64_t row) const {
+uint64_t BatchSampler::offset(int64_t step, int64_t micro, int64_t row) const {
   uint64_t S = static_cast<uint64_t>(data.seqLen());
   uint64_t range = data.trainTokens() - S; // offsets in [0, range)
   // One independent stream per (step, micro, row): stream = step, the

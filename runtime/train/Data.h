@@ -1,4 +1,5 @@
-//===- Data.h - Token datasets, batch sampling, validation split -*- C++ -*-===//
+//===- Data.h - Token datasets, batch sampling, validation split -*- C++
+//-*-===//
 //
 // Part of mtc. A token file is memory-mapped once and validated at open:
 //

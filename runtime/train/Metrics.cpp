@@ -6,9 +6,9 @@
 
 #include "runtime/train/Metrics.h"
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <unistd.h>
@@ -116,8 +116,8 @@ JsonlWriter::~JsonlWriter() {
 Expected<JsonlWriter> JsonlWriter::open(const std::string &path, bool append) {
   FILE *f = std::fopen(path.c_str(), append ? "ae" : "we");
   if (!f)
-    return Status::error(path + ": cannot open for writing: " +
-                         std::strerror(errno));
+    return Status::error(path +
+                         ": cannot open for writing: " + std::strerror(errno));
   JsonlWriter w;
   w.f = f;
   w.file = path;
@@ -172,7 +172,7 @@ std::string formatCount(double v) {
   for (int u = 0; u < 5; ++u) {
     scaled /= 1000.0;
     // Pick the precision giving 3 significant digits, after rounding.
-    const char *fmt = scaled < 9.995 ? "%s%.2f%c"
+    const char *fmt = scaled < 9.995   ? "%s%.2f%c"
                       : scaled < 99.95 ? "%s%.1f%c"
                                        : "%s%.0f%c";
     if (std::round(scaled) >= 1000 && u < 4)
@@ -217,10 +217,8 @@ static double steadySeconds() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-ProgressReporter::ProgressReporter(int64_t totalSteps, FILE *out,
-                                   int64_t every)
-    : total(totalSteps), out(out ? out : stdout),
-      every(every > 0 ? every : 1) {
+ProgressReporter::ProgressReporter(int64_t totalSteps, FILE *out, int64_t every)
+    : total(totalSteps), out(out ? out : stdout), every(every > 0 ? every : 1) {
   tty = ::isatty(::fileno(this->out)) == 1;
   start = steadySeconds();
   lastTime = 0;
@@ -256,7 +254,8 @@ void ProgressReporter::updateAt(int64_t step, double loss, double lr,
   p.tokensPerSecond = rate;
   if (step > firstStep && total > 0) {
     double perStep = (t - firstTime) / static_cast<double>(step - firstStep);
-    p.etaSeconds = perStep * static_cast<double>(std::max<int64_t>(0, total - step));
+    p.etaSeconds =
+        perStep * static_cast<double>(std::max<int64_t>(0, total - step));
   } else if (total > 0 && step >= total) {
     p.etaSeconds = 0;
   }

@@ -69,8 +69,8 @@ public:
   static Expected<JsonlWriter> open(const std::string &path,
                                     bool append = false);
   /// Writes one line and flushes it.
-  Status write(
-      std::initializer_list<std::pair<std::string_view, JsonValue>> fields);
+  Status
+  write(std::initializer_list<std::pair<std::string_view, JsonValue>> fields);
 
 private:
   FILE *f = nullptr;

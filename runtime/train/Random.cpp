@@ -34,12 +34,10 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint32_t k0,
 
 std::array<uint32_t, 4> philoxBlock(uint64_t seed, uint64_t stream,
                                     uint64_t index) {
-  return philox4x32({static_cast<uint32_t>(index),
-                     static_cast<uint32_t>(index >> 32),
-                     static_cast<uint32_t>(stream),
-                     static_cast<uint32_t>(stream >> 32)},
-                    static_cast<uint32_t>(seed),
-                    static_cast<uint32_t>(seed >> 32));
+  return philox4x32(
+      {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+       static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 namespace {
@@ -74,8 +72,8 @@ void initNormal(float *dst, size_t n, float mean, float std, uint64_t seed,
       double z[4];
       for (int k = 0; k < 4; k += 2) {
         double radius = std::sqrt(-2.0 * std::log(openUniform(r[k])));
-        double theta = 2.0 * M_PI * (static_cast<double>(r[k + 1]) *
-                                     (1.0 / 4294967296.0));
+        double theta =
+            2.0 * M_PI * (static_cast<double>(r[k + 1]) * (1.0 / 4294967296.0));
         z[k] = radius * std::cos(theta);
         z[k + 1] = radius * std::sin(theta);
       }

@@ -24,8 +24,8 @@
 namespace mtc::train {
 
 /// Philox4x32-10 of counter (c0..c3) under key (k0, k1).
-std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
-                                   uint32_t k0, uint32_t k1);
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint32_t k0,
+                                   uint32_t k1);
 
 /// The block of 4 outputs for (seed, stream, index): counter = (index lo,
 /// index hi, stream lo, stream hi), key = seed.

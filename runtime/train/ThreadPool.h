@@ -27,7 +27,9 @@ public:
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
 
-  unsigned numThreads() const { return static_cast<unsigned>(workers.size()) + 1; }
+  unsigned numThreads() const {
+    return static_cast<unsigned>(workers.size()) + 1;
+  }
 
   /// Runs task(i) for every i in [0, numTasks) on the pool and the calling
   /// thread; returns when all are done. Not reentrant (one parallelFor at a

@@ -143,8 +143,9 @@ TEST(TokenDataset, Errors) {
 
   bytes = llmcFile(1, 90, iota(90, 10)) + "x";
   writeBytes(p, bytes.data(), bytes.size());
-  EXPECT_EQ(openError(p, opts(256, 4)),
-            "181 bytes of tokens is not a multiple of the token size (2 bytes)");
+  EXPECT_EQ(
+      openError(p, opts(256, 4)),
+      "181 bytes of tokens is not a multiple of the token size (2 bytes)");
 
   bytes = llmcFile(3, 90, iota(90, 10));
   writeBytes(p, bytes.data(), bytes.size());

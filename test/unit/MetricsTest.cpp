@@ -56,8 +56,9 @@ TEST(Format, LrAndProgress) {
   p.lr = 3e-4;
   p.tokensPerSecond = 12345;
   p.etaSeconds = 72;
-  EXPECT_EQ(formatProgress(p),
-            "step 120/500 | loss 2.3456 | lr 3.0e-04 | 12.3k tok/s | ETA 1m12s");
+  EXPECT_EQ(
+      formatProgress(p),
+      "step 120/500 | loss 2.3456 | lr 3.0e-04 | 12.3k tok/s | ETA 1m12s");
   p.loss = NAN;
   p.etaSeconds = -1;
   EXPECT_EQ(formatProgress(p),

@@ -155,10 +155,12 @@ TEST(Safetensors, RoundTrip) {
 
 TEST(Safetensors, ReadsF16AndIntegers) {
   // Hand-made: F16 [2] = {1.0, -2.0}, I32 [2] = {7, -3}.
-  std::string json = R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
-                     R"("i":{"dtype":"I32","shape":[2],"data_offsets":[4,12]}})";
+  std::string json =
+      R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+      R"("i":{"dtype":"I32","shape":[2],"data_offsets":[4,12]}})";
   std::string bytes = makeFile(json, 0);
-  const uint8_t data[] = {0x00, 0x3c, 0x00, 0xc0, 7, 0, 0, 0, 0xfd, 0xff, 0xff, 0xff};
+  const uint8_t data[] = {0x00, 0x3c, 0x00, 0xc0, 7,    0,
+                          0,    0,    0xfd, 0xff, 0xff, 0xff};
   bytes.append(reinterpret_cast<const char *>(data), sizeof(data));
   std::string path = tempDir() + "/x.safetensors";
   writeBytes(path, bytes);
@@ -183,10 +185,12 @@ TEST(Safetensors, GapsAreAllowed) {
 }
 
 TEST(SafetensorsErrors, Truncated) {
-  EXPECT_EQ(openError("abc"),
-            "file is truncated: 3 bytes, shorter than the 8-byte header length");
-  EXPECT_EQ(openError(""),
-            "file is truncated: 0 bytes, shorter than the 8-byte header length");
+  EXPECT_EQ(
+      openError("abc"),
+      "file is truncated: 3 bytes, shorter than the 8-byte header length");
+  EXPECT_EQ(
+      openError(""),
+      "file is truncated: 0 bytes, shorter than the 8-byte header length");
 }
 
 TEST(SafetensorsErrors, HeaderPastEof) {
@@ -208,28 +212,29 @@ TEST(SafetensorsErrors, BadJson) {
             "tensor 'a': entry is not a JSON object");
   EXPECT_EQ(openError(makeFile(R"({"a":{"dtype":"F32","shape":[1]}})", 4)),
             "tensor 'a': missing 'data_offsets'");
-  EXPECT_EQ(openError(makeFile(
-                R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
-                4)),
-            "tensor 'a': shape must be an array of non-negative integers");
-  EXPECT_EQ(openError(makeFile(
-                R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})",
-                4)),
-            "tensor 'a': shape must be an array of non-negative integers");
+  EXPECT_EQ(
+      openError(makeFile(
+          R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4)),
+      "tensor 'a': shape must be an array of non-negative integers");
+  EXPECT_EQ(
+      openError(makeFile(
+          R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4)),
+      "tensor 'a': shape must be an array of non-negative integers");
   EXPECT_EQ(openError(makeFile(
                 R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4)),
             "tensor 'a': data_offsets must be [begin, end] of non-negative "
             "integers");
-  EXPECT_EQ(openError(makeFile(
-                R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})",
-                4)),
-            "tensor 'a': data_offsets [4, 0] end before they begin");
+  EXPECT_EQ(
+      openError(makeFile(
+          R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", 4)),
+      "tensor 'a': data_offsets [4, 0] end before they begin");
   EXPECT_EQ(openError(makeFile(R"({"__metadata__":{"k":1}})", 0)),
             "__metadata__ value of 'k' is not a string");
-  EXPECT_EQ(openError(makeFile(
-                R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})",
-                4)),
-            "tensor 'a': unexpected key 'x'");
+  EXPECT_EQ(
+      openError(makeFile(
+          R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})",
+          4)),
+      "tensor 'a': unexpected key 'x'");
 }
 
 TEST(SafetensorsErrors, Overlap) {
@@ -280,11 +285,12 @@ TEST(SafetensorsErrors, UnknownDtype) {
 }
 
 TEST(SafetensorsErrors, DuplicateNames) {
-  std::string json =
-      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
-  EXPECT_EQ(openError(makeFile(json, 8)), "duplicate tensor name 'a' in header");
-  json = R"({"a":{"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  std::string json = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                     R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  EXPECT_EQ(openError(makeFile(json, 8)),
+            "duplicate tensor name 'a' in header");
+  json =
+      R"({"a":{"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   EXPECT_EQ(openError(makeFile(json, 4)), "duplicate key 'dtype' in header");
 }
 
@@ -300,10 +306,10 @@ TEST(SafetensorsErrors, RandomCorruptionNeverCrashes) {
   std::vector<float> a(64, 1.5f);
   std::string dir = tempDir();
   std::string path = dir + "/model.safetensors";
-  ASSERT_TRUE(writeSafetensors(path,
-                               {{"w", TensorDType::F32, {8, 8}, a.data()},
-                                {"b", TensorDType::BF16, {8, 8}, a.data()}})
-                  .ok());
+  ASSERT_TRUE(
+      writeSafetensors(path, {{"w", TensorDType::F32, {8, 8}, a.data()},
+                              {"b", TensorDType::BF16, {8, 8}, a.data()}})
+          .ok());
   std::ifstream in(path, std::ios::binary);
   std::string good((std::istreambuf_iterator<char>(in)),
                    std::istreambuf_iterator<char>());
@@ -340,9 +346,12 @@ TEST(SafetensorsSharded, WritesShardsAndIndex) {
   for (int i = 0; i < 5; ++i)
     data.emplace_back(100, static_cast<float>(i));
   for (int i = 0; i < 5; ++i)
-    ts.push_back({"layer." + std::to_string(i), i % 2 ? TensorDType::BF16 : TensorDType::F32,
-                  {10, 10}, data[i].data()});
-  // F32 tensors are 400 bytes, BF16 200: limit 700 -> [400,200], [400,200], [400].
+    ts.push_back({"layer." + std::to_string(i),
+                  i % 2 ? TensorDType::BF16 : TensorDType::F32,
+                  {10, 10},
+                  data[i].data()});
+  // F32 tensors are 400 bytes, BF16 200: limit 700 -> [400,200], [400,200],
+  // [400].
   std::vector<std::string> written;
   ASSERT_TRUE(
       writeSafetensorsSharded(dir, ts, 700, {{"format", "pt"}}, &written).ok());
@@ -389,7 +398,8 @@ TEST(SafetensorsSharded, IndexErrors) {
                                {{"x", TensorDType::F32, {4}, a.data()}})
                   .ok());
   std::string idx = dir + "/model.safetensors.index.json";
-  writeBytes(idx, R"({"weight_map": {"x": "s1.safetensors", "y": "s2.safetensors"}})");
+  writeBytes(
+      idx, R"({"weight_map": {"x": "s1.safetensors", "y": "s2.safetensors"}})");
   Expected<SafetensorsModel> m = SafetensorsModel::open(dir);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.message(), idx + ": tensor 'x' is in both s1.safetensors and "
@@ -424,12 +434,15 @@ TEST(SafetensorsWriter, Errors) {
                                  {"x", TensorDType::F32, {4}, a.data()}})
                 .message(),
             p + ": duplicate tensor name 'x'");
-  EXPECT_EQ(writeSafetensors(p, {{"x", TensorDType::F16, {4}, a.data()}}).message(),
-            p + ": tensor 'x': cannot write F16 (only F32 and BF16)");
-  EXPECT_EQ(writeSafetensors(p, {{"x", TensorDType::F32, {-4}, a.data()}}).message(),
-            p + ": tensor 'x': negative dimension in shape [-4]");
-  EXPECT_EQ(writeSafetensors(p, {{"x", TensorDType::F32, {4}, nullptr}}).message(),
-            p + ": tensor 'x': no data");
+  EXPECT_EQ(
+      writeSafetensors(p, {{"x", TensorDType::F16, {4}, a.data()}}).message(),
+      p + ": tensor 'x': cannot write F16 (only F32 and BF16)");
+  EXPECT_EQ(
+      writeSafetensors(p, {{"x", TensorDType::F32, {-4}, a.data()}}).message(),
+      p + ": tensor 'x': negative dimension in shape [-4]");
+  EXPECT_EQ(
+      writeSafetensors(p, {{"x", TensorDType::F32, {4}, nullptr}}).message(),
+      p + ": tensor 'x': no data");
   struct stat st;
   EXPECT_NE(::stat(p.c_str(), &st), 0);
   // An unwritable target leaves nothing behind and says why.

@@ -16,6 +16,7 @@
 #include "frontend/Summary.h"
 #include "lib/Support/Diagnostics.h"
 #include "runtime/driver/GradCheck.h"
+#include "runtime/driver/Train.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -45,6 +46,8 @@ struct Command {
 int runCompile(const std::vector<std::string> &args);
 int runHelp(const std::vector<std::string> &args);
 int runGradCheck(const std::vector<std::string> &args);
+int runTrain(const std::vector<std::string> &args);
+int runGenerate(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
     {"compile",
@@ -53,6 +56,19 @@ const Command kCommands[] = {
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb)",
      runCompile},
+    {"train",
+     "mtc train MODEL.mt|MODEL.mtb --data FILE [--steps N] [--batch N] "
+     "[--seq N] [--micro-batches N] [--lr X] [--warmup N] [--min-lr-ratio X] "
+     "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
+     "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
+     "[--out DIR] [--metrics FILE.jsonl] [--threads N] [--sample-prompt TEXT] "
+     "[--sample-tokens N] [--set NAME=VALUE]...",
+     "train a model on a text or token file (CPU, parameters resident)",
+     runTrain},
+    {"generate",
+     "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
+     "[--temperature X] [--top-k N] [--seed N] [--context N]",
+     "continue a prompt with a trained checkpoint", runGenerate},
     {"gradcheck",
      "mtc gradcheck MODEL.mt|MODEL.mtb [--batch N] [--seq N] [--seed N] "
      "[--set NAME=VALUE]... [--tolerance X] [--step X]",
@@ -75,7 +91,7 @@ void printUsage(std::ostream &os) {
         "memory\n\n"
         "usage: mtc <command> [options]\n\ncommands:\n";
   for (const Command &c : kCommands)
-    os << "  " << c.name << std::string(10 - std::strlen(c.name), ' ')
+    os << "  " << c.name << std::string(11 - std::strlen(c.name), ' ')
        << c.summary << "\n";
   os << "\nRun 'mtc help COMMAND' for a command's options.\n";
 }
@@ -250,89 +266,213 @@ int runCompile(const std::vector<std::string> &args) {
   return writeOutput(output, text) ? 0 : 1;
 }
 
-/// Parses a non-negative integer flag value; prints an error otherwise.
-bool parseInt(const std::string &flag, const std::string &text, int64_t &out,
-              int64_t min = 1) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno || end == text.c_str() || *end != '\0' || v < min) {
-    error(flag + " expects an integer >= " + std::to_string(min) + ", got '" +
-          text + "'");
-    return false;
+/// One command-line flag of a command: `--name VALUE` (or `--name=VALUE`).
+struct Flag {
+  enum Kind { Int, Uint, Double, String, Set } kind;
+  const char *name;
+  void *target;
+  double min = 0; ///< Int/Uint/Double: smallest accepted value
+};
+
+/// Parses \p args against \p flags; positional arguments go to
+/// \p positional. Prints the error and returns false on bad input.
+bool parseFlags(const char *command, const std::vector<std::string> &args,
+                const std::vector<Flag> &flags,
+                std::vector<std::string> &positional) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    bool hasValue = false;
+    if (a.rfind("--", 0) == 0) {
+      size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        hasValue = true;
+      }
+    }
+    if (a.empty() || a[0] != '-' || a == "-") {
+      positional.push_back(a);
+      continue;
+    }
+    const Flag *flag = nullptr;
+    for (const Flag &f : flags)
+      if (a == f.name)
+        flag = &f;
+    if (!flag) {
+      error(std::string(command) + ": unknown option '" + a + "'");
+      return false;
+    }
+    if (!hasValue) {
+      if (i + 1 >= args.size()) {
+        error(std::string(command) + ": " + a + " needs a value");
+        return false;
+      }
+      value = args[++i];
+    }
+    std::string bad = std::string(command) + ": " + a + " expects ";
+    char *end = nullptr;
+    errno = 0;
+    switch (flag->kind) {
+    case Flag::Int:
+    case Flag::Uint: {
+      long long v = std::strtoll(value.c_str(), &end, 10);
+      if (errno || end == value.c_str() || *end != '\0' || v < flag->min) {
+        error(bad + "an integer >= " + std::to_string((long long)flag->min) +
+              ", got '" + value + "'");
+        return false;
+      }
+      if (flag->kind == Flag::Int)
+        *static_cast<int64_t *>(flag->target) = v;
+      else
+        *static_cast<uint64_t *>(flag->target) = static_cast<uint64_t>(v);
+      break;
+    }
+    case Flag::Double: {
+      double v = std::strtod(value.c_str(), &end);
+      if (errno || end == value.c_str() || *end != '\0' || !(v >= flag->min)) {
+        error(bad + "a number >= " + std::to_string(flag->min) + ", got '" +
+              value + "'");
+        return false;
+      }
+      *static_cast<double *>(flag->target) = v;
+      break;
+    }
+    case Flag::String:
+      *static_cast<std::string *>(flag->target) = value;
+      break;
+    case Flag::Set: {
+      std::string err;
+      if (!mtc::parseConfigOverride(
+              value, *static_cast<mtc::ConfigOverrides *>(flag->target), err)) {
+        error(std::string(command) + ": --set: " + err);
+        return false;
+      }
+      break;
+    }
+    }
   }
-  out = v;
   return true;
 }
 
-bool parseDouble(const std::string &flag, const std::string &text,
-                 double &out) {
-  char *end = nullptr;
-  errno = 0;
-  double v = std::strtod(text.c_str(), &end);
-  if (errno || end == text.c_str() || *end != '\0' || !(v > 0)) {
-    error(flag + " expects a positive number, got '" + text + "'");
-    return false;
+/// Exactly one positional argument (the model or checkpoint).
+bool onePositional(const char *command, const std::vector<std::string> &pos,
+                   std::string &out) {
+  if (pos.size() == 1) {
+    out = pos[0];
+    return true;
   }
-  out = v;
-  return true;
+  if (pos.empty())
+    error(std::string(command) + ": missing argument\nusage: " +
+          findCommand(command)->usage);
+  else
+    error(std::string(command) + ": expected one argument, got " +
+          std::to_string(pos.size()) + " ('" + pos[0] + "', '" + pos[1] +
+          "', ...)");
+  return false;
+}
+
+bool wantsHelp(const char *command, const std::vector<std::string> &args) {
+  for (const std::string &a : args)
+    if (a == "-h" || a == "--help") {
+      std::cout << "usage: " << findCommand(command)->usage << "\n";
+      return true;
+    }
+  return false;
 }
 
 int runGradCheck(const std::vector<std::string> &args) {
-  std::string input;
+  if (wantsHelp("gradcheck", args))
+    return 0;
   mtc::ConfigOverrides overrides;
   mtc::driver::GradCheckOptions opts;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &a = args[i];
-    auto value = [&](std::string &out) {
-      if (i + 1 >= args.size()) {
-        error("gradcheck: " + a + " needs a value");
-        return false;
-      }
-      out = args[++i];
-      return true;
-    };
-    std::string v;
-    int64_t n;
-    if (a == "--batch" || a == "--seq" || a == "--seed") {
-      if (!value(v) || !parseInt(a, v, n, a == "--seed" ? 0 : 1))
-        return 1;
-      if (a == "--batch")
-        opts.batch = n;
-      else if (a == "--seq")
-        opts.seq = n;
-      else
-        opts.seed = static_cast<uint64_t>(n);
-    } else if (a == "--tolerance" || a == "--step") {
-      if (!value(v) ||
-          !parseDouble(a, v, a == "--tolerance" ? opts.tolerance : opts.step))
-        return 1;
-    } else if (a == "--set") {
-      std::string err;
-      if (!value(v))
-        return 1;
-      if (!mtc::parseConfigOverride(v, overrides, err))
-        return error("gradcheck: --set: " + err);
-    } else if (a == "-h" || a == "--help") {
-      std::cout << "usage: " << findCommand("gradcheck")->usage << "\n";
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      return error("gradcheck: unknown option '" + a + "'");
-    } else if (input.empty()) {
-      input = a;
-    } else {
-      return error("gradcheck: more than one model ('" + input + "', '" + a +
-                   "')");
-    }
-  }
-  if (input.empty())
-    return error("gradcheck: no model given\nusage: " +
-                 std::string(findCommand("gradcheck")->usage));
+  int64_t coords = opts.coordinates;
+  std::vector<std::string> pos;
+  std::string input;
+  if (!parseFlags("gradcheck", args,
+                  {{Flag::Int, "--batch", &opts.batch, 1},
+                   {Flag::Int, "--seq", &opts.seq, 1},
+                   {Flag::Uint, "--seed", &opts.seed, 0},
+                   {Flag::Double, "--tolerance", &opts.tolerance, 0},
+                   {Flag::Double, "--step", &opts.step, 1e-12},
+                   {Flag::Int, "--coordinates", &coords, 0},
+                   {Flag::Set, "--set", &overrides}},
+                  pos) ||
+      !onePositional("gradcheck", pos, input))
+    return 1;
+  opts.coordinates = static_cast<int>(coords);
   mtc::bundle::Bundle b;
   if (!mtc::loadModel(input, overrides, std::cerr, b))
     return 1;
   int failures = mtc::driver::gradCheck(b, opts, std::cout);
   return failures == 0 ? 0 : 1;
+}
+
+int runTrain(const std::vector<std::string> &args) {
+  if (wantsHelp("train", args))
+    return 0;
+  mtc::ConfigOverrides overrides;
+  mtc::driver::TrainOptions opts;
+  int64_t threads = 0;
+  std::vector<std::string> pos;
+  std::string input;
+  if (!parseFlags("train", args,
+                  {{Flag::String, "--data", &opts.data},
+                   {Flag::Int, "--steps", &opts.steps, 1},
+                   {Flag::Int, "--batch", &opts.batch, 1},
+                   {Flag::Int, "--seq", &opts.seq, 1},
+                   {Flag::Int, "--micro-batches", &opts.microBatches, 1},
+                   {Flag::Double, "--lr", &opts.lr, 0},
+                   {Flag::Int, "--warmup", &opts.warmup, 0},
+                   {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
+                   {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
+                   {Flag::Double, "--beta1", &opts.beta1, 0},
+                   {Flag::Double, "--beta2", &opts.beta2, 0},
+                   {Flag::Double, "--clip", &opts.clip, 0},
+                   {Flag::Uint, "--seed", &opts.seed, 0},
+                   {Flag::Int, "--eval-every", &opts.evalEvery, 0},
+                   {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
+                   {Flag::Double, "--val-fraction", &opts.valFraction, 0},
+                   {Flag::Int, "--save-every", &opts.saveEvery, 0},
+                   {Flag::String, "--out", &opts.outDir},
+                   {Flag::String, "--metrics", &opts.metrics},
+                   {Flag::Int, "--threads", &threads, 0},
+                   {Flag::String, "--sample-prompt", &opts.samplePrompt},
+                   {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
+                   {Flag::Set, "--set", &overrides}},
+                  pos) ||
+      !onePositional("train", pos, input))
+    return 1;
+  opts.threads = static_cast<int>(threads);
+  if (opts.data.empty())
+    return error("train: --data FILE is required (a .txt file, or a token "
+                 "file in the llm.c .bin layout)");
+  if (opts.beta1 >= 1 || opts.beta2 >= 1)
+    return error("train: --beta1 and --beta2 must be below 1");
+  if (opts.valFraction >= 1)
+    return error("train: --val-fraction must be below 1");
+  mtc::bundle::Bundle b;
+  if (!mtc::loadModel(input, overrides, std::cerr, b))
+    return 1;
+  return mtc::driver::train(b, opts, std::cout, std::cerr);
+}
+
+int runGenerate(const std::vector<std::string> &args) {
+  if (wantsHelp("generate", args))
+    return 0;
+  mtc::driver::GenerateOptions opts;
+  std::vector<std::string> pos;
+  std::string dir;
+  if (!parseFlags("generate", args,
+                  {{Flag::String, "--prompt", &opts.prompt},
+                   {Flag::Int, "--tokens", &opts.tokens, 1},
+                   {Flag::Double, "--temperature", &opts.temperature, 0},
+                   {Flag::Int, "--top-k", &opts.topK, 0},
+                   {Flag::Uint, "--seed", &opts.seed, 0},
+                   {Flag::Int, "--context", &opts.context, 1}},
+                  pos) ||
+      !onePositional("generate", pos, dir))
+    return 1;
+  return mtc::driver::generate(dir, opts, std::cout, std::cerr);
 }
 
 int runHelp(const std::vector<std::string> &args) {

@@ -1,0 +1,59 @@
+//===- FastMath.h - Private helpers of the CPU kernels ----------*- C++ -*-===//
+//
+// Part of mtc. Included by runtime/cpu/*.cpp only (not part of the contract).
+//
+// fexp: exp(x) for float that the compiler can vectorise (no libm call):
+// Cody-Waite reduction x = n ln2 + r, |r| <= ln2 / 2, exp(r) = 1 + r +
+// r^2 P(r) with the Cephes expf coefficients (max. rel. error ~2 ulp),
+// scaled by 2^n through the exponent bits. Exactly 0 for x < -87.3
+// (including -inf: masked scores give 0) and +inf above 88.7; NaN stays NaN.
+//
+// MTC_CLONES: hot loops are compiled for AVX-512, AVX2+FMA and the baseline
+// and dispatched at load time (the build itself uses no -march flag). On one
+// machine the same clone always runs, so results stay bit-reproducible.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_CPU_FASTMATH_H
+#define MTC_RUNTIME_CPU_FASTMATH_H
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__clang__)
+#define MTC_CLONES                                                             \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MTC_CLONES
+#endif
+#define MTC_INLINE inline __attribute__((always_inline))
+
+namespace mtc::cpu::detail {
+
+MTC_INLINE float fexp(float x) {
+  float xc = std::min(std::max(x, -87.3f), 88.7f);
+  float t = xc * 1.44269504088896341f + 12582912.0f; // round to nearest int
+  float n = t - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * (r * r) + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  float res = e * scale;
+  res = x < -87.3f ? 0.0f : res;
+  res = x > 88.7f ? std::numeric_limits<float>::infinity() : res;
+  res = x != x ? x : res;
+  return res;
+}
+
+} // namespace mtc::cpu::detail
+
+#endif // MTC_RUNTIME_CPU_FASTMATH_H

@@ -1,0 +1,424 @@
+//===- Train.cpp - The training loop and generation -------------*- C++ -*-===//
+//
+// Part of mtc.
+//
+// One optimizer step:
+//   1. zero the gradients;
+//   2. for each micro-batch: sample B windows of S+1 tokens (deterministic in
+//      (seed, step, micro-batch)), run forward_backward (gradients add up);
+//   3. global gradient norm over every tensor (of the mean over micro-batches);
+//      clip scale = min(1, clip / (norm + 1e-6));
+//   4. AdamW on every tensor with gradScale = clip scale / micro-batches and
+//      the scheduled learning rate (linear warmup, cosine decay);
+//   5. metrics (JSONL), progress line, periodic validation and checkpoints.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/driver/Train.h"
+
+#include "lib/Format/Safetensors.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/ParamStore.h"
+#include "runtime/train/Data.h"
+#include "runtime/train/Metrics.h"
+#include "runtime/train/Optimizer.h"
+#include "runtime/train/Random.h"
+#include "runtime/train/Schedule.h"
+#include "runtime/train/ThreadPool.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace mtc::driver {
+
+namespace {
+
+double nowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+bool makeDirs(const std::string &path, std::string &err) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/')
+    cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty())
+      continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+      err = "cannot create directory '" + cur + "': " + std::strerror(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Writes model.mtb, model.safetensors and trainer_state.json into \p dir.
+Status saveCheckpoint(const std::string &dir, const bundle::Bundle &b,
+                      const exec::ParamStore &store, int64_t step,
+                      const TrainOptions &opts, double loss) {
+  std::string err;
+  if (!makeDirs(dir, err))
+    return Status::error(err);
+  if (!bundle::writeFile(b, dir + "/model.mtb", err))
+    return Status::error(err);
+  std::vector<TensorToWrite> tensors;
+  for (const exec::ParamSlot &s : store.slots()) {
+    TensorToWrite t;
+    t.name = s.name;
+    t.dtype = TensorDType::F32;
+    t.shape.assign(s.decl->shape.begin(), s.decl->shape.end());
+    t.data = s.value.data();
+    tensors.push_back(std::move(t));
+  }
+  Status st = writeSafetensors(dir + "/model.safetensors", tensors,
+                               {{"format", "pt"}, {"producer", "mtc"}});
+  if (!st.ok())
+    return st;
+  nlohmann::json state{{"step", step},       {"loss", loss},
+                       {"seq", opts.seq},    {"batch", opts.batch},
+                       {"seed", opts.seed},  {"lr", opts.lr},
+                       {"data", opts.data},  {"model", b.model}};
+  std::string tmp = dir + "/trainer_state.json.tmp";
+  {
+    std::ofstream out(tmp);
+    out << state.dump(1) << "\n";
+    if (!out)
+      return Status::error("cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), (dir + "/trainer_state.json").c_str()) != 0)
+    return Status::error("cannot rename '" + tmp + "'");
+  return Status::success();
+}
+
+/// Mean loss over up to \p batches validation batches.
+double evaluate(exec::Executor &ex, const train::TokenDataset &data,
+                int64_t B, int64_t S, int64_t batches) {
+  train::ValIterator it(data, B);
+  std::vector<int32_t> in(B * S), tg(B * S);
+  double sum = 0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    int64_t rows = it.next(in.data(), tg.data());
+    if (rows <= 0)
+      break;
+    sum += ex.loss(in.data(), tg.data(), rows, S);
+    ++n;
+  }
+  return n ? sum / n : std::nan("");
+}
+
+/// Samples the next token from logits [V] with temperature and top-k.
+int32_t sampleToken(const float *logits, int64_t V, double temperature,
+                    int64_t topK, train::Rng &rng) {
+  std::vector<std::pair<float, int32_t>> cand(V);
+  for (int64_t i = 0; i < V; ++i)
+    cand[i] = {logits[i], static_cast<int32_t>(i)};
+  if (temperature <= 0) {
+    return std::max_element(cand.begin(), cand.end())->second;
+  }
+  int64_t k = topK > 0 ? std::min(topK, V) : V;
+  std::partial_sort(cand.begin(), cand.begin() + k, cand.end(),
+                    [](auto &a, auto &b) { return a.first > b.first; });
+  double maxl = cand[0].first, total = 0;
+  std::vector<double> p(k);
+  for (int64_t i = 0; i < k; ++i)
+    total += p[i] = std::exp((cand[i].first - maxl) / temperature);
+  double r = rng.uniform() * total;
+  for (int64_t i = 0; i < k; ++i) {
+    r -= p[i];
+    if (r <= 0)
+      return cand[i].second;
+  }
+  return cand[k - 1].second;
+}
+
+/// Continues \p tokens by \p n tokens, running the model on the last
+/// \p context tokens each time (no KV cache yet).
+std::vector<int32_t> continueTokens(exec::Executor &ex,
+                                    std::vector<int32_t> tokens, int64_t n,
+                                    int64_t context, double temperature,
+                                    int64_t topK, train::Rng &rng) {
+  std::vector<int32_t> generated;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t len = std::min<int64_t>(tokens.size(), context);
+    const int32_t *window = tokens.data() + tokens.size() - len;
+    exec::Tensor logits = ex.logits(window, 1, len);
+    int64_t V = logits.shape.back();
+    int32_t next = sampleToken(logits.data() + (len - 1) * V, V, temperature,
+                               topK, rng);
+    tokens.push_back(next);
+    generated.push_back(next);
+  }
+  return generated;
+}
+
+std::string bytesToText(const std::vector<int32_t> &tokens) {
+  std::string s;
+  for (int32_t t : tokens)
+    s.push_back(static_cast<char>(t));
+  return s;
+}
+
+int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
+              std::ostream &out, std::ostream &err) {
+  if (opts.threads > 0)
+    cpu::setThreads(opts.threads);
+  int64_t vocab = b.vocabulary();
+  if (vocab <= 0) {
+    err << "mtc: error: model '" << b.model
+        << "' embeds no token ids, so it cannot be trained on token data\n";
+    return 1;
+  }
+  auto maxSeq = b.config.find("max_seq");
+  if (maxSeq != b.config.end() && opts.seq > maxSeq->second) {
+    err << "mtc: error: --seq " << opts.seq << " exceeds the model's max_seq "
+        << static_cast<int64_t>(maxSeq->second) << "\n";
+    return 1;
+  }
+
+  train::TokenDatasetOptions dopts;
+  dopts.vocabSize = static_cast<uint32_t>(vocab);
+  dopts.seqLen = opts.seq;
+  dopts.valFraction = opts.valFraction;
+  Expected<train::TokenDataset> data = train::TokenDataset::open(opts.data, dopts);
+  if (!data) {
+    err << "mtc: error: " << data.message() << "\n";
+    return 1;
+  }
+
+  exec::ParamStore store(b);
+  store.initialize(opts.seed);
+  exec::Executor ex(b, store);
+  train::ThreadPool pool(cpu::threads());
+  train::AdamWConfig acfg;
+  acfg.beta1 = static_cast<float>(opts.beta1);
+  acfg.beta2 = static_cast<float>(opts.beta2);
+  acfg.eps = static_cast<float>(opts.eps);
+  acfg.weightDecay = static_cast<float>(opts.weightDecay);
+  train::AdamW adamw(acfg, &pool);
+  std::vector<train::AdamWTensor> tensors;
+  for (exec::ParamSlot &s : store.slots())
+    tensors.push_back({s.value.data(), s.m.data(), s.v.data(), s.grad.data(),
+                       s.value.size(), s.decay()});
+  train::LrSchedule sched;
+  sched.peakLr = opts.lr;
+  sched.warmupSteps = opts.warmup;
+  sched.totalSteps = opts.steps;
+  sched.minLrRatio = opts.minLrRatio;
+  train::BatchSampler sampler(*data, opts.batch, opts.seed);
+
+  train::JsonlWriter metrics;
+  bool haveMetrics = !opts.metrics.empty();
+  if (haveMetrics) {
+    Expected<train::JsonlWriter> w = train::JsonlWriter::open(opts.metrics);
+    if (!w) {
+      err << "mtc: error: " << w.message() << "\n";
+      return 1;
+    }
+    metrics = std::move(*w);
+  }
+
+  int64_t tokensPerStep = opts.batch * opts.seq * opts.microBatches;
+  out << "model " << b.model << ": " << store.totalParams()
+      << " parameters, " << b.totalLayerInstances() << " layer instances\n"
+      << "data " << opts.data << ": " << data->trainTokens()
+      << " training tokens, " << data->valTokens() << " validation tokens ("
+      << train::tokenFileFormatName(data->format()) << ")\n"
+      << "step: " << opts.microBatches << " x " << opts.batch << " x "
+      << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
+      << " threads\n";
+  out.flush();
+
+  std::vector<int32_t> in(opts.batch * opts.seq), tg(opts.batch * opts.seq);
+  train::ProgressReporter progress(opts.steps, stdout, 10);
+  double firstLoss = std::nan(""), lastLoss = 0, start = nowSeconds();
+  for (int64_t step = 1; step <= opts.steps; ++step) {
+    double t0 = nowSeconds();
+    store.zeroGrads();
+    double loss = 0;
+    for (int64_t m = 0; m < opts.microBatches; ++m) {
+      sampler.sample(step - 1, m, in.data(), tg.data());
+      loss += ex.forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+    }
+    loss /= opts.microBatches;
+    double sumsq = 0;
+    for (const exec::ParamSlot &s : store.slots())
+      sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), &pool);
+    double norm = std::sqrt(sumsq) / opts.microBatches;
+    double scale = 1.0;
+    if (opts.clip > 0 && norm > opts.clip)
+      scale = opts.clip / (norm + 1e-6);
+    double lr = sched.at(step);
+    adamw.step(tensors, step, static_cast<float>(lr),
+               static_cast<float>(scale / opts.microBatches));
+    double dt = nowSeconds() - t0;
+    if (!std::isfinite(loss)) {
+      progress.finish();
+      err << "mtc: error: the loss became " << loss << " at step " << step
+          << "; lower --lr or enable --clip\n";
+      return 1;
+    }
+    if (std::isnan(firstLoss))
+      firstLoss = loss;
+    lastLoss = loss;
+    progress.update(step, loss, lr, static_cast<double>(tokensPerStep));
+
+    bool evalNow = (opts.evalEvery > 0 && step % opts.evalEvery == 0) ||
+                   step == opts.steps;
+    double valLoss = evalNow ? evaluate(ex, *data, opts.batch, opts.seq,
+                                        opts.evalBatches)
+                             : std::nan("");
+    if (haveMetrics) {
+      Status st =
+          evalNow && std::isfinite(valLoss)
+              ? metrics.write({{"step", step},
+                               {"loss", loss},
+                               {"lr", lr},
+                               {"grad_norm", norm},
+                               {"tokens_per_s", tokensPerStep / dt},
+                               {"step_time_s", dt},
+                               {"val_loss", valLoss}})
+              : metrics.write({{"step", step},
+                               {"loss", loss},
+                               {"lr", lr},
+                               {"grad_norm", norm},
+                               {"tokens_per_s", tokensPerStep / dt},
+                               {"step_time_s", dt}});
+      if (!st.ok()) {
+        err << "mtc: error: " << st.message() << "\n";
+        return 1;
+      }
+    }
+    if (evalNow && std::isfinite(valLoss)) {
+      progress.finish();
+      out << "step " << step << ": train loss " << std::fixed
+          << std::setprecision(4) << loss << ", val loss " << valLoss
+          << std::defaultfloat << "\n";
+      out.flush();
+    }
+    bool saveNow = !opts.outDir.empty() &&
+                   ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
+                    step == opts.steps);
+    if (saveNow) {
+      Status st = saveCheckpoint(opts.outDir, b, store, step, opts, loss);
+      if (!st.ok()) {
+        err << "mtc: error: saving the checkpoint: " << st.message() << "\n";
+        return 1;
+      }
+    }
+  }
+  progress.finish();
+  double elapsed = nowSeconds() - start;
+  out << "trained " << opts.steps << " steps in " << std::fixed
+      << std::setprecision(1) << elapsed << " s: loss " << std::setprecision(4)
+      << firstLoss << " -> " << lastLoss << ", "
+      << std::setprecision(0) << opts.steps * tokensPerStep / elapsed
+      << " tokens/s" << std::defaultfloat << "\n";
+  if (!opts.outDir.empty())
+    out << "checkpoint: " << opts.outDir << "\n";
+  if (opts.sampleTokens > 0) {
+    train::Rng rng(opts.seed, 99);
+    std::vector<int32_t> prompt;
+    for (unsigned char c : opts.samplePrompt)
+      prompt.push_back(c);
+    if (prompt.empty())
+      prompt.push_back('\n');
+    std::vector<int32_t> gen = continueTokens(ex, prompt, opts.sampleTokens,
+                                              opts.seq, 0.8, 40, rng);
+    out << "sample:\n" << opts.samplePrompt << bytesToText(gen) << "\n";
+  }
+  return 0;
+}
+
+int generateImpl(const std::string &dir, const GenerateOptions &opts,
+                 std::ostream &out, std::ostream &err) {
+  bundle::Bundle b;
+  std::string msg;
+  if (!bundle::readFile(dir + "/model.mtb", b, msg)) {
+    err << "mtc: error: " << msg << " (is '" << dir
+        << "' a checkpoint written by mtc train --out?)\n";
+    return 1;
+  }
+  Expected<SafetensorsFile> weights =
+      SafetensorsFile::open(dir + "/model.safetensors");
+  if (!weights) {
+    err << "mtc: error: " << weights.message() << "\n";
+    return 1;
+  }
+  exec::ParamStore store(b);
+  for (exec::ParamSlot &s : store.slots()) {
+    Status st = weights->readAsF32(s.name, s.value.data(), s.value.size());
+    if (!st.ok()) {
+      err << "mtc: error: " << st.message() << "\n";
+      return 1;
+    }
+  }
+  int64_t context = opts.context;
+  if (context <= 0) {
+    std::ifstream in(dir + "/trainer_state.json");
+    nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+    context = state.is_object() && state.contains("seq") &&
+                      state["seq"].is_number_integer()
+                  ? state["seq"].get<int64_t>()
+                  : 256;
+  }
+  int64_t vocab = b.vocabulary();
+  if (vocab != 256) {
+    err << "mtc: error: generation decodes bytes; model '" << b.model
+        << "' has a vocabulary of " << vocab
+        << " (tokenizer support comes with HuggingFace import)\n";
+    return 1;
+  }
+  exec::Executor ex(b, store);
+  train::Rng rng(opts.seed, 99);
+  std::vector<int32_t> prompt;
+  for (unsigned char c : opts.prompt)
+    prompt.push_back(c);
+  if (prompt.empty())
+    prompt.push_back('\n');
+  std::vector<int32_t> gen = continueTokens(
+      ex, prompt, opts.tokens, context, opts.temperature, opts.topK, rng);
+  out << opts.prompt << bytesToText(gen) << "\n";
+  return 0;
+}
+
+} // namespace
+
+int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
+          std::ostream &err) {
+  try {
+    return trainImpl(b, opts, out, err);
+  } catch (const exec::ExecError &e) {
+    err << "mtc: error: " << e.message << "\n";
+  } catch (const std::exception &e) {
+    err << "mtc: error: " << e.what() << "\n";
+  }
+  return 1;
+}
+
+int generate(const std::string &dir, const GenerateOptions &opts,
+             std::ostream &out, std::ostream &err) {
+  try {
+    return generateImpl(dir, opts, out, err);
+  } catch (const exec::ExecError &e) {
+    err << "mtc: error: " << e.message << "\n";
+  } catch (const std::exception &e) {
+    err << "mtc: error: " << e.what() << "\n";
+  }
+  return 1;
+}
+
+} // namespace mtc::driver

@@ -1,0 +1,63 @@
+//===- Train.h - The training loop and generation ---------------*- C++ -*-===//
+//
+// Part of mtc. What `mtc train` and `mtc generate` run, on the CPU executor
+// with every parameter resident in host memory.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_DRIVER_TRAIN_H
+#define MTC_RUNTIME_DRIVER_TRAIN_H
+
+#include "lib/Bundle/Bundle.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace mtc::driver {
+
+struct TrainOptions {
+  std::string data;            ///< token file (.bin) or text (.txt)
+  int64_t steps = 200;
+  int64_t batch = 8;           ///< sequences per micro-batch
+  int64_t seq = 128;
+  int64_t microBatches = 1;    ///< gradient accumulation
+  double lr = 1e-3;            ///< peak learning rate
+  int64_t warmup = 20;
+  double minLrRatio = 0.1;     ///< cosine decay floor, relative to lr
+  double weightDecay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double clip = 1.0;           ///< global gradient-norm clip (0: none)
+  uint64_t seed = 1;
+  int64_t evalEvery = 50;      ///< 0: only at the end
+  int64_t evalBatches = 8;
+  double valFraction = 0.1;
+  int64_t saveEvery = 0;       ///< 0: only at the end
+  std::string outDir;          ///< checkpoint directory ("" : none)
+  std::string metrics;         ///< JSONL file ("" : none)
+  int threads = 0;             ///< 0: all cores
+  std::string samplePrompt;    ///< printed sample after training
+  int64_t sampleTokens = 0;
+};
+
+/// Trains \p b and returns a process exit code (errors are printed to
+/// \p err with what to do about them).
+int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
+          std::ostream &err);
+
+struct GenerateOptions {
+  std::string prompt;
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  int64_t topK = 40;
+  uint64_t seed = 1;
+  int64_t context = 0; ///< 0: the sequence length the checkpoint trained at
+};
+
+/// Loads a checkpoint directory written by train() and prints the prompt
+/// followed by the sampled continuation.
+int generate(const std::string &checkpointDir, const GenerateOptions &opts,
+             std::ostream &out, std::ostream &err);
+
+} // namespace mtc::driver
+
+#endif // MTC_RUNTIME_DRIVER_TRAIN_H
