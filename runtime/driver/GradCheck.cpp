@@ -119,7 +119,7 @@ static int gradCheckImpl(const bundle::Bundle &b,
     };
     double fdDir = fivePoint(lossAlong, h);
     p = saved;
-    double err = relError(fdDir, an, floor);
+    double dirErr = relError(fdDir, an, floor), coordErr = 0;
 
     // Coordinate checks on the largest gradients.
     std::vector<size_t> order(len);
@@ -139,15 +139,17 @@ static int gradCheckImpl(const bundle::Bundle &b,
           },
           h);
       p[i] = orig;
-      err = std::max(err, relError(fd, g[i], floor));
+      coordErr = std::max(coordErr, relError(fd, g[i], floor));
     }
+    double err = std::max(dirErr, coordErr);
     bool ok = err <= opts.tolerance;
     if (!ok)
       ++failures;
     worst = std::max(worst, err);
     os << "  " << std::left << std::setw(28) << s.name << std::right
        << " max rel error " << std::scientific << std::setprecision(2) << err
-       << std::defaultfloat << (ok ? "" : "  FAILED") << "\n";
+       << " (direction " << dirErr << ", largest coordinates " << coordErr
+       << ")" << std::defaultfloat << (ok ? "" : "  FAILED") << "\n";
   }
   os << (failures ? "gradcheck FAILED: " : "gradcheck passed: ") << failures
      << " of " << store.slots().size() << " tensors beyond tolerance (worst "
