@@ -39,10 +39,11 @@
 //   and independent of the thread count.
 //
 // Numerics: fp32 tiles; exp in the tiles is detail::fexp (FastMath.h: a
-// vectorisable polynomial, ~2 ulp, exactly 0 for -inf so masked scores vanish); running sums in fp32 (l accumulates at most Sk / Bk
-// tile sums, each a fixed-order sum of 64 terms). Hot tile loops are compiled
-// for AVX-512 / AVX2+FMA / baseline with target_clones and picked at load
-// time, so results are bit-identical on a given machine.
+// vectorisable polynomial, ~2 ulp, exactly 0 for -inf so masked scores vanish);
+// running sums in fp32 (l accumulates at most Sk / Bk tile sums, each a
+// fixed-order sum of 64 terms). Hot tile loops are compiled for AVX-512 /
+// AVX2+FMA / baseline with target_clones and picked at load time, so results
+// are bit-identical on a given machine.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
@@ -137,8 +138,8 @@ using detail::fexp;
 /// c[0, W) (+)= sum_k a[k] * b[k * ldb + (0, W)]: a row times a panel, with
 /// the W accumulators kept in registers.
 template <int W>
-MTC_INLINE void rowPanel(const float *a, int64_t K, const float *b,
-                         int64_t ldb, float *c, bool accumulate) {
+MTC_INLINE void rowPanel(const float *a, int64_t K, const float *b, int64_t ldb,
+                         float *c, bool accumulate) {
   float t[W];
   for (int w = 0; w < W; ++w)
     t[w] = accumulate ? c[w] : 0.0f;
@@ -182,9 +183,8 @@ struct Geometry {
   }
 };
 
-Geometry makeGeometry(int64_t B, int64_t S, int64_t Sk, int64_t Hq,
-                      int64_t Hkv, int64_t D, const AttentionParams &p,
-                      int64_t qOffset) {
+Geometry makeGeometry(int64_t B, int64_t S, int64_t Sk, int64_t Hq, int64_t Hkv,
+                      int64_t D, const AttentionParams &p, int64_t qOffset) {
   Geometry g;
   g.B = B;
   g.S = S;
@@ -197,8 +197,8 @@ Geometry makeGeometry(int64_t B, int64_t S, int64_t Sk, int64_t Hq,
   g.qOffset = qOffset;
   g.window = p.window;
   g.causal = p.causal;
-  g.scale = static_cast<float>(p.scale > 0 ? p.scale
-                                           : 1.0 / std::sqrt(double(D)));
+  g.scale =
+      static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(double(D)));
   g.cap = static_cast<float>(p.softcap);
   return g;
 }
@@ -274,11 +274,11 @@ void forwardTask(const Geometry &g, const float *q, const float *k,
                  const float *v, float *o, float *lse, int64_t b, int64_t h,
                  int64_t i0, int64_t i1, float *buf) {
   const int64_t Dp = g.Dp, nq = i1 - i0, hk = h / g.G;
-  float *Qs = buf;               // [Bq][Dp]
-  float *Oa = Qs + Bq * Dp;      // [Bq][Dp]
-  float *Kt = Oa + Bq * Dp;      // [Dp][Bk]
-  float *Vb = Kt + Dp * Bk;      // [Bk][Dp]
-  float *St = Vb + Bk * Dp;      // [Bq][Bk]
+  float *Qs = buf;          // [Bq][Dp]
+  float *Oa = Qs + Bq * Dp; // [Bq][Dp]
+  float *Kt = Oa + Bq * Dp; // [Dp][Bk]
+  float *Vb = Kt + Dp * Bk; // [Bk][Dp]
+  float *St = Vb + Bk * Dp; // [Bq][Bk]
   float m[Bq], l[Bq];
   std::memset(Qs, 0, sizeof(float) * Bq * Dp);
   std::memset(Oa, 0, sizeof(float) * Bq * Dp);
@@ -335,17 +335,17 @@ void gradKVTask(const Geometry &g, const float *q, const float *k,
                 const float *dO, float *dk, float *dv, int64_t b, int64_t hk,
                 int64_t j0, int64_t nk, float *buf) {
   const int64_t Dp = g.Dp;
-  float *Kt = buf;               // [Dp][Bk]
-  float *Vt = Kt + Dp * Bk;      // [Dp][Bk]
-  float *dKa = Vt + Dp * Bk;     // [Bk][Dp]
-  float *dVa = dKa + Bk * Dp;    // [Bk][Dp]
-  float *Qs = dVa + Bk * Dp;     // [Bq][Dp]
-  float *dOb = Qs + Bq * Dp;     // [Bq][Dp]
-  float *P = dOb + Bq * Dp;      // [Bq][Bk]
-  float *dP = P + Bq * Bk;       // [Bq][Bk]
-  float *Th = dP + Bq * Bk;      // [Bq][Bk] tanh (softcap)
-  float *Pt = Th + Bq * Bk;      // [Bk][Bq]
-  float *dSt = Pt + Bk * Bq;     // [Bk][Bq]
+  float *Kt = buf;            // [Dp][Bk]
+  float *Vt = Kt + Dp * Bk;   // [Dp][Bk]
+  float *dKa = Vt + Dp * Bk;  // [Bk][Dp]
+  float *dVa = dKa + Bk * Dp; // [Bk][Dp]
+  float *Qs = dVa + Bk * Dp;  // [Bq][Dp]
+  float *dOb = Qs + Bq * Dp;  // [Bq][Dp]
+  float *P = dOb + Bq * Dp;   // [Bq][Bk]
+  float *dP = P + Bq * Bk;    // [Bq][Bk]
+  float *Th = dP + Bq * Bk;   // [Bq][Bk] tanh (softcap)
+  float *Pt = Th + Bq * Bk;   // [Bk][Bq]
+  float *dSt = Pt + Bk * Bq;  // [Bk][Bq]
   gatherKeys(g, k, b, hk, j0, nk, Kt, nullptr);
   gatherKeys(g, v, b, hk, j0, nk, Vt, nullptr);
   std::memset(dKa, 0, sizeof(float) * Bk * Dp);
@@ -419,15 +419,15 @@ void gradQTask(const Geometry &g, const float *q, const float *k,
                const float *dO, float *dq, int64_t b, int64_t h, int64_t i0,
                int64_t nq, float *buf) {
   const int64_t Dp = g.Dp, hk = h / g.G;
-  float *Kt = buf;               // [Dp][Bk]
-  float *Vt = Kt + Dp * Bk;      // [Dp][Bk]
-  float *Kb = Vt + Dp * Bk;      // [Bk][Dp]
-  float *Qs = Kb + Bk * Dp;      // [Bq][Dp]
-  float *dOb = Qs + Bq * Dp;     // [Bq][Dp]
-  float *dQa = dOb + Bq * Dp;    // [Bq][Dp]
-  float *p = dQa + Bq * Dp;      // [Bk]
-  float *dp = p + Bk;            // [Bk]
-  float *th = dp + Bk;           // [Bk]
+  float *Kt = buf;            // [Dp][Bk]
+  float *Vt = Kt + Dp * Bk;   // [Dp][Bk]
+  float *Kb = Vt + Dp * Bk;   // [Bk][Dp]
+  float *Qs = Kb + Bk * Dp;   // [Bq][Dp]
+  float *dOb = Qs + Bq * Dp;  // [Bq][Dp]
+  float *dQa = dOb + Bq * Dp; // [Bq][Dp]
+  float *p = dQa + Bq * Dp;   // [Bk]
+  float *dp = p + Bk;         // [Bk]
+  float *th = dp + Bk;        // [Bk]
   std::memset(Qs, 0, sizeof(float) * Bq * Dp);
   std::memset(dOb, 0, sizeof(float) * Bq * Dp);
   std::memset(dQa, 0, sizeof(float) * Bq * Dp);
@@ -493,10 +493,9 @@ void attention(const float *q, const float *k, const float *v, float *o,
 }
 
 void attentionGrad(const float *q, const float *k, const float *v,
-                   const float *o, const float *lse, const float *dO,
-                   float *dq, float *dk, float *dv, int64_t B, int64_t S,
-                   int64_t Hq, int64_t Hkv, int64_t D,
-                   const AttentionParams &p) {
+                   const float *o, const float *lse, const float *dO, float *dq,
+                   float *dk, float *dv, int64_t B, int64_t S, int64_t Hq,
+                   int64_t Hkv, int64_t D, const AttentionParams &p) {
   Geometry g = makeGeometry(B, S, S, Hq, Hkv, D, p, 0);
   // Delta = rowsum(dO * O), [B, Hq, S].
   std::vector<float> delta(B * Hq * S);

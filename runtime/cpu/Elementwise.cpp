@@ -4,8 +4,9 @@
 //
 // - unary / unaryGrad: one pass, parallel over fixed chunks of the elements;
 //   the switch on the function sits outside the loop so each loop is a plain
-//   map. Math is libm's float functions (erf, tanh, exp), except sigmoid and
-//   silu which use 1 / (1 + exp(-x)) (exact limits at both ends).
+//   map (compiled per ISA with target_clones). exp, sigmoid and silu use
+//   detail::fexp (FastMath.h, ~2 ulp, vectorised; sigmoid = 1 / (1 + exp(-x))
+//   has exact limits at both ends); erf, tanh, log come from libm.
 // - binary: the output shape and both operand shapes are right-aligned, then
 //   adjacent dimensions whose broadcast pattern (a broadcast?, b broadcast?)
 //   is the same are merged. The innermost merged dimension becomes a
@@ -17,6 +18,7 @@
 //   of the thread count.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/FastMath.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
@@ -41,135 +43,161 @@ template <typename F> void forChunks(int64_t n, int64_t grain, F &&f) {
   });
 }
 
-inline float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+MTC_INLINE float sigmoidf(float x) { return 1.0f / (1.0f + detail::fexp(-x)); }
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
+MTC_CLONES void unaryRange(Unary f, const float *x, float *y, int64_t b,
+                           int64_t e, float param) {
+  switch (f) {
+  case Unary::Neg:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = -x[i];
+    break;
+  case Unary::Exp:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = detail::fexp(x[i]);
+    break;
+  case Unary::Log:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = std::log(x[i]);
+    break;
+  case Unary::Silu:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = x[i] * sigmoidf(x[i]);
+    break;
+  case Unary::Relu:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    break;
+  case Unary::Sigmoid:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = sigmoidf(x[i]);
+    break;
+  case Unary::Tanh:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = std::tanh(x[i]);
+    break;
+  case Unary::Rsqrt:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = 1.0f / std::sqrt(x[i]);
+    break;
+  case Unary::Sqrt:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = std::sqrt(x[i]);
+    break;
+  case Unary::Square:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = x[i] * x[i];
+    break;
+  case Unary::GeluErf:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+    break;
+  case Unary::GeluTanh:
+    for (int64_t i = b; i < e; ++i) {
+      float v = x[i];
+      float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+      y[i] = 0.5f * v * (1.0f + std::tanh(u));
+    }
+    break;
+  case Unary::Softcap:
+    for (int64_t i = b; i < e; ++i)
+      y[i] = param * std::tanh(x[i] / param);
+    break;
+  }
+}
+
+MTC_CLONES void unaryGradRange(Unary f, const float *x, const float *dy,
+                               float *dx, int64_t b, int64_t e, float param) {
+  switch (f) {
+  case Unary::Neg:
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = -dy[i];
+    break;
+  case Unary::Exp:
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = dy[i] * detail::fexp(x[i]);
+    break;
+  case Unary::Log:
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = dy[i] / x[i];
+    break;
+  case Unary::Silu:
+    for (int64_t i = b; i < e; ++i) {
+      float s = sigmoidf(x[i]);
+      dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
+    }
+    break;
+  case Unary::Relu:
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    break;
+  case Unary::Sigmoid:
+    for (int64_t i = b; i < e; ++i) {
+      float s = sigmoidf(x[i]);
+      dx[i] = dy[i] * s * (1.0f - s);
+    }
+    break;
+  case Unary::Tanh:
+    for (int64_t i = b; i < e; ++i) {
+      float t = std::tanh(x[i]);
+      dx[i] = dy[i] * (1.0f - t * t);
+    }
+    break;
+  case Unary::Rsqrt:
+    for (int64_t i = b; i < e; ++i) {
+      float r = 1.0f / std::sqrt(x[i]);
+      dx[i] = dy[i] * (-0.5f * r * r * r);
+    }
+    break;
+  case Unary::Sqrt:
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = dy[i] * (0.5f / std::sqrt(x[i]));
+    break;
+  case Unary::Square:
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = dy[i] * (2.0f * x[i]);
+    break;
+  case Unary::GeluErf:
+    for (int64_t i = b; i < e; ++i) {
+      float v = x[i];
+      float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+      float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+    break;
+  case Unary::GeluTanh:
+    for (int64_t i = b; i < e; ++i) {
+      float v = x[i];
+      float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+      float t = std::tanh(u);
+      float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
+      dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
+    break;
+  case Unary::Softcap:
+    for (int64_t i = b; i < e; ++i) {
+      float t = std::tanh(x[i] / param);
+      dx[i] = dy[i] * (1.0f - t * t);
+    }
+    break;
+  }
+}
+
 } // namespace
 
 void unary(Unary f, const float *x, float *y, int64_t n, float param) {
-  forChunks(n, kGrain, [&](int64_t b, int64_t e) {
-    switch (f) {
-    case Unary::Neg:
-      for (int64_t i = b; i < e; ++i) y[i] = -x[i];
-      break;
-    case Unary::Exp:
-      for (int64_t i = b; i < e; ++i) y[i] = std::exp(x[i]);
-      break;
-    case Unary::Log:
-      for (int64_t i = b; i < e; ++i) y[i] = std::log(x[i]);
-      break;
-    case Unary::Silu:
-      for (int64_t i = b; i < e; ++i) y[i] = x[i] * sigmoidf(x[i]);
-      break;
-    case Unary::Relu:
-      for (int64_t i = b; i < e; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-      break;
-    case Unary::Sigmoid:
-      for (int64_t i = b; i < e; ++i) y[i] = sigmoidf(x[i]);
-      break;
-    case Unary::Tanh:
-      for (int64_t i = b; i < e; ++i) y[i] = std::tanh(x[i]);
-      break;
-    case Unary::Rsqrt:
-      for (int64_t i = b; i < e; ++i) y[i] = 1.0f / std::sqrt(x[i]);
-      break;
-    case Unary::Sqrt:
-      for (int64_t i = b; i < e; ++i) y[i] = std::sqrt(x[i]);
-      break;
-    case Unary::Square:
-      for (int64_t i = b; i < e; ++i) y[i] = x[i] * x[i];
-      break;
-    case Unary::GeluErf:
-      for (int64_t i = b; i < e; ++i)
-        y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
-      break;
-    case Unary::GeluTanh:
-      for (int64_t i = b; i < e; ++i) {
-        float v = x[i];
-        float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
-        y[i] = 0.5f * v * (1.0f + std::tanh(u));
-      }
-      break;
-    case Unary::Softcap:
-      for (int64_t i = b; i < e; ++i) y[i] = param * std::tanh(x[i] / param);
-      break;
-    }
-  });
+  forChunks(n, kGrain,
+            [&](int64_t b, int64_t e) { unaryRange(f, x, y, b, e, param); });
 }
 
 void unaryGrad(Unary f, const float *x, const float *dy, float *dx, int64_t n,
                float param) {
   forChunks(n, kGrain, [&](int64_t b, int64_t e) {
-    switch (f) {
-    case Unary::Neg:
-      for (int64_t i = b; i < e; ++i) dx[i] = -dy[i];
-      break;
-    case Unary::Exp:
-      for (int64_t i = b; i < e; ++i) dx[i] = dy[i] * std::exp(x[i]);
-      break;
-    case Unary::Log:
-      for (int64_t i = b; i < e; ++i) dx[i] = dy[i] / x[i];
-      break;
-    case Unary::Silu:
-      for (int64_t i = b; i < e; ++i) {
-        float s = sigmoidf(x[i]);
-        dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
-      }
-      break;
-    case Unary::Relu:
-      for (int64_t i = b; i < e; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
-      break;
-    case Unary::Sigmoid:
-      for (int64_t i = b; i < e; ++i) {
-        float s = sigmoidf(x[i]);
-        dx[i] = dy[i] * s * (1.0f - s);
-      }
-      break;
-    case Unary::Tanh:
-      for (int64_t i = b; i < e; ++i) {
-        float t = std::tanh(x[i]);
-        dx[i] = dy[i] * (1.0f - t * t);
-      }
-      break;
-    case Unary::Rsqrt:
-      for (int64_t i = b; i < e; ++i) {
-        float r = 1.0f / std::sqrt(x[i]);
-        dx[i] = dy[i] * (-0.5f * r * r * r);
-      }
-      break;
-    case Unary::Sqrt:
-      for (int64_t i = b; i < e; ++i) dx[i] = dy[i] * (0.5f / std::sqrt(x[i]));
-      break;
-    case Unary::Square:
-      for (int64_t i = b; i < e; ++i) dx[i] = dy[i] * (2.0f * x[i]);
-      break;
-    case Unary::GeluErf:
-      for (int64_t i = b; i < e; ++i) {
-        float v = x[i];
-        float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
-        float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-        dx[i] = dy[i] * (cdf + v * pdf);
-      }
-      break;
-    case Unary::GeluTanh:
-      for (int64_t i = b; i < e; ++i) {
-        float v = x[i];
-        float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
-        float t = std::tanh(u);
-        float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
-      }
-      break;
-    case Unary::Softcap:
-      for (int64_t i = b; i < e; ++i) {
-        float t = std::tanh(x[i] / param);
-        dx[i] = dy[i] * (1.0f - t * t);
-      }
-      break;
-    }
+    unaryGradRange(f, x, dy, dx, b, e, param);
   });
 }
 
@@ -254,13 +282,17 @@ template <typename Op>
 void binaryLoop(const float *a, int64_t sa, const float *b, int64_t sb,
                 float *o, int64_t n, Op op) {
   if (sa == 1 && sb == 1)
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(a[i], b[i]);
   else if (sa == 1)
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[0]);
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(a[i], b[0]);
   else if (sb == 1)
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[0], b[i]);
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(a[0], b[i]);
   else
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[0], b[0]);
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(a[0], b[0]);
 }
 
 template <typename Op>
@@ -426,7 +458,8 @@ void reduceTo(const float *x, const std::vector<int64_t> &from, float *y,
     constexpr int64_t kCols = 256;
     int64_t colBlocks = (inner + kCols - 1) / kCols;
     int64_t tasks = outRows * colBlocks;
-    int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(redN * kCols, 1));
+    int64_t grain =
+        std::max<int64_t>(1, kGrain / std::max<int64_t>(redN * kCols, 1));
     forChunks(tasks, grain, [&](int64_t t0, int64_t t1) {
       double acc[kCols];
       for (int64_t t = t0; t < t1; ++t) {

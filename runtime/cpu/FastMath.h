@@ -54,6 +54,115 @@ MTC_INLINE float fexp(float x) {
   return res;
 }
 
+// Row reductions that vectorise without reassociation flags: 16 float lanes
+// over blocks of 256 elements, each block's lanes added in a fixed order into
+// a double total. The order depends only on n (never on threads or the ISA
+// clone), and the float part sums at most 16 terms per lane.
+constexpr int64_t kLanes = 16, kBlock = 256;
+
+MTC_INLINE double laneTotal(const float *s) {
+  float r = 0.0f;
+  for (int l = 0; l < kLanes; ++l)
+    r += s[l];
+  return double(r);
+}
+
+MTC_INLINE double sumRow(const float *x, int64_t n) {
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t e = std::min(n, b + kBlock), i = b;
+    float s[kLanes] = {};
+    for (; i + kLanes <= e; i += kLanes)
+      for (int l = 0; l < kLanes; ++l)
+        s[l] += x[i + l];
+    for (int l = 0; i < e; ++i, ++l)
+      s[l] += x[i];
+    total += laneTotal(s);
+  }
+  return total;
+}
+
+MTC_INLINE double dotRow(const float *x, const float *y, int64_t n) {
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t e = std::min(n, b + kBlock), i = b;
+    float s[kLanes] = {};
+    for (; i + kLanes <= e; i += kLanes)
+      for (int l = 0; l < kLanes; ++l)
+        s[l] += x[i + l] * y[i + l];
+    for (int l = 0; i < e; ++i, ++l)
+      s[l] += x[i] * y[i];
+    total += laneTotal(s);
+  }
+  return total;
+}
+
+/// Sum of (x - c)^2.
+MTC_INLINE double sqDevRow(const float *x, float c, int64_t n) {
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t e = std::min(n, b + kBlock), i = b;
+    float s[kLanes] = {};
+    for (; i + kLanes <= e; i += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        float d = x[i + l] - c;
+        s[l] += d * d;
+      }
+    for (int l = 0; i < e; ++i, ++l) {
+      float d = x[i] - c;
+      s[l] += d * d;
+    }
+    total += laneTotal(s);
+  }
+  return total;
+}
+
+MTC_INLINE float maxRow(const float *x, int64_t n) {
+  float m[kLanes];
+  for (int l = 0; l < kLanes; ++l)
+    m[l] = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
+  for (int l = 0; i < n; ++i, ++l)
+    m[l] = x[i] > m[l] ? x[i] : m[l];
+  float r = m[0];
+  for (int l = 1; l < kLanes; ++l)
+    r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+/// sum_i exp(x_i - sub); stores the exps to e (may alias x) if e != null.
+MTC_INLINE double expSumRow(const float *x, int64_t n, float sub, float *e) {
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t end = std::min(n, b + kBlock), i = b;
+    float s[kLanes] = {};
+    if (e) {
+      for (; i + kLanes <= end; i += kLanes)
+        for (int l = 0; l < kLanes; ++l) {
+          float v = fexp(x[i + l] - sub);
+          e[i + l] = v;
+          s[l] += v;
+        }
+      for (int l = 0; i < end; ++i, ++l) {
+        float v = fexp(x[i] - sub);
+        e[i] = v;
+        s[l] += v;
+      }
+    } else {
+      for (; i + kLanes <= end; i += kLanes)
+        for (int l = 0; l < kLanes; ++l)
+          s[l] += fexp(x[i + l] - sub);
+      for (int l = 0; i < end; ++i, ++l)
+        s[l] += fexp(x[i] - sub);
+    }
+    total += laneTotal(s);
+  }
+  return total;
+}
+
 } // namespace mtc::cpu::detail
 
 #endif // MTC_RUNTIME_CPU_FASTMATH_H

@@ -10,7 +10,8 @@
 //
 // crossEntropy: rows are split into fixed chunks (count depends only on n);
 // each row is one streaming pass for the max and one for sum exp(x - max)
-// (exp by detail::fexp, ~2 ulp and vectorised; the sum in double), loss_row =
+// (exp by detail::fexp, ~2 ulp and vectorised; float lanes per block of
+// 256, blocks summed in double), loss_row =
 // log(sum) + max - x[target]. Nothing of
 // size V is stored, so memory is O(1) per thread (well within the O(threads *
 // V) bound). Per-chunk losses are double and are combined in chunk order:
@@ -22,8 +23,8 @@
 // into dlogits while summing in double, one scaling pass.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/FastMath.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -69,53 +70,20 @@ namespace {
 
 using detail::fexp;
 
-MTC_INLINE float rowMax(const float *x, int64_t V) {
-  float m[16];
-  for (int l = 0; l < 16; ++l)
-    m[l] = -std::numeric_limits<float>::infinity();
-  int64_t i = 0;
-  for (; i + 16 <= V; i += 16)
-    for (int l = 0; l < 16; ++l)
-      m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
-  for (; i < V; ++i)
-    m[0] = x[i] > m[0] ? x[i] : m[0];
-  float mx = m[0];
-  for (int l = 1; l < 16; ++l)
-    mx = m[l] > mx ? m[l] : mx;
-  return mx;
-}
-
-/// sum_j exp(x_j - mx) in double (8 lanes); writes the exps to e if non-null.
-MTC_INLINE double expSum(const float *x, int64_t V, float mx, float *e) {
-  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= V; i += 8)
-    for (int l = 0; l < 8; ++l) {
-      float v = fexp(x[i + l] - mx);
-      if (e)
-        e[i + l] = v;
-      s[l] += v;
-    }
-  for (; i < V; ++i) {
-    float v = fexp(x[i] - mx);
-    if (e)
-      e[i] = v;
-    s[0] += v;
-  }
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
+using detail::expSumRow;
+using detail::maxRow;
 
 /// log(sum_j exp(x_j)) - x_t, max-subtracted.
 MTC_CLONES double rowLoss(const float *x, int64_t V, int64_t t) {
-  float mx = rowMax(x, V);
-  return std::log(expSum(x, V, mx, nullptr)) + double(mx) - double(x[t]);
+  float mx = maxRow(x, V);
+  return std::log(expSumRow(x, V, mx, nullptr)) + double(mx) - double(x[t]);
 }
 
 /// d = g * softmax(x) - g * onehot(t).
 MTC_CLONES void rowGrad(const float *x, int64_t V, int64_t t, float g,
                         float *d) {
-  float mx = rowMax(x, V);
-  double sum = expSum(x, V, mx, d);
+  float mx = maxRow(x, V);
+  double sum = expSumRow(x, V, mx, d);
   float scale = static_cast<float>(double(g) / sum);
   for (int64_t j = 0; j < V; ++j)
     d[j] *= scale;
@@ -164,8 +132,8 @@ double crossEntropy(const float *logits, const int32_t *targets, int64_t n,
   return k > 0 ? total / double(k) : 0.0;
 }
 
-void crossEntropyGrad(const float *logits, const int32_t *targets,
-                      float dloss, float *dlogits, int64_t n, int64_t V,
+void crossEntropyGrad(const float *logits, const int32_t *targets, float dloss,
+                      float *dlogits, int64_t n, int64_t V,
                       int64_t ignoreIndex) {
   int64_t count = 0;
   for (int64_t r = 0; r < n; ++r)

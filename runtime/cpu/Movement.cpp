@@ -6,10 +6,10 @@
 // and in order in x are merged. If the innermost y dim is also innermost in
 // x, the copy is a set of contiguous row copies. Otherwise the y dim that is
 // contiguous in x (p) and the innermost y dim form a 2D transpose, done in
-// 32 x 32 tiles (reads contiguous along p, writes contiguous along the last
-// dim), for every index of the remaining dims. Pure copies: exact.
-// slice / concat / pad: memcpy of contiguous [n, inner] segments per outer
-// index, parallel over outer.
+// 32 x 32 tiles staged through an L1 buffer (reads contiguous along p, writes
+// contiguous along the last dim), for every index of the remaining dims. Pure
+// copies: exact. slice / concat / pad: memcpy of contiguous [n, inner] segments
+// per outer index, parallel over outer.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
@@ -114,11 +114,17 @@ void transpose(const float *x, const std::vector<int64_t> &shape,
       int64_t p0 = tp * T, p1 = std::min(nP, p0 + T);
       int64_t l0 = tl * T, l1 = std::min(nL, l0 + T);
       const int64_t xsL = st[L], ysP = ys[p];
+      // Contiguous reads into an L1 tile, then contiguous writes from it.
+      float buf[T][T];
+      for (int64_t c = l0; c < l1; ++c) {
+        const float *src = x + xo + c * xsL;
+        for (int64_t a = p0; a < p1; ++a)
+          buf[c - l0][a - p0] = src[a];
+      }
       for (int64_t a = p0; a < p1; ++a) {
-        const float *src = x + xo + a;
         float *dst = y + yo + a * ysP;
         for (int64_t c = l0; c < l1; ++c)
-          dst[c] = src[c * xsL];
+          dst[c] = buf[c - l0][a - p0];
       }
     }
   });
@@ -147,9 +153,10 @@ void concat(const std::vector<const float *> &parts,
     for (int64_t o = o0; o < o1; ++o) {
       int64_t at = 0;
       for (size_t i = 0; i < parts.size(); ++i) {
-        std::memcpy(y + (o * total + at) * inner,
-                    parts[i] + o * sizes[i] * inner,
-                    sizeof(float) * sizes[i] * inner);
+        if (sizes[i] > 0) // empty parts may be null
+          std::memcpy(y + (o * total + at) * inner,
+                      parts[i] + o * sizes[i] * inner,
+                      sizeof(float) * sizes[i] * inner);
         at += sizes[i];
       }
     }

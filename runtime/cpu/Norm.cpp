@@ -9,9 +9,12 @@
 // loops.
 //
 // Numerics
-// - Sums (reduce Sum/Mean, softmax normaliser, norm statistics, parameter
-//   gradients) accumulate in double; the result is rounded to float once.
-// - softmax subtracts the row max before exp (detail::fexp, ~2 ulp); a row of all -inf gives NaN, as
+// - Row sums (reduce over a contiguous row, softmax normaliser, norm
+//   statistics) use 16 float lanes per block of 256 elements and add the
+//   blocks in double (detail::sumRow & co., FastMath.h); strided sums
+//   (inner > 1) and parameter gradients accumulate in double directly.
+// - softmax subtracts the row max before exp (detail::fexp, ~2 ulp); a row of
+// all -inf gives NaN, as
 //   the mathematical softmax does (0 / 0).
 // - rms/layer norm statistics use two passes in double (mean, then centred
 //   variance) - no E[x^2] - E[x]^2 cancellation.
@@ -21,8 +24,8 @@
 //   thread count.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/FastMath.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,49 +65,13 @@ template <typename F> void forRows(int64_t rows, int64_t D, F &&f) {
   });
 }
 
-MTC_INLINE double sumRow(const float *x, int64_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l)
-      a[l] += x[i + l];
-  for (; i < n; ++i)
-    a[0] += x[i];
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
-MTC_INLINE double dotRow(const float *x, const float *y, int64_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l)
-      a[l] += double(x[i + l]) * double(y[i + l]);
-  for (; i < n; ++i)
-    a[0] += double(x[i]) * double(y[i]);
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
-MTC_INLINE float maxRow(const float *x, int64_t n) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float a[8] = {kNegInf, kNegInf, kNegInf, kNegInf,
-                kNegInf, kNegInf, kNegInf, kNegInf};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l)
-      a[l] = x[i + l] > a[l] ? x[i + l] : a[l];
-  for (; i < n; ++i)
-    a[0] = x[i] > a[0] ? x[i] : a[0];
-  float m = a[0];
-  for (int l = 1; l < 8; ++l)
-    m = a[l] > m ? a[l] : m;
-  return m;
-}
+using detail::dotRow;
+using detail::maxRow;
+using detail::sumRow;
 
 MTC_CLONES void softmaxRow(const float *p, float *q, int64_t n) {
   float m = maxRow(p, n);
-  for (int64_t k = 0; k < n; ++k)
-    q[k] = detail::fexp(p[k] - m);
-  float inv = static_cast<float>(1.0 / sumRow(q, n));
+  float inv = static_cast<float>(1.0 / detail::expSumRow(p, n, m, q));
   for (int64_t k = 0; k < n; ++k)
     q[k] *= inv;
 }
@@ -179,8 +146,8 @@ void reduceGrad(Reduce r, const float *x, const float *dy, float *dx,
     const float *g = dy + o * inner + c0;
     float *base = dx + o * n * inner + c0;
     if (r != Reduce::Max) {
-      float scale = r == Reduce::Mean ? static_cast<float>(1.0 / double(n))
-                                      : 1.0f;
+      float scale =
+          r == Reduce::Mean ? static_cast<float>(1.0 / double(n)) : 1.0f;
       for (int64_t k = 0; k < n; ++k)
         for (int64_t j = 0; j < w; ++j)
           base[k * inner + j] = g[j] * scale;
@@ -287,44 +254,25 @@ struct MeanRstd {
 };
 MTC_INLINE MeanRstd meanRstd(const float *x, int64_t D, float eps) {
   double mean = sumRow(x, D) / double(D);
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= D; i += 8)
-    for (int l = 0; l < 8; ++l) {
-      double c = double(x[i + l]) - mean;
-      a[l] += c * c;
-    }
-  for (; i < D; ++i) {
-    double c = double(x[i]) - mean;
-    a[0] += c * c;
-  }
-  double var =
-      (((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))) /
-      double(D);
+  double var = detail::sqDevRow(x, static_cast<float>(mean), D) / double(D);
   return {static_cast<float>(mean),
           static_cast<float>(1.0 / std::sqrt(var + double(eps)))};
 }
-MTC_CLONES void rmsnormRow(const float *p, const float *w, float *q,
-                           int64_t D, float eps, float offset) {
+MTC_CLONES void rmsnormRow(const float *p, const float *w, float *q, int64_t D,
+                           float eps, float offset) {
   float inv = rmsInv(p, D, eps);
   for (int64_t i = 0; i < D; ++i)
     q[i] = p[i] * inv * (offset + w[i]);
 }
 
 /// One row of rmsnormGrad; adds dw's contribution into pw (double) if set.
-MTC_CLONES void rmsnormGradRow(const float *p, const float *g,
-                               const float *gy, float *d, double *pw,
-                               int64_t D, float eps) {
+MTC_CLONES void rmsnormGradRow(const float *p, const float *g, const float *gy,
+                               float *d, double *pw, int64_t D, float eps) {
   float inv = rmsInv(p, D, eps);
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= D; i += 8)
-    for (int l = 0; l < 8; ++l)
-      a[l] += double(gy[i + l] * g[i + l]) * double(p[i + l]);
-  for (; i < D; ++i)
-    a[0] += double(gy[i] * g[i]) * double(p[i]);
-  double dot =
-      ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  // sum_j dy_j g_j x_j: dy*g into d (overwritten just below) then a dot.
+  for (int64_t j = 0; j < D; ++j)
+    d[j] = gy[j] * g[j];
+  double dot = dotRow(d, p, D);
   float k = static_cast<float>(double(inv) * inv * inv * dot / double(D));
   for (int64_t j = 0; j < D; ++j)
     d[j] = inv * g[j] * gy[j] - p[j] * k;
@@ -388,8 +336,7 @@ void rmsnormGrad(const float *x, const float *w, const float *dy, float *dx,
     for (int64_t c = c0; c < c1; ++c) {
       double *pw = dwAcc ? part.data() + c * D : nullptr;
       for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r)
-        rmsnormGradRow(x + r * D, g.data(), dy + r * D, dx + r * D, pw, D,
-                       eps);
+        rmsnormGradRow(x + r * D, g.data(), dy + r * D, dx + r * D, pw, D, eps);
     }
   });
   if (dwAcc)

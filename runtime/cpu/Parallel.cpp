@@ -106,9 +106,8 @@ public:
     // Wait for the chunks other threads claimed.
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      doneCv_.wait(lock, [&] {
-        return job.done.load() == job.chunks && active_ == 0;
-      });
+      doneCv_.wait(
+          lock, [&] { return job.done.load() == job.chunks && active_ == 0; });
       job_ = nullptr;
     }
   }
@@ -204,8 +203,7 @@ void setThreads(int n) {
   openblas_set_num_threads(n);
 }
 
-void parallelFor(int64_t n,
-                 const std::function<void(int64_t, int64_t)> &body) {
+void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &body) {
   if (n <= 0)
     return;
   int t = threads();

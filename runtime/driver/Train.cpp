@@ -145,22 +145,45 @@ int32_t sampleToken(const float *logits, int64_t V, double temperature,
   return cand[k - 1].second;
 }
 
-/// Continues \p tokens by \p n tokens, running the model on the last
-/// \p context tokens each time (no KV cache yet).
+/// Continues \p tokens by \p n tokens. Decodes incrementally with the KV
+/// cache; when the cache holds \p context positions it is refilled with the
+/// last context/2 tokens. Models the cache cannot decode (ops mixing
+/// positions other than attention) fall back to recomputing the last
+/// \p context tokens for every new token.
 std::vector<int32_t> continueTokens(exec::Executor &ex,
                                     std::vector<int32_t> tokens, int64_t n,
                                     int64_t context, double temperature,
-                                    int64_t topK, train::Rng &rng) {
+                                    int64_t topK, train::Rng &rng,
+                                    bool useCache = true) {
   std::vector<int32_t> generated;
+  ex.resetCache();
+  auto prefill = [&]() {
+    ex.resetCache();
+    int64_t keep = std::min<int64_t>(tokens.size(), std::max<int64_t>(context / 2, 1));
+    return ex.decode(tokens.data() + tokens.size() - keep, keep);
+  };
+  exec::Tensor logits;
+  if (useCache) {
+    try {
+      int64_t len = std::min<int64_t>(tokens.size(), context);
+      logits = ex.decode(tokens.data() + tokens.size() - len, len);
+    } catch (const exec::ExecError &) {
+      useCache = false;
+    }
+  }
   for (int64_t i = 0; i < n; ++i) {
-    int64_t len = std::min<int64_t>(tokens.size(), context);
-    const int32_t *window = tokens.data() + tokens.size() - len;
-    exec::Tensor logits = ex.logits(window, 1, len);
-    int64_t V = logits.shape.back();
-    int32_t next = sampleToken(logits.data() + (len - 1) * V, V, temperature,
+    if (!useCache) {
+      int64_t len = std::min<int64_t>(tokens.size(), context);
+      logits = ex.logits(tokens.data() + tokens.size() - len, 1, len);
+    }
+    int64_t V = logits.shape.back(), rows = logits.numel() / V;
+    int32_t next = sampleToken(logits.data() + (rows - 1) * V, V, temperature,
                                topK, rng);
     tokens.push_back(next);
     generated.push_back(next);
+    if (useCache && i + 1 < n)
+      logits = ex.cachedTokens() >= context ? prefill()
+                                            : ex.decode(&tokens.back(), 1);
   }
   return generated;
 }
@@ -389,8 +412,9 @@ int generateImpl(const std::string &dir, const GenerateOptions &opts,
     prompt.push_back(c);
   if (prompt.empty())
     prompt.push_back('\n');
-  std::vector<int32_t> gen = continueTokens(
-      ex, prompt, opts.tokens, context, opts.temperature, opts.topK, rng);
+  std::vector<int32_t> gen =
+      continueTokens(ex, prompt, opts.tokens, context, opts.temperature,
+                     opts.topK, rng, opts.useCache);
   out << opts.prompt << bytesToText(gen) << "\n";
   return 0;
 }

@@ -51,6 +51,7 @@ struct GenerateOptions {
   int64_t topK = 40;
   uint64_t seed = 1;
   int64_t context = 0; ///< 0: the sequence length the checkpoint trained at
+  bool useCache = true; ///< false: recompute the whole context per token
 };
 
 /// Loads a checkpoint directory written by train() and prints the prompt

@@ -78,6 +78,14 @@ cpu::Unary unaryKind(const bundle::Op &op, const std::string &k) {
   return it->second;
 }
 
+/// Whether \p axis of the op's first operand is the symbolic sequence dim.
+bool isSequenceAxis(const bundle::Function &fn, const bundle::Op &op,
+                    int64_t axis) {
+  const Shape &shape = fn.values[op.operands.at(0)].shape;
+  return axis >= 0 && axis < static_cast<int64_t>(shape.size()) &&
+         shape[axis] == kDimS;
+}
+
 cpu::RopeParams ropeParams(const bundle::Op &op) {
   cpu::RopeParams p;
   p.theta = op.floatAttr("theta", 10000.0);
@@ -171,6 +179,36 @@ Tensor Executor::logits(const int32_t *tokens, int64_t b, int64_t s) {
       {Tensor::ints({B, S}, tokens), Tensor::ints({B, S}, dummy.data())}, {},
       Mode::LogitsOnly, &out);
   checkpoints.clear();
+  if (!out.f)
+    throw ExecError{"the model's forward computes no cross_entropy, so it "
+                    "has no logits to generate from"};
+  return out;
+}
+
+void Executor::resetCache() {
+  kvCache.clear();
+  cacheLength = 0;
+}
+
+Tensor Executor::decode(const int32_t *tokens, int64_t n) {
+  B = 1;
+  S = n;
+  forwardRuns = backwardRuns = 0;
+  std::vector<int32_t> dummy(static_cast<size_t>(n), 0);
+  Tensor out;
+  decoding = true;
+  try {
+    run(bundle.functions.at("forward"),
+        {Tensor::ints({1, n}, tokens), Tensor::ints({1, n}, dummy.data())},
+        {}, Mode::LogitsOnly, &out);
+  } catch (...) {
+    decoding = false;
+    checkpoints.clear();
+    throw;
+  }
+  decoding = false;
+  checkpoints.clear();
+  cacheLength += n;
   if (!out.f)
     throw ExecError{"the model's forward computes no cross_entropy, so it "
                     "has no logits to generate from"};
@@ -312,6 +350,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(dx));
   } else if (name == "sum" || name == "mean" || name == "max" ||
              name == "reduce_grad") {
+    if (decoding && isSequenceAxis(fn, op, op.intAttr("axis")))
+      fail(op, "mixes positions along the sequence axis; the KV cache "
+               "cannot decode this model");
     std::string kind = name == "reduce_grad" ? op.strAttr("kind") : name;
     cpu::Reduce r = kind == "sum"    ? cpu::Reduce::Sum
                     : kind == "mean" ? cpu::Reduce::Mean
@@ -327,6 +368,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(y));
   } else if (name == "softmax" || name == "softmax_grad") {
     const Tensor &x = in(0);
+    if (decoding && isSequenceAxis(fn, op, op.intAttr("axis")))
+      fail(op, "mixes positions along the sequence axis; the KV cache "
+               "cannot decode this model");
     int64_t outer, n, inner;
     split3(x.shape, op.intAttr("axis"), outer, n, inner);
     Tensor y = newResult();
@@ -426,8 +470,22 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &x = in(0);
     Tensor y = newResult();
     cpu::rope(x.data(), y.data(), x.shape[0], x.shape[1], x.shape[2],
-              x.shape[3], ropeParams(op), op.boolAttr("inverse"));
+              x.shape[3], ropeParams(op), op.boolAttr("inverse"),
+              decoding ? cacheLength : 0);
     setResult(std::move(y));
+  } else if (name == "attention" && decoding) {
+    const Tensor &q = in(0), &k = in(1), &v = in(2);
+    size_t index = static_cast<size_t>(&op - fn.ops.data());
+    KV &kv = kvCache[{scope.layer, scope.instance, index}];
+    kv.k.insert(kv.k.end(), k.data(), k.data() + k.numel());
+    kv.v.insert(kv.v.end(), v.data(), v.data() + v.numel());
+    int64_t hkv = k.shape[2], d = k.shape[3];
+    int64_t sk = static_cast<int64_t>(kv.k.size()) / (hkv * d);
+    Tensor o = newResult();
+    cpu::attention(q.data(), kv.k.data(), kv.v.data(), o.data(), nullptr, 1,
+                   q.shape[1], sk, q.shape[2], hkv, d, attentionParams(op),
+                   cacheLength);
+    setResult(std::move(o));
   } else if (name == "attention") {
     const Tensor &q = in(0), &k = in(1), &v = in(2);
     Tensor o = newResult();

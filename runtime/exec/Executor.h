@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace mtc::exec {
@@ -62,6 +63,18 @@ public:
   /// The logits [B, S, V] the loss is computed from (generation).
   Tensor logits(const int32_t *tokens, int64_t B, int64_t S);
 
+  /// Incremental decoding with a KV cache (batch 1): runs the model on the
+  /// \p n tokens that follow everything passed since resetCache(), and
+  /// returns their logits [1, n, V]. Position-wise ops see only the new
+  /// tokens; each attention op appends its keys and values to its cache and
+  /// attends over all of them; rope rotates at the absolute positions.
+  /// Throws ExecError for models with ops that mix positions in other ways
+  /// (reductions or softmax over the sequence axis), which need a full
+  /// recomputation instead (logits()).
+  Tensor decode(const int32_t *tokens, int64_t n);
+  void resetCache();
+  int64_t cachedTokens() const { return cacheLength; }
+
   /// Layer-instance loads during the last call (each apply runs an instance's
   /// forward once, each apply_layers_grad its backward once).
   int64_t layerForwardRuns() const { return forwardRuns; }
@@ -91,6 +104,15 @@ private:
   int64_t forwardRuns = 0, backwardRuns = 0;
   /// The last loss computed by a cross_entropy op, in double precision.
   double lastLoss = 0;
+
+  /// KV cache: per (layer, instance, op index) the keys and values seen so
+  /// far, [1, cacheLength, Hkv, D] each. Active while `decoding` is set.
+  struct KV {
+    std::vector<float> k, v;
+  };
+  std::map<std::tuple<std::string, int64_t, size_t>, KV> kvCache;
+  bool decoding = false;
+  int64_t cacheLength = 0; ///< positions already in the cache
 };
 
 } // namespace mtc::exec

@@ -67,7 +67,7 @@ const Command kCommands[] = {
      runTrain},
     {"generate",
      "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
-     "[--temperature X] [--top-k N] [--seed N] [--context N]",
+     "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache on|off]",
      "continue a prompt with a trained checkpoint", runGenerate},
     {"gradcheck",
      "mtc gradcheck MODEL.mt|MODEL.mtb [--batch N] [--seq N] [--seed N] "
@@ -461,17 +461,21 @@ int runGenerate(const std::vector<std::string> &args) {
     return 0;
   mtc::driver::GenerateOptions opts;
   std::vector<std::string> pos;
-  std::string dir;
+  std::string dir, cache = "on";
   if (!parseFlags("generate", args,
                   {{Flag::String, "--prompt", &opts.prompt},
                    {Flag::Int, "--tokens", &opts.tokens, 1},
                    {Flag::Double, "--temperature", &opts.temperature, 0},
                    {Flag::Int, "--top-k", &opts.topK, 0},
                    {Flag::Uint, "--seed", &opts.seed, 0},
-                   {Flag::Int, "--context", &opts.context, 1}},
+                   {Flag::Int, "--context", &opts.context, 1},
+                   {Flag::String, "--kv-cache", &cache}},
                   pos) ||
       !onePositional("generate", pos, dir))
     return 1;
+  if (cache != "on" && cache != "off")
+    return error("generate: --kv-cache expects on or off, got '" + cache + "'");
+  opts.useCache = cache == "on";
   return mtc::driver::generate(dir, opts, std::cout, std::cerr);
 }
 
