@@ -38,7 +38,8 @@
 //   keeps every output written by one task in a fixed order: deterministic
 //   and independent of the thread count.
 //
-// Numerics: fp32 tiles; exp in the tiles is detail::fexp (FastMath.h: a
+// Numerics: fp32 tiles; softcap's tanh is detail::ftanh; exp in the tiles is
+// detail::fexp (FastMath.h: a
 // vectorisable polynomial, ~2 ulp, exactly 0 for -inf so masked scores vanish);
 // running sums in fp32 (l accumulates at most Sk / Bk tile sums, each a
 // fixed-order sum of 64 terms). Hot tile loops are compiled for AVX-512 /
@@ -229,7 +230,7 @@ MTC_INLINE void scoreRow(const Geometry &g, const float *a, const float *t,
   if (g.cap > 0) {
     float inv = 1.0f / g.cap;
     for (int64_t j = 0; j < Bk; ++j) {
-      float th = std::tanh(s[j] * inv);
+      float th = detail::ftanh(s[j] * inv);
       if (tanhOut)
         tanhOut[j] = th;
       s[j] = g.cap * th;

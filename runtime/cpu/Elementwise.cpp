@@ -6,7 +6,8 @@
 //   the switch on the function sits outside the loop so each loop is a plain
 //   map (compiled per ISA with target_clones). exp, sigmoid and silu use
 //   detail::fexp (FastMath.h, ~2 ulp, vectorised; sigmoid = 1 / (1 + exp(-x))
-//   has exact limits at both ends); erf, tanh, log come from libm.
+//   has exact limits at both ends); tanh (also in GeluTanh, Softcap) is
+//   detail::ftanh (~2 ulp); erf, log, sqrt come from libm.
 // - binary: the output shape and both operand shapes are right-aligned, then
 //   adjacent dimensions whose broadcast pattern (a broadcast?, b broadcast?)
 //   is the same are merged. The innermost merged dimension becomes a
@@ -78,7 +79,7 @@ MTC_CLONES void unaryRange(Unary f, const float *x, float *y, int64_t b,
     break;
   case Unary::Tanh:
     for (int64_t i = b; i < e; ++i)
-      y[i] = std::tanh(x[i]);
+      y[i] = detail::ftanh(x[i]);
     break;
   case Unary::Rsqrt:
     for (int64_t i = b; i < e; ++i)
@@ -100,12 +101,12 @@ MTC_CLONES void unaryRange(Unary f, const float *x, float *y, int64_t b,
     for (int64_t i = b; i < e; ++i) {
       float v = x[i];
       float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
-      y[i] = 0.5f * v * (1.0f + std::tanh(u));
+      y[i] = 0.5f * v * (1.0f + detail::ftanh(u));
     }
     break;
   case Unary::Softcap:
     for (int64_t i = b; i < e; ++i)
-      y[i] = param * std::tanh(x[i] / param);
+      y[i] = param * detail::ftanh(x[i] / param);
     break;
   }
 }
@@ -143,7 +144,7 @@ MTC_CLONES void unaryGradRange(Unary f, const float *x, const float *dy,
     break;
   case Unary::Tanh:
     for (int64_t i = b; i < e; ++i) {
-      float t = std::tanh(x[i]);
+      float t = detail::ftanh(x[i]);
       dx[i] = dy[i] * (1.0f - t * t);
     }
     break;
@@ -173,14 +174,14 @@ MTC_CLONES void unaryGradRange(Unary f, const float *x, const float *dy,
     for (int64_t i = b; i < e; ++i) {
       float v = x[i];
       float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
-      float t = std::tanh(u);
+      float t = detail::ftanh(u);
       float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * v * v);
       dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
     }
     break;
   case Unary::Softcap:
     for (int64_t i = b; i < e; ++i) {
-      float t = std::tanh(x[i] / param);
+      float t = detail::ftanh(x[i] / param);
       dx[i] = dy[i] * (1.0f - t * t);
     }
     break;

@@ -7,6 +7,7 @@
 // r^2 P(r) with the Cephes expf coefficients (max. rel. error ~2 ulp),
 // scaled by 2^n through the exponent bits. Exactly 0 for x < -87.3
 // (including -inf: masked scores give 0) and +inf above 88.7; NaN stays NaN.
+// ftanh: built on fexp (see below).
 //
 // MTC_CLONES: hot loops are compiled for AVX-512, AVX2+FMA and the baseline
 // and dispatched at load time (the build itself uses no -march flag). On one
@@ -17,6 +18,7 @@
 #define MTC_RUNTIME_CPU_FASTMATH_H
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -52,6 +54,22 @@ MTC_INLINE float fexp(float x) {
   res = x > 88.7f ? std::numeric_limits<float>::infinity() : res;
   res = x != x ? x : res;
   return res;
+}
+
+/// tanh(x), vectorisable (Cephes tanhf): x + x^3 P(x^2) for |x| < 0.625,
+/// else sign(x) (1 - 2 / (exp(2|x|) + 1)); ~2 ulp, exact +-1 at saturation.
+MTC_INLINE float ftanh(float x) {
+  float ax = std::fabs(x);
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = p * z * x + x;
+  float big = 1.0f - 2.0f / (fexp(2.0f * ax) + 1.0f);
+  big = std::copysign(big, x);
+  return ax < 0.625f ? small : big;
 }
 
 // Row reductions that vectorise without reassociation flags: 16 float lanes

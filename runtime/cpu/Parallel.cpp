@@ -17,6 +17,8 @@
 // - Concurrency: several application threads may call parallelFor at once.
 //   The pool serves one job at a time; a caller that finds it busy runs its
 //   job inline (same chunks) instead of queueing behind it.
+// - The default thread count is MTC_NUM_THREADS if set (> 0), else the
+//   hardware concurrency; setThreads(n <= 0) goes back to that default.
 // - setThreads also sets OpenBLAS's thread count, so sgemm (called from the
 //   top level, never from inside a parallelFor body) and our own loops use
 //   the same number of cores and do not oversubscribe.

@@ -39,12 +39,6 @@ VF randv(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   return v;
 }
 VD toD(const VF &v) { return VD(v.begin(), v.end()); }
-VF toF(const VD &v) {
-  VF r(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    r[i] = static_cast<float>(v[i]);
-  return r;
-}
 double dot(const VD &a, const VD &b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i)
@@ -229,7 +223,8 @@ TEST(KernelsGemm, AllTransposesAlphaBeta) {
         }
       gemm(ta, tb, M, N, K, 0.5f, A.data(), B.data(), 2.0f, C.data());
       expectClose(C, want, 1e-5, 1e-5,
-                  "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+                  "gemm ta=" + std::to_string(ta) +
+                      " tb=" + std::to_string(tb));
     }
   // K == 0: C = beta * C.
   VF C = {1, 2, 3, 4};
@@ -256,9 +251,9 @@ TEST(KernelsGemm, MatmulBiasAndBatched) {
   batchedMatmul(bx.data(), bw.data(), by.data(), batch, m, k, n);
   VD bwant;
   for (int64_t b = 0; b < batch; ++b) {
-    VD part = matmulRef(VD(bx.begin() + b * m * k, bx.begin() + (b + 1) * m * k),
-                        VD(bw.begin() + b * k * n, bw.begin() + (b + 1) * k * n),
-                        m, k, n);
+    VD part = matmulRef(
+        VD(bx.begin() + b * m * k, bx.begin() + (b + 1) * m * k),
+        VD(bw.begin() + b * k * n, bw.begin() + (b + 1) * k * n), m, k, n);
     bwant.insert(bwant.end(), part.begin(), part.end());
   }
   expectClose(by, bwant, 1e-5, 1e-5, "batchedMatmul");
@@ -287,29 +282,40 @@ TEST(KernelsGemm, MatmulGradsMatchFiniteDifferences) {
 namespace {
 double unaryRef(Unary f, double x, double p) {
   switch (f) {
-  case Unary::Neg: return -x;
-  case Unary::Exp: return std::exp(x);
-  case Unary::Log: return std::log(x);
-  case Unary::Silu: return x / (1 + std::exp(-x));
-  case Unary::Relu: return x > 0 ? x : 0;
-  case Unary::Sigmoid: return 1 / (1 + std::exp(-x));
-  case Unary::Tanh: return std::tanh(x);
-  case Unary::Rsqrt: return 1 / std::sqrt(x);
-  case Unary::Sqrt: return std::sqrt(x);
-  case Unary::Square: return x * x;
-  case Unary::GeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case Unary::Neg:
+    return -x;
+  case Unary::Exp:
+    return std::exp(x);
+  case Unary::Log:
+    return std::log(x);
+  case Unary::Silu:
+    return x / (1 + std::exp(-x));
+  case Unary::Relu:
+    return x > 0 ? x : 0;
+  case Unary::Sigmoid:
+    return 1 / (1 + std::exp(-x));
+  case Unary::Tanh:
+    return std::tanh(x);
+  case Unary::Rsqrt:
+    return 1 / std::sqrt(x);
+  case Unary::Sqrt:
+    return std::sqrt(x);
+  case Unary::Square:
+    return x * x;
+  case Unary::GeluErf:
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
   case Unary::GeluTanh:
     return 0.5 * x *
            (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  case Unary::Softcap: return p * std::tanh(x / p);
+  case Unary::Softcap:
+    return p * std::tanh(x / p);
   }
   return 0;
 }
 const Unary kAllUnary[] = {
-    Unary::Neg,     Unary::Exp,    Unary::Log,     Unary::Silu,
-    Unary::Relu,    Unary::Sigmoid, Unary::Tanh,   Unary::Rsqrt,
-    Unary::Sqrt,    Unary::Square, Unary::GeluErf, Unary::GeluTanh,
-    Unary::Softcap};
+    Unary::Neg,     Unary::Exp,      Unary::Log,    Unary::Silu, Unary::Relu,
+    Unary::Sigmoid, Unary::Tanh,     Unary::Rsqrt,  Unary::Sqrt, Unary::Square,
+    Unary::GeluErf, Unary::GeluTanh, Unary::Softcap};
 bool positiveDomain(Unary f) {
   return f == Unary::Log || f == Unary::Rsqrt || f == Unary::Sqrt;
 }
@@ -327,6 +333,28 @@ TEST(KernelsElementwise, UnaryMatchesReference) {
     expectClose(y, want, 2e-6, 1e-6,
                 "unary " + std::to_string(static_cast<int>(f)));
   }
+  // The vectorised exp and tanh over wide and tiny ranges (relative error).
+  struct R {
+    Unary f;
+    float lo, hi;
+  };
+  for (const R &r :
+       {R{Unary::Exp, -87.0f, 88.0f}, R{Unary::Tanh, -1e-3f, 1e-3f},
+        R{Unary::Tanh, -20.0f, 20.0f}, R{Unary::Tanh, -0.7f, 0.7f}}) {
+    VF x = randv(n, 23, r.lo, r.hi), y(n);
+    unary(r.f, x.data(), y.data(), n);
+    VD want(n);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = unaryRef(r.f, x[i], 0);
+    expectClose(y, want, 3e-7, 0, "unary range " + std::to_string(int(r.f)));
+  }
+  VF special = {-INFINITY, INFINITY, 100.0f, -100.0f, NAN}, ys(5);
+  unary(Unary::Exp, special.data(), ys.data(), 5);
+  EXPECT_EQ(ys[0], 0.0f);
+  EXPECT_EQ(ys[1], INFINITY);
+  EXPECT_EQ(ys[2], INFINITY);
+  EXPECT_EQ(ys[3], 0.0f);
+  EXPECT_TRUE(std::isnan(ys[4]));
   // Saturation: sigmoid/silu do not produce NaN at the extremes.
   VF x = {-200.0f, 200.0f}, y(2);
   unary(Unary::Sigmoid, x.data(), y.data(), 2);
@@ -378,10 +406,14 @@ int64_t bcastIndex(int64_t o, const std::vector<int64_t> &out,
 }
 double binRef(Binary op, double a, double b) {
   switch (op) {
-  case Binary::Add: return a + b;
-  case Binary::Sub: return a - b;
-  case Binary::Mul: return a * b;
-  case Binary::Div: return a / b;
+  case Binary::Add:
+    return a + b;
+  case Binary::Sub:
+    return a - b;
+  case Binary::Mul:
+    return a * b;
+  case Binary::Div:
+    return a / b;
   }
   return 0;
 }
@@ -413,8 +445,8 @@ TEST(KernelsElementwise, BroadcastingBinaryMatchesReference) {
       VF a = randv(numel(c.a), 30), b = randv(numel(c.b), 31, 0.5f, 2.0f);
       VF y(numel(c.out));
       binary(op, a.data(), c.a, b.data(), c.b, y.data(), c.out);
-      expectClose(y, binaryRef(op, toD(a), c.a, toD(b), c.b, c.out), 1e-6,
-                  1e-7, "binary op " + std::to_string(static_cast<int>(op)));
+      expectClose(y, binaryRef(op, toD(a), c.a, toD(b), c.b, c.out), 1e-6, 1e-7,
+                  "binary op " + std::to_string(static_cast<int>(op)));
     }
   // Large enough for several parallel tasks.
   std::vector<int64_t> as = {64, 1, 512}, bs = {3, 1}, out = {64, 3, 512};
@@ -469,9 +501,18 @@ TEST(KernelsElementwise, BinaryGradThroughReduceToMatchesFiniteDifferences) {
       binary(Binary::Add, b.data(), c.b, zero.data(), {}, bb.data(), c.out);
       for (int64_t i = 0; i < n; ++i) {
         switch (op) {
-        case Binary::Add: ga[i] = dy[i]; gb[i] = dy[i]; break;
-        case Binary::Sub: ga[i] = dy[i]; gb[i] = -dy[i]; break;
-        case Binary::Mul: ga[i] = dy[i] * bb[i]; gb[i] = dy[i] * ab[i]; break;
+        case Binary::Add:
+          ga[i] = dy[i];
+          gb[i] = dy[i];
+          break;
+        case Binary::Sub:
+          ga[i] = dy[i];
+          gb[i] = -dy[i];
+          break;
+        case Binary::Mul:
+          ga[i] = dy[i] * bb[i];
+          gb[i] = dy[i] * ab[i];
+          break;
         case Binary::Div:
           ga[i] = dy[i] / bb[i];
           gb[i] = -dy[i] * ab[i] / (bb[i] * bb[i]);
@@ -523,15 +564,16 @@ VD softmaxRef(const VD &x, int64_t outer, int64_t n, int64_t inner) {
       for (int64_t k = 0; k < n; ++k)
         s += std::exp(x[(o * n + k) * inner + i] - m);
       for (int64_t k = 0; k < n; ++k)
-        y[(o * n + k) * inner + i] = std::exp(x[(o * n + k) * inner + i] - m) / s;
+        y[(o * n + k) * inner + i] =
+            std::exp(x[(o * n + k) * inner + i] - m) / s;
     }
   return y;
 }
 struct Dims3 {
   int64_t outer, n, inner;
 };
-const Dims3 kReduceDims[] = {{3, 7, 1}, {2, 5, 3}, {1, 9, 300}, {4, 1000, 1},
-                             {5, 33, 17}};
+const Dims3 kReduceDims[] = {
+    {3, 7, 1}, {2, 5, 3}, {1, 9, 300}, {4, 1000, 1}, {5, 33, 17}};
 } // namespace
 
 TEST(KernelsNorm, ReduceMatchesReference) {
@@ -550,9 +592,10 @@ TEST(KernelsNorm, ReduceGradMatchesFiniteDifferences) {
       int64_t N = d.outer * d.n * d.inner;
       VF x = randv(N, 61), w = randv(d.outer * d.inner, 62), dx(N);
       reduceGrad(r, x.data(), w.data(), dx.data(), d.outer, d.n, d.inner);
-      checkGrad([&](const VD &xx) { return reduceRef(r, xx, d.outer, d.n, d.inner); },
-                toD(x), toD(w), dx, 1e-5, 1e-6,
-                "reduceGrad " + std::to_string(int(r)));
+      checkGrad(
+          [&](const VD &xx) { return reduceRef(r, xx, d.outer, d.n, d.inner); },
+          toD(x), toD(w), dx, 1e-5, 1e-6,
+          "reduceGrad " + std::to_string(int(r)));
     }
   // Max ties: the first maximal element gets the gradient.
   VF x = {1, 3, 3, 2}, dy = {5}, dx(4);
@@ -576,8 +619,9 @@ TEST(KernelsNorm, SoftmaxForwardAndGrad) {
     VF w = randv(x.size(), 72), dx(x.size());
     softmax(x.data(), y.data(), d.outer, d.n, d.inner);
     softmaxGrad(y.data(), w.data(), dx.data(), d.outer, d.n, d.inner);
-    checkGrad([&](const VD &xx) { return softmaxRef(xx, d.outer, d.n, d.inner); },
-              toD(x), toD(w), dx, 1e-4, 1e-6, "softmaxGrad");
+    checkGrad(
+        [&](const VD &xx) { return softmaxRef(xx, d.outer, d.n, d.inner); },
+        toD(x), toD(w), dx, 1e-4, 1e-6, "softmaxGrad");
   }
 }
 
@@ -607,8 +651,8 @@ VD layernormRef(const VD &x, const VD &w, const VD *b, int64_t rows, int64_t D,
       v += (x[r * D + i] - m) * (x[r * D + i] - m);
     v /= D;
     for (int64_t i = 0; i < D; ++i)
-      y[r * D + i] = (x[r * D + i] - m) / std::sqrt(v + eps) * w[i] +
-                     (b ? (*b)[i] : 0.0);
+      y[r * D + i] =
+          (x[r * D + i] - m) / std::sqrt(v + eps) * w[i] + (b ? (*b)[i] : 0.0);
   }
   return y;
 }
@@ -630,10 +674,16 @@ TEST(KernelsNorm, RmsnormForwardAndGrad) {
     for (int64_t i = 0; i < d; ++i)
       dw[i] -= dw0[i];
     std::string what = "rmsnormGrad offset " + std::to_string(offset);
-    checkGrad([&](const VD &xx) { return rmsnormRef(xx, toD(ws), r, d, 1e-5, offset); },
-              toD(xs), toD(dy), dx, 1e-4, 1e-5, what + " dx");
-    checkGrad([&](const VD &ww) { return rmsnormRef(toD(xs), ww, r, d, 1e-5, offset); },
-              toD(ws), toD(dy), dw, 1e-4, 1e-5, what + " dw");
+    checkGrad(
+        [&](const VD &xx) {
+          return rmsnormRef(xx, toD(ws), r, d, 1e-5, offset);
+        },
+        toD(xs), toD(dy), dx, 1e-4, 1e-5, what + " dx");
+    checkGrad(
+        [&](const VD &ww) {
+          return rmsnormRef(toD(xs), ww, r, d, 1e-5, offset);
+        },
+        toD(ws), toD(dy), dw, 1e-4, 1e-5, what + " dw");
   }
 }
 
@@ -643,12 +693,12 @@ TEST(KernelsNorm, LayernormForwardAndGrad) {
     VF x = randv(rows * D, 90, -2, 2), w = randv(D, 91), b = randv(D, 92);
     VF y(x.size());
     VD bd = toD(b);
-    layernorm(x.data(), w.data(), withBias ? b.data() : nullptr, y.data(),
-              rows, D, 1e-5f);
-    expectClose(y,
-                layernormRef(toD(x), toD(w), withBias ? &bd : nullptr, rows, D,
-                             1e-5),
-                1e-5, 1e-5, "layernorm");
+    layernorm(x.data(), w.data(), withBias ? b.data() : nullptr, y.data(), rows,
+              D, 1e-5f);
+    expectClose(
+        y,
+        layernormRef(toD(x), toD(w), withBias ? &bd : nullptr, rows, D, 1e-5),
+        1e-5, 1e-5, "layernorm");
 
     const int64_t r = 4, d = 6;
     VF xs = randv(r * d, 93), ws = randv(d, 94), bs = randv(d, 95);
@@ -662,14 +712,20 @@ TEST(KernelsNorm, LayernormForwardAndGrad) {
     }
     VD bsd = toD(bs);
     const VD *bp = withBias ? &bsd : nullptr;
-    std::string what = std::string("layernormGrad bias=") + (withBias ? "1" : "0");
-    checkGrad([&](const VD &xx) { return layernormRef(xx, toD(ws), bp, r, d, 1e-5); },
-              toD(xs), toD(dy), dx, 1e-4, 1e-5, what + " dx");
-    checkGrad([&](const VD &ww) { return layernormRef(toD(xs), ww, bp, r, d, 1e-5); },
-              toD(ws), toD(dy), dw, 1e-4, 1e-5, what + " dw");
+    std::string what =
+        std::string("layernormGrad bias=") + (withBias ? "1" : "0");
+    checkGrad(
+        [&](const VD &xx) { return layernormRef(xx, toD(ws), bp, r, d, 1e-5); },
+        toD(xs), toD(dy), dx, 1e-4, 1e-5, what + " dx");
+    checkGrad(
+        [&](const VD &ww) { return layernormRef(toD(xs), ww, bp, r, d, 1e-5); },
+        toD(ws), toD(dy), dw, 1e-4, 1e-5, what + " dw");
     if (withBias)
-      checkGrad([&](const VD &bb) { return layernormRef(toD(xs), toD(ws), &bb, r, d, 1e-5); },
-                bsd, toD(dy), db, 1e-4, 1e-5, what + " db");
+      checkGrad(
+          [&](const VD &bb) {
+            return layernormRef(toD(xs), toD(ws), &bb, r, d, 1e-5);
+          },
+          bsd, toD(dy), db, 1e-4, 1e-5, what + " db");
     else
       for (int64_t i = 0; i < d; ++i)
         EXPECT_EQ(db[i], 0.0f); // db untouched when null
@@ -800,7 +856,8 @@ AttnRefOut attentionRef(const VD &q, const VD &k, const VD &v,
         int64_t pos = s.qOffset + i, hk = h / G;
         double m = -INFINITY;
         for (int64_t j = 0; j < s.Sk; ++j) {
-          bool vis = (!p.causal || j <= pos) && (p.window <= 0 || pos - j < p.window);
+          bool vis =
+              (!p.causal || j <= pos) && (p.window <= 0 || pos - j < p.window);
           if (!vis) {
             sc[j] = -INFINITY;
             continue;
@@ -966,17 +1023,18 @@ TEST(KernelsAttention, GradMatchesFiniteDifferencesAcrossTiles) {
 TEST(KernelsAttention, DeterministicAndThreadCountIndependent) {
   ThreadsGuard guard;
   AttnShape s{2, 130, 130, 4, 2, 16, 0};
-  VF q = randv(s.B * s.S * s.Hq * s.D, 150), k = randv(s.B * s.S * s.Hkv * s.D, 151);
+  VF q = randv(s.B * s.S * s.Hq * s.D, 150),
+     k = randv(s.B * s.S * s.Hkv * s.D, 151);
   VF v = randv(k.size(), 152), dO = randv(q.size(), 153);
   auto run = [&](int t) {
     setThreads(t);
     VF o(q.size()), lse(s.B * s.Hq * s.S), dq(q.size()), dk(k.size()),
         dv(v.size());
-    attention(q.data(), k.data(), v.data(), o.data(), lse.data(), s.B, s.S,
-              s.S, s.Hq, s.Hkv, s.D, ap(true, 0, 4.0));
-    attentionGrad(q.data(), k.data(), v.data(), o.data(), lse.data(),
-                  dO.data(), dq.data(), dk.data(), dv.data(), s.B, s.S, s.Hq,
-                  s.Hkv, s.D, ap(true, 0, 4.0));
+    attention(q.data(), k.data(), v.data(), o.data(), lse.data(), s.B, s.S, s.S,
+              s.Hq, s.Hkv, s.D, ap(true, 0, 4.0));
+    attentionGrad(q.data(), k.data(), v.data(), o.data(), lse.data(), dO.data(),
+                  dq.data(), dk.data(), dv.data(), s.B, s.S, s.Hq, s.Hkv, s.D,
+                  ap(true, 0, 4.0));
     VF all = o;
     for (const VF *x : {&lse, &dq, &dk, &dv})
       all.insert(all.end(), x->begin(), x->end());
@@ -986,6 +1044,35 @@ TEST(KernelsAttention, DeterministicAndThreadCountIndependent) {
   EXPECT_TRUE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
   EXPECT_TRUE(std::memcmp(a.data(), c.data(), a.size() * 4) == 0);
   EXPECT_TRUE(std::memcmp(a.data(), d.data(), a.size() * 4) == 0);
+}
+
+TEST(KernelsAttention, ConcurrentCallersGetTheSameResults) {
+  // Application threads calling kernels at once: the pool serves one, the
+  // others run their chunks inline; results are identical either way.
+  ThreadsGuard guard;
+  setThreads(2);
+  AttnShape s{1, 200, 200, 4, 2, 32, 0};
+  VF q = randv(s.B * s.S * s.Hq * s.D, 155),
+     k = randv(s.B * s.S * s.Hkv * s.D, 156);
+  VF v = randv(k.size(), 157);
+  auto run = [&] {
+    VF o(q.size()), lse(s.B * s.Hq * s.S);
+    attention(q.data(), k.data(), v.data(), o.data(), lse.data(), s.B, s.S, s.S,
+              s.Hq, s.Hkv, s.D, ap(true));
+    return o;
+  };
+  VF want = run();
+  std::vector<VF> got(4);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (int rep = 0; rep < 3; ++rep)
+        got[t] = run();
+    });
+  for (auto &t : ts)
+    t.join();
+  for (const VF &g : got)
+    EXPECT_TRUE(std::memcmp(g.data(), want.data(), want.size() * 4) == 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1006,7 +1093,8 @@ TEST(KernelsLoss, EmbeddingLookupAndBadIndex) {
     std::vector<int32_t> ids2 = {1, 2, 3, badId, 4, 99};
     VF y2(6 * D, 42.0f);
     bad = -1;
-    EXPECT_FALSE(embedding(ids2.data(), table.data(), y2.data(), 6, V, D, &bad));
+    EXPECT_FALSE(
+        embedding(ids2.data(), table.data(), y2.data(), 6, V, D, &bad));
     EXPECT_EQ(bad, 3);
     for (float f : y2)
       EXPECT_EQ(f, 42.0f); // nothing written
