@@ -1,6 +1,7 @@
 # -*- Python -*-
 # lit configuration for mtc: FileCheck tests over mtc, mtc-opt and the examples.
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -15,6 +16,9 @@ config.test_exec_root = os.path.join(config.mtc_obj_root, "test")
 
 config.substitutions.append(("%mtc_src_root", config.mtc_src_root))
 config.substitutions.append(("%examples", os.path.join(config.mtc_src_root, "examples")))
+# The Python running lit (standard library only), for tests that edit copies
+# of fixtures (test/parity).
+config.substitutions.append(("%python", sys.executable))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.mtc_tools_dir, append_path=True)

@@ -14,8 +14,8 @@
 namespace mtc::driver {
 
 struct GradCheckOptions {
-  int64_t batch = 2;
-  int64_t seq = 8;
+  int64_t batch = 8;
+  int64_t seq = 32;
   uint64_t seed = 1;
   /// Step of the five-point finite differences (absolute). Large enough
   /// that fp32 rounding of the loss does not matter, small enough for the

@@ -337,6 +337,20 @@ int run(const Options &o) {
   mtc::bundle::Bundle b;
   if (!mtc::loadModel(o.model, overrides, std::cerr, b))
     throw Fatal{"cannot compile " + o.model};
+  // The reference masked the targets equal to the fixture's ignore_index;
+  // the model must mask the same ones.
+  if (inputs.contains("ignore_index")) {
+    int64_t want = field<int64_t>(inputs, "ignore_index", inPath);
+    for (const auto &[fname, fn] : b.functions)
+      for (const mtc::bundle::Op &op : fn.ops)
+        if (op.name == "cross_entropy" &&
+            op.intAttr("ignore_index", -100) != want)
+          throw Fatal{op.loc + ": cross_entropy has ignore_index " +
+                      std::to_string(op.intAttr("ignore_index", -100)) +
+                      ", the fixture's reference used " +
+                      std::to_string(want)};
+  }
+
   ParamStore store(b);
   auto weights = readAll(o.fixture + "/weights.safetensors", store);
   auto gradsRef = readAll(o.fixture + "/grads.safetensors", store);
