@@ -705,3 +705,83 @@ ApplyLayersGradOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError() << "instances out of range";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Fused regions
+//===----------------------------------------------------------------------===//
+
+bool FusedOp::isFusable(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SiluOp, ReluOp,
+             SigmoidOp, TanhOp, RsqrtOp, SqrtOp, SquareOp, GeluOp, SoftcapOp,
+             UnaryGradOp, ConstantOp>(op);
+}
+
+mtc::Shape FusedOp::getIterationShape() {
+  if (getNumResults() == 0)
+    return {};
+  return shapeOf(getResult(0));
+}
+
+FusedOp::InputAccess FusedOp::getInputAccess(unsigned index) {
+  mtc::Shape in = shapeOf(getInputs()[index]), it = getIterationShape();
+  if (in == it)
+    return InputAccess::Full;
+  int64_t numel = 1;
+  for (int64_t d : in)
+    numel *= d;
+  if (numel == 1 && llvm::none_of(in, mtc::isSymbolic))
+    return InputAccess::Scalar;
+  return InputAccess::Suffix;
+}
+
+LogicalResult FusedOp::verify() {
+  if (getNumResults() == 0)
+    return emitOpError() << "must have at least one result";
+  mtc::Shape it = getIterationShape();
+  for (Value r : getResults()) {
+    if (shapeOf(r) != it)
+      return emitOpError() << "results must all have the iteration shape "
+                           << mtc::formatShape(it);
+    if (!tensorOf(r).getElementType().isF32())
+      return emitOpError() << "results must be f32";
+  }
+  for (auto [i, v] : llvm::enumerate(getInputs())) {
+    if (!tensorOf(v).isFloat())
+      return emitOpError() << "input " << i << " must be f32 or bf16";
+    mtc::Shape in = shapeOf(v);
+    if (in == it)
+      continue;
+    bool suffix = in.size() <= it.size() &&
+                  std::equal(in.begin(), in.end(), it.end() - in.size());
+    bool isStatic = llvm::none_of(in, mtc::isSymbolic);
+    int64_t numel = 1;
+    for (int64_t d : in)
+      numel *= d;
+    if (!isStatic || !(suffix || numel == 1))
+      return emitOpError() << "input " << i << " of shape "
+                           << mtc::formatShape(in)
+                           << " is neither the iteration shape "
+                           << mtc::formatShape(it)
+                           << ", a scalar, nor a static suffix of it";
+  }
+  return success();
+}
+
+LogicalResult FusedOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body takes " << body.getNumArguments()
+                         << " arguments for " << getInputs().size()
+                         << " inputs";
+  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError() << "body argument types must match the inputs";
+  for (Operation &op : body.without_terminator())
+    if (!isFusable(&op))
+      return op.emitOpError() << "cannot appear in an mt.fused body (only "
+                                 "elementwise ops and constants)";
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yielded types must match the results";
+  return success();
+}

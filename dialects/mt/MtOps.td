@@ -13,6 +13,7 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 class MT_Op<string mnemonic, list<Trait> traits = []>
     : Op<Mt_Dialect, mnemonic, traits>;
@@ -618,5 +619,6 @@ def MT_CrossEntropyOp : MT_Op<"cross_entropy", [Pure]> {
 }
 
 include "MtGradOps.td"
+include "MtFusedOps.td"
 
 #endif // MTC_DIALECTS_MT_MTOPS_TD

@@ -151,6 +151,8 @@ json functionToJson(const Function &f) {
     }
     if (!op.loc.empty())
       o["loc"] = op.loc;
+    if (op.region)
+      o["region"] = functionToJson(*op.region);
     ops.push_back(std::move(o));
   }
   return json{{"args", f.args},
@@ -271,7 +273,9 @@ Attr parseAttr(const json &v, const std::string &where) {
   fail(where, "unsupported attribute " + v.dump());
 }
 
-Function parseFunction(const json &j, const std::string &where) {
+Function parseFunction(const json &j, const std::string &where, int depth = 0);
+
+Function parseFunction(const json &j, const std::string &where, int depth) {
   Function f;
   const json &values = field(j, "values", where);
   if (!values.is_array())
@@ -297,6 +301,15 @@ Function parseFunction(const json &j, const std::string &where) {
       op.symbol = getString(ops[i], "symbol", w);
     if (ops[i].contains("loc"))
       op.loc = getString(ops[i], "loc", w);
+    if (ops[i].contains("region")) {
+      if (depth > 0)
+        fail(w, "regions cannot nest");
+      op.region = std::make_shared<Function>(
+          parseFunction(ops[i]["region"], w + ": region", depth + 1));
+      if (op.region->args.size() != op.operands.size() ||
+          op.region->results.size() != op.results.size())
+        fail(w, "region signature does not match the op");
+    }
     if (ops[i].contains("attrs")) {
       const json &attrs = ops[i]["attrs"];
       if (!attrs.is_object())

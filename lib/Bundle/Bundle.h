@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -35,6 +36,8 @@ using Attr =
 
 /// One operation: `name` is the mt op name without the dialect ("matmul",
 /// "rmsnorm_grad", ...). Operands and results are value ids of the function.
+struct Function;
+
 struct Op {
   std::string name;
   std::vector<int> operands;
@@ -42,6 +45,9 @@ struct Op {
   std::string symbol; ///< param_ref/param_grad: parameter; apply_layers: layer
   std::map<std::string, Attr> attrs;
   std::string loc; ///< "file:line:col" of the source, for runtime errors
+  /// `fused` only: the body, a function whose arguments are the op's
+  /// operands and whose results are the op's results (JSON: "region").
+  std::shared_ptr<Function> region;
 
   const Attr *attr(const std::string &key) const;
   int64_t intAttr(const std::string &key, int64_t dflt = 0) const;

@@ -37,7 +37,7 @@
 //     of 1e-5 gives 2.4e-5, RoPE theta 1% off ~1e-3, a wrong VJP O(1e-2..1);
 //   adamw 1e-6: one elementwise update in fp32 is exact to a few ulp of |p|
 //     (measured ~1e-7), while a wrong formula (bias correction, eps inside
-//     the sqrt, coupled or misplaced decay: lr * wd * |p| ~ 1e-4 here) is
+//     the sqrt, coupled or misplaced decay: lr * wd = 1e-3 of |p| here) is
 //     far above;
 //   step 1e-6: as adamw. The first AdamW step is nearly lr * sign(g), so a
 //     gradient within its (checked) error of zero may flip an element's
@@ -55,7 +55,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
