@@ -46,7 +46,7 @@ run: build
 
 # Everything: unit tests, lit tests, and a bounded fuzzing run of the parser.
 test: build
-	cmake --build $(BUILD_DIR) --target check-mtc -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 check-lit: build
 	cmake --build $(BUILD_DIR) --target check-mtc-lit
