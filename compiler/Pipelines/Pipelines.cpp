@@ -16,12 +16,13 @@ namespace mtc {
 void buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createMtcAutodiff());
   pm.addPass(mlir::createCSEPass());
+  pm.addPass(createMtcFuse());
 }
 
 void registerMtcPipelines() {
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",
-      "Derive backward functions and clean up: what `mtc compile -o x.mtb` runs",
+      "Derive backward functions, clean up and fuse elementwise chains: what `mtc compile -o x.mtb` runs",
       buildTrainingPipeline);
 }
 

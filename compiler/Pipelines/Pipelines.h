@@ -11,7 +11,7 @@
 namespace mtc {
 
 /// mt dialect (as MLIRGen produces it) -> what the bundle writer takes:
-/// backward functions derived, then cleaned up.
+/// backward functions derived, cleaned up, elementwise chains fused.
 void buildTrainingPipeline(mlir::OpPassManager &pm);
 
 /// Registers the pipelines with the pass registry (for mtc-opt).

@@ -39,7 +39,7 @@ std::string locString(Location loc) {
   return "";
 }
 
-LogicalResult translateFunction(func::FuncOp fn, bundle::Function &out) {
+LogicalResult translateBlock(Block &body, bundle::Function &out) {
   llvm::DenseMap<Value, int> ids;
   auto number = [&](Value v) {
     int id = static_cast<int>(out.values.size());
@@ -47,12 +47,11 @@ LogicalResult translateFunction(func::FuncOp fn, bundle::Function &out) {
     out.values.push_back(typeOf(v.getType()));
     return id;
   };
-  Block &body = fn.getBody().front();
   for (BlockArgument a : body.getArguments())
     out.args.push_back(number(a));
   for (Operation &op : body) {
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (Value v : ret.getOperands())
+    if (isa<func::ReturnOp, mt::YieldOp>(op)) {
+      for (Value v : op.getOperands())
         out.results.push_back(ids.lookup(v));
       continue;
     }
@@ -65,6 +64,13 @@ LogicalResult translateFunction(func::FuncOp fn, bundle::Function &out) {
       b.operands.push_back(ids.lookup(v));
     for (Value r : op.getResults())
       b.results.push_back(number(r));
+    if (auto fused = dyn_cast<mt::FusedOp>(op)) {
+      b.region = std::make_shared<bundle::Function>();
+      if (failed(translateBlock(fused.getBody().front(), *b.region)))
+        return failure();
+    } else if (op.getNumRegions() != 0) {
+      return op.emitOpError() << "has regions the bundle cannot hold";
+    }
     for (NamedAttribute na : op.getAttrs()) {
       std::string key = na.getName().str();
       Attribute a = na.getValue();
@@ -100,6 +106,10 @@ bundle::Param translateParam(mt::ParamOp p) {
   out.init = mt::stringifyInitKind(p.getInit()).str();
   out.initArgs.assign(p.getInitArgs().begin(), p.getInitArgs().end());
   return out;
+}
+
+LogicalResult translateFunction(func::FuncOp fn, bundle::Function &out) {
+  return translateBlock(fn.getBody().front(), out);
 }
 
 LogicalResult translateFunctions(Block &body,

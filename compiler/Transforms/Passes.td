@@ -59,4 +59,53 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def MtcFuse : Pass<"mtc-fuse", "::mlir::ModuleOp"> {
+  let summary = "Groups chains of elementwise ops into mt.fused regions";
+  let description = [{
+    Walks every function in order and grows clusters of elementwise ops
+    (`mt.add`, `mt.silu`, `mt.unary_grad`, ...) along producer-consumer
+    edges. An op joins its producer's cluster when
+
+    1. its result has the cluster's iteration shape (every value a region
+       computes has that shape),
+    2. each of its other operands has the iteration shape, is a scalar, or has
+       a static shape that is a suffix of it (a bias or norm weight), and
+    3. no value of the cluster is used outside it before this op (so the
+       region can stand where its last op stood, and no cycle forms through
+       an unfused op such as a matmul).
+
+    Scalar constants are copied into the regions that use them. Each cluster
+    of at least `min-ops` ops becomes one `mt.fused` op whose results are the
+    cluster values used outside it. Matmuls, attention, norms, reductions and
+    data movement stay library calls. The regions are target-neutral: the CPU
+    target compiles them to LLVM code, the CUDA target to CUDA C.
+
+    Before:
+    ```mlir
+    %g = mt.matmul %h, %wg : ...
+    %u = mt.matmul %h, %wu : ...
+    %s = mt.silu %g : !mt.tensor<[B, S, 688], f32>
+    %m = mt.mul %s, %u : ... -> !mt.tensor<[B, S, 688], f32>
+    ```
+    After:
+    ```mlir
+    %m = mt.fused (%g, %u) : (...) -> !mt.tensor<[B, S, 688], f32> {
+    ^bb0(%a: ..., %b: ...):
+      %s = mt.silu %a : ...
+      %p = mt.mul %s, %b : ...
+      mt.yield %p : !mt.tensor<[B, S, 688], f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "unsigned", /*default=*/"2",
+           "Smallest number of ops (constants not counted) worth a region">
+  ];
+  let dependentDialects = ["::mtc::mt::MtDialect"];
+  let statistics = [
+    Statistic<"numRegions", "regions", "Number of mt.fused regions created">,
+    Statistic<"numFusedOps", "fused-ops", "Number of ops moved into regions">
+  ];
+}
+
 #endif // MTC_COMPILER_TRANSFORMS_PASSES_TD

@@ -553,9 +553,42 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
       ++backwardRuns;
     }
     setResult(std::move(dy));
+  } else if (name == "fused") {
+    if (!op.region)
+      fail(op, "fused op without a body");
+    std::vector<Tensor> inputs;
+    for (size_t k = 0; k < op.operands.size(); ++k)
+      inputs.push_back(in(k));
+    std::vector<Tensor> outs;
+    if (FusedKernel kernel = fusedKernel(op)) {
+      std::vector<int64_t> shape = resultShape(0);
+      std::vector<const float *> ins;
+      for (const Tensor &t : inputs)
+        ins.push_back(t.data());
+      std::vector<float *> outPtrs;
+      for (size_t r = 0; r < op.results.size(); ++r) {
+        outs.push_back(newResult(r));
+        outPtrs.push_back(outs.back().data());
+      }
+      kernel(ins.data(), outPtrs.data(), outs[0].numel());
+    } else {
+      // No compiled kernel: run the body op by op.
+      outs = run(*op.region, std::move(inputs), scope);
+    }
+    for (size_t r = 0; r < op.results.size(); ++r)
+      setResult(std::move(outs[r]), r);
   } else {
     fail(op, "the CPU executor has no kernel for this operation");
   }
+}
+
+Executor::FusedKernel Executor::fusedKernel(const bundle::Op &op) {
+  if (!kernels)
+    return nullptr;
+  std::string symbol = op.strAttr("kernel");
+  if (symbol.empty())
+    return nullptr;
+  return kernels(symbol);
 }
 
 } // namespace mtc::exec

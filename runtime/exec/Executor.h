@@ -18,6 +18,7 @@
 #include "runtime/exec/ParamStore.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,6 +76,13 @@ public:
   void resetCache();
   int64_t cachedTokens() const { return cacheLength; }
 
+  /// A compiled fused kernel: `void(inputs, outputs, n)` (docs/compiler.md).
+  using FusedKernel = void (*)(const float *const *, float *const *, int64_t);
+  /// Resolves kernel symbols of `fused` ops (null: run their bodies op by op).
+  void setKernelResolver(std::function<FusedKernel(const std::string &)> r) {
+    kernels = std::move(r);
+  }
+
   /// Layer-instance loads during the last call (each apply runs an instance's
   /// forward once, each apply_layers_grad its backward once).
   int64_t layerForwardRuns() const { return forwardRuns; }
@@ -94,6 +102,7 @@ private:
   void exec(const bundle::Op &op, std::vector<Tensor> &values,
             const bundle::Function &fn, const Scope &scope);
   ParamSlot *slot(const bundle::Op &op, const Scope &scope);
+  FusedKernel fusedKernel(const bundle::Op &op);
   std::vector<int64_t> concrete(const bundle::ValueType &t) const;
 
   const bundle::Bundle &bundle;
@@ -112,6 +121,7 @@ private:
   };
   std::map<std::tuple<std::string, int64_t, size_t>, KV> kvCache;
   bool decoding = false;
+  std::function<FusedKernel(const std::string &)> kernels;
   int64_t cacheLength = 0; ///< positions already in the cache
 };
 
