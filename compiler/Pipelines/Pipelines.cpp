@@ -14,6 +14,7 @@
 namespace mtc {
 
 void buildTrainingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createMtcFuseLinearCrossEntropy());
   pm.addPass(createMtcAutodiff());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createMtcFuse());

@@ -368,6 +368,16 @@ private:
                            o.getIgnoreIndexAttr()));
           return success();
         })
+        .Case<LinearCrossEntropyOp>([&](LinearCrossEntropyOp o) {
+          auto g = create<LinearCrossEntropyGradOp>(
+              loc, gradType(o.getInput()), gradType(o.getWeight()),
+              o.getInput(), o.getWeight(), o.getTargets(),
+              adjOrZeros(o.getResult()), o.getTransposeWeightAttr(),
+              o.getSoftcapAttr(), o.getIgnoreIndexAttr());
+          accumulate(o.getInput(), g.getInputGrad());
+          accumulate(o.getWeight(), g.getWeightGrad());
+          return success();
+        })
         .Case<ApplyLayersOp>([&](ApplyLayersOp o) {
           Value dx = create<ApplyLayersGradOp>(
               loc, gradType(o.getInput()), o.getLayerAttr(),

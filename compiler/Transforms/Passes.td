@@ -108,4 +108,34 @@ def MtcFuse : Pass<"mtc-fuse", "::mlir::ModuleOp"> {
   ];
 }
 
+def MtcFuseLinearCrossEntropy
+    : Pass<"mtc-fuse-linear-cross-entropy", "::mlir::ModuleOp"> {
+  let summary = "Merges the LM head matmul into the cross-entropy";
+  let description = [{
+    Rewrites `cross_entropy(softcap?(x @ w), targets)` — with `w` a rank-2
+    weight or the transpose of one (a tied embedding), and the logits used by
+    nothing else — into `mt.linear_cross_entropy`, so that neither the
+    forward nor the backward pass ever holds all `[B, S, V]` logits: the
+    runtime computes them a chunk of rows at a time. Runs before
+    mtc-autodiff, which differentiates the merged op.
+
+    Before:
+    ```mlir
+    %et = mt.transpose %emb perm = [1, 0] : ...
+    %l = mt.matmul %x, %et : ... -> !mt.tensor<[B, S, 256], f32>
+    %c = mt.softcap %l cap = 3.0e+01 : !mt.tensor<[B, S, 256], f32>
+    %loss = mt.cross_entropy %c, %t ignore_index = -1 : ...
+    ```
+    After:
+    ```mlir
+    %loss = mt.linear_cross_entropy %x, %emb, %t transpose_weight
+        softcap = 3.0e+01 ignore_index = -1 : ...
+    ```
+  }];
+  let dependentDialects = ["::mtc::mt::MtDialect"];
+  let statistics = [
+    Statistic<"numMerged", "merged", "Number of LM heads merged">
+  ];
+}
+
 #endif // MTC_COMPILER_TRANSFORMS_PASSES_TD

@@ -238,6 +238,34 @@ def MT_CrossEntropyGradOp : MT_Op<"cross_entropy_grad", [Pure]> {
   }];
 }
 
+def MT_LinearCrossEntropyGradOp : MT_Op<"linear_cross_entropy_grad", [Pure]> {
+  let summary = "gradients of mt.linear_cross_entropy, chunked over rows";
+  let description = [{
+    Returns the gradients with respect to the input and the weight (in the
+    weight's own layout), recomputing the logits chunk by chunk.
+
+    ```mlir
+    %dx, %dw = mt.linear_cross_entropy_grad %x, %w, %targets, %dloss
+        softcap = 0.0 ignore_index = -1 : !mt.tensor<[B, S, 64], f32>,
+        !mt.tensor<[64, 256], f32>, !mt.tensor<[B, S], i32>, !mt.tensor<[], f32>
+        -> !mt.tensor<[B, S, 64], f32>, !mt.tensor<[64, 256], f32>
+    ```
+  }];
+  let arguments = (ins MT_AnyTensor:$input, MT_AnyTensor:$weight,
+                       MT_AnyTensor:$targets, MT_AnyTensor:$grad,
+                       UnitAttr:$transpose_weight,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs MT_AnyTensor:$input_grad, MT_AnyTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $targets `,` $grad
+    (`transpose_weight` $transpose_weight^)? `softcap` `=` $softcap
+    `ignore_index` `=` $ignore_index attr-dict `:` type($input) `,`
+    type($weight) `,` type($targets) `,` type($grad) `->` type($input_grad)
+    `,` type($weight_grad)
+  }];
+}
+
 def MT_PadOp : MT_Op<"pad", [Pure]> {
   let summary = "places a tensor at [start, end) of a zero tensor along an axis";
   let description = [{

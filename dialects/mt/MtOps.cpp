@@ -785,3 +785,36 @@ LogicalResult FusedOp::verifyRegions() {
     return emitOpError() << "yielded types must match the results";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Fused LM head + cross-entropy
+//===----------------------------------------------------------------------===//
+
+int64_t LinearCrossEntropyOp::getVocabulary() {
+  mtc::Shape w = shapeOf(getWeight());
+  return getTransposeWeight() ? w[0] : w[1];
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (failed(requireFloat(*this, getInput(), "input")) ||
+      failed(requireFloat(*this, getWeight(), "weight")) ||
+      failed(requireI32(*this, getTargets(), "targets")) ||
+      failed(requireF32Result(*this, getResult())))
+    return failure();
+  mtc::Shape x = shapeOf(getInput()), w = shapeOf(getWeight());
+  if (w.size() != 2 || llvm::any_of(w, mtc::isSymbolic))
+    return emitOpError() << "weight must be a static matrix, got "
+                         << mtc::formatShape(w);
+  int64_t d = getTransposeWeight() ? w[1] : w[0];
+  mtc::Shape logits(x.begin(), x.end());
+  if (logits.empty() || logits.back() != d)
+    return emitOpError() << "input " << mtc::formatShape(x)
+                         << " does not match weight " << mtc::formatShape(w);
+  logits.back() = getVocabulary();
+  std::string err;
+  if (!mtc::rules::crossEntropy(logits, shapeOf(getTargets()), err))
+    return ruleFailed(*this, err);
+  if (getSoftcap().convertToDouble() < 0)
+    return emitOpError() << "softcap must be non-negative";
+  return expectShape(*this, getResult(), {});
+}

@@ -618,6 +618,38 @@ def MT_CrossEntropyOp : MT_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MT_LinearCrossEntropyOp : MT_Op<"linear_cross_entropy", [Pure]> {
+  let summary = "LM head and cross-entropy in one, chunked over rows";
+  let description = [{
+    `cross_entropy(softcap?(x @ w), targets)` without materialising the
+    `[B, S, V]` logits: the runtime computes them a chunk of rows at a time.
+    `w` is `[D, V]`, or `[V, D]` with `transpose_weight` (a tied embedding
+    table). `softcap > 0` caps the logits with `softcap * tanh(l / softcap)`.
+    Created by `mtc-fuse-linear-cross-entropy`.
+
+    ```mlir
+    %loss = mt.linear_cross_entropy %x, %emb, %targets transpose_weight
+        softcap = 0.0 ignore_index = -1 : !mt.tensor<[B, S, 64], f32>,
+        !mt.tensor<[256, 64], f32>, !mt.tensor<[B, S], i32> -> !mt.tensor<[], f32>
+    ```
+  }];
+  let arguments = (ins MT_AnyTensor:$input, MT_AnyTensor:$weight,
+                       MT_AnyTensor:$targets, UnitAttr:$transpose_weight,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs MT_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $targets (`transpose_weight` $transpose_weight^)?
+    `softcap` `=` $softcap `ignore_index` `=` $ignore_index attr-dict `:`
+    type($input) `,` type($weight) `,` type($targets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The vocabulary size V.
+    int64_t getVocabulary();
+  }];
+}
+
 include "MtGradOps.td"
 include "MtFusedOps.td"
 

@@ -173,6 +173,27 @@ void crossEntropyGrad(const float *logits, const int32_t *targets,
                       float dloss, float *dlogits, int64_t n, int64_t V,
                       int64_t ignoreIndex);
 
+/// The LM head and cross-entropy in one: logits = softcap?(x @ W) computed
+/// `linearCrossEntropyChunk(V)` rows at a time, so memory stays O(chunk * V).
+/// x [n, D]; W [D, V], or [V, D] when transposeW (a tied embedding table).
+/// softcap > 0 applies cap * tanh(l / cap). Returns the mean loss over rows
+/// whose target != ignoreIndex (0 when there are none); *count receives them.
+double linearCrossEntropy(const float *x, const float *w, bool transposeW,
+                          const int32_t *targets, int64_t n, int64_t D,
+                          int64_t V, int64_t ignoreIndex, double softcap,
+                          int64_t *count);
+/// Its gradients for an upstream dloss: dx [n, D] overwritten, dwAcc (W's
+/// layout) accumulated. Logits are recomputed chunk by chunk.
+void linearCrossEntropyGrad(const float *x, const float *w, bool transposeW,
+                            const int32_t *targets, float dloss, float *dx,
+                            float *dwAcc, int64_t n, int64_t D, int64_t V,
+                            int64_t ignoreIndex, double softcap);
+/// The logits themselves, [n, V] (generation needs them).
+void linearLogits(const float *x, const float *w, bool transposeW, int64_t n,
+                  int64_t D, int64_t V, double softcap, float *logits);
+/// Rows per chunk for a vocabulary of V: about 4 MiB of logits, at least 16.
+int64_t linearCrossEntropyChunk(int64_t V);
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

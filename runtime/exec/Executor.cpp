@@ -226,6 +226,17 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
       *logitsOut = values[op.operands[0]];
       return {};
     }
+    if (mode == Mode::LogitsOnly && op.name == "linear_cross_entropy") {
+      const Tensor &x = values[op.operands[0]], &w = values[op.operands[1]];
+      bool tw = op.boolAttr("transpose_weight");
+      int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
+      std::vector<int64_t> shape = x.shape;
+      shape.back() = V;
+      *logitsOut = Tensor::zeros(shape);
+      cpu::linearLogits(x.data(), w.data(), tw, x.numel() / D, D, V,
+                        op.floatAttr("softcap"), logitsOut->data());
+      return {};
+    }
     exec(op, values, fn, scope);
   }
   std::vector<Tensor> out;
@@ -524,6 +535,29 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
                           dx.data(), logits.numel() / V, V,
                           op.intAttr("ignore_index", -100));
     setResult(std::move(dx));
+  } else if (name == "linear_cross_entropy") {
+    const Tensor &x = in(0), &w = in(1), &targets = in(2);
+    bool tw = op.boolAttr("transpose_weight");
+    int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1], count = 0;
+    double loss = cpu::linearCrossEntropy(
+        x.data(), w.data(), tw, targets.i->data(), x.numel() / D, D, V,
+        op.intAttr("ignore_index", -100), op.floatAttr("softcap"), &count);
+    lastLoss = loss;
+    Tensor y = newResult();
+    y.data()[0] = static_cast<float>(loss);
+    setResult(std::move(y));
+  } else if (name == "linear_cross_entropy_grad") {
+    const Tensor &x = in(0), &w = in(1), &targets = in(2), &dl = in(3);
+    bool tw = op.boolAttr("transpose_weight");
+    int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
+    Tensor dx = newResult(0), dw = newResult(1);
+    cpu::linearCrossEntropyGrad(x.data(), w.data(), tw, targets.i->data(),
+                                dl.data()[0], dx.data(), dw.data(),
+                                x.numel() / D, D, V,
+                                op.intAttr("ignore_index", -100),
+                                op.floatAttr("softcap"));
+    setResult(std::move(dx), 0);
+    setResult(std::move(dw), 1);
   } else if (name == "apply_layers") {
     const bundle::Layer *layer = bundle.layer(op.symbol);
     if (!layer || !layer->functions.count("forward"))

@@ -342,7 +342,8 @@ int run(const Options &o) {
     int64_t want = field<int64_t>(inputs, "ignore_index", inPath);
     for (const auto &[fname, fn] : b.functions)
       for (const mtc::bundle::Op &op : fn.ops)
-        if (op.name == "cross_entropy" &&
+        if ((op.name == "cross_entropy" ||
+             op.name == "linear_cross_entropy") &&
             op.intAttr("ignore_index", -100) != want)
           throw Fatal{op.loc + ": cross_entropy has ignore_index " +
                       std::to_string(op.intAttr("ignore_index", -100)) +

@@ -1,0 +1,735 @@
+//===- CpuKernels.cpp - LLVM code for mt.fused regions ----------*- C++ -*-===//
+//
+// Part of mtc. Algorithm:
+//
+// 1. Walk the mt.fused ops. Regions with the same ops, attributes and input
+//    access (the *key*) share a kernel; each distinct one is named
+//    mtc_fused_N and the name is stored in the op's `kernel` attribute.
+// 2. Build each kernel in a private MLIR module (func + scf + arith + math +
+//    llvm pointers): an internal body function taking one `noalias` pointer
+//    per input and output (so LLVM vectorises without run-time alias checks)
+//    and the C-ABI wrapper that loads those pointers from the two arrays.
+//    The body is a loop nest over the iteration space. Without suffix inputs
+//    it is one loop over i in [0, n). With suffix inputs of sizes
+//    m1 | m2 | ... | mK (each a product of trailing dims of the iteration
+//    shape, so each divides the next) it is K + 1 nested loops with strides
+//    mK, ..., m1, 1: the index of a suffix input of size m is the sum of the
+//    inner levels' offsets, with no division in the loop.
+// 3. The mt ops become scalar f32 arith with the exact formulas of the CPU
+//    runtime (runtime/cpu/Elementwise.cpp): exp and tanh are the same Cephes
+//    algorithms as runtime/cpu/FastMath.h written in arith; erf and log are
+//    math ops expanded by MLIR's polynomial approximations; sqrt and fabs
+//    become LLVM intrinsics. Nothing calls libm, so every loop vectorises.
+// 4. Lower to the LLVM dialect, translate, run LLVM's O3 pipeline for the
+//    chosen CPU, emit an ELF object and link it with `ld.lld -shared`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Target/CpuKernels.h"
+
+#include "dialects/mt/MtDialect.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+
+#include <limits>
+#include <map>
+#include <mutex>
+
+using namespace mlir;
+
+namespace mtc {
+namespace {
+
+using Access = mt::FusedOp::InputAccess;
+
+/// How a kernel reads one input.
+struct InputPlan {
+  Access access = Access::Full;
+  int64_t modulus = 0; ///< Suffix: the input's number of elements
+};
+
+//===----------------------------------------------------------------------===//
+// Scalar math with the runtime's formulas
+//===----------------------------------------------------------------------===//
+
+// The constants of runtime/cpu/Elementwise.cpp.
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+constexpr float kGeluCubic = 0.044715f;
+
+/// Builds f32 scalar arithmetic at the builder's insertion point.
+class Scalar {
+public:
+  Scalar(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  Value c(float v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
+  Value cmp(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value select(Value cond, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, cond, x, y);
+  }
+  Value sqrt(Value x) { return math::SqrtOp::create(b, loc, x); }
+  Value erf(Value x) { return math::ErfOp::create(b, loc, x); }
+  Value log(Value x) { return math::LogOp::create(b, loc, x); }
+
+  /// detail::fexp: Cody-Waite reduction and the Cephes expf polynomial, 0
+  /// below -87.3, +inf above 88.7, NaN kept.
+  Value exp(Value x) {
+    using P = arith::CmpFPredicate;
+    Value lo = c(-87.3f), hi = c(88.7f);
+    Value xc = select(cmp(P::OLT, x, lo), lo, x); // std::max(x, lo)
+    xc = select(cmp(P::OLT, hi, xc), hi, xc);     // std::min(xc, hi)
+    Value t = add(mul(xc, c(1.44269504088896341f)), c(12582912.0f));
+    Value n = sub(t, c(12582912.0f));
+    Value r = sub(xc, mul(n, c(0.693359375f)));
+    r = sub(r, mul(n, c(-2.12194440e-4f)));
+    Value p = c(1.9875691500e-4f);
+    for (float k : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                    1.6666665459e-1f, 5.0000001201e-1f})
+      p = add(mul(p, r), c(k));
+    Value e = add(add(mul(p, mul(r, r)), r), c(1.0f));
+    Type i32 = b.getI32Type();
+    Value ni = arith::FPToSIOp::create(b, loc, i32, n);
+    Value bits = arith::ShLIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, ni,
+                              arith::ConstantIntOp::create(b, loc, i32, 127)),
+        arith::ConstantIntOp::create(b, loc, i32, 23));
+    Value scale = arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+    Value res = mul(e, scale);
+    res = select(cmp(P::OLT, x, lo), c(0.0f), res);
+    res = select(cmp(P::OGT, x, hi),
+                 c(std::numeric_limits<float>::infinity()), res);
+    return select(cmp(P::UNO, x, x), x, res);
+  }
+
+  /// detail::ftanh: x + x^3 P(x^2) below |x| = 0.625, else
+  /// sign(x) (1 - 2 / (exp(2|x|) + 1)).
+  Value tanh(Value x) {
+    Value ax = math::AbsFOp::create(b, loc, x);
+    Value z = mul(x, x);
+    Value p = c(-5.70498872745e-3f);
+    for (float k : {2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f,
+                    -3.33332819422e-1f})
+      p = add(mul(p, z), c(k));
+    Value small = add(mul(mul(p, z), x), x);
+    Value big =
+        sub(c(1.0f), div(c(2.0f), add(exp(mul(c(2.0f), ax)), c(1.0f))));
+    big = math::CopySignOp::create(b, loc, big, x);
+    return select(cmp(arith::CmpFPredicate::OLT, ax, c(0.625f)), small, big);
+  }
+
+  Value sigmoid(Value x) { return div(c(1.0f), add(c(1.0f), exp(neg(x)))); }
+
+  /// f(x) for the runtime's Unary kinds; null for an unknown kind.
+  Value unary(StringRef kind, Value x, float param) {
+    if (kind == "neg")
+      return neg(x);
+    if (kind == "exp")
+      return exp(x);
+    if (kind == "log")
+      return log(x);
+    if (kind == "silu")
+      return mul(x, sigmoid(x));
+    if (kind == "relu")
+      return select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), x, c(0.0f));
+    if (kind == "sigmoid")
+      return sigmoid(x);
+    if (kind == "tanh")
+      return tanh(x);
+    if (kind == "rsqrt")
+      return div(c(1.0f), sqrt(x));
+    if (kind == "sqrt")
+      return sqrt(x);
+    if (kind == "square")
+      return mul(x, x);
+    if (kind == "gelu_erf")
+      return mul(mul(c(0.5f), x), add(c(1.0f), erf(mul(x, c(kInvSqrt2)))));
+    if (kind == "gelu_tanh")
+      return mul(mul(c(0.5f), x), add(c(1.0f), tanh(geluTanhArg(x))));
+    if (kind == "softcap")
+      return mul(c(param), tanh(div(x, c(param))));
+    return nullptr;
+  }
+
+  /// dy * f'(x), as cpu::unaryGrad computes it; null for an unknown kind.
+  Value unaryGrad(StringRef kind, Value x, Value dy, float param) {
+    if (kind == "neg")
+      return neg(dy);
+    if (kind == "exp")
+      return mul(dy, exp(x));
+    if (kind == "log")
+      return div(dy, x);
+    if (kind == "silu") {
+      Value s = sigmoid(x);
+      return mul(mul(dy, s), add(c(1.0f), mul(x, sub(c(1.0f), s))));
+    }
+    if (kind == "relu")
+      return select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), dy, c(0.0f));
+    if (kind == "sigmoid") {
+      Value s = sigmoid(x);
+      return mul(mul(dy, s), sub(c(1.0f), s));
+    }
+    if (kind == "tanh" || kind == "softcap") {
+      Value t = tanh(kind == "tanh" ? x : div(x, c(param)));
+      return mul(dy, sub(c(1.0f), mul(t, t)));
+    }
+    if (kind == "rsqrt") {
+      Value r = div(c(1.0f), sqrt(x));
+      return mul(dy, mul(mul(mul(c(-0.5f), r), r), r));
+    }
+    if (kind == "sqrt")
+      return mul(dy, div(c(0.5f), sqrt(x)));
+    if (kind == "square")
+      return mul(dy, mul(c(2.0f), x));
+    if (kind == "gelu_erf") {
+      Value cdf = mul(c(0.5f), add(c(1.0f), erf(mul(x, c(kInvSqrt2)))));
+      Value pdf = mul(c(kInvSqrt2Pi), exp(mul(mul(c(-0.5f), x), x)));
+      return mul(dy, add(cdf, mul(x, pdf)));
+    }
+    if (kind == "gelu_tanh") {
+      Value t = tanh(geluTanhArg(x));
+      Value du = mul(c(kSqrt2OverPi),
+                     add(c(1.0f), mul(mul(c(3.0f * kGeluCubic), x), x)));
+      Value left = mul(c(0.5f), add(c(1.0f), t));
+      Value right = mul(mul(mul(c(0.5f), x), sub(c(1.0f), mul(t, t))), du);
+      return mul(dy, add(left, right));
+    }
+    return nullptr;
+  }
+
+private:
+  /// sqrt(2/pi) (x + 0.044715 x^3), evaluated left to right as in C++.
+  Value geluTanhArg(Value x) {
+    Value cube = mul(mul(mul(c(kGeluCubic), x), x), x);
+    return mul(c(kSqrt2OverPi), add(x, cube));
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+/// The scalar value of one body op from its operands' scalars.
+FailureOr<Value> lowerBodyOp(Operation &op, ArrayRef<Value> in, Scalar &s,
+                             std::string &err) {
+  Value r;
+  if (isa<mt::AddOp>(op))
+    r = s.add(in[0], in[1]);
+  else if (isa<mt::SubOp>(op))
+    r = s.sub(in[0], in[1]);
+  else if (isa<mt::MulOp>(op))
+    r = s.mul(in[0], in[1]);
+  else if (isa<mt::DivOp>(op))
+    r = s.div(in[0], in[1]);
+  else if (auto c = dyn_cast<mt::ConstantOp>(op))
+    r = s.c(static_cast<float>(c.getValue().convertToDouble()));
+  else if (auto g = dyn_cast<mt::GeluOp>(op))
+    r = s.unary(g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu_erf", in[0],
+                0);
+  else if (auto sc = dyn_cast<mt::SoftcapOp>(op))
+    r = s.unary("softcap", in[0],
+                static_cast<float>(sc.getCap().convertToDouble()));
+  else if (auto ug = dyn_cast<mt::UnaryGradOp>(op))
+    r = s.unaryGrad(ug.getKind(), in[0], in[1],
+                    static_cast<float>(ug.getParam().convertToDouble()));
+  else if (isa<mt::NegOp, mt::ExpOp, mt::LogOp, mt::SiluOp, mt::ReluOp,
+               mt::SigmoidOp, mt::TanhOp, mt::RsqrtOp, mt::SqrtOp,
+               mt::SquareOp>(op))
+    r = s.unary(op.getName().stripDialect(), in[0], 0);
+  if (!r) {
+    err = "the CPU code generator cannot lower '" +
+          op.getName().getStringRef().str() + "' in an mt.fused region";
+    return failure();
+  }
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+int64_t staticNumel(Value v) {
+  int64_t n = 1;
+  for (int64_t d : cast<mt::MtTensorType>(v.getType()).getShapeVector())
+    n *= d;
+  return n;
+}
+
+SmallVector<InputPlan> planInputs(mt::FusedOp fused) {
+  SmallVector<InputPlan> plan;
+  for (unsigned k = 0; k < fused.getInputs().size(); ++k) {
+    InputPlan p{fused.getInputAccess(k), 0};
+    if (p.access == Access::Suffix)
+      p.modulus = staticNumel(fused.getInputs()[k]);
+    plan.push_back(p);
+  }
+  return plan;
+}
+
+/// Identical keys compile to identical code.
+std::string regionKey(mt::FusedOp fused, ArrayRef<InputPlan> plan) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  for (const InputPlan &p : plan)
+    os << static_cast<int>(p.access) << ':' << p.modulus << ',';
+  llvm::DenseMap<Value, int> ids;
+  Block &body = fused.getBody().front();
+  for (BlockArgument a : body.getArguments())
+    ids[a] = static_cast<int>(ids.size());
+  for (Operation &op : body) {
+    os << '|' << op.getName().getStringRef() << '(';
+    for (Value v : op.getOperands())
+      os << ids.lookup(v) << ',';
+    os << ')';
+    op.getAttrDictionary().print(os);
+    for (Value r : op.getResults())
+      ids[r] = static_cast<int>(ids.size());
+  }
+  return key;
+}
+
+/// Adds `name` (the C-ABI wrapper) and `name_body` (the loop nest) to \p kmod.
+LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
+                          StringRef name, ModuleOp kmod, std::string &err) {
+  MLIRContext *ctx = kmod.getContext();
+  Location loc = UnknownLoc::get(ctx);
+  OpBuilder b = OpBuilder::atBlockEnd(kmod.getBody());
+  Type ptr = LLVM::LLVMPointerType::get(ctx), i64 = b.getI64Type(),
+       f32 = b.getF32Type();
+  unsigned numIn = plan.size(), numOut = fused.getNumResults();
+
+  // The body: (in_0 .. in_k, out_0 .. out_r, n), every pointer noalias.
+  SmallVector<Type> argTypes(numIn + numOut, ptr);
+  argTypes.push_back(i64);
+  auto bodyFn = func::FuncOp::create(b, loc, (name + "_body").str(),
+                                     b.getFunctionType(argTypes, {}));
+  bodyFn->setAttr("llvm.linkage",
+                  LLVM::LinkageAttr::get(ctx, LLVM::Linkage::Internal));
+  for (unsigned a = 0; a < numIn + numOut; ++a) {
+    bodyFn.setArgAttr(a, LLVM::LLVMDialect::getNoAliasAttrName(),
+                      b.getUnitAttr());
+    if (a < numIn)
+      bodyFn.setArgAttr(a, LLVM::LLVMDialect::getReadonlyAttrName(),
+                        b.getUnitAttr());
+  }
+  Block *entry = bodyFn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value n = entry->getArgument(numIn + numOut);
+  auto i64c = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, loc, i64, v);
+  };
+  auto elementAt = [&](Value base, Value index) -> Value {
+    return LLVM::GEPOp::create(b, loc, ptr, f32, base, ValueRange{index},
+                               LLVM::GEPNoWrapFlags::inbounds);
+  };
+
+  // Loop levels, outermost first: strides mK, ..., m1, 1 when the suffix
+  // sizes form a divisibility chain; else one loop and `i mod m` per input.
+  SmallVector<int64_t> moduli;
+  for (const InputPlan &p : plan)
+    if (p.access == Access::Suffix && !llvm::is_contained(moduli, p.modulus))
+      moduli.push_back(p.modulus);
+  llvm::sort(moduli);
+  bool chain = true;
+  for (size_t k = 1; k < moduli.size(); ++k)
+    chain = chain && moduli[k] % moduli[k - 1] == 0;
+  SmallVector<int64_t> strides;
+  if (chain)
+    strides.assign(moduli.rbegin(), moduli.rend());
+  strides.push_back(1);
+
+  // Scalars are read once, before the loops.
+  Scalar s(b, loc);
+  SmallVector<Value> scalars(numIn);
+  for (unsigned k = 0; k < numIn; ++k)
+    if (plan[k].access == Access::Scalar)
+      scalars[k] =
+          LLVM::LoadOp::create(b, loc, f32, entry->getArgument(k), 4);
+
+  SmallVector<Value> ivs;
+  for (size_t l = 0; l < strides.size(); ++l) {
+    Value upper = l == 0 ? (strides[0] == 1 ? n
+                                            : arith::DivUIOp::create(
+                                                  b, loc, n, i64c(strides[0])))
+                         : i64c(strides[l - 1] / strides[l]);
+    auto loop = scf::ForOp::create(b, loc, i64c(0), upper, i64c(1));
+    ivs.push_back(loop.getInductionVar());
+    b.setInsertionPointToStart(loop.getBody());
+  }
+  // Offset of the levels whose stride is below `limit` (all: the index i).
+  auto offsetBelow = [&](int64_t limit) -> Value {
+    Value sum;
+    for (size_t l = 0; l < strides.size(); ++l) {
+      if (strides[l] >= limit)
+        continue;
+      Value term = strides[l] == 1
+                       ? ivs[l]
+                       : arith::MulIOp::create(b, loc, ivs[l], i64c(strides[l]))
+                             .getResult();
+      sum = sum ? arith::AddIOp::create(b, loc, sum, term).getResult() : term;
+    }
+    return sum ? sum : i64c(0);
+  };
+  Value i = offsetBelow(std::numeric_limits<int64_t>::max());
+
+  llvm::DenseMap<Value, Value> scalarOf;
+  Block &body = fused.getBody().front();
+  for (unsigned k = 0; k < numIn; ++k) {
+    Value v = scalars[k];
+    if (!v) {
+      Value index = i;
+      if (plan[k].access == Access::Suffix)
+        index = chain ? offsetBelow(plan[k].modulus)
+                      : arith::RemUIOp::create(b, loc, i,
+                                               i64c(plan[k].modulus))
+                            .getResult();
+      v = LLVM::LoadOp::create(b, loc, f32,
+                               elementAt(entry->getArgument(k), index), 4);
+    }
+    scalarOf[body.getArgument(k)] = v;
+  }
+  for (Operation &op : body.without_terminator()) {
+    SmallVector<Value> in;
+    for (Value v : op.getOperands())
+      in.push_back(scalarOf.lookup(v));
+    FailureOr<Value> r = lowerBodyOp(op, in, s, err);
+    if (failed(r)) {
+      std::string where;
+      llvm::raw_string_ostream os(where);
+      op.getLoc().print(os);
+      err = where + ": " + err;
+      return failure();
+    }
+    scalarOf[op.getResult(0)] = *r;
+  }
+  for (auto [r, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+    LLVM::StoreOp::create(b, loc, scalarOf.lookup(v),
+                          elementAt(entry->getArgument(numIn + r), i), 4);
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, loc);
+
+  // The C-ABI wrapper.
+  b.setInsertionPointToEnd(kmod.getBody());
+  auto wrapper = func::FuncOp::create(b, loc, name,
+                                      b.getFunctionType({ptr, ptr, i64}, {}));
+  Block *we = wrapper.addEntryBlock();
+  b.setInsertionPointToStart(we);
+  SmallVector<Value> args;
+  for (unsigned a = 0; a < numIn + numOut; ++a) {
+    bool isIn = a < numIn;
+    int32_t slot = static_cast<int32_t>(isIn ? a : a - numIn);
+    Value addr = LLVM::GEPOp::create(b, loc, ptr, ptr,
+                                     we->getArgument(isIn ? 0 : 1),
+                                     ArrayRef<LLVM::GEPArg>{slot},
+                                     LLVM::GEPNoWrapFlags::inbounds);
+    args.push_back(LLVM::LoadOp::create(b, loc, ptr, addr, 8));
+  }
+  args.push_back(we->getArgument(2));
+  func::CallOp::create(b, loc, bodyFn, args);
+  func::ReturnOp::create(b, loc);
+  return success();
+}
+
+
+/// Math approximations, then everything to the LLVM dialect.
+LogicalResult lowerToLLVMDialect(ModuleOp kmod, std::string &err) {
+  std::string diags;
+  ScopedDiagnosticHandler handler(kmod.getContext(), [&](Diagnostic &d) {
+    diags += d.str() + "\n";
+    return success();
+  });
+  RewritePatternSet patterns(kmod.getContext());
+  // erf and log (and anything those expand to) become polynomials.
+  populateMathPolynomialApproximationPatterns(patterns);
+  if (failed(applyPatternsGreedily(kmod, std::move(patterns)))) {
+    err = "math approximation did not converge\n" + diags;
+    return failure();
+  }
+  PassManager pm(kmod.getContext());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (failed(pm.run(kmod))) {
+    err = "lowering the CPU kernels to the LLVM dialect failed\n" + diags;
+    return failure();
+  }
+  return success();
+}
+
+/// The target machine for \p cpu (empty: the host, with its features).
+std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
+                                                       std::string &cpuName,
+                                                       std::string &err) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string lookupErr;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, lookupErr);
+  if (!target) {
+    err = "no LLVM target for " + triple.str() + ": " + lookupErr;
+    return nullptr;
+  }
+  std::string features;
+  if (cpu.empty()) {
+    cpuName = llvm::sys::getHostCPUName().str();
+    llvm::SubtargetFeatures f;
+    for (const auto &kv : llvm::sys::getHostCPUFeatures())
+      f.AddFeature(kv.first(), kv.second);
+    features = f.getString();
+  } else {
+    cpuName = cpu;
+  }
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, cpuName, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!tm) {
+    err = "LLVM cannot generate code for CPU '" + cpuName + "'";
+    return nullptr;
+  }
+  const llvm::MCSubtargetInfo *sti = tm->getMCSubtargetInfo();
+  if (!cpu.empty() && sti && !sti->isCPUStringValid(cpuName)) {
+    err = "unknown CPU '" + cpuName + "' for " + triple.str() +
+          " (try x86-64, x86-64-v2, x86-64-v3, x86-64-v4 or a name such as "
+          "znver3)";
+    return nullptr;
+  }
+  return tm;
+}
+
+/// LLVM's O3 pipeline (the loop and SLP vectorisers included) for \p tm.
+void optimize(llvm::Module &m, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm =
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(m, mam);
+}
+
+bool emit(llvm::Module &m, llvm::TargetMachine &tm, llvm::CodeGenFileType type,
+          std::string &out, std::string &err) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type)) {
+    err = "the LLVM target cannot emit this file type";
+    return false;
+  }
+  pm.run(m);
+  out.assign(buffer.begin(), buffer.end());
+  return true;
+}
+
+std::string defaultLinker() {
+#ifdef MTC_LLD_PATH
+  if (llvm::sys::fs::can_execute(MTC_LLD_PATH))
+    return MTC_LLD_PATH;
+#endif
+  if (llvm::ErrorOr<std::string> p = llvm::sys::findProgramByName("ld.lld"))
+    return *p;
+  return "";
+}
+
+/// Links one object into a shared object with ld.lld.
+bool linkShared(const std::string &object, const std::string &linkerOpt,
+                std::string &so, std::string &err) {
+  std::string linker = linkerOpt.empty() ? defaultLinker() : linkerOpt;
+  if (linker.empty()) {
+    err = "cannot find ld.lld (install lld, or pass its path in "
+          "CpuKernelOptions::linker)";
+    return false;
+  }
+  llvm::SmallString<128> objPath, soPath, logPath;
+  int fd;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("mtc-kernels", "o", fd, objPath)) {
+    err = "cannot create a temporary file: " + ec.message();
+    return false;
+  }
+  llvm::FileRemover removeObj(objPath);
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << object;
+    if (os.has_error()) {
+      err = "cannot write '" + objPath.str().str() + "'";
+      return false;
+    }
+  }
+  if (llvm::sys::fs::createTemporaryFile("mtc-kernels", "so", soPath) ||
+      llvm::sys::fs::createTemporaryFile("mtc-kernels", "log", logPath)) {
+    err = "cannot create a temporary file";
+    return false;
+  }
+  llvm::FileRemover removeSo(soPath), removeLog(logPath);
+  llvm::SmallVector<llvm::StringRef> args = {
+      linker, "-shared", "--strip-all", "-z", "noexecstack", "-z", "now",
+      "-o",   soPath,    objPath};
+  std::string execErr;
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(),
+                                                logPath.str()};
+  int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, redirects, 0,
+                                     0, &execErr);
+  if (rc != 0) {
+    std::string log;
+    if (auto buf = llvm::MemoryBuffer::getFile(logPath))
+      log = (*buf)->getBuffer().str();
+    err = "linking the CPU kernels with '" + linker + "' failed" +
+          (execErr.empty() ? "" : ": " + execErr) +
+          (log.empty() ? "" : "\n" + log);
+    return false;
+  }
+  auto buf = llvm::MemoryBuffer::getFile(soPath, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf) {
+    err = "cannot read the linked kernels '" + soPath.str().str() +
+          "': " + buf.getError().message();
+    return false;
+  }
+  so = (*buf)->getBuffer().str();
+  return true;
+}
+
+} // namespace
+
+LogicalResult compileCpuKernels(ModuleOp module,
+                                const CpuKernelOptions &options,
+                                CpuKernelLibrary &out, std::string &err) {
+  out = CpuKernelLibrary();
+  // 1. Name the regions; build one kernel per distinct region.
+  MLIRContext kctx;
+  kctx.loadDialect<func::FuncDialect, scf::SCFDialect, arith::ArithDialect,
+                   math::MathDialect, cf::ControlFlowDialect,
+                   LLVM::LLVMDialect>();
+  OwningOpRef<ModuleOp> kmod = ModuleOp::create(UnknownLoc::get(&kctx));
+  std::map<std::string, std::string> kernelOfKey;
+  LogicalResult built = success();
+  module.walk([&](mt::FusedOp fused) {
+    SmallVector<InputPlan> plan = planInputs(fused);
+    std::string key = regionKey(fused, plan);
+    auto [it, isNew] = kernelOfKey.try_emplace(
+        key, "mtc_fused_" + std::to_string(kernelOfKey.size()));
+    fused.setKernelAttr(StringAttr::get(module.getContext(), it->second));
+    if (isNew && failed(buildKernel(fused, plan, it->second, *kmod, err))) {
+      built = failure();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (failed(built))
+    return failure();
+  out.numKernels = kernelOfKey.size();
+  if (kernelOfKey.empty())
+    return success();
+
+  // 2. To LLVM IR, optimised for the target CPU.
+  if (failed(lowerToLLVMDialect(*kmod, err)))
+    return failure();
+  std::unique_ptr<llvm::TargetMachine> tm =
+      makeTargetMachine(options.cpu, out.cpu, err);
+  if (!tm)
+    return failure();
+  registerBuiltinDialectTranslation(kctx);
+  registerLLVMDialectTranslation(kctx);
+  llvm::LLVMContext lctx;
+  std::unique_ptr<llvm::Module> lmod =
+      translateModuleToLLVMIR(*kmod, lctx, "mtc_cpu_kernels");
+  if (!lmod) {
+    err = "translating the CPU kernels to LLVM IR failed";
+    return failure();
+  }
+  lmod->setTargetTriple(tm->getTargetTriple());
+  lmod->setDataLayout(tm->createDataLayout());
+  optimize(*lmod, *tm);
+  if (options.llvmIR) {
+    options.llvmIR->clear();
+    llvm::raw_string_ostream os(*options.llvmIR);
+    lmod->print(os, nullptr);
+  }
+  if (options.assembly) {
+    // Code generation changes the IR it runs on: print a copy.
+    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*lmod);
+    if (!emit(*copy, *tm, llvm::CodeGenFileType::AssemblyFile,
+              *options.assembly, err))
+      return failure();
+  }
+
+  // 3. Object file, then a shared object.
+  std::string object;
+  if (!emit(*lmod, *tm, llvm::CodeGenFileType::ObjectFile, object, err))
+    return failure();
+  if (!linkShared(object, options.linker, out.sharedObject, err))
+    return failure();
+  return success();
+}
+
+LogicalResult compileCpuKernels(ModuleOp module, std::string &sharedObject,
+                                std::string &err) {
+  CpuKernelLibrary lib;
+  if (failed(compileCpuKernels(module, CpuKernelOptions(), lib, err)))
+    return failure();
+  sharedObject = std::move(lib.sharedObject);
+  return success();
+}
+
+} // namespace mtc
