@@ -62,6 +62,8 @@ struct ShapeDecl {
 };
 
 enum class InitKind { Zeros, Ones, Normal, ScaledNormal, Uniform };
+/// The language's name of \p k ("zeros", "scaled_normal", ...).
+const char *initKindName(InitKind k);
 
 struct ParamDecl {
   std::string name;

@@ -96,22 +96,6 @@ std::string formatShape(const ast::ShapeDecl &s) {
   return out;
 }
 
-const char *initName(ast::InitKind k) {
-  switch (k) {
-  case ast::InitKind::Zeros:
-    return "zeros";
-  case ast::InitKind::Ones:
-    return "ones";
-  case ast::InitKind::Normal:
-    return "normal";
-  case ast::InitKind::ScaledNormal:
-    return "scaled_normal";
-  case ast::InitKind::Uniform:
-    return "uniform";
-  }
-  return "?";
-}
-
 class Printer {
 public:
   explicit Printer(std::ostream &os) : os(os) {}
@@ -152,7 +136,7 @@ private:
 
   void param(const ast::ParamDecl &p, unsigned indent) {
     line(indent) << "Param " << p.name << ": " << formatShape(p.shape) << " = "
-                 << initName(p.init);
+                 << ast::initKindName(p.init);
     if (!p.initArgs.empty())
       os << "(" << formatList(p.initArgs) << ")";
     os << " " << formatLoc(p.loc) << "\n";
@@ -253,6 +237,22 @@ std::string formatExpr(const ast::Expr &e) {
     return "[" + formatList(e.operands) + "]";
   }
   return "<?>";
+}
+
+const char *ast::initKindName(ast::InitKind k) {
+  switch (k) {
+  case ast::InitKind::Zeros:
+    return "zeros";
+  case ast::InitKind::Ones:
+    return "ones";
+  case ast::InitKind::Normal:
+    return "normal";
+  case ast::InitKind::ScaledNormal:
+    return "scaled_normal";
+  case ast::InitKind::Uniform:
+    return "uniform";
+  }
+  return "?";
 }
 
 void printAST(const ast::Model &model, std::ostream &os) {

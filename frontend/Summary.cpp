@@ -43,28 +43,12 @@ std::string human(int64_t n) {
   return s.str();
 }
 
-const char *initName(ast::InitKind k) {
-  switch (k) {
-  case ast::InitKind::Zeros:
-    return "zeros";
-  case ast::InitKind::Ones:
-    return "ones";
-  case ast::InitKind::Normal:
-    return "normal";
-  case ast::InitKind::ScaledNormal:
-    return "scaled_normal";
-  case ast::InitKind::Uniform:
-    return "uniform";
-  }
-  return "?";
-}
-
 void printParams(const std::vector<Param> &params, const std::string &indent,
                  std::ostream &os) {
   for (const Param &p : params) {
     os << indent << std::left << std::setw(18) << p.name << " " << std::setw(16)
        << formatShape(p.shape) << " " << std::setw(5) << dtypeName(p.dtype)
-       << " " << std::setw(14) << initName(p.init) << std::right
+       << " " << std::setw(14) << ast::initKindName(p.init) << std::right
        << std::setw(14) << grouped(p.numel()) << "\n";
   }
 }

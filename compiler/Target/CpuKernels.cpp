@@ -53,6 +53,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -528,6 +529,15 @@ std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
       f.AddFeature(kv.first(), kv.second);
     features = f.getString();
   } else {
+    // Checked before the target machine exists (it would warn on stderr).
+    std::unique_ptr<llvm::MCSubtargetInfo> generic(
+        target->createMCSubtargetInfo(triple, "", ""));
+    if (generic && !generic->isCPUStringValid(cpu)) {
+      err = "unknown CPU '" + cpu + "' for " + triple.str() +
+            " (try x86-64, x86-64-v2, x86-64-v3, x86-64-v4 or a name such as "
+            "znver3)";
+      return nullptr;
+    }
     cpuName = cpu;
   }
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
@@ -535,13 +545,6 @@ std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (!tm) {
     err = "LLVM cannot generate code for CPU '" + cpuName + "'";
-    return nullptr;
-  }
-  const llvm::MCSubtargetInfo *sti = tm->getMCSubtargetInfo();
-  if (!cpu.empty() && sti && !sti->isCPUStringValid(cpuName)) {
-    err = "unknown CPU '" + cpuName + "' for " + triple.str() +
-          " (try x86-64, x86-64-v2, x86-64-v3, x86-64-v4 or a name such as "
-          "znver3)";
     return nullptr;
   }
   return tm;

@@ -372,6 +372,10 @@ std::string toJson(const Bundle &b) {
            {"params", paramsToJson(b.params)},
            {"layers", layers},
            {"functions", functionsToJson(b.functions)}};
+  if (!b.cpuKernels.empty())
+    doc["cpu_kernels"] = json{{"format", "elf-shared-object"},
+                              {"target", b.cpuKernelsTarget},
+                              {"data", base64Encode(b.cpuKernels)}};
   return doc.dump(1) + "\n";
 }
 
@@ -413,6 +417,20 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
       b.layers.push_back(std::move(l));
     }
     b.functions = parseFunctions(field(doc, "functions", where), where);
+    if (doc.contains("cpu_kernels")) {
+      const json &k = doc["cpu_kernels"];
+      std::string w = where + ": cpu_kernels";
+      if (!k.is_object())
+        fail(w, "must be an object");
+      if (getString(k, "format", w) != "elf-shared-object")
+        fail(w, "unsupported format '" + getString(k, "format", w) +
+                    "' (expected 'elf-shared-object')");
+      b.cpuKernelsTarget = getString(k, "target", w);
+      if (!base64Decode(getString(k, "data", w), b.cpuKernels))
+        fail(w, "'data' is not valid base64");
+      if (b.cpuKernels.compare(0, 4, "\x7f" "ELF") != 0)
+        fail(w, "'data' is not an ELF file");
+    }
     out = std::move(b);
     return true;
   } catch (const ReadError &e) {
@@ -421,6 +439,66 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
     err = std::string("malformed bundle JSON: ") + e.what();
   }
   return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Base64
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr char kBase64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+} // namespace
+
+std::string base64Encode(const std::string &bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 |
+                 uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6)
+      out += kBase64[(v >> s) & 63];
+  }
+  size_t rest = bytes.size() - i;
+  if (rest) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (rest == 2)
+      v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += rest == 2 ? kBase64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+bool base64Decode(const std::string &text, std::string &out) {
+  if (text.size() % 4 != 0)
+    return false;
+  int8_t value[256];
+  std::memset(value, -1, sizeof(value));
+  for (int k = 0; k < 64; ++k)
+    value[uint8_t(kBase64[k])] = static_cast<int8_t>(k);
+  out.clear();
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    bool last = i + 4 == text.size();
+    int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      int8_t d = k >= 4 - pad ? 0 : value[uint8_t(text[i + k])];
+      if (d < 0)
+        return false;
+      v = v << 6 | uint32_t(d);
+    }
+    out += char(v >> 16);
+    if (pad < 2)
+      out += char((v >> 8) & 255);
+    if (pad < 1)
+      out += char(v & 255);
+  }
+  return true;
 }
 
 bool writeFile(const Bundle &b, const std::string &path, std::string &err) {

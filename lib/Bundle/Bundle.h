@@ -87,6 +87,12 @@ struct Bundle {
   std::vector<Param> params;
   std::vector<Layer> layers;
   std::map<std::string, Function> functions; ///< "forward", "forward_backward"
+  /// Compiled CPU code of the `fused` ops (their "kernel" attribute names a
+  /// symbol in it): the bytes of an ELF shared object, empty if none. JSON:
+  /// "cpu_kernels": {"format": "elf-shared-object", "target": cpuKernelsTarget,
+  /// "data": base64}.
+  std::string cpuKernels;
+  std::string cpuKernelsTarget; ///< the CPU they were compiled for ("znver3")
 
   const Layer *layer(const std::string &name) const;
   int64_t totalLayerInstances() const;
@@ -105,6 +111,11 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err);
 bool writeFile(const Bundle &b, const std::string &path, std::string &err);
 /// Reads a .mtb file; errors name the file.
 bool readFile(const std::string &path, Bundle &out, std::string &err);
+
+/// Standard base64 (RFC 4648, with padding), used for binary fields.
+std::string base64Encode(const std::string &bytes);
+/// Decodes \p text into \p out; false if it is not valid padded base64.
+bool base64Decode(const std::string &text, std::string &out);
 
 } // namespace mtc::bundle
 
