@@ -16,7 +16,10 @@ every run are dropped; each run gives a median step time; --repeats runs per
 side alternate (torch, mtc, torch, mtc, ...) so that load from other users of
 the machine hits both; the summary is the median over the runs, and the ratio
 is median(torch step time) / median(mtc step time), i.e. mtc tokens/s divided
-by PyTorch tokens/s (> 1: mtc is faster).
+by PyTorch tokens/s (> 1: mtc is faster). The best run of each side and the
+per-run ratios are printed too: on a shared 2-core machine a run that
+coincides with someone else's job can be several times slower (OpenMP's
+spinning barriers suffer most when a core is taken away).
 
 The PyTorch model follows test/fixtures/gen_parity.py (the parity fixtures'
 reference), written for speed rather than float64 exactness: F.rms_norm,
@@ -361,15 +364,18 @@ def main():
                   f"{losses[-1]:.3f})", flush=True)
 
     print()
-    print(f"{'':16s} {'step ms':>9s} {'tok/s':>8s}   runs (ms)")
+    print(f"{'':16s} {'step ms':>9s} {'tok/s':>8s} {'best tok/s':>10s}   runs (ms)")
     summary = {}
     for v in variants:
         if not runs[v]:
             continue
         med = statistics.median(runs[v])
+        best = min(runs[v])
         summary[v] = {"median_step_s": med, "tokens_per_s": tok_per_step / med,
+                      "best_step_s": best, "best_tokens_per_s": tok_per_step / best,
                       "runs_step_s": runs[v], "final_loss": final_loss[v]}
-        print(f"{v:16s} {med * 1e3:9.1f} {tok_per_step / med:8.0f}   "
+        print(f"{v:16s} {med * 1e3:9.1f} {tok_per_step / med:8.0f} "
+              f"{tok_per_step / best:10.0f}   "
               + " ".join(f"{x * 1e3:.1f}" for x in runs[v]))
     ratios = {}
     if "mtc" in summary:
@@ -377,7 +383,12 @@ def main():
             if v in summary:
                 ratio = summary[v]["median_step_s"] / summary["mtc"]["median_step_s"]
                 ratios[f"mtc/{v}"] = ratio
-                print(f"ratio mtc/{v} (tokens/s): {ratio:.2f}x")
+                # Per-run ratios (run i of each side ran back to back).
+                pr = [t / m for t, m in zip(runs[v], runs["mtc"])]
+                ratios[f"mtc/{v} per run"] = pr
+                print(f"ratio mtc/{v} (tokens/s): {ratio:.2f}x   "
+                      f"(best/best {min(runs[v]) / min(runs['mtc']):.2f}x; per run "
+                      + " ".join(f"{x:.2f}" for x in pr) + ")")
     for v, why in failed.items():
         print(f"{v}: did not run: {why}")
     if args.json:

@@ -8,6 +8,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
+#include "compiler/Target/CpuKernels.h"
 #include "dialects/mt/MtDialect.h"
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
@@ -73,10 +74,13 @@ namespace {
 
 bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    errs << "mtc: error: cannot open '" << path
-         << "': " << (errno ? std::strerror(errno) : "not a regular file")
+  if (::stat(path.c_str(), &st) != 0) {
+    errs << "mtc: error: cannot open '" << path << "': " << std::strerror(errno)
          << "\n";
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    errs << "mtc: error: '" << path << "' is not a regular file\n";
     return false;
   }
   if (static_cast<uint64_t>(st.st_size) > kMaxSourceBytes) {
@@ -96,22 +100,26 @@ bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
 
 bool compileModelFile(const std::string &path,
                       const ConfigOverrides &overrides, std::ostream &errs,
-                      bundle::Bundle &out) {
+                      CompileStage stage, mlir::MLIRContext &context,
+                      CompiledModel &out, const std::string &cpu) {
   std::string source;
   if (!readFile(path, source, errs))
     return false;
   DiagnosticEngine diags(path, source, errs);
-  std::optional<ast::Model> model = parseModel(diags);
-  if (!model || !applyConfigOverrides(*model, overrides, diags)) {
+  auto finish = [&](bool ok) {
     diags.printSummary();
-    return false;
-  }
-  CheckedModel checked;
-  if (!checkModel(*model, diags, checked)) {
-    diags.printSummary();
-    return false;
-  }
-  mlir::MLIRContext context;
+    return ok && !diags.hasErrors();
+  };
+  out.ast = parseModel(diags);
+  if (!out.ast || !applyConfigOverrides(*out.ast, overrides, diags))
+    return finish(false);
+  if (stage == CompileStage::Parsed)
+    return finish(true);
+  if (!checkModel(*out.ast, diags, out.checked))
+    return finish(false);
+  if (stage == CompileStage::Checked)
+    return finish(true);
+
   context.loadDialect<mt::MtDialect, mlir::func::FuncDialect>();
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
     std::string msg;
@@ -123,24 +131,52 @@ bool compileModelFile(const std::string &path,
     diags.error(loc, msg);
     return mlir::success();
   });
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, checked, path);
-  bool ok = false;
-  if (module) {
-    mlir::PassManager pm(&context);
-    buildTrainingPipeline(pm);
-    ok = mlir::succeeded(pm.run(*module)) &&
-         mlir::succeeded(translateToBundle(*module, out));
+  out.module = mlirGen(context, out.checked, path);
+  if (!out.module)
+    return finish(false);
+  if (stage == CompileStage::Lowered)
+    return finish(true);
+  mlir::PassManager pm(&context);
+  buildTrainingPipeline(pm);
+  if (mlir::failed(pm.run(*out.module)))
+    return finish(false);
+  if (stage == CompileStage::Differentiated)
+    return finish(true);
+  // Kernels first: they name the fused regions the bundle then records.
+  CpuKernelOptions kopts;
+  kopts.cpu = cpu;
+  CpuKernelLibrary kernels;
+  std::string err;
+  if (mlir::failed(compileCpuKernels(*out.module, kopts, kernels, err))) {
+    diags.error({}, "compiling the CPU kernels: " + err);
+    return finish(false);
   }
-  diags.printSummary();
-  return ok;
+  if (mlir::failed(translateToBundle(*out.module, out.bundle)))
+    return finish(false);
+  out.bundle.cpuKernels = std::move(kernels.sharedObject);
+  out.bundle.cpuKernelsTarget = kernels.cpu;
+  return finish(true);
+}
+
+bool compileModelFile(const std::string &path,
+                      const ConfigOverrides &overrides, std::ostream &errs,
+                      bundle::Bundle &out, const std::string &cpu) {
+  mlir::MLIRContext context;
+  CompiledModel compiled;
+  if (!compileModelFile(path, overrides, errs, CompileStage::Bundled, context,
+                        compiled, cpu))
+    return false;
+  out = std::move(compiled.bundle);
+  return true;
 }
 
 bool loadModel(const std::string &path, const ConfigOverrides &overrides,
-               std::ostream &errs, bundle::Bundle &out) {
+               std::ostream &errs, bundle::Bundle &out,
+               const std::string &cpu) {
   bool isBundle =
       path.size() > 4 && path.compare(path.size() - 4, 4, ".mtb") == 0;
   if (!isBundle)
-    return compileModelFile(path, overrides, errs, out);
+    return compileModelFile(path, overrides, errs, out, cpu);
   if (!overrides.empty()) {
     errs << "mtc: error: --set applies to .mt sources, not to the compiled "
             "bundle '"

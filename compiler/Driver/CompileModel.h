@@ -9,8 +9,15 @@
 #define MTC_COMPILER_DRIVER_COMPILEMODEL_H
 
 #include "frontend/AST.h"
+#include "frontend/Sema.h"
 #include "lib/Bundle/Bundle.h"
 #include "lib/Support/Diagnostics.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <optional>
 
 #include <ostream>
 #include <string>
@@ -32,17 +39,43 @@ bool parseConfigOverride(const std::string &text, ConfigOverrides &out,
 bool applyConfigOverrides(ast::Model &model, const ConfigOverrides &overrides,
                           DiagnosticEngine &diags);
 
-/// Reads \p path, parses, checks, lowers to the mt dialect, runs the
-/// training pipeline and flattens the result into \p out. Every error is
-/// printed to \p errs (file:line:col with a caret); returns false then.
+/// How far compileModelFile goes; each stage fills one more field of
+/// CompiledModel.
+enum class CompileStage {
+  Parsed,         ///< ast
+  Checked,        ///< checked
+  Lowered,        ///< module: the mt dialect as MLIRGen produces it
+  Differentiated, ///< module after the training pipeline
+  Bundled,        ///< bundle
+};
+
+struct CompiledModel {
+  std::optional<ast::Model> ast;
+  CheckedModel checked;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  bundle::Bundle bundle;
+};
+
+/// Reads \p path and runs the compiler up to \p stage (MLIR stages use
+/// \p context). Every error is printed to \p errs (file:line:col with a
+/// caret); returns false then. The Bundled stage also compiles the fused
+/// regions to a CPU kernel library for \p cpu ("": the host CPU; e.g.
+/// "x86-64" for any x86-64 machine), carried in the bundle.
 bool compileModelFile(const std::string &path,
                       const ConfigOverrides &overrides, std::ostream &errs,
-                      bundle::Bundle &out);
+                      CompileStage stage, mlir::MLIRContext &context,
+                      CompiledModel &out, const std::string &cpu = "");
+
+/// The whole compiler: source to bundle.
+bool compileModelFile(const std::string &path,
+                      const ConfigOverrides &overrides, std::ostream &errs,
+                      bundle::Bundle &out, const std::string &cpu = "");
 
 /// Reads a model given either as `.mt` source (compiled in-process) or as a
 /// `.mtb` bundle.
 bool loadModel(const std::string &path, const ConfigOverrides &overrides,
-               std::ostream &errs, bundle::Bundle &out);
+               std::ostream &errs, bundle::Bundle &out,
+               const std::string &cpu = "");
 
 } // namespace mtc
 

@@ -139,10 +139,6 @@ LogicalResult translateToBundle(ModuleOp module, bundle::Bundle &out) {
   for (auto p : body.getOps<mt::ParamOp>())
     out.params.push_back(translateParam(p));
   for (auto layer : body.getOps<mt::LayerOp>()) {
-    if (!layer.getBody().front().getOps<mt::ExpertOp>().empty())
-      return layer.emitOpError()
-             << "has experts; mixture-of-experts layers cannot be trained "
-                "by the runtime yet";
     bundle::Layer l;
     l.name = layer.getSymName().str();
     l.count = layer.getCount();
@@ -150,6 +146,16 @@ LogicalResult translateToBundle(ModuleOp module, bundle::Bundle &out) {
       l.params.push_back(translateParam(p));
     if (failed(translateFunctions(layer.getBody().front(), l.functions)))
       return failure();
+    for (auto expert : layer.getBody().front().getOps<mt::ExpertOp>()) {
+      bundle::Expert e;
+      e.name = expert.getSymName().str();
+      e.count = expert.getCount();
+      for (auto p : expert.getBody().front().getOps<mt::ParamOp>())
+        e.params.push_back(translateParam(p));
+      if (failed(translateFunctions(expert.getBody().front(), e.functions)))
+        return failure();
+      l.experts.push_back(std::move(e));
+    }
     out.layers.push_back(std::move(l));
   }
   return translateFunctions(body, out.functions);

@@ -20,6 +20,8 @@
 //    algorithms as runtime/cpu/FastMath.h written in arith; erf and log are
 //    math ops expanded by MLIR's polynomial approximations; sqrt and fabs
 //    become LLVM intrinsics. Nothing calls libm, so every loop vectorises.
+//    Multiplies and adds carry the `contract` flag, so targets with FMA fuse
+//    them as clang does for the runtime's kernels (-ffp-contract=on).
 // 4. Lower to the LLVM dialect, translate, run LLVM's O3 pipeline for the
 //    chosen CPU, emit an ELF object and link it with `ld.lld -shared`.
 //
@@ -102,9 +104,15 @@ public:
   Value c(float v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
   }
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value add(Value x, Value y) {
+    return arith::AddFOp::create(b, loc, x, y, fm);
+  }
+  Value sub(Value x, Value y) {
+    return arith::SubFOp::create(b, loc, x, y, fm);
+  }
+  Value mul(Value x, Value y) {
+    return arith::MulFOp::create(b, loc, x, y, fm);
+  }
   Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
   Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
   Value cmp(arith::CmpFPredicate p, Value x, Value y) {
@@ -143,8 +151,8 @@ public:
     Value scale = arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
     Value res = mul(e, scale);
     res = select(cmp(P::OLT, x, lo), c(0.0f), res);
-    res = select(cmp(P::OGT, x, hi),
-                 c(std::numeric_limits<float>::infinity()), res);
+    res = select(cmp(P::OGT, x, hi), c(std::numeric_limits<float>::infinity()),
+                 res);
     return select(cmp(P::UNO, x, x), x, res);
   }
 
@@ -158,8 +166,7 @@ public:
                     -3.33332819422e-1f})
       p = add(mul(p, z), c(k));
     Value small = add(mul(mul(p, z), x), x);
-    Value big =
-        sub(c(1.0f), div(c(2.0f), add(exp(mul(c(2.0f), ax)), c(1.0f))));
+    Value big = sub(c(1.0f), div(c(2.0f), add(exp(mul(c(2.0f), ax)), c(1.0f))));
     big = math::CopySignOp::create(b, loc, big, x);
     return select(cmp(arith::CmpFPredicate::OLT, ax, c(0.625f)), small, big);
   }
@@ -252,6 +259,7 @@ private:
 
   OpBuilder &b;
   Location loc;
+  arith::FastMathFlags fm = arith::FastMathFlags::contract;
 };
 
 /// The scalar value of one body op from its operands' scalars.
@@ -388,15 +396,15 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   SmallVector<Value> scalars(numIn);
   for (unsigned k = 0; k < numIn; ++k)
     if (plan[k].access == Access::Scalar)
-      scalars[k] =
-          LLVM::LoadOp::create(b, loc, f32, entry->getArgument(k), 4);
+      scalars[k] = LLVM::LoadOp::create(b, loc, f32, entry->getArgument(k), 4);
 
   SmallVector<Value> ivs;
   for (size_t l = 0; l < strides.size(); ++l) {
-    Value upper = l == 0 ? (strides[0] == 1 ? n
-                                            : arith::DivUIOp::create(
-                                                  b, loc, n, i64c(strides[0])))
-                         : i64c(strides[l - 1] / strides[l]);
+    Value upper =
+        l == 0 ? (strides[0] == 1
+                      ? n
+                      : arith::DivUIOp::create(b, loc, n, i64c(strides[0])))
+               : i64c(strides[l - 1] / strides[l]);
     auto loop = scf::ForOp::create(b, loc, i64c(0), upper, i64c(1));
     ivs.push_back(loop.getInductionVar());
     b.setInsertionPointToStart(loop.getBody());
@@ -425,8 +433,7 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
       Value index = i;
       if (plan[k].access == Access::Suffix)
         index = chain ? offsetBelow(plan[k].modulus)
-                      : arith::RemUIOp::create(b, loc, i,
-                                               i64c(plan[k].modulus))
+                      : arith::RemUIOp::create(b, loc, i, i64c(plan[k].modulus))
                             .getResult();
       v = LLVM::LoadOp::create(b, loc, f32,
                                elementAt(entry->getArgument(k), index), 4);
@@ -463,10 +470,9 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   for (unsigned a = 0; a < numIn + numOut; ++a) {
     bool isIn = a < numIn;
     int32_t slot = static_cast<int32_t>(isIn ? a : a - numIn);
-    Value addr = LLVM::GEPOp::create(b, loc, ptr, ptr,
-                                     we->getArgument(isIn ? 0 : 1),
-                                     ArrayRef<LLVM::GEPArg>{slot},
-                                     LLVM::GEPNoWrapFlags::inbounds);
+    Value addr = LLVM::GEPOp::create(
+        b, loc, ptr, ptr, we->getArgument(isIn ? 0 : 1),
+        ArrayRef<LLVM::GEPArg>{slot}, LLVM::GEPNoWrapFlags::inbounds);
     args.push_back(LLVM::LoadOp::create(b, loc, ptr, addr, 8));
   }
   args.push_back(we->getArgument(2));
@@ -474,7 +480,6 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   func::ReturnOp::create(b, loc);
   return success();
 }
-
 
 /// Math approximations, then everything to the LLVM dialect.
 LogicalResult lowerToLLVMDialect(ModuleOp kmod, std::string &err) {
@@ -626,8 +631,8 @@ bool linkShared(const std::string &object, const std::string &linkerOpt,
   }
   llvm::FileRemover removeSo(soPath), removeLog(logPath);
   llvm::SmallVector<llvm::StringRef> args = {
-      linker, "-shared", "--strip-all", "-z", "noexecstack", "-z", "now",
-      "-o",   soPath,    objPath};
+      linker, "-shared", "--strip-all", "-z",   "noexecstack",
+      "-z",   "now",     "-o",          soPath, objPath};
   std::string execErr;
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(),
                                                 logPath.str()};

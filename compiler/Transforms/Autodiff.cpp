@@ -378,6 +378,19 @@ private:
           accumulate(o.getWeight(), g.getWeightGrad());
           return success();
         })
+        .Case<MoeOp>([&](MoeOp o) {
+          // One op for the whole rule: the runtime recomputes the routing,
+          // runs each expert's @backward on its tokens (accumulating the
+          // expert parameters' gradients) and adds the aux-loss gradient.
+          auto g = create<MoeGradOp>(
+              loc, gradType(o.getInput()), gradType(o.getRouter()),
+              o.getInput(), o.getRouter(), adjOrZeros(o.getResult()),
+              o.getExpertAttr(), o.getTopKAttr(), o.getNormalizeAttr(),
+              o.getAuxLossAttr());
+          accumulate(o.getInput(), g.getInputGrad());
+          accumulate(o.getRouter(), g.getRouterGrad());
+          return success();
+        })
         .Case<ApplyLayersOp>([&](ApplyLayersOp o) {
           Value dx = create<ApplyLayersGradOp>(
               loc, gradType(o.getInput()), o.getLayerAttr(),
@@ -411,14 +424,17 @@ public:
   }
 };
 
-/// Removes recomputed ops nobody uses (Pure ops only).
+/// Removes recomputed ops nobody uses: Pure ops, and recomputed mt.moe ops
+/// (not Pure, since they add their aux loss to the model loss; in a backward
+/// function that loss was already counted by the forward pass, and
+/// mt.moe_grad recomputes what it needs itself).
 void eraseDeadOps(Block &block) {
   bool changed = true;
   while (changed) {
     changed = false;
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block))) {
       if (op.hasTrait<OpTrait::IsTerminator>() || !op.use_empty() ||
-          !isPure(&op))
+          !(isPure(&op) || isa<MoeOp>(op)))
         continue;
       op.erase();
       changed = true;
@@ -452,9 +468,14 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
     unsigned grads = 0;
     bool failedAny = false;
     getOperation().walk([&](ModelOp model) {
-      for (auto layer : model.getBody().getOps<LayerOp>())
-        if (failed(buildLayerBackward(layer, grads)))
+      for (auto layer : model.getBody().getOps<LayerOp>()) {
+        // Experts first: the layer's mt.moe_grad runs their @backward.
+        for (auto expert : layer.getBody().front().getOps<ExpertOp>())
+          if (failed(buildBackward(expert, expert.getForward(), grads)))
+            failedAny = true;
+        if (failed(buildBackward(layer, layer.getForward(), grads)))
           failedAny = true;
+      }
       if (!failedAny && failed(buildModelForwardBackward(model, grads)))
         failedAny = true;
     });
@@ -463,15 +484,18 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
       signalPassFailure();
   }
 
-  LogicalResult buildLayerBackward(LayerOp layer, unsigned &grads) {
-    func::FuncOp forward = layer.getForward();
+  /// Adds `func.func @backward(%x, %dy) -> %dx` to a layer or an expert
+  /// (both map one activation to one of the same type).
+  template <typename ContainerOp>
+  LogicalResult buildBackward(ContainerOp container, func::FuncOp forward,
+                              unsigned &grads) {
     if (!forward)
-      return layer.emitOpError() << "has no @forward";
-    if (layer.lookupSymbol("backward"))
+      return container.emitOpError() << "has no @forward";
+    if (container.lookupSymbol("backward"))
       return success(); // already differentiated
-    MtTensorType act = layer.getActivationType();
+    MtTensorType act = cast<MtTensorType>(forward.getArgument(0).getType());
     MtTensorType gradAct = cast<MtTensorType>(gradType(forward.getArgument(0)));
-    OpBuilder b(layer.getContext());
+    OpBuilder b(container.getContext());
     b.setInsertionPointAfter(forward);
     auto type = b.getFunctionType({act, gradAct}, {gradAct});
     auto fn = func::FuncOp::create(b, forward.getLoc(), "backward", type);

@@ -48,8 +48,11 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
         return %dx : !mt.tensor<[B, S, 8], f32>
       }
     ```
-    Unused recomputation is removed. `mt.moe` has no VJP yet: a model using
-    it is rejected with an error at the op.
+    Unused recomputation is removed. Every `mt.expert` gets a `@backward(%t,
+    %dt) -> %dt_in` of the same form (its `[T, D]` tokens, parameter gradients
+    through `mt.param_grad` into the current expert's buffers), and `mt.moe`
+    differentiates to one `mt.moe_grad`, which the runtime implements by
+    recomputing the routing and running those expert backwards.
   }];
   let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
   let statistics = [

@@ -288,6 +288,47 @@ def MT_PadOp : MT_Op<"pad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MT_MoeGradOp : MT_Op<"moe_grad", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "gradients of mt.moe with respect to its input and router";
+  let description = [{
+    The vector-Jacobian product of `mt.moe` with the same attributes: from
+    the moe input `h` `[B, S, D]`, the router `[D, E]` and the gradient `dy`
+    of the moe output, the runtime recomputes the routing (router softmax,
+    top-k, gate weights) and every expert's output on its tokens, runs each
+    expert's `func.func @backward` on its tokens with `dy` scaled by the
+    token's gate weight (accumulating that expert's parameter gradients, as
+    `mt.apply_layers_grad` does for layers), and backpropagates through the
+    gate weights, their renormalisation (`normalize`) and the softmax into the
+    router logits. With `aux_loss = c > 0` the gradient of the load-balancing
+    loss `c * E * sum_e f_e * P_e` (through the mean router probability `P_e`
+    only; the assignment fraction `f_e` is a count) is added to the logits'
+    gradient. Results: the gradients of `h` (router path plus every expert's
+    input gradient) and of the router.
+
+    ```mlir
+    %dh, %dr = mt.moe_grad %h, %router, %dy expert @FFN top_k = 2 normalize
+        aux_loss = 0.01 : !mt.tensor<[B, S, 64], f32>,
+        !mt.tensor<[64, 8], f32>, !mt.tensor<[B, S, 64], f32>
+        -> !mt.tensor<[B, S, 64], f32>, !mt.tensor<[64, 8], f32>
+    ```
+  }];
+  let arguments = (ins MT_AnyTensor:$input, MT_AnyTensor:$router,
+                       MT_AnyTensor:$grad,
+                       FlatSymbolRefAttr:$expert,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$top_k,
+                       UnitAttr:$normalize,
+                       DefaultValuedAttr<F64Attr, "0.0">:$aux_loss);
+  let results = (outs MT_AnyTensor:$input_grad, MT_AnyTensor:$router_grad);
+  let assemblyFormat = [{
+    $input `,` $router `,` $grad `expert` $expert `top_k` `=` $top_k
+    (`normalize` $normalize^)? `aux_loss` `=` $aux_loss attr-dict `:`
+    type($input) `,` type($router) `,` type($grad) `->` type($input_grad) `,`
+    type($router_grad)
+  }];
+  let hasVerifier = 1;
+}
+
 def MT_ApplyLayersGradOp : MT_Op<"apply_layers_grad", [
     AllTypesMatch<["grad", "result"]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

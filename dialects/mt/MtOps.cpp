@@ -691,6 +691,44 @@ LogicalResult PadOp::verify() {
   return success();
 }
 
+LogicalResult MoeGradOp::verify() {
+  if (failed(requireFloat(*this, getInput(), "input")) ||
+      failed(requireFloat(*this, getRouter(), "router")) ||
+      failed(requireFloat(*this, getGrad(), "gradient")) ||
+      failed(requireF32Result(*this, getInputGrad())) ||
+      failed(requireF32Result(*this, getRouterGrad())))
+    return failure();
+  if (shapeOf(getGrad()) != shapeOf(getInput()))
+    return emitOpError() << "gradient shape " << mtc::formatShape(shapeOf(getGrad()))
+                         << " does not match the input shape "
+                         << mtc::formatShape(shapeOf(getInput()));
+  if (failed(expectShape(*this, getInputGrad(), shapeOf(getInput()))) ||
+      failed(expectShape(*this, getRouterGrad(), shapeOf(getRouter()))))
+    return failure();
+  if (getAuxLoss().convertToDouble() < 0)
+    return emitOpError() << "aux_loss must be non-negative";
+  return success();
+}
+
+LogicalResult MoeGradOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto layer = dyn_cast_or_null<LayerOp>(owningContainer(*this));
+  if (!layer)
+    return emitOpError() << "is only valid in a function of an mt.layer";
+  auto expert = dyn_cast_or_null<ExpertOp>(
+      tables.lookupSymbolIn(layer, getExpertAttr()));
+  if (!expert)
+    return emitOpError() << "'" << getExpert() << "' is not an expert of @"
+                         << layer.getSymName();
+  std::string err;
+  if (!mtc::rules::moe(shapeOf(getInput()), shapeOf(getRouter()),
+                       expert.getCount(), err))
+    return ruleFailed(*this, err);
+  if (getTopK() > expert.getCount())
+    return emitOpError() << "top_k " << getTopK() << " exceeds the "
+                         << expert.getCount() << " experts";
+  return success();
+}
+
 LogicalResult
 ApplyLayersGradOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto model = dyn_cast_or_null<ModelOp>(owningContainer(*this));

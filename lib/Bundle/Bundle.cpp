@@ -88,6 +88,13 @@ const Layer *Bundle::layer(const std::string &name) const {
   return nullptr;
 }
 
+const Expert *Layer::expert(const std::string &name) const {
+  for (const Expert &e : experts)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
 int64_t Bundle::totalLayerInstances() const {
   int64_t n = 0;
   for (const Layer &l : layers)
@@ -356,15 +363,98 @@ std::map<std::string, Function> parseFunctions(const json &j,
   return out;
 }
 
+int64_t parseCount(const json &obj, const std::string &where) {
+  const json &count = field(obj, "count", where);
+  if (!count.is_number_integer() || count.get<int64_t>() <= 0)
+    fail(where, "'count' must be a positive integer");
+  return count.get<int64_t>();
+}
+
+/// A layer's or expert's function \p name must exist with this signature.
+void checkSignature(const std::map<std::string, Function> &fns,
+                    const std::string &name, size_t args, size_t results,
+                    bool required, const std::string &where) {
+  auto it = fns.find(name);
+  if (it == fns.end()) {
+    if (required)
+      fail(where, "missing function '" + name + "'");
+    return;
+  }
+  if (it->second.args.size() != args || it->second.results.size() != results)
+    fail(where + ": function " + name,
+         "expected " + std::to_string(args) + " argument(s) and " +
+             std::to_string(results) + " result(s)");
+}
+
+Expert parseExpert(const json &j, const std::string &where) {
+  Expert e;
+  e.name = getString(j, "name", where);
+  e.count = parseCount(j, where);
+  e.params = parseParams(field(j, "params", where), where);
+  e.functions = parseFunctions(field(j, "functions", where), where);
+  checkSignature(e.functions, "forward", 1, 1, true, where);
+  checkSignature(e.functions, "backward", 2, 1, false, where);
+  for (const auto &[fname, fn] : e.functions) {
+    if (fn.args.empty())
+      fail(where + ": function " + fname, "an expert's functions take "
+                                          "[T, D] tokens");
+    const Shape &in = fn.values[fn.args[0]].shape;
+    if (in.size() != 2 || in[0] != kDimT)
+      fail(where + ": function " + fname,
+           "an expert's functions take [T, D] tokens");
+  }
+  return e;
+}
+
+/// moe and moe_grad ops must name an expert of their layer (the executor
+/// looks it up by name) and have the operand/result counts it reads.
+void checkMoeOps(const Layer &l, const std::string &where) {
+  for (const auto &[fname, fn] : l.functions)
+    for (size_t i = 0; i < fn.ops.size(); ++i) {
+      const Op &op = fn.ops[i];
+      if (op.name != "moe" && op.name != "moe_grad")
+        continue;
+      std::string w = where + ": function " + fname + ": op " +
+                      std::to_string(i);
+      const Expert *e = l.expert(op.symbol);
+      if (!e)
+        fail(w, "'" + op.name + "' names no expert of layer '" + l.name +
+                    "': '" + op.symbol + "'");
+      bool grad = op.name == "moe_grad";
+      if (op.operands.size() != (grad ? 3u : 2u) ||
+          op.results.size() != (grad ? 2u : 1u))
+        fail(w, "wrong number of operands or results for '" + op.name + "'");
+      const Shape &router = fn.values[op.operands[1]].shape;
+      if (router.size() != 2 || router[1] != e->count)
+        fail(w, "the router must be [D, " + std::to_string(e->count) + "]");
+      int64_t k = op.intAttr("top_k", 0);
+      if (k < 1 || k > e->count)
+        fail(w, "top_k must be in [1, " + std::to_string(e->count) + "]");
+      if (grad && !e->functions.count("backward"))
+        fail(w, "expert '" + e->name + "' has no backward function");
+    }
+}
+
 } // namespace
 
 std::string toJson(const Bundle &b) {
   json layers = json::array();
-  for (const Layer &l : b.layers)
-    layers.push_back(json{{"name", l.name},
-                          {"count", l.count},
-                          {"params", paramsToJson(l.params)},
-                          {"functions", functionsToJson(l.functions)}});
+  for (const Layer &l : b.layers) {
+    json layer{{"name", l.name},
+               {"count", l.count},
+               {"params", paramsToJson(l.params)},
+               {"functions", functionsToJson(l.functions)}};
+    if (!l.experts.empty()) {
+      json experts = json::array();
+      for (const Expert &e : l.experts)
+        experts.push_back(json{{"name", e.name},
+                               {"count", e.count},
+                               {"params", paramsToJson(e.params)},
+                               {"functions", functionsToJson(e.functions)}});
+      layer["experts"] = std::move(experts);
+    }
+    layers.push_back(std::move(layer));
+  }
   json doc{{"format", "mtc-bundle"},
            {"version", kVersion},
            {"model", b.model},
@@ -408,12 +498,22 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
       std::string w = where + ": layer " + std::to_string(i);
       Layer l;
       l.name = getString(layers[i], "name", w);
-      const json &count = field(layers[i], "count", w);
-      if (!count.is_number_integer() || count.get<int64_t>() <= 0)
-        fail(w, "'count' must be a positive integer");
-      l.count = count.get<int64_t>();
+      l.count = parseCount(layers[i], w);
       l.params = parseParams(field(layers[i], "params", w), w);
       l.functions = parseFunctions(field(layers[i], "functions", w), w);
+      if (layers[i].contains("experts")) {
+        const json &experts = layers[i]["experts"];
+        if (!experts.is_array())
+          fail(w, "'experts' must be an array");
+        for (size_t k = 0; k < experts.size(); ++k) {
+          std::string we = w + ": expert " + std::to_string(k);
+          Expert e = parseExpert(experts[k], we);
+          if (l.expert(e.name))
+            fail(we, "duplicate expert '" + e.name + "'");
+          l.experts.push_back(std::move(e));
+        }
+      }
+      checkMoeOps(l, w);
       b.layers.push_back(std::move(l));
     }
     b.functions = parseFunctions(field(doc, "functions", where), where);
@@ -428,7 +528,7 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
       b.cpuKernelsTarget = getString(k, "target", w);
       if (!base64Decode(getString(k, "data", w), b.cpuKernels))
         fail(w, "'data' is not valid base64");
-      if (b.cpuKernels.compare(0, 4, "\x7f" "ELF") != 0)
+      if (b.cpuKernels.compare(0, 4, "\177ELF") != 0)
         fail(w, "'data' is not an ELF file");
     }
     out = std::move(b);

@@ -74,11 +74,25 @@ struct Param {
   int64_t numel() const;
 };
 
+/// The experts of a mixture-of-experts layer: `count` experts sharing one
+/// template; parameters exist once per expert per layer instance
+/// (`Layer.i.Expert.e.name`). `forward` maps [T, D] to [T, D] (T: the tokens
+/// routed to the expert), `backward` is `(t, dt) -> dt_in`.
+struct Expert {
+  std::string name;
+  int64_t count = 0;
+  std::vector<Param> params;
+  std::map<std::string, Function> functions; ///< "forward", "backward"
+};
+
 struct Layer {
   std::string name;
   int64_t count = 0;
   std::vector<Param> params;
   std::map<std::string, Function> functions; ///< "forward", "backward"
+  std::vector<Expert> experts; ///< used by the layer's moe/moe_grad ops
+
+  const Expert *expert(const std::string &name) const;
 };
 
 struct Bundle {

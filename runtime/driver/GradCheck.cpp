@@ -10,6 +10,18 @@
 // (1e-3 of the largest |an| seen in the tensor and 1e-4 absolute) keeps
 // coordinates whose gradient is zero up to rounding from dominating.
 //
+// Mixture-of-experts routing (each token's top-k experts) is piecewise
+// constant in the parameters: a finite difference whose evaluations route a
+// token differently measures a jump, not a derivative, and with hundreds of
+// tokens some near-tie always flips within any useful step. The check
+// therefore pins the routing: the unperturbed forward pass records every moe
+// op's expert choices and the finite differences replay them
+// (Executor::pinRouting), so they differentiate the smooth loss of the
+// routing piece the compiled gradient belongs to. Everything else (gate
+// weights, their renormalisation, the router softmax, the aux loss' mean
+// probabilities) follows the perturbed parameters. The summary reports how
+// many evaluations would have routed differently without the pin.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/GradCheck.h"
@@ -61,6 +73,10 @@ static int gradCheckImpl(const bundle::Bundle &b,
   exec::ParamStore store(b);
   store.initialize(opts.seed);
   exec::Executor ex(b, store);
+  if (Status st = ex.useBundleKernels(); !st.ok()) {
+    os << "mtc: error: " << st.message() << "\n";
+    return -1;
+  }
 
   int64_t vocab = std::max<int64_t>(b.vocabulary(), 2);
 
@@ -73,15 +89,23 @@ static int gradCheckImpl(const bundle::Bundle &b,
   }
 
   store.zeroGrads();
+  ex.pinRouting(exec::Executor::RoutingPin::Record);
   double loss0 = ex.forwardBackward(tokens.data(), targets.data(), opts.batch,
                                     opts.seq);
+  ex.pinRouting(exec::Executor::RoutingPin::Replay);
+  const uint64_t routing = ex.routingSignature();
+  int64_t evaluations = 0, rerouted = 0;
   os << "gradcheck: batch " << opts.batch << ", seq " << opts.seq
      << ", loss " << std::setprecision(8) << loss0 << ", "
      << store.slots().size() << " tensors, tolerance " << opts.tolerance
      << "\n";
 
   auto lossAt = [&]() {
-    return ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
+    double l = ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
+    ++evaluations;
+    if (ex.routingSignature() != routing)
+      ++rerouted;
+    return l;
   };
 
   int failures = 0;
@@ -155,6 +179,10 @@ static int gradCheckImpl(const bundle::Bundle &b,
      << " of " << store.slots().size() << " tensors beyond tolerance (worst "
      << std::scientific << std::setprecision(2) << worst << std::defaultfloat
      << ")\n";
+  if (routing != 0)
+    os << "gradcheck: mixture-of-experts routing pinned: " << rerouted << " of "
+       << evaluations
+       << " loss evaluations would have chosen other experts\n";
   return failures;
 }
 

@@ -225,6 +225,10 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   exec::ParamStore store(b);
   store.initialize(opts.seed);
   exec::Executor ex(b, store);
+  if (Status st = ex.useBundleKernels(); !st.ok()) {
+    err << "mtc: error: " << st.message() << "\n";
+    return 1;
+  }
   train::ThreadPool pool(cpu::threads());
   train::AdamWConfig acfg;
   acfg.beta1 = static_cast<float>(opts.beta1);
@@ -406,6 +410,10 @@ int generateImpl(const std::string &dir, const GenerateOptions &opts,
     return 1;
   }
   exec::Executor ex(b, store);
+  if (Status st = ex.useBundleKernels(); !st.ok()) {
+    err << "mtc: error: " << st.message() << "\n";
+    return 1;
+  }
   train::Rng rng(opts.seed, 99);
   std::vector<int32_t> prompt;
   for (unsigned char c : opts.prompt)

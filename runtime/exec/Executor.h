@@ -6,7 +6,14 @@
 // instance's input (the activation checkpoint); its gradient runs the layer's
 // backward in reverse order from those inputs, recomputing the rest.
 //
-// This executor binds the symbolic dims (B, S) at call time and allocates
+// Mixture-of-experts layers: `moe` routes each token to its top-k experts
+// and runs an expert's forward on the [T, D] tokens routed to it (T bound per
+// call); `moe_grad` recomputes the routing and runs each expert's backward.
+// The load-balancing (aux) losses of the moe ops a forward pass runs are
+// summed by the executor and added to the loss it returns (forwardBackward,
+// loss); their gradient is part of moe_grad.
+//
+// This executor binds the symbolic dims (B, S, T) at call time and allocates
 // every value afresh; the streaming executor (device arena, prefetch) replaces
 // it for models larger than memory.
 //
@@ -15,6 +22,8 @@
 #define MTC_RUNTIME_EXEC_EXECUTOR_H
 
 #include "lib/Bundle/Bundle.h"
+#include "lib/Support/Status.h"
+#include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/ParamStore.h"
 
 #include <cstdint>
@@ -53,12 +62,13 @@ public:
   Executor(const bundle::Bundle &b, ParamStore &store);
 
   /// Runs the model's forward_backward on one micro-batch: returns the loss
-  /// and adds this batch's gradients to the store's gradient buffers.
+  /// (the function's result plus the aux losses of its moe ops) and adds this
+  /// batch's gradients to the store's gradient buffers.
   /// tokens and targets are [B, S]. Throws ExecError on bad input (a token id
   /// outside the vocabulary, ...).
   double forwardBackward(const int32_t *tokens, const int32_t *targets,
                          int64_t B, int64_t S);
-  /// The loss without gradients (validation).
+  /// The loss without gradients (validation), aux losses included.
   double loss(const int32_t *tokens, const int32_t *targets, int64_t B,
               int64_t S);
   /// The logits [B, S, V] the loss is computed from (generation).
@@ -82,16 +92,47 @@ public:
   void setKernelResolver(std::function<FusedKernel(const std::string &)> r) {
     kernels = std::move(r);
   }
+  /// Loads the bundle's compiled CPU kernels (if it carries any) and calls
+  /// them for its fused ops; the executor keeps the library loaded.
+  Status useBundleKernels();
 
   /// Layer-instance loads during the last call (each apply runs an instance's
   /// forward once, each apply_layers_grad its backward once).
   int64_t layerForwardRuns() const { return forwardRuns; }
   int64_t layerBackwardRuns() const { return backwardRuns; }
+  /// The sum of the aux (load-balancing) losses of the moe ops the last call
+  /// ran, already included in the loss it returned.
+  double auxLoss() const { return auxLossSum; }
+  /// A fingerprint of every top-k choice the last call's forward pass made
+  /// (0 without moe ops; under Replay: the choices it would have made).
+  uint64_t routingSignature() const { return routingHash; }
+
+  /// Top-k routing is piecewise constant in the parameters. For gradient
+  /// checks, Record keeps the expert choices of every moe op a call's forward
+  /// pass runs, and Replay makes later calls reuse them (in the same order)
+  /// instead of choosing: the loss is then the smooth function of that one
+  /// routing piece, whose derivative the compiled gradient is. Gate weights,
+  /// probabilities and the aux loss' P_e still follow the parameters.
+  enum class RoutingPin { Off, Record, Replay };
+  void pinRouting(RoutingPin mode) { pin = mode; }
 
 private:
   struct Scope {
     std::string layer; ///< empty: model level
     int64_t instance = 0;
+    std::string expert; ///< non-empty: inside expert `expertIndex` of `layer`
+    int64_t expertIndex = 0;
+    /// Inside a layer's backward: a recomputed moe adds no aux loss again.
+    bool backward = false;
+  };
+  /// The routing of one moe op over its N tokens.
+  struct Routing {
+    int64_t N = 0, D = 0, E = 0, K = 0;
+    std::vector<float> probs;   ///< [N, E] router softmax
+    std::vector<int32_t> choice; ///< [N, K] chosen experts, best first
+    std::vector<float> gate;    ///< [N, K] gate weights
+    /// Per expert: the (token, k) slots routed to it, tokens ascending.
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> routed;
   };
   /// What the run is for: stop early at the loss' logits for generation.
   enum class Mode { Full, LogitsOnly };
@@ -104,10 +145,35 @@ private:
   ParamSlot *slot(const bundle::Op &op, const Scope &scope);
   FusedKernel fusedKernel(const bundle::Op &op);
   std::vector<int64_t> concrete(const bundle::ValueType &t) const;
+  /// The router softmax and each token's top-k experts.
+  Routing route(const bundle::Op &op, const Tensor &h, const Tensor &router,
+                int64_t numExperts);
+  /// Gate weights and per-expert token lists from r.choice.
+  static void assign(Routing &r, bool normalize);
+  /// Runs function \p fn of expert \p e on \p args ([T_e, D] tokens).
+  std::vector<Tensor> runExpert(const bundle::Op &op,
+                                const bundle::Expert &expert,
+                                const std::string &fn, int64_t e,
+                                std::vector<Tensor> args, const Scope &scope);
+  void moe(const bundle::Op &op, std::vector<Tensor> &values,
+           const bundle::Function &fn, const Scope &scope);
+  void moeGrad(const bundle::Op &op, std::vector<Tensor> &values,
+               const bundle::Function &fn, const Scope &scope);
+  /// Clears per-call state (counters, aux loss, routing fingerprint).
+  void beginCall(int64_t b, int64_t s);
+  /// The function's loss (the loss op's double value when the result is
+  /// exactly it) plus the aux losses.
+  double totalLoss(const Tensor &result) const;
 
   const bundle::Bundle &bundle;
   ParamStore &store;
   int64_t B = 0, S = 0;
+  int64_t T = 0; ///< tokens routed to the expert being run
+  double auxLossSum = 0;
+  uint64_t routingHash = 0;
+  RoutingPin pin = RoutingPin::Off;
+  std::vector<std::vector<int32_t>> pinnedChoices; ///< per forward moe op
+  size_t pinnedNext = 0;
   /// Saved layer inputs: (layer, instance) -> input.
   std::map<std::pair<std::string, int64_t>, Tensor> checkpoints;
   int64_t forwardRuns = 0, backwardRuns = 0;
@@ -122,6 +188,7 @@ private:
   std::map<std::tuple<std::string, int64_t, size_t>, KV> kvCache;
   bool decoding = false;
   std::function<FusedKernel(const std::string &)> kernels;
+  std::unique_ptr<KernelLibrary> kernelLibrary;
   int64_t cacheLength = 0; ///< positions already in the cache
 };
 

@@ -37,11 +37,11 @@ bool writeAll(int fd, const std::string &data) {
 
 Expected<std::unique_ptr<KernelLibrary>>
 KernelLibrary::load(const std::string &sharedObject) {
-  if (sharedObject.size() < 4 || sharedObject.compare(0, 4, "\x7f" "ELF") != 0)
+  if (sharedObject.compare(0, 4, "\177ELF") != 0)
     return Status::error("cpu kernels: not an ELF shared object");
   const char *tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") +
-                     "/mtc-kernels-XXXXXX";
+  std::string path =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/mtc-kernels-XXXXXX";
   int fd = ::mkstemp(path.data());
   if (fd < 0)
     return Status::error("cpu kernels: cannot create a temporary file '" +

@@ -1,4 +1,4 @@
-//===- KernelLibrary.h - Compiled CPU kernels loaded with dlopen -*- C++ -*-===//
+//===- KernelLibrary.h - CPU kernels loaded with dlopen ---------*- C++ -*-===//
 //
 // Part of mtc. The compiler carries the LLVM code of every mt.fused region as
 // an ELF shared object in the bundle (`cpu_kernels`, docs/bundle.md). This

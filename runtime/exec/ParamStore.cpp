@@ -30,9 +30,15 @@ ParamStore::ParamStore(const bundle::Bundle &b) : bundle(b) {
   for (const bundle::Param &p : b.params)
     add(p.name, p);
   for (const bundle::Layer &l : b.layers)
-    for (int64_t i = 0; i < l.count; ++i)
+    for (int64_t i = 0; i < l.count; ++i) {
+      std::string prefix = l.name + "." + std::to_string(i) + ".";
       for (const bundle::Param &p : l.params)
-        add(l.name + "." + std::to_string(i) + "." + p.name, p);
+        add(prefix + p.name, p);
+      for (const bundle::Expert &x : l.experts)
+        for (int64_t e = 0; e < x.count; ++e)
+          for (const bundle::Param &p : x.params)
+            add(prefix + x.name + "." + std::to_string(e) + "." + p.name, p);
+    }
 }
 
 void ParamStore::initialize(uint64_t seed) {
@@ -76,6 +82,13 @@ ParamSlot *ParamStore::model(const std::string &name) { return find(name); }
 ParamSlot *ParamStore::layer(const std::string &layer, int64_t instance,
                              const std::string &name) {
   return find(layer + "." + std::to_string(instance) + "." + name);
+}
+
+ParamSlot *ParamStore::expert(const std::string &layer, int64_t instance,
+                              const std::string &expert, int64_t index,
+                              const std::string &name) {
+  return find(layer + "." + std::to_string(instance) + "." + expert + "." +
+              std::to_string(index) + "." + name);
 }
 
 void ParamStore::zeroGrads() {

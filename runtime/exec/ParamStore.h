@@ -2,7 +2,8 @@
 //
 // Part of mtc. Every parameter instance of a bundle, with its fp32 value,
 // gradient and AdamW moments, in host memory. Instance names follow the
-// checkpoint convention: model-level `name`, layer instances `Layer.i.name`.
+// checkpoint convention: model-level `name`, layer instances `Layer.i.name`,
+// experts of layer instance i `Layer.i.Expert.e.name`.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_EXEC_PARAMSTORE_H
@@ -37,6 +38,10 @@ public:
   ParamSlot *model(const std::string &name);
   ParamSlot *layer(const std::string &layer, int64_t instance,
                    const std::string &name);
+  /// Parameter \p name of expert \p index of \p expert in a layer instance.
+  ParamSlot *expert(const std::string &layer, int64_t instance,
+                    const std::string &expert, int64_t index,
+                    const std::string &name);
   std::vector<ParamSlot> &slots() { return all; }
   const std::vector<ParamSlot> &slots() const { return all; }
   ParamSlot *find(const std::string &name);

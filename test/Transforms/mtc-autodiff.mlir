@@ -62,3 +62,51 @@ mt.model @M {
 // CHECK: %[[DE:.*]] = mt.add %[[DET]], %[[DEE]]
 // CHECK: mt.param_grad @emb, %[[DE]] : !mt.tensor<[16, 8], f32>
 // CHECK: return %[[LOSS]]
+
+// A mixture-of-experts layer: each expert template gets its own @backward
+// over its [T, D] tokens (parameter gradients into the expert's buffers);
+// mt.moe differentiates to one mt.moe_grad, and the recomputed mt.moe, which
+// the backward does not need, is dropped.
+mt.model @Moe {
+  mt.layer @MoeLayer x 1 {
+    mt.param @router : !mt.tensor<[8, 4], f32> init normal [0.02]
+    mt.expert @E x 4 {
+      mt.param @w : !mt.tensor<[8, 8], f32> init normal [0.02]
+      func.func @forward(%t: !mt.tensor<[T, 8], f32>) -> !mt.tensor<[T, 8], f32> {
+        %w = mt.param_ref @w : !mt.tensor<[8, 8], f32>
+        %h = mt.matmul %t, %w : !mt.tensor<[T, 8], f32>, !mt.tensor<[8, 8], f32> -> !mt.tensor<[T, 8], f32>
+        %y = mt.silu %h : !mt.tensor<[T, 8], f32>
+        return %y : !mt.tensor<[T, 8], f32>
+      }
+    }
+    func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      %r = mt.param_ref @router : !mt.tensor<[8, 4], f32>
+      %m = mt.moe %x, %r expert @E top_k = 2 normalize aux_loss = 0.01 : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32> -> !mt.tensor<[B, S, 8], f32>
+      %y = mt.add %x, %m : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[B, S, 8], f32> -> !mt.tensor<[B, S, 8], f32>
+      return %y : !mt.tensor<[B, S, 8], f32>
+    }
+  }
+  func.func @forward(%t: !mt.tensor<[B, S], i32>, %u: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+    %c = mt.constant 0.0 : !mt.tensor<[], f32>
+    return %c : !mt.tensor<[], f32>
+  }
+}
+
+// CHECK-LABEL: mt.layer @MoeLayer x 1
+// CHECK: mt.expert @E x 4
+// CHECK: func.func @backward(%[[T:.*]]: !mt.tensor<[T, 8], f32>, %[[DT:.*]]: !mt.tensor<[T, 8], f32>) -> !mt.tensor<[T, 8], f32>
+// CHECK: %[[W:.*]] = mt.param_ref @w
+// CHECK: %[[H:.*]] = mt.matmul %[[T]], %[[W]]
+// CHECK: %[[DH:.*]] = mt.unary_grad "silu" %[[H]], %[[DT]]
+// CHECK: %[[DTIN:.*]] = mt.matmul %[[DH]], %{{.*}} : !mt.tensor<[T, 8], f32>
+// CHECK: %[[DW:.*]] = mt.weight_grad %[[T]], %[[DH]]
+// CHECK: mt.param_grad @w, %[[DW]] : !mt.tensor<[8, 8], f32>
+// CHECK: return %[[DTIN]] : !mt.tensor<[T, 8], f32>
+// CHECK: func.func @backward(%[[X:.*]]: !mt.tensor<[B, S, 8], f32>, %[[DY:.*]]: !mt.tensor<[B, S, 8], f32>)
+// CHECK-NOT: mt.moe %
+// CHECK: %[[R:.*]] = mt.param_ref @router
+// CHECK-NOT: mt.moe %
+// CHECK: %[[DX:.*]], %[[DR:.*]] = mt.moe_grad %[[X]], %[[R]], %[[DY]] expert @E top_k = 2 normalize aux_loss = 1.000000e-02 : {{.*}} -> !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>
+// CHECK: %[[SUM:.*]] = mt.add %[[DY]], %[[DX]]
+// CHECK: mt.param_grad @router, %[[DR]] : !mt.tensor<[8, 4], f32>
+// CHECK: return %[[SUM]]

@@ -52,7 +52,7 @@ int runGenerate(const std::vector<std::string> &args);
 const Command kCommands[] = {
     {"compile",
      "mtc compile MODEL.mt [--emit=ast|mlir|mlir-grad|summary|bundle] "
-     "[-o FILE]",
+     "[-o FILE] [--cpu NAME] [--set NAME=VALUE]...",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb)",
      runCompile},
@@ -101,35 +101,6 @@ int error(const std::string &message) {
   return 1;
 }
 
-/// Reads \p path whole, refusing anything that is not a regular file or is
-/// larger than the frontend accepts.
-bool readSource(const std::string &path, std::string &out) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    error("cannot open '" + path + "': " + std::strerror(errno));
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    error("'" + path + "' is not a regular file");
-    return false;
-  }
-  if (static_cast<uint64_t>(st.st_size) > mtc::kMaxSourceBytes) {
-    error(path + ": file is " + std::to_string(st.st_size) +
-          " bytes; model sources are limited to " +
-          std::to_string(mtc::kMaxSourceBytes) + " bytes");
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error("cannot open '" + path + "': " + std::strerror(errno));
-    return false;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
-}
-
 /// Writes \p text to \p path atomically (a temporary file, then rename), or to
 /// stdout when \p path is empty or "-".
 bool writeOutput(const std::string &path, const std::string &text) {
@@ -160,110 +131,6 @@ bool writeOutput(const std::string &path, const std::string &text) {
     return false;
   }
   return true;
-}
-
-int runCompile(const std::vector<std::string> &args) {
-  std::string input, output, emit;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &a = args[i];
-    if (a.rfind("--emit=", 0) == 0) {
-      emit = a.substr(7);
-    } else if (a == "--emit" && i + 1 < args.size()) {
-      emit = args[++i];
-    } else if (a == "-o" && i + 1 < args.size()) {
-      output = args[++i];
-    } else if (a == "-h" || a == "--help") {
-      std::cout << "usage: " << kCommands[0].usage << "\n";
-      return 0;
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return error("compile: unknown option '" + a + "'");
-    } else if (input.empty()) {
-      input = a;
-    } else {
-      return error("compile: more than one input file ('" + input + "', '" +
-                   a + "')");
-    }
-  }
-  if (input.empty())
-    return error("compile: no input file\nusage: " +
-                 std::string(kCommands[0].usage));
-  if (emit.empty()) {
-    bool toBundle = output.size() > 4 &&
-                    output.compare(output.size() - 4, 4, ".mtb") == 0;
-    emit = toBundle ? "bundle" : "summary";
-  }
-  if (emit != "ast" && emit != "mlir" && emit != "mlir-grad" &&
-      emit != "summary" && emit != "bundle")
-    return error("compile: unknown --emit value '" + emit +
-                 "' (expected ast, mlir, mlir-grad, summary or bundle)");
-
-  std::string source;
-  if (!readSource(input, source))
-    return 1;
-  mtc::DiagnosticEngine diags(input, source, std::cerr);
-
-  if (emit == "ast") {
-    std::optional<mtc::ast::Model> model = mtc::parseModel(diags);
-    diags.printSummary();
-    if (!model)
-      return 1;
-    std::ostringstream os;
-    mtc::printAST(*model, os);
-    return writeOutput(output, os.str()) ? 0 : 1;
-  }
-
-  mtc::CheckedModel checked;
-  bool ok = mtc::parseAndCheck(diags, checked);
-  diags.printSummary();
-  if (!ok)
-    return 1;
-
-  if (emit == "summary") {
-    std::ostringstream os;
-    mtc::printSummary(checked, os);
-    return writeOutput(output, os.str()) ? 0 : 1;
-  }
-
-  mlir::MLIRContext context;
-  context.loadDialect<mtc::mt::MtDialect, mlir::func::FuncDialect>();
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    std::string msg;
-    llvm::raw_string_ostream ms(msg);
-    ms << d;
-    mtc::SourceLoc loc;
-    if (auto fl = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
-      loc = {fl.getLine(), fl.getColumn()};
-    diags.error(loc, msg);
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mtc::mlirGen(context, checked, input);
-  if (!module) {
-    diags.printSummary();
-    return 1;
-  }
-  if (emit != "mlir") {
-    mlir::PassManager pm(&context);
-    mtc::buildTrainingPipeline(pm);
-    if (mlir::failed(pm.run(*module))) {
-      diags.printSummary();
-      return 1;
-    }
-  }
-  std::string text;
-  if (emit == "bundle") {
-    mtc::bundle::Bundle b;
-    if (mlir::failed(mtc::translateToBundle(*module, b))) {
-      diags.printSummary();
-      return 1;
-    }
-    text = mtc::bundle::toJson(b);
-  } else {
-    llvm::raw_string_ostream os(text);
-    module->print(os);
-    os.flush();
-  }
-  return writeOutput(output, text) ? 0 : 1;
 }
 
 /// One command-line flag of a command: `--name VALUE` (or `--name=VALUE`).
@@ -378,6 +245,78 @@ bool wantsHelp(const char *command, const std::vector<std::string> &args) {
       return true;
     }
   return false;
+}
+
+int runCompile(const std::vector<std::string> &args) {
+  if (wantsHelp("compile", args))
+    return 0;
+  std::string emit, output, input, cpu;
+  mtc::ConfigOverrides overrides;
+  std::vector<std::string> pos;
+  std::vector<std::string> normalized;
+  for (const std::string &a : args) // `-o FILE` is the one short flag
+    normalized.push_back(a == "-o" ? "--output" : a);
+  if (!parseFlags("compile", normalized,
+                  {{Flag::String, "--emit", &emit},
+                   {Flag::String, "--output", &output},
+                   {Flag::String, "--cpu", &cpu},
+                   {Flag::Set, "--set", &overrides}},
+                  pos))
+    return 1;
+  if (pos.empty())
+    return error("compile: no input file\nusage: " +
+                 std::string(findCommand("compile")->usage));
+  if (pos.size() > 1)
+    return error("compile: more than one input file ('" + pos[0] + "', '" +
+                 pos[1] + "')");
+  input = pos[0];
+  if (emit.empty()) {
+    bool toBundle = output.size() > 4 &&
+                    output.compare(output.size() - 4, 4, ".mtb") == 0;
+    emit = toBundle ? "bundle" : "summary";
+  }
+  using Stage = mtc::CompileStage;
+  const std::pair<const char *, Stage> stages[] = {
+      {"ast", Stage::Parsed},
+      {"summary", Stage::Checked},
+      {"mlir", Stage::Lowered},
+      {"mlir-grad", Stage::Differentiated},
+      {"bundle", Stage::Bundled}};
+  const Stage *stage = nullptr;
+  for (const auto &[name, st] : stages)
+    if (emit == name)
+      stage = &st;
+  if (!stage)
+    return error("compile: unknown --emit value '" + emit +
+                 "' (expected ast, mlir, mlir-grad, summary or bundle)");
+
+  mlir::MLIRContext context;
+  mtc::CompiledModel compiled;
+  if (!mtc::compileModelFile(input, overrides, std::cerr, *stage, context,
+                             compiled, cpu))
+    return 1;
+  std::ostringstream os;
+  switch (*stage) {
+  case Stage::Parsed:
+    mtc::printAST(*compiled.ast, os);
+    break;
+  case Stage::Checked:
+    mtc::printSummary(compiled.checked, os);
+    break;
+  case Stage::Lowered:
+  case Stage::Differentiated: {
+    std::string text;
+    llvm::raw_string_ostream ts(text);
+    compiled.module->print(ts);
+    ts.flush();
+    os << text;
+    break;
+  }
+  case Stage::Bundled:
+    os << mtc::bundle::toJson(compiled.bundle);
+    break;
+  }
+  return writeOutput(output, os.str()) ? 0 : 1;
 }
 
 int runGradCheck(const std::vector<std::string> &args) {

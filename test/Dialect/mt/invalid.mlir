@@ -282,3 +282,63 @@ func.func @f(%x: !mt.tensor<[B, S, 8], f32>) {
   %h = mt.apply_layers @L [0, 1] %x : !mt.tensor<[B, S, 8], f32>
   return
 }
+
+// -----
+
+mt.model @M {
+  mt.layer @L x 1 {
+    mt.param @router : !mt.tensor<[8, 4], f32> init zeros
+    mt.expert @E x 4 {
+      func.func @forward(%t: !mt.tensor<[T, 8], f32>) -> !mt.tensor<[T, 8], f32> {
+        return %t : !mt.tensor<[T, 8], f32>
+      }
+    }
+    func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      return %x : !mt.tensor<[B, S, 8], f32>
+    }
+    func.func @backward(%x: !mt.tensor<[B, S, 8], f32>, %dy: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      %r = mt.param_ref @router : !mt.tensor<[8, 4], f32>
+      // expected-error @+1 {{result shape [4, 8] does not match the inferred shape [8, 4]}}
+      %dx, %dr = mt.moe_grad %x, %r, %dy expert @E top_k = 2 aux_loss = 0.0 : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>, !mt.tensor<[B, S, 8], f32> -> !mt.tensor<[B, S, 8], f32>, !mt.tensor<[4, 8], f32>
+      return %dx : !mt.tensor<[B, S, 8], f32>
+    }
+  }
+  func.func @forward(%t: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+    %c = mt.constant 0.0 : !mt.tensor<[], f32>
+    return %c : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+mt.model @M {
+  mt.layer @L x 1 {
+    mt.param @router : !mt.tensor<[8, 4], f32> init zeros
+    mt.expert @E x 4 {
+      func.func @forward(%t: !mt.tensor<[T, 8], f32>) -> !mt.tensor<[T, 8], f32> {
+        return %t : !mt.tensor<[T, 8], f32>
+      }
+    }
+    func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      return %x : !mt.tensor<[B, S, 8], f32>
+    }
+    func.func @backward(%x: !mt.tensor<[B, S, 8], f32>, %dy: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      %r = mt.param_ref @router : !mt.tensor<[8, 4], f32>
+      // expected-error @+1 {{'F' is not an expert of @L}}
+      %dx, %dr = mt.moe_grad %x, %r, %dy expert @F top_k = 2 aux_loss = 0.0 : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>, !mt.tensor<[B, S, 8], f32> -> !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>
+      return %dx : !mt.tensor<[B, S, 8], f32>
+    }
+  }
+  func.func @forward(%t: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+    %c = mt.constant 0.0 : !mt.tensor<[], f32>
+    return %c : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+func.func @f(%x: !mt.tensor<[B, S, 8], f32>, %r: !mt.tensor<[8, 4], f32>, %dy: !mt.tensor<[B, S, 4], f32>) {
+  // expected-error @+1 {{gradient shape [B, S, 4] does not match the input shape [B, S, 8]}}
+  %dx, %dr = mt.moe_grad %x, %r, %dy expert @E top_k = 2 aux_loss = 0.0 : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>, !mt.tensor<[B, S, 4], f32> -> !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>
+  return
+}
