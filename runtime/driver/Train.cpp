@@ -225,7 +225,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   exec::ParamStore store(b);
   store.initialize(opts.seed);
   exec::Executor ex(b, store);
-  if (Status st = ex.useBundleKernels(); !st.ok()) {
+  if (Status st = opts.useKernels ? ex.useBundleKernels() : Status::success();
+      !st.ok()) {
     err << "mtc: error: " << st.message() << "\n";
     return 1;
   }
@@ -266,7 +267,11 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       << train::tokenFileFormatName(data->format()) << ")\n"
       << "step: " << opts.microBatches << " x " << opts.batch << " x "
       << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
-      << " threads\n";
+      << " threads, fused kernels "
+      << (b.cpuKernels.empty() || !opts.useKernels
+              ? std::string("interpreted")
+              : "compiled for " + b.cpuKernelsTarget)
+      << "\n";
   out.flush();
 
   std::vector<int32_t> in(opts.batch * opts.seq), tg(opts.batch * opts.seq);

@@ -37,6 +37,7 @@ struct TrainOptions {
   int threads = 0;             ///< 0: all cores
   std::string samplePrompt;    ///< printed sample after training
   int64_t sampleTokens = 0;
+  bool useKernels = true;      ///< false: run fused regions op by op
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to

@@ -62,7 +62,7 @@ const Command kCommands[] = {
      "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
      "[--out DIR] [--metrics FILE.jsonl] [--threads N] [--sample-prompt TEXT] "
-     "[--sample-tokens N] [--set NAME=VALUE]...",
+     "[--sample-tokens N] [--kernels on|off] [--set NAME=VALUE]...",
      "train a model on a text or token file (CPU, parameters resident)",
      runTrain},
     {"generate",
@@ -352,6 +352,7 @@ int runTrain(const std::vector<std::string> &args) {
   mtc::ConfigOverrides overrides;
   mtc::driver::TrainOptions opts;
   int64_t threads = 0;
+  std::string kernels = "on";
   std::vector<std::string> pos;
   std::string input;
   if (!parseFlags("train", args,
@@ -377,11 +378,15 @@ int runTrain(const std::vector<std::string> &args) {
                    {Flag::Int, "--threads", &threads, 0},
                    {Flag::String, "--sample-prompt", &opts.samplePrompt},
                    {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
+                   {Flag::String, "--kernels", &kernels},
                    {Flag::Set, "--set", &overrides}},
                   pos) ||
       !onePositional("train", pos, input))
     return 1;
   opts.threads = static_cast<int>(threads);
+  if (kernels != "on" && kernels != "off")
+    return error("train: --kernels expects on or off, got '" + kernels + "'");
+  opts.useKernels = kernels == "on";
   if (opts.data.empty())
     return error("train: --data FILE is required (a .txt file, or a token "
                  "file in the llm.c .bin layout)");
