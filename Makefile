@@ -15,7 +15,7 @@ CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja \
 	-DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit \
 	$(CMAKE_FLAGS)
 
-.PHONY: all deps configure build run test check-lit check-unit fuzz clean format
+.PHONY: all deps configure build run test check-lit check-unit fuzz docs clean format
 
 all: build
 
@@ -56,6 +56,10 @@ check-unit: build
 
 fuzz: build
 	cmake --build $(BUILD_DIR) --target check-mtc-fuzz
+
+# Generated reference: build/docs/Dialects/MtDialect.md, build/docs/Passes/MtcPasses.md.
+docs: build
+	cmake --build $(BUILD_DIR) --target mlir-doc
 
 format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
