@@ -98,10 +98,9 @@ bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
 
 } // namespace
 
-bool compileModelFile(const std::string &path,
-                      const ConfigOverrides &overrides, std::ostream &errs,
-                      CompileStage stage, mlir::MLIRContext &context,
-                      CompiledModel &out, const std::string &cpu) {
+bool compileModelFile(const std::string &path, const CompileOptions &options,
+                      std::ostream &errs, CompileStage stage,
+                      mlir::MLIRContext &context, CompiledModel &out) {
   std::string source;
   if (!readFile(path, source, errs))
     return false;
@@ -111,7 +110,7 @@ bool compileModelFile(const std::string &path,
     return ok && !diags.hasErrors();
   };
   out.ast = parseModel(diags);
-  if (!out.ast || !applyConfigOverrides(*out.ast, overrides, diags))
+  if (!out.ast || !applyConfigOverrides(*out.ast, options.overrides, diags))
     return finish(false);
   if (stage == CompileStage::Parsed)
     return finish(true);
@@ -137,14 +136,22 @@ bool compileModelFile(const std::string &path,
   if (stage == CompileStage::Lowered)
     return finish(true);
   mlir::PassManager pm(&context);
-  buildTrainingPipeline(pm);
+  TrainingPipelineOptions popts;
+  if (options.recompute == "none")
+    popts.save = "all";
+  else if (options.recompute != "full") {
+    diags.error({}, "unknown recompute policy '" + options.recompute +
+                        "' (expected full or none)");
+    return finish(false);
+  }
+  buildTrainingPipeline(pm, popts);
   if (mlir::failed(pm.run(*out.module)))
     return finish(false);
   if (stage == CompileStage::Differentiated)
     return finish(true);
   // Kernels first: they name the fused regions the bundle then records.
   CpuKernelOptions kopts;
-  kopts.cpu = cpu;
+  kopts.cpu = options.cpu;
   CpuKernelLibrary kernels;
   std::string err;
   if (mlir::failed(compileCpuKernels(*out.module, kopts, kernels, err))) {
@@ -158,28 +165,27 @@ bool compileModelFile(const std::string &path,
   return finish(true);
 }
 
-bool compileModelFile(const std::string &path,
-                      const ConfigOverrides &overrides, std::ostream &errs,
-                      bundle::Bundle &out, const std::string &cpu) {
+bool compileModelFile(const std::string &path, const CompileOptions &options,
+                      std::ostream &errs, bundle::Bundle &out) {
   mlir::MLIRContext context;
   CompiledModel compiled;
-  if (!compileModelFile(path, overrides, errs, CompileStage::Bundled, context,
-                        compiled, cpu))
+  if (!compileModelFile(path, options, errs, CompileStage::Bundled, context,
+                        compiled))
     return false;
   out = std::move(compiled.bundle);
   return true;
 }
 
-bool loadModel(const std::string &path, const ConfigOverrides &overrides,
-               std::ostream &errs, bundle::Bundle &out,
-               const std::string &cpu) {
+bool loadModel(const std::string &path, const CompileOptions &options,
+               std::ostream &errs, bundle::Bundle &out) {
   bool isBundle =
       path.size() > 4 && path.compare(path.size() - 4, 4, ".mtb") == 0;
   if (!isBundle)
-    return compileModelFile(path, overrides, errs, out, cpu);
-  if (!overrides.empty()) {
-    errs << "mtc: error: --set applies to .mt sources, not to the compiled "
-            "bundle '"
+    return compileModelFile(path, options, errs, out);
+  if (!options.overrides.empty() || !options.cpu.empty() ||
+      options.recompute != "full") {
+    errs << "mtc: error: --set, --cpu and --recompute apply to .mt sources, "
+            "not to the compiled bundle '"
          << path << "'\n";
     return false;
   }

@@ -30,6 +30,18 @@ namespace mtc {
 /// before Sema runs (for tiny instances of a model: `--set dim=16`).
 using ConfigOverrides = std::vector<std::pair<std::string, double>>;
 
+/// What the compiler is asked for besides the source.
+struct CompileOptions {
+  ConfigOverrides overrides;
+  /// CPU the fused kernels are compiled for: "" is the host CPU, "x86-64"
+  /// any x86-64 machine, or an LLVM CPU name ("znver4", ...).
+  std::string cpu;
+  /// Backward recomputation: "full" recomputes each layer from its input
+  /// (the only activation kept per layer instance); "none" keeps every
+  /// intermediate the backward needs (no recomputation, more memory).
+  std::string recompute = "full";
+};
+
 /// Parses `name=value` into \p out; returns false with a message otherwise.
 bool parseConfigOverride(const std::string &text, ConfigOverrides &out,
                          std::string &err);
@@ -59,23 +71,19 @@ struct CompiledModel {
 /// Reads \p path and runs the compiler up to \p stage (MLIR stages use
 /// \p context). Every error is printed to \p errs (file:line:col with a
 /// caret); returns false then. The Bundled stage also compiles the fused
-/// regions to a CPU kernel library for \p cpu ("": the host CPU; e.g.
-/// "x86-64" for any x86-64 machine), carried in the bundle.
-bool compileModelFile(const std::string &path,
-                      const ConfigOverrides &overrides, std::ostream &errs,
-                      CompileStage stage, mlir::MLIRContext &context,
-                      CompiledModel &out, const std::string &cpu = "");
+/// regions to a CPU kernel library for options.cpu, carried in the bundle.
+bool compileModelFile(const std::string &path, const CompileOptions &options,
+                      std::ostream &errs, CompileStage stage,
+                      mlir::MLIRContext &context, CompiledModel &out);
 
 /// The whole compiler: source to bundle.
-bool compileModelFile(const std::string &path,
-                      const ConfigOverrides &overrides, std::ostream &errs,
-                      bundle::Bundle &out, const std::string &cpu = "");
+bool compileModelFile(const std::string &path, const CompileOptions &options,
+                      std::ostream &errs, bundle::Bundle &out);
 
 /// Reads a model given either as `.mt` source (compiled in-process) or as a
 /// `.mtb` bundle.
-bool loadModel(const std::string &path, const ConfigOverrides &overrides,
-               std::ostream &errs, bundle::Bundle &out,
-               const std::string &cpu = "");
+bool loadModel(const std::string &path, const CompileOptions &options,
+               std::ostream &errs, bundle::Bundle &out);
 
 } // namespace mtc
 

@@ -13,9 +13,12 @@
 
 namespace mtc {
 
-void buildTrainingPipeline(mlir::OpPassManager &pm) {
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingPipelineOptions &options) {
   pm.addPass(createMtcFuseLinearCrossEntropy());
-  pm.addPass(createMtcAutodiff());
+  MtcAutodiffOptions autodiff;
+  autodiff.save = options.save;
+  pm.addPass(createMtcAutodiff(autodiff));
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createMtcFuse());
 }
@@ -24,7 +27,7 @@ void registerMtcPipelines() {
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",
       "Derive backward functions, clean up and fuse elementwise chains: what `mtc compile -o x.mtb` runs",
-      buildTrainingPipeline);
+      [](mlir::OpPassManager &pm) { buildTrainingPipeline(pm); });
 }
 
 } // namespace mtc

@@ -465,6 +465,12 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
   using MtcAutodiffBase::MtcAutodiffBase;
 
   void runOnOperation() override {
+    if (save != "input" && save != "all") {
+      getOperation().emitError() << "mtc-autodiff: save must be 'input' or "
+                                    "'all', got '"
+                                 << save << "'";
+      return signalPassFailure();
+    }
     unsigned grads = 0;
     bool failedAny = false;
     getOperation().walk([&](ModelOp model) {
@@ -473,7 +479,8 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
         for (auto expert : layer.getBody().front().getOps<ExpertOp>())
           if (failed(buildBackward(expert, expert.getForward(), grads)))
             failedAny = true;
-        if (failed(buildBackward(layer, layer.getForward(), grads)))
+        if (failed(buildBackward(layer, layer.getForward(), grads,
+                                 save == "all")))
           failedAny = true;
       }
       if (!failedAny && failed(buildModelForwardBackward(model, grads)))
@@ -488,7 +495,7 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
   /// (both map one activation to one of the same type).
   template <typename ContainerOp>
   LogicalResult buildBackward(ContainerOp container, func::FuncOp forward,
-                              unsigned &grads) {
+                              unsigned &grads, bool saveAll = false) {
     if (!forward)
       return container.emitOpError() << "has no @forward";
     if (container.lookupSymbol("backward"))
@@ -518,9 +525,47 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
     if (!dx)
       dx = ZerosOp::create(b, forward.getLoc(), gradAct);
     func::ReturnOp::create(b, forward.getLoc(), dx);
+    if (saveAll)
+      keepIntermediates(forward, fn, ops);
     eraseDeadOps(*entry);
     ++numBackwardFunctions;
     return success();
+  }
+
+  /// save=all: every value of the recomputed forward (\p cloned, in the
+  /// order of \p forward's ops) that the reverse sweep reads becomes an extra
+  /// result of the forward and an extra argument of \p backward.
+  void keepIntermediates(func::FuncOp forward, func::FuncOp backward,
+                         ArrayRef<Operation *> cloned) {
+    llvm::SmallPtrSet<Operation *, 32> clones(cloned.begin(), cloned.end());
+    SmallVector<Operation *> originals;
+    for (Operation &op : forward.getBody().front().without_terminator())
+      originals.push_back(&op);
+    Block &entry = backward.getBody().front();
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    SmallVector<Value> results(ret.getOperands());
+    for (auto [clone, original] : llvm::zip(cloned, originals)) {
+      if (isa<ParamRefOp, ConstantOp>(clone))
+        continue;
+      for (auto [r, o] : llvm::zip(clone->getResults(), original->getResults())) {
+        if (llvm::none_of(r.getUsers(), [&](Operation *user) {
+              return !clones.contains(user);
+            }))
+          continue;
+        results.push_back(o);
+        r.replaceAllUsesWith(entry.addArgument(r.getType(), r.getLoc()));
+        ++numSavedValues;
+      }
+    }
+    ret->setOperands(results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    forward.setFunctionType(FunctionType::get(
+        forward.getContext(), forward.getArgumentTypes(), types));
+    backward.setFunctionType(FunctionType::get(
+        backward.getContext(), entry.getArgumentTypes(),
+        backward.getResultTypes()));
   }
 
   LogicalResult buildModelForwardBackward(ModelOp model, unsigned &grads) {

@@ -48,14 +48,26 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
         return %dx : !mt.tensor<[B, S, 8], f32>
       }
     ```
-    Unused recomputation is removed. Every `mt.expert` gets a `@backward(%t,
+    Unused recomputation is removed. With `save=all`, a layer's `@forward`
+    returns, after its activation, every intermediate its backward reads, and
+    `@backward(%x, %dy, %saved...)` takes them instead of recomputing (the
+    runtime keeps them with the instance's input); experts always recompute. Every `mt.expert` gets a `@backward(%t,
     %dt) -> %dt_in` of the same form (its `[T, D]` tokens, parameter gradients
     through `mt.param_grad` into the current expert's buffers), and `mt.moe`
     differentiates to one `mt.moe_grad`, which the runtime implements by
     recomputing the routing and running those expert backwards.
   }];
+  let options = [
+    Option<"save", "save", "std::string", /*default=*/"\"input\"",
+           "What a layer keeps for its backward: `input` (its input only; "
+           "the backward recomputes the rest) or `all` (its forward also "
+           "returns every intermediate the backward reads, which the "
+           "backward then takes as arguments instead of recomputing)">
+  ];
   let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
   let statistics = [
+    Statistic<"numSavedValues", "saved-values",
+              "Intermediates layers keep for their backward (save=all)">,
     Statistic<"numBackwardFunctions", "backward-functions",
               "Number of backward functions created">,
     Statistic<"numGradOps", "grad-ops", "Number of operations emitted by the reverse sweeps">

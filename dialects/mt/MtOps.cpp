@@ -191,8 +191,11 @@ MtTensorType LayerOp::getActivationType() {
 LogicalResult LayerOp::verifyRegions() {
   if (failed(verifyContainer<ExpertOp>(*this, getBody().front(), "mt.layer")))
     return failure();
+  // The forward maps one activation to one of the same type; after
+  // mtc-autodiff with save=all it also returns the intermediates its
+  // backward takes.
   FunctionType type = getForward().getFunctionType();
-  if (type.getNumInputs() != 1 || type.getNumResults() != 1 ||
+  if (type.getNumInputs() != 1 || type.getNumResults() < 1 ||
       type.getInput(0) != type.getResult(0))
     return getForward().emitOpError()
            << "of a layer must take one activation and return one of the "

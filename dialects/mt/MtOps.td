@@ -60,7 +60,8 @@ def MT_LayerOp : MT_Op<"layer", [Symbol, SymbolTable, IsolatedFromAbove,
   let description = [{
     A stateless layer template: its parameters (`mt.param`) exist once per
     instance, and its `func.func @forward` (one activation in, one activation
-    of the same type out) serves every instance. Experts of a mixture-of-experts
+    of the same type out, then any intermediates mtc-autodiff chose to keep
+    for the backward) serves every instance. Experts of a mixture-of-experts
     layer are nested `mt.expert` ops.
 
     ```mlir

@@ -574,8 +574,12 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     Tensor x = in(0);
     int64_t first = op.intAttr("first"), count = op.intAttr("count");
     for (int64_t i = first; i < first + count; ++i) {
-      checkpoints[{op.symbol, i}] = x;
-      x = run(layer->functions.at("forward"), {x}, {op.symbol, i}).at(0);
+      std::vector<Tensor> outs =
+          run(layer->functions.at("forward"), {x}, {op.symbol, i});
+      std::vector<Tensor> &saved = checkpoints[{op.symbol, i}];
+      saved.assign(1, x);
+      saved.insert(saved.end(), outs.begin() + 1, outs.end());
+      x = outs.at(0);
       ++forwardRuns;
     }
     setResult(std::move(x));
@@ -591,7 +595,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
         fail(op, "no saved input for instance " + std::to_string(i));
       Scope inner{op.symbol, i};
       inner.backward = true;
-      dy = run(layer->functions.at("backward"), {it->second, dy}, inner).at(0);
+      std::vector<Tensor> args{it->second[0], dy};
+      args.insert(args.end(), it->second.begin() + 1, it->second.end());
+      dy = run(layer->functions.at("backward"), std::move(args), inner).at(0);
       checkpoints.erase(it);
       ++backwardRuns;
     }

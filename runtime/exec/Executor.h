@@ -175,7 +175,10 @@ private:
   std::vector<std::vector<int32_t>> pinnedChoices; ///< per forward moe op
   size_t pinnedNext = 0;
   /// Saved layer inputs: (layer, instance) -> input.
-  std::map<std::pair<std::string, int64_t>, Tensor> checkpoints;
+  /// Per instance: its input, then whatever else its forward returned (the
+  /// intermediates a `--recompute none` backward takes instead of
+  /// recomputing them).
+  std::map<std::pair<std::string, int64_t>, std::vector<Tensor>> checkpoints;
   int64_t forwardRuns = 0, backwardRuns = 0;
   /// The last loss computed by a cross_entropy op, in double precision.
   double lastLoss = 0;

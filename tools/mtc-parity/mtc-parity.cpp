@@ -334,7 +334,7 @@ int run(const Options &o) {
       expected.value("torch", std::string("unknown version"));
 
   mtc::bundle::Bundle b;
-  if (!mtc::loadModel(o.model, overrides, std::cerr, b))
+  if (!mtc::loadModel(o.model, mtc::CompileOptions{overrides}, std::cerr, b))
     throw Fatal{"cannot compile " + o.model};
   // The reference masked the targets equal to the fixture's ignore_index;
   // the model must mask the same ones.

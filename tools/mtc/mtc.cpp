@@ -52,7 +52,7 @@ int runGenerate(const std::vector<std::string> &args);
 const Command kCommands[] = {
     {"compile",
      "mtc compile MODEL.mt [--emit=ast|mlir|mlir-grad|summary|bundle] "
-     "[-o FILE] [--cpu NAME] [--set NAME=VALUE]...",
+     "[-o FILE] [--cpu NAME] [--recompute full|none] [--set NAME=VALUE]...",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb)",
      runCompile},
@@ -62,7 +62,8 @@ const Command kCommands[] = {
      "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
      "[--out DIR] [--metrics FILE.jsonl] [--threads N] [--sample-prompt TEXT] "
-     "[--sample-tokens N] [--kernels on|off] [--set NAME=VALUE]...",
+     "[--sample-tokens N] [--kernels on|off] [--recompute full|none] "
+     "[--cpu NAME] [--set NAME=VALUE]...",
      "train a model on a text or token file (CPU, parameters resident)",
      runTrain},
     {"generate",
@@ -71,7 +72,8 @@ const Command kCommands[] = {
      "continue a prompt with a trained checkpoint", runGenerate},
     {"gradcheck",
      "mtc gradcheck MODEL.mt|MODEL.mtb [--batch N] [--seq N] [--seed N] "
-     "[--set NAME=VALUE]... [--tolerance X] [--step X]",
+     "[--set NAME=VALUE]... [--tolerance X] [--step X] "
+     "[--recompute full|none] [--cpu NAME]",
      "compare the compiled gradients with finite differences on a small "
      "random instance",
      runGradCheck},
@@ -250,7 +252,7 @@ bool wantsHelp(const char *command, const std::vector<std::string> &args) {
 int runCompile(const std::vector<std::string> &args) {
   if (wantsHelp("compile", args))
     return 0;
-  std::string emit, output, input, cpu;
+  std::string emit, output, input, cpu, recompute = "full";
   mtc::ConfigOverrides overrides;
   std::vector<std::string> pos;
   std::vector<std::string> normalized;
@@ -260,6 +262,7 @@ int runCompile(const std::vector<std::string> &args) {
                   {{Flag::String, "--emit", &emit},
                    {Flag::String, "--output", &output},
                    {Flag::String, "--cpu", &cpu},
+                   {Flag::String, "--recompute", &recompute},
                    {Flag::Set, "--set", &overrides}},
                   pos))
     return 1;
@@ -292,8 +295,9 @@ int runCompile(const std::vector<std::string> &args) {
 
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
-  if (!mtc::compileModelFile(input, overrides, std::cerr, *stage, context,
-                             compiled, cpu))
+  mtc::CompileOptions copts{overrides, cpu, recompute};
+  if (!mtc::compileModelFile(input, copts, std::cerr, *stage, context,
+                             compiled))
     return 1;
   std::ostringstream os;
   switch (*stage) {
@@ -322,7 +326,7 @@ int runCompile(const std::vector<std::string> &args) {
 int runGradCheck(const std::vector<std::string> &args) {
   if (wantsHelp("gradcheck", args))
     return 0;
-  mtc::ConfigOverrides overrides;
+  mtc::CompileOptions copts;
   mtc::driver::GradCheckOptions opts;
   int64_t coords = opts.coordinates;
   std::vector<std::string> pos;
@@ -334,13 +338,15 @@ int runGradCheck(const std::vector<std::string> &args) {
                    {Flag::Double, "--tolerance", &opts.tolerance, 0},
                    {Flag::Double, "--step", &opts.step, 1e-12},
                    {Flag::Int, "--coordinates", &coords, 0},
-                   {Flag::Set, "--set", &overrides}},
+                   {Flag::Set, "--set", &copts.overrides},
+                   {Flag::String, "--recompute", &copts.recompute},
+                   {Flag::String, "--cpu", &copts.cpu}},
                   pos) ||
       !onePositional("gradcheck", pos, input))
     return 1;
   opts.coordinates = static_cast<int>(coords);
   mtc::bundle::Bundle b;
-  if (!mtc::loadModel(input, overrides, std::cerr, b))
+  if (!mtc::loadModel(input, copts, std::cerr, b))
     return 1;
   int failures = mtc::driver::gradCheck(b, opts, std::cout);
   return failures == 0 ? 0 : 1;
@@ -349,7 +355,7 @@ int runGradCheck(const std::vector<std::string> &args) {
 int runTrain(const std::vector<std::string> &args) {
   if (wantsHelp("train", args))
     return 0;
-  mtc::ConfigOverrides overrides;
+  mtc::CompileOptions copts;
   mtc::driver::TrainOptions opts;
   int64_t threads = 0;
   std::string kernels = "on";
@@ -379,7 +385,9 @@ int runTrain(const std::vector<std::string> &args) {
                    {Flag::String, "--sample-prompt", &opts.samplePrompt},
                    {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
                    {Flag::String, "--kernels", &kernels},
-                   {Flag::Set, "--set", &overrides}},
+                   {Flag::Set, "--set", &copts.overrides},
+                   {Flag::String, "--recompute", &copts.recompute},
+                   {Flag::String, "--cpu", &copts.cpu}},
                   pos) ||
       !onePositional("train", pos, input))
     return 1;
@@ -395,7 +403,7 @@ int runTrain(const std::vector<std::string> &args) {
   if (opts.valFraction >= 1)
     return error("train: --val-fraction must be below 1");
   mtc::bundle::Bundle b;
-  if (!mtc::loadModel(input, overrides, std::cerr, b))
+  if (!mtc::loadModel(input, copts, std::cerr, b))
     return 1;
   return mtc::driver::train(b, opts, std::cout, std::cerr);
 }
