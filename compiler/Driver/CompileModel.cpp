@@ -10,6 +10,7 @@
 #include "compiler/Target/BundleWriter.h"
 #include "compiler/Target/CpuKernels.h"
 #include "dialects/mt/MtDialect.h"
+#include "frontend/HFImport.h"
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
@@ -104,6 +105,30 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
   std::string source;
   if (!readFile(path, source, errs))
     return false;
+  return compileModelSource(source, path, overrides, errs, stage, context, out,
+                            cpu);
+}
+
+bool importHFModel(const std::string &dirOrConfig, std::string &source,
+                   std::string &displayName, std::ostream &errs) {
+  std::string config = hfConfigPath(dirOrConfig), err;
+  std::vector<std::string> warnings;
+  bool ok = importHFConfig(config, source, err, &warnings);
+  for (const std::string &w : warnings)
+    errs << "mtc: warning: " << w << "\n";
+  if (!ok) {
+    errs << "mtc: error: " << err << "\n";
+    return false;
+  }
+  displayName = config + " (imported)";
+  return true;
+}
+
+bool compileModelSource(const std::string &source,
+                        const std::string &path,
+                        const ConfigOverrides &overrides, std::ostream &errs,
+                        CompileStage stage, mlir::MLIRContext &context,
+                        CompiledModel &out, const std::string &cpu) {
   DiagnosticEngine diags(path, source, errs);
   auto finish = [&](bool ok) {
     diags.printSummary();
@@ -171,6 +196,19 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
   CompiledModel compiled;
   if (!compileModelFile(path, options, errs, CompileStage::Bundled, context,
                         compiled))
+    return false;
+  out = std::move(compiled.bundle);
+  return true;
+}
+
+bool compileModelSource(const std::string &source,
+                        const std::string &displayName,
+                        const ConfigOverrides &overrides, std::ostream &errs,
+                        bundle::Bundle &out, const std::string &cpu) {
+  mlir::MLIRContext context;
+  CompiledModel compiled;
+  if (!compileModelSource(source, displayName, overrides, errs,
+                          CompileStage::Bundled, context, compiled, cpu))
     return false;
   out = std::move(compiled.bundle);
   return true;

@@ -76,9 +76,30 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
                       std::ostream &errs, CompileStage stage,
                       mlir::MLIRContext &context, CompiledModel &out);
 
+/// The same for source text held in memory (e.g. imported from a HuggingFace
+/// config); \p displayName stands for the file in diagnostics
+/// ("DIR/config.json (imported)").
+bool compileModelSource(const std::string &source,
+                        const std::string &displayName,
+                        const ConfigOverrides &overrides, std::ostream &errs,
+                        CompileStage stage, mlir::MLIRContext &context,
+                        CompiledModel &out, const std::string &cpu = "");
+
+/// `--hf DIR|config.json`: imports the HuggingFace config (frontend/HFImport)
+/// into \p source and sets \p displayName to "CONFIG (imported)". Import
+/// errors and warnings are printed to \p errs; returns false on an error.
+bool importHFModel(const std::string &dirOrConfig, std::string &source,
+                   std::string &displayName, std::ostream &errs);
+
 /// The whole compiler: source to bundle.
 bool compileModelFile(const std::string &path, const CompileOptions &options,
                       std::ostream &errs, bundle::Bundle &out);
+
+/// The whole compiler for in-memory source: source to bundle.
+bool compileModelSource(const std::string &source,
+                        const std::string &displayName,
+                        const ConfigOverrides &overrides, std::ostream &errs,
+                        bundle::Bundle &out, const std::string &cpu = "");
 
 /// Reads a model given either as `.mt` source (compiled in-process) or as a
 /// `.mtb` bundle.

@@ -1,0 +1,1348 @@
+//===- HFImport.cpp - HuggingFace config.json to .mt source -----*- C++ -*-===//
+//
+// Part of mtc. See HFImport.h and docs/hf.md.
+//
+// The importer reads the config into an `Arch` (sizes, norms, biases, rope,
+// per-layer attention and feed-forward kinds), then prints `.mt` source from
+// it. Errors are thrown as ImportError inside this file and returned as values
+// at the two entry points; nlohmann-json's own exceptions are caught there too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/HFImport.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <tuple>
+
+namespace mtc {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct ImportError {
+  std::string message;
+};
+
+constexpr int64_t kMaxDim = (int64_t(1) << 31) - 1;
+constexpr size_t kMaxConfigBytes = 16u << 20;
+
+/// A short rendering of a JSON value for messages.
+std::string show(const json &v) {
+  std::string s = v.dump();
+  if (s.size() > 60)
+    s = s.substr(0, 57) + "...";
+  return s;
+}
+
+/// Shortest decimal that reads back as \p v, always with a '.' or exponent
+/// so that the .mt parser sees a float.
+std::string fmtFloat(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+/// Thousands separators for comments.
+std::string grouped(int64_t v) {
+  std::string s = std::to_string(v), out;
+  int n = 0;
+  for (auto it = s.rbegin(); it != s.rend(); ++it) {
+    if (n && n % 3 == 0 && *it != '-')
+      out.insert(out.begin(), ',');
+    out.insert(out.begin(), *it);
+    ++n;
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Field access with the per-architecture defaults of transformers' config
+// classes, recording which fields were read.
+//===----------------------------------------------------------------------===//
+
+class Fields {
+public:
+  Fields(const json &cfg, json defaults, std::string file)
+      : cfg(cfg), defaults(std::move(defaults)), file(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw ImportError{file + ": " + msg};
+  }
+
+  /// The value of \p name (null when absent or null and no default).
+  const json &get(const std::string &name) {
+    used.insert(name);
+    auto it = cfg.find(name);
+    if (it != cfg.end() && !it->is_null())
+      return *it;
+    auto d = defaults.find(name);
+    if (d != defaults.end())
+      return *d;
+    return nullJson;
+  }
+  bool present(const std::string &name) const {
+    auto it = cfg.find(name);
+    return it != cfg.end() && !it->is_null();
+  }
+  void markUsed(const std::string &name) { used.insert(name); }
+  bool isUsed(const std::string &name) const { return used.count(name); }
+
+  int64_t integer(const std::string &name, int64_t min, bool required = true,
+                  int64_t fallback = 0) {
+    const json &v = get(name);
+    if (v.is_null()) {
+      if (required)
+        fail("missing field '" + name + "'");
+      return fallback;
+    }
+    return checkInt(v, name, min);
+  }
+  int64_t checkInt(const json &v, const std::string &name, int64_t min) const {
+    if (!v.is_number_integer())
+      fail("field '" + name + "' must be an integer, got " + show(v));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxDim))
+      fail("field '" + name + "' is too large: " + show(v));
+    int64_t x = v.get<int64_t>();
+    if (x < min)
+      fail("field '" + name + "' must be " +
+           (min == 1 ? std::string("positive")
+                     : min == 0 ? std::string("non-negative")
+                                : ">= " + std::to_string(min)) +
+           ", got " + std::to_string(x));
+    if (x > kMaxDim)
+      fail("field '" + name + "' is too large: " + std::to_string(x));
+    return x;
+  }
+  double number(const std::string &name, bool positive, double fallback,
+                bool required = false) {
+    const json &v = get(name);
+    if (v.is_null()) {
+      if (required)
+        fail("missing field '" + name + "'");
+      return fallback;
+    }
+    return checkNumber(v, name, positive);
+  }
+  double checkNumber(const json &v, const std::string &name,
+                     bool positive) const {
+    if (!v.is_number())
+      fail("field '" + name + "' must be a number, got " + show(v));
+    double x = v.get<double>();
+    if (!std::isfinite(x) || (positive ? !(x > 0) : !(x >= 0)))
+      fail("field '" + name + "' must be " +
+           (positive ? "positive" : "non-negative") + ", got " + show(v));
+    return x;
+  }
+  bool boolean(const std::string &name, bool fallback) {
+    const json &v = get(name);
+    if (v.is_null())
+      return fallback;
+    if (!v.is_boolean())
+      fail("field '" + name + "' must be true or false, got " + show(v));
+    return v.get<bool>();
+  }
+  std::string string(const std::string &name, const std::string &fallback) {
+    const json &v = get(name);
+    if (v.is_null())
+      return fallback;
+    if (!v.is_string())
+      fail("field '" + name + "' must be a string, got " + show(v));
+    return v.get<std::string>();
+  }
+  /// A field mtc cannot honour unless it has its neutral value (0, false or
+  /// null): dropout, router jitter, bidirectional attention.
+  void requireNeutral(const std::string &name, const std::string &why) {
+    used.insert(name);
+    auto it = cfg.find(name);
+    if (it == cfg.end() || it->is_null())
+      return;
+    bool neutral = (it->is_boolean() && !it->get<bool>()) ||
+                   (it->is_number() && it->get<double>() == 0);
+    if (!neutral)
+      fail(name + " " + show(*it) + " is not supported (" + why + ")");
+  }
+
+  const json &cfg;
+  json defaults;
+  std::string file;
+  std::set<std::string> used;
+  json nullJson;
+};
+
+//===----------------------------------------------------------------------===//
+// The architecture, independent of model_type.
+//===----------------------------------------------------------------------===//
+
+struct Rope {
+  double theta = 10000.0;
+  bool llama3 = false;
+  double factor = 0, lowFreq = 0, highFreq = 0;
+  int64_t originalMax = 0;
+  std::string thetaField = "rope_theta"; // for comments
+};
+
+enum class NormPlacement { Pre, Sandwich, Post };
+enum class QKNorm { None, PerHead, Full };
+enum class Act { Silu, GeluTanh, GeluErf };
+
+struct LayerKind {
+  bool sliding = false;
+  bool moe = false;
+  bool operator<(const LayerKind &o) const {
+    return std::tie(sliding, moe) < std::tie(o.sliding, o.moe);
+  }
+  bool operator==(const LayerKind &o) const {
+    return sliding == o.sliding && moe == o.moe;
+  }
+};
+
+struct Arch {
+  std::string modelType, modelName, file;
+  int64_t vocab = 0, dim = 0, nLayers = 0, nHeads = 0, nKv = 0, headDim = 0,
+          ffn = 0;
+  bool headDimGiven = false;
+  double eps = 1e-6, initStd = 0.02;
+  bool tie = false;
+  NormPlacement norms = NormPlacement::Pre;
+  double normOffset = 0.0; // 1.0: Gemma's (1 + w)
+  bool qkvBias = false, oBias = false, mlpBias = false;
+  QKNorm qkNorm = QKNorm::None;
+  bool fusedQKV = false, fusedGateUp = false;
+  Act act = Act::Silu;
+  std::string actField = "hidden_act", actValue = "silu";
+  bool embScale = false;
+  double attnSoftcap = 0, finalSoftcap = 0, queryPreAttnScalar = 0;
+  int64_t window = 0; // for layers whose kind is sliding
+  Rope rope, ropeLocal;
+  bool hasLocalRope = false;
+  double ropeFraction = 1.0;
+  std::vector<LayerKind> layers;
+  // MoE
+  int64_t nExperts = 0, topK = 0, moeFfn = 0, sharedFfn = 0;
+  bool normalizeTopK = false, sharedExpert = false;
+  double auxCoef = 0;
+  bool outputRouterLogits = false;
+  std::string expertStyle; // "mixtral" (w1/w3/w2) or "qwen"
+  std::string layerTypesSource; // how the per-layer kinds were derived
+  std::vector<std::string> unknownFields; // reported as warnings
+};
+
+const char *kArchNames[][2] = {
+    {"llama", "Llama"},           {"mistral", "Mistral"},
+    {"qwen2", "Qwen2"},           {"qwen3", "Qwen3"},
+    {"mixtral", "Mixtral"},       {"qwen2_moe", "Qwen2Moe"},
+    {"qwen3_moe", "Qwen3Moe"},    {"gemma", "Gemma"},
+    {"gemma2", "Gemma2"},         {"gemma3_text", "Gemma3Text"},
+    {"phi3", "Phi3"},             {"olmo2", "Olmo2"},
+};
+
+/// transformers' defaults (the config classes' own) for the fields the
+/// importer reads, so that a config.json that omits a field means what it
+/// means to transformers.
+json defaultsFor(const std::string &mt) {
+  json d = {{"initializer_range", 0.02},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", false},
+            {"rope_theta", 10000.0}};
+  auto set = [&](json more) {
+    for (auto it = more.begin(); it != more.end(); ++it)
+      d[it.key()] = it.value();
+  };
+  if (mt == "llama")
+    set({{"vocab_size", 32000}, {"hidden_size", 4096},
+         {"intermediate_size", 11008}, {"num_hidden_layers", 32},
+         {"num_attention_heads", 32}, {"rms_norm_eps", 1e-6}});
+  else if (mt == "mistral")
+    set({{"vocab_size", 32000}, {"hidden_size", 4096},
+         {"intermediate_size", 14336}, {"num_hidden_layers", 32},
+         {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096}});
+  else if (mt == "qwen2" || mt == "qwen3")
+    set({{"vocab_size", 151936}, {"hidden_size", 4096},
+         {"intermediate_size", 22016}, {"num_hidden_layers", 32},
+         {"num_attention_heads", 32}, {"num_key_value_heads", 32},
+         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096},
+         {"max_window_layers", 28}});
+  else if (mt == "mixtral")
+    set({{"vocab_size", 32000}, {"hidden_size", 4096},
+         {"intermediate_size", 14336}, {"num_hidden_layers", 32},
+         {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+         {"rms_norm_eps", 1e-5}, {"rope_theta", 1e6},
+         {"num_local_experts", 8}, {"num_experts_per_tok", 2},
+         {"router_aux_loss_coef", 0.001}});
+  else if (mt == "qwen2_moe")
+    set({{"vocab_size", 151936}, {"hidden_size", 2048},
+         {"intermediate_size", 5632}, {"num_hidden_layers", 24},
+         {"num_attention_heads", 16}, {"num_key_value_heads", 16},
+         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096},
+         {"max_window_layers", 28}, {"decoder_sparse_step", 1},
+         {"moe_intermediate_size", 1408},
+         {"shared_expert_intermediate_size", 5632}, {"num_experts", 60},
+         {"num_experts_per_tok", 4}, {"norm_topk_prob", false},
+         {"router_aux_loss_coef", 0.001}, {"qkv_bias", true}});
+  else if (mt == "qwen3_moe")
+    set({{"vocab_size", 151936}, {"hidden_size", 2048},
+         {"intermediate_size", 6144}, {"num_hidden_layers", 24},
+         {"num_attention_heads", 32}, {"num_key_value_heads", 4},
+         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096},
+         {"decoder_sparse_step", 1}, {"moe_intermediate_size", 768},
+         {"num_experts", 128}, {"num_experts_per_tok", 8},
+         {"norm_topk_prob", false}, {"router_aux_loss_coef", 0.001}});
+  else if (mt == "gemma")
+    set({{"vocab_size", 256000}, {"hidden_size", 3072},
+         {"intermediate_size", 24576}, {"num_hidden_layers", 28},
+         {"num_attention_heads", 16}, {"num_key_value_heads", 16},
+         {"head_dim", 256}, {"hidden_act", "gelu_pytorch_tanh"},
+         {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true}});
+  else if (mt == "gemma2")
+    set({{"vocab_size", 256000}, {"hidden_size", 2304},
+         {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+         {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+         {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"},
+         {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true},
+         {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
+         {"attn_logit_softcapping", 50.0},
+         {"final_logit_softcapping", 30.0}});
+  else if (mt == "gemma3_text")
+    set({{"vocab_size", 262208}, {"hidden_size", 2304},
+         {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+         {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+         {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"},
+         {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true},
+         {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
+         {"rope_theta", 1e6}, {"rope_local_base_freq", 10000.0},
+         {"sliding_window_pattern", 6}});
+  else if (mt == "phi3")
+    set({{"vocab_size", 32064}, {"hidden_size", 3072},
+         {"intermediate_size", 8192}, {"num_hidden_layers", 32},
+         {"num_attention_heads", 32}, {"rms_norm_eps", 1e-5}});
+  else if (mt == "olmo2")
+    set({{"vocab_size", 50304}, {"hidden_size", 4096},
+         {"intermediate_size", 11008}, {"num_hidden_layers", 32},
+         {"num_attention_heads", 32}, {"rms_norm_eps", 1e-5}});
+  return d;
+}
+
+/// Fields that never change the computation (token ids, generation and
+/// serving settings, bookkeeping); ignored silently.
+const std::set<std::string> kMetadata = {
+    "architectures", "model_type", "torch_dtype", "dtype",
+    "transformers_version", "use_cache", "return_dict", "output_attentions",
+    "output_hidden_states", "torchscript", "id2label", "label2id",
+    "problem_type", "is_encoder_decoder", "is_decoder", "add_cross_attention",
+    "chunk_size_feed_forward", "tokenizer_class", "prefix",
+    "task_specific_params", "finetuning_task", "max_position_embeddings",
+    "pretraining_tp", "auto_map", "cache_implementation", "num_labels",
+    "tf_legacy_loss", "use_bfloat16", "pruned_heads", "tie_encoder_decoder",
+    "cross_attention_hidden_size", "max_length", "min_length", "do_sample",
+    "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
+    "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
+    "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", "decoder_start_token_id",
+    "sep_token_id", "name_or_path", "attn_implementation",
+    "use_return_dict", "gradient_checkpointing", "base_model_tp_plan",
+    "base_model_pp_plan", "tp_plan", "pp_plan"};
+
+bool looksLikeMetadata(const std::string &k) {
+  auto ends = [&](const char *suf) {
+    size_t n = std::strlen(suf);
+    return k.size() >= n && k.compare(k.size() - n, n, suf) == 0;
+  };
+  return kMetadata.count(k) || (!k.empty() && k[0] == '_') ||
+         ends("_token_id") || ends("_token_ids") || ends("_token_index") ||
+         ends("_token");
+}
+
+/// Reads a rope dictionary (legacy rope_scaling or a v5 rope_parameters
+/// entry); \p where is its field name for messages.
+void readRopeDict(Fields &f, const json &obj, const std::string &where,
+                  Rope &rope, double *fraction) {
+  if (obj.is_null())
+    return;
+  if (!obj.is_object())
+    f.fail("field '" + where + "' must be an object, got " + show(obj));
+  std::string typeKey = obj.contains("rope_type") ? "rope_type" : "type";
+  std::string type = "default";
+  if (obj.contains(typeKey) && !obj[typeKey].is_null()) {
+    if (!obj[typeKey].is_string())
+      f.fail("field '" + where + "." + typeKey + "' must be a string, got " +
+             show(obj[typeKey]));
+    type = obj[typeKey].get<std::string>();
+  }
+  std::set<std::string> known = {"rope_type", "type", "rope_theta",
+                                 "partial_rotary_factor"};
+  if (obj.contains("rope_theta") && !obj["rope_theta"].is_null()) {
+    rope.theta = f.checkNumber(obj["rope_theta"], where + ".rope_theta", true);
+    rope.thetaField = where + ".rope_theta";
+  }
+  if (obj.contains("partial_rotary_factor") &&
+      !obj["partial_rotary_factor"].is_null()) {
+    if (!fraction)
+      f.fail(where + ".partial_rotary_factor is not supported here");
+    *fraction = f.checkNumber(obj["partial_rotary_factor"],
+                              where + ".partial_rotary_factor", true);
+  }
+  if (type == "default") {
+    // no scaling
+  } else if (type == "llama3") {
+    auto need = [&](const char *k) -> const json & {
+      if (!obj.contains(k) || obj[k].is_null())
+        f.fail("missing field '" + where + "." + k + "' (rope type llama3)");
+      return obj[k];
+    };
+    rope.llama3 = true;
+    rope.factor = f.checkNumber(need("factor"), where + ".factor", true);
+    rope.lowFreq =
+        f.checkNumber(need("low_freq_factor"), where + ".low_freq_factor", true);
+    rope.highFreq = f.checkNumber(need("high_freq_factor"),
+                                  where + ".high_freq_factor", true);
+    rope.originalMax =
+        f.checkInt(need("original_max_position_embeddings"),
+                   where + ".original_max_position_embeddings", 1);
+    if (!(rope.highFreq > rope.lowFreq))
+      f.fail(where + ".high_freq_factor " + show(obj["high_freq_factor"]) +
+             " must be greater than low_freq_factor " +
+             show(obj["low_freq_factor"]));
+    known.insert({"factor", "low_freq_factor", "high_freq_factor",
+                  "original_max_position_embeddings"});
+  } else {
+    f.fail(where + "." + typeKey + " '" + type +
+           "' is not supported (supported: default, llama3)");
+  }
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!known.count(it.key()) && !it.value().is_null())
+      f.fail(where + "." + it.key() + " " + show(it.value()) +
+             " is not supported with rope type '" + type + "'");
+}
+
+Act readAct(Fields &f, Arch &a, const std::string &field) {
+  std::string v = f.string(field, "silu");
+  a.actField = field;
+  a.actValue = v;
+  if (v == "silu" || v == "swish")
+    return Act::Silu;
+  if (v == "gelu_pytorch_tanh" || v == "gelu_new" || v == "gelu_tanh")
+    return Act::GeluTanh;
+  if (v == "gelu")
+    return Act::GeluErf;
+  f.fail(field + " '" + v +
+         "' is not supported (supported: silu, swish, gelu, "
+         "gelu_pytorch_tanh, gelu_new)");
+}
+
+/// Parses "layer_types" (a list of "full_attention"/"sliding_attention").
+bool readLayerTypes(Fields &f, int64_t n, std::vector<LayerKind> &kinds) {
+  const json &lt = f.get("layer_types");
+  if (lt.is_null())
+    return false;
+  if (!lt.is_array())
+    f.fail("field 'layer_types' must be a list, got " + show(lt));
+  if (int64_t(lt.size()) != n)
+    f.fail("field 'layer_types' has " + std::to_string(lt.size()) +
+           " entries, num_hidden_layers is " + std::to_string(n));
+  for (size_t i = 0; i < lt.size(); ++i) {
+    const json &e = lt[i];
+    std::string name = "layer_types[" + std::to_string(i) + "]";
+    if (!e.is_string())
+      f.fail("field '" + name + "' must be a string, got " + show(e));
+    std::string s = e.get<std::string>();
+    if (s == "sliding_attention")
+      kinds[i].sliding = true;
+    else if (s != "full_attention")
+      f.fail(name + " '" + s +
+             "' is not supported (supported: full_attention, "
+             "sliding_attention)");
+  }
+  return true;
+}
+
+Arch readArch(const json &cfg, const std::string &file) {
+  if (!cfg.is_object())
+    throw ImportError{file + ": expected a JSON object at the top level, got " +
+                      std::string(cfg.type_name())};
+  auto mtIt = cfg.find("model_type");
+  if (mtIt == cfg.end() || mtIt->is_null())
+    throw ImportError{file + ": missing field 'model_type'"};
+  if (!mtIt->is_string())
+    throw ImportError{file + ": field 'model_type' must be a string, got " +
+                      show(*mtIt)};
+  Arch a;
+  a.file = file;
+  a.modelType = mtIt->get<std::string>();
+  for (auto &p : kArchNames)
+    if (a.modelType == p[0])
+      a.modelName = p[1];
+  if (a.modelName.empty()) {
+    std::string list;
+    for (auto &p : kArchNames)
+      list += std::string(list.empty() ? "" : ", ") + p[0];
+    throw ImportError{file + ": model_type '" + a.modelType +
+                      "' is not supported (supported: " + list + ")"};
+  }
+  const std::string &mt = a.modelType;
+  Fields f(cfg, defaultsFor(mt), file);
+  f.markUsed("model_type");
+
+  if (cfg.contains("quantization_config"))
+    f.fail("quantization_config is not supported (quantized checkpoints)");
+  if (cfg.contains("text_config") || cfg.contains("vision_config"))
+    f.fail("multimodal configs (text_config/vision_config) are not "
+           "supported; import the text model's config");
+
+  a.vocab = f.integer("vocab_size", 1);
+  a.dim = f.integer("hidden_size", 1);
+  a.nLayers = f.integer("num_hidden_layers", 1);
+  a.nHeads = f.integer("num_attention_heads", 1);
+  a.nKv = f.integer("num_key_value_heads", 1, false, a.nHeads);
+  if (a.nHeads % a.nKv != 0)
+    f.fail("num_attention_heads " + std::to_string(a.nHeads) +
+           " is not a multiple of num_key_value_heads " +
+           std::to_string(a.nKv));
+  a.headDimGiven = f.present("head_dim") || !f.get("head_dim").is_null();
+  if (a.headDimGiven) {
+    a.headDim = f.integer("head_dim", 1);
+  } else {
+    if (a.dim % a.nHeads != 0)
+      f.fail("hidden_size " + std::to_string(a.dim) +
+             " is not a multiple of num_attention_heads " +
+             std::to_string(a.nHeads) + " and no head_dim is given");
+    a.headDim = a.dim / a.nHeads;
+  }
+  a.ffn = f.integer("intermediate_size", 1);
+  a.eps = f.number("rms_norm_eps", true, 1e-6);
+  a.initStd = f.number("initializer_range", false, 0.02);
+  a.tie = f.boolean("tie_word_embeddings", false);
+
+  // Training-time randomness mtc does not implement: only the neutral value.
+  for (const char *k : {"attention_dropout", "hidden_dropout", "embd_pdrop",
+                        "resid_pdrop", "dropout", "attn_pdrop",
+                        "mlp_dropout", "hidden_dropout_prob",
+                        "attention_probs_dropout_prob"})
+    f.requireNeutral(k, "mtc trains without dropout");
+  f.requireNeutral("router_jitter_noise", "mtc has no router jitter");
+  f.requireNeutral("use_bidirectional_attention",
+                   "mtc's attention is causal");
+
+  bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
+  bool qwenMoe = mt == "qwen2_moe" || mt == "qwen3_moe";
+
+  // Activation.
+  if (gemma && mt != "gemma") {
+    f.markUsed("hidden_act");
+    a.act = readAct(f, a, f.present("hidden_activation") ||
+                                  !f.present("hidden_act")
+                              ? "hidden_activation"
+                              : "hidden_act");
+  } else {
+    a.act = readAct(f, a, "hidden_act");
+  }
+
+  // Biases.
+  if (mt == "llama" || mt == "qwen3" || mt == "qwen3_moe" || gemma ||
+      mt == "olmo2") {
+    bool b = f.boolean("attention_bias", false);
+    a.qkvBias = a.oBias = b;
+  } else if (mt == "qwen2") {
+    a.qkvBias = true; // hard-wired in transformers' Qwen2Attention
+  } else if (mt == "qwen2_moe") {
+    a.qkvBias = f.boolean("qkv_bias", true);
+  }
+  if (mt == "llama")
+    a.mlpBias = f.boolean("mlp_bias", false);
+
+  // Norms, q/k norms, fused projections, embedding scale, softcaps.
+  if (gemma) {
+    a.normOffset = 1.0;
+    a.embScale = true;
+  }
+  if (mt == "gemma2" || mt == "gemma3_text") {
+    a.norms = NormPlacement::Sandwich;
+    a.queryPreAttnScalar = f.number("query_pre_attn_scalar", true, 256);
+    a.attnSoftcap = f.number("attn_logit_softcapping", false, 0);
+    a.finalSoftcap = f.number("final_logit_softcapping", false, 0);
+  }
+  if (mt == "olmo2") {
+    a.norms = NormPlacement::Post;
+    a.qkNorm = QKNorm::Full;
+  }
+  if (mt == "qwen3" || mt == "qwen3_moe" || mt == "gemma3_text")
+    a.qkNorm = QKNorm::PerHead;
+  if (mt == "phi3")
+    a.fusedQKV = a.fusedGateUp = true;
+
+  // Rope.
+  bool v5 = f.present("rope_parameters");
+  a.rope.theta = f.number("rope_theta", true, 10000.0);
+  if (mt == "gemma3_text") {
+    a.hasLocalRope = true;
+    a.ropeLocal.theta = f.number("rope_local_base_freq", true, 10000.0);
+    a.ropeLocal.thetaField = "rope_local_base_freq";
+  }
+  if (v5) {
+    f.markUsed("rope_scaling");
+    const json &rp = f.get("rope_parameters");
+    if (mt == "gemma3_text" && rp.is_object() &&
+        (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
+      for (auto it = rp.begin(); it != rp.end(); ++it) {
+        if (it.key() == "full_attention")
+          readRopeDict(f, it.value(), "rope_parameters.full_attention", a.rope,
+                       nullptr);
+        else if (it.key() == "sliding_attention")
+          readRopeDict(f, it.value(), "rope_parameters.sliding_attention",
+                       a.ropeLocal, nullptr);
+        else
+          f.fail("rope_parameters." + it.key() +
+                 " is not supported (expected full_attention and "
+                 "sliding_attention)");
+      }
+      if (a.ropeLocal.llama3)
+        f.fail("rope_parameters.sliding_attention: llama3 scaling on "
+               "sliding layers is not supported");
+    } else {
+      readRopeDict(f, rp, "rope_parameters", a.rope, &a.ropeFraction);
+    }
+  } else {
+    readRopeDict(f, f.get("rope_scaling"), "rope_scaling", a.rope,
+                 &a.ropeFraction);
+  }
+  if (f.present("partial_rotary_factor")) {
+    if (mt != "phi3")
+      f.fail("partial_rotary_factor is not supported for model_type '" + mt +
+             "'");
+    a.ropeFraction = f.number("partial_rotary_factor", true, 1.0);
+  }
+  if (!(a.ropeFraction > 0 && a.ropeFraction <= 1))
+    f.fail("partial_rotary_factor " + fmtFloat(a.ropeFraction) +
+           " must be in (0, 1]");
+  if (mt == "phi3")
+    f.markUsed("original_max_position_embeddings"); // longrope only
+
+  // Per-layer kinds: attention window and feed-forward.
+  a.layers.assign(a.nLayers, LayerKind{});
+  auto windowField = [&]() -> int64_t {
+    const json &w = f.get("sliding_window");
+    if (w.is_null())
+      return 0;
+    return f.checkInt(w, "sliding_window", 0);
+  };
+  if (mt == "mistral" || mt == "mixtral" || mt == "phi3") {
+    a.window = windowField();
+    for (auto &k : a.layers)
+      k.sliding = a.window > 0;
+    a.layerTypesSource = "sliding_window applies to every layer";
+  } else if (mt == "qwen3_moe") {
+    bool use = f.boolean("use_sliding_window", false);
+    a.window = use ? windowField() : (f.markUsed("sliding_window"), 0);
+    for (auto &k : a.layers)
+      k.sliding = a.window > 0;
+    f.markUsed("max_window_layers");
+  } else if (mt == "qwen2" || mt == "qwen3" || mt == "qwen2_moe") {
+    bool use = f.boolean("use_sliding_window", false);
+    int64_t w = windowField();
+    int64_t maxWindow = f.integer("max_window_layers", 0, false, 28);
+    if (readLayerTypes(f, a.nLayers, a.layers)) {
+      a.layerTypesSource = "layer_types";
+    } else if (use && w > 0) {
+      for (int64_t i = 0; i < a.nLayers; ++i)
+        a.layers[i].sliding = mt == "qwen2_moe"
+                                  ? ((i + 1) % 2 != 0 && i < maxWindow)
+                                  : i >= maxWindow;
+      a.layerTypesSource = "use_sliding_window and max_window_layers";
+    }
+    a.window = use ? w : 0;
+    if (a.window == 0)
+      for (auto &k : a.layers)
+        k.sliding = false; // transformers: no window without use_sliding_window
+  } else if (mt == "gemma2" || mt == "gemma3_text") {
+    a.window = windowField();
+    if (readLayerTypes(f, a.nLayers, a.layers)) {
+      a.layerTypesSource = "layer_types";
+      f.markUsed("sliding_window_pattern");
+    } else if (mt == "gemma2") {
+      for (int64_t i = 0; i < a.nLayers; ++i)
+        a.layers[i].sliding = i % 2 == 0;
+      a.layerTypesSource = "even layers slide (transformers' Gemma2 default)";
+    } else {
+      int64_t p = f.integer("sliding_window_pattern", 1, false, 6);
+      for (int64_t i = 0; i < a.nLayers; ++i)
+        a.layers[i].sliding = (i + 1) % p != 0;
+      a.layerTypesSource = "sliding_window_pattern " + std::to_string(p);
+    }
+    if (a.window == 0)
+      for (auto &k : a.layers)
+        k.sliding = false;
+  } else {
+    // llama, gemma, olmo2: no sliding window in transformers' model.
+  }
+
+  // Mixture of experts.
+  if (mt == "mixtral" || qwenMoe) {
+    std::string expertsField =
+        mt == "qwen2_moe" ? "num_experts"
+        : f.present("num_local_experts") ? "num_local_experts"
+        : f.present("num_experts")       ? "num_experts"
+                                         : (mt == "mixtral"
+                                                ? "num_local_experts"
+                                                : "num_experts");
+    f.markUsed("num_experts");
+    f.markUsed("num_local_experts");
+    a.nExperts = f.integer(expertsField, 1);
+    a.topK = f.integer("num_experts_per_tok", 1);
+    if (a.topK > a.nExperts)
+      f.fail("num_experts_per_tok " + std::to_string(a.topK) +
+             " exceeds the number of experts " + std::to_string(a.nExperts));
+    a.auxCoef = f.number("router_aux_loss_coef", false, 0.001);
+    a.outputRouterLogits = f.boolean("output_router_logits", false);
+    if (mt == "mixtral") {
+      a.moeFfn = a.ffn;
+      a.normalizeTopK = true;
+      a.expertStyle = "mixtral";
+      for (auto &k : a.layers)
+        k.moe = true;
+    } else {
+      a.moeFfn = f.integer("moe_intermediate_size", 1);
+      a.normalizeTopK = f.boolean("norm_topk_prob", false);
+      a.expertStyle = "qwen";
+      if (mt == "qwen2_moe") {
+        a.sharedFfn = f.integer("shared_expert_intermediate_size", 1);
+        a.sharedExpert = true;
+      }
+      int64_t step = f.integer("decoder_sparse_step", 1, false, 1);
+      std::set<int64_t> dense;
+      const json &mol = f.get("mlp_only_layers");
+      if (!mol.is_null()) {
+        if (!mol.is_array())
+          f.fail("field 'mlp_only_layers' must be a list, got " + show(mol));
+        for (size_t i = 0; i < mol.size(); ++i) {
+          std::string name = "mlp_only_layers[" + std::to_string(i) + "]";
+          int64_t l = f.checkInt(mol[i], name, 0);
+          if (l >= a.nLayers)
+            f.fail(name + " " + std::to_string(l) +
+                   " is not a layer index (num_hidden_layers " +
+                   std::to_string(a.nLayers) + ")");
+          dense.insert(l);
+        }
+      }
+      for (int64_t i = 0; i < a.nLayers; ++i)
+        a.layers[i].moe = !dense.count(i) && (i + 1) % step == 0;
+    }
+  }
+
+  // Every field read or deliberately ignored; the rest is reported.
+  std::vector<std::string> unknown;
+  for (auto it = cfg.begin(); it != cfg.end(); ++it)
+    if (!f.isUsed(it.key()) && !looksLikeMetadata(it.key()))
+      unknown.push_back(it.key());
+  a.unknownFields = std::move(unknown);
+  return a;
+}
+
+//===----------------------------------------------------------------------===//
+// Printing .mt source.
+//===----------------------------------------------------------------------===//
+
+struct Template {
+  LayerKind kind;
+  std::string name;
+  std::vector<int64_t> hfIndices; // model.layers.{i} of each instance
+};
+
+class Printer {
+public:
+  explicit Printer(const Arch &a) : a(a) {}
+
+  std::string run() {
+    buildTemplates();
+    header();
+    os << "model " << a.modelName << " {\n";
+    config();
+    os << "\n  param tok_emb: [vocab, dim] = normal(init_std)"
+       << "   # model.embed_tokens.weight\n";
+    for (const Template &t : templates)
+      layer(t);
+    os << "\n  param final_norm: [dim] = " << normInit()
+       << "   # model.norm.weight\n";
+    if (!a.tie)
+      os << "  param lm_head: [dim, vocab] = normal(init_std)"
+            "   # lm_head.weight (transposed)\n";
+    modelForward();
+    os << "}\n";
+    return os.str();
+  }
+
+private:
+  const Arch &a;
+  std::ostringstream os;
+  std::vector<Template> templates;
+  std::vector<std::pair<size_t, int64_t>> runs; // template index, count
+
+  bool anyMoe() const {
+    for (auto &k : a.layers)
+      if (k.moe)
+        return true;
+    return false;
+  }
+  bool anyDenseWithMoe() const {
+    bool m = false, d = false;
+    for (auto &k : a.layers)
+      (k.moe ? m : d) = true;
+    return m && d;
+  }
+  std::string normInit() const { return a.normOffset != 0 ? "zeros" : "ones"; }
+  std::string normCall(const std::string &x, const std::string &w) const {
+    return "rmsnorm(" + x + ", " + w + ", eps" +
+           (a.normOffset != 0 ? ", offset = 1.0" : "") + ")";
+  }
+
+  void buildTemplates() {
+    std::set<bool> slidingSeen, moeSeen;
+    for (auto &k : a.layers) {
+      slidingSeen.insert(k.sliding);
+      moeSeen.insert(k.moe);
+    }
+    bool varyS = slidingSeen.size() > 1, varyM = moeSeen.size() > 1;
+    for (int64_t i = 0; i < a.nLayers; ++i) {
+      const LayerKind &k = a.layers[i];
+      size_t t = 0;
+      while (t < templates.size() && !(templates[t].kind == k))
+        ++t;
+      if (t == templates.size()) {
+        std::string name;
+        if (varyS)
+          name += k.sliding ? "Local" : "Global";
+        if (varyM)
+          name += k.moe ? "Sparse" : "Dense";
+        if (name.empty())
+          name = "Block";
+        templates.push_back({k, name, {}});
+      }
+      templates[t].hfIndices.push_back(i);
+      if (!runs.empty() && runs.back().first == t)
+        ++runs.back().second;
+      else
+        runs.push_back({t, 1});
+    }
+  }
+
+  void header() {
+    os << "# Imported from " << a.file << " (model_type '" << a.modelType
+       << "') by `mtc import-hf`.\n"
+       << "# Edit freely: the config names below carry the config.json values;\n"
+       << "# each parameter's comment names its HuggingFace tensor. Tensor names\n"
+       << "# are relative to `model.layers.{i}.` inside a layer; mtc stores\n"
+       << "# matrices as [in, out], so `(transposed)` tensors are the HF weight\n"
+       << "# transposed ([out, in] in the checkpoint). docs/hf.md has the full\n"
+       << "# mapping.\n";
+    if (templates.size() > 1) {
+      os << "#\n# Layer templates (instance j of a template is model.layers.{i}"
+            " with i from\n# this list):\n";
+      for (const Template &t : templates) {
+        os << "#   " << t.name << ": ";
+        std::string list;
+        for (size_t j = 0; j < t.hfIndices.size(); ++j)
+          list += (j ? ", " : "") + std::to_string(t.hfIndices[j]);
+        // wrap long lists
+        size_t col = 0;
+        for (char c : list) {
+          os << c;
+          ++col;
+          if (c == ' ' && col > 60) {
+            os << "\n#     ";
+            col = 0;
+          }
+        }
+        os << "\n";
+      }
+    }
+    if (!a.layerTypesSource.empty() && templates.size() > 1)
+      os << "# (per-layer attention from " << a.layerTypesSource << ")\n";
+    os << "\n";
+  }
+
+  void entry(const std::string &name, const std::string &value,
+             const std::string &comment) {
+    std::string line = "    " + name + " = " + value;
+    os << line;
+    if (!comment.empty()) {
+      if (line.size() < 36)
+        os << std::string(36 - line.size(), ' ');
+      else
+        os << "  ";
+      os << "# " << comment;
+    }
+    os << "\n";
+  }
+
+  void config() {
+    os << "  config {\n";
+    entry("vocab", std::to_string(a.vocab), "vocab_size");
+    entry("dim", std::to_string(a.dim), "hidden_size");
+    entry("n_layers", std::to_string(a.nLayers), "num_hidden_layers");
+    entry("n_heads", std::to_string(a.nHeads), "num_attention_heads");
+    entry("n_kv", std::to_string(a.nKv), "num_key_value_heads");
+    if (a.headDimGiven)
+      entry("head_dim", std::to_string(a.headDim), "head_dim");
+    else
+      entry("head_dim", "dim / n_heads",
+            "hidden_size / num_attention_heads = " + std::to_string(a.headDim));
+    entry("ffn", std::to_string(a.ffn), "intermediate_size");
+    if (anyMoe()) {
+      if (a.expertStyle == "qwen")
+        entry("moe_ffn", std::to_string(a.moeFfn), "moe_intermediate_size");
+      if (a.sharedExpert)
+        entry("shared_ffn", std::to_string(a.sharedFfn),
+              "shared_expert_intermediate_size");
+      entry("n_experts", std::to_string(a.nExperts),
+            a.modelType == "mixtral" ? "num_local_experts" : "num_experts");
+      entry("top_k", std::to_string(a.topK), "num_experts_per_tok");
+      entry("router_aux_loss_coef", fmtFloat(a.auxCoef),
+            "router_aux_loss_coef");
+      entry("output_router_logits", a.outputRouterLogits ? "1" : "0",
+            "output_router_logits (1: true): transformers adds the aux loss "
+            "only then");
+      entry("aux_coef", "output_router_logits * router_aux_loss_coef * top_k",
+            "per layer; see docs/hf.md");
+    }
+    entry("theta", fmtFloat(a.rope.theta), a.rope.thetaField);
+    if (a.hasLocalRope)
+      entry("theta_local", fmtFloat(a.ropeLocal.theta),
+            a.ropeLocal.thetaField + " (sliding layers)");
+    if (a.ropeFraction != 1.0)
+      entry("rope_fraction", fmtFloat(a.ropeFraction),
+            "partial_rotary_factor");
+    if (a.rope.llama3) {
+      entry("rope_factor", fmtFloat(a.rope.factor), "rope_scaling.factor");
+      entry("rope_low_freq_factor", fmtFloat(a.rope.lowFreq),
+            "rope_scaling.low_freq_factor");
+      entry("rope_high_freq_factor", fmtFloat(a.rope.highFreq),
+            "rope_scaling.high_freq_factor");
+      entry("rope_original_max", std::to_string(a.rope.originalMax),
+            "rope_scaling.original_max_position_embeddings");
+    }
+    entry("eps", fmtFloat(a.eps), "rms_norm_eps");
+    entry("init_std", fmtFloat(a.initStd), "initializer_range");
+    bool anySliding = false;
+    for (auto &k : a.layers)
+      anySliding |= k.sliding;
+    if (anySliding)
+      entry("window", std::to_string(a.window), "sliding_window");
+    if (a.embScale)
+      entry("emb_scale", "sqrt(dim)", "Gemma: embeddings * sqrt(hidden_size)");
+    if (a.queryPreAttnScalar > 0) {
+      double q = a.queryPreAttnScalar;
+      entry("query_pre_attn_scalar",
+            q == std::floor(q) && q < 1e15 ? std::to_string(int64_t(q))
+                                           : fmtFloat(q),
+            "query_pre_attn_scalar");
+      entry("attn_scale", "1.0 / sqrt(query_pre_attn_scalar)",
+            "attention scores scale");
+    }
+    if (a.attnSoftcap > 0)
+      entry("attn_softcap", fmtFloat(a.attnSoftcap), "attn_logit_softcapping");
+    if (a.finalSoftcap > 0)
+      entry("final_softcap", fmtFloat(a.finalSoftcap),
+            "final_logit_softcapping");
+    os << "  }\n";
+  }
+
+  void param(const std::string &name, const std::string &shape,
+             const std::string &init, const std::string &hf) {
+    std::string line = "    param " + name + ": " + shape + " = " + init;
+    os << line;
+    if (line.size() < 58)
+      os << std::string(58 - line.size(), ' ');
+    else
+      os << "  ";
+    os << "# " << hf << "\n";
+  }
+
+  std::string ropeCall(const Template &t, const std::string &x) const {
+    bool local = t.kind.sliding && a.hasLocalRope;
+    const Rope &r = local ? a.ropeLocal : a.rope;
+    std::string s = "rope(" + x + ", " + (local ? "theta_local" : "theta");
+    if (a.ropeFraction != 1.0)
+      s += ", fraction = rope_fraction";
+    if (r.llama3)
+      s += ", scaling = llama3(rope_factor, rope_low_freq_factor, "
+           "rope_high_freq_factor, rope_original_max)";
+    return s + ")";
+  }
+
+  std::string actCall(const std::string &x) const {
+    switch (a.act) {
+    case Act::Silu:
+      return "silu(" + x + ")";
+    case Act::GeluTanh:
+      return "gelu(" + x + ", approximate = \"tanh\")";
+    case Act::GeluErf:
+      return "gelu(" + x + ")";
+    }
+    return x;
+  }
+
+  static std::string proj(const std::string &x, const std::string &w,
+                          const std::string &b, bool bias) {
+    return bias ? "matmul(" + x + ", " + w + ", " + b + ")" : x + " @ " + w;
+  }
+
+  void layer(const Template &t) {
+    const bool moe = t.kind.moe;
+    const std::string init = normInit();
+    os << "\n";
+    if (templates.size() > 1) {
+      os << "  # " << t.name << ": "
+         << (t.kind.sliding ? "sliding-window attention" : "global attention");
+      if (anyDenseWithMoe() || anyMoe())
+        os << (moe ? ", mixture-of-experts feed-forward"
+                   : ", dense feed-forward");
+      os << ".\n";
+    }
+    os << "  layer " << t.name << " x " << t.hfIndices.size() << " {\n";
+    // Attention parameters.
+    if (a.norms != NormPlacement::Post)
+      param("attn_norm", "[dim]", init, "input_layernorm.weight");
+    if (a.fusedQKV) {
+      param("w_qkv", "[dim, (n_heads + 2 * n_kv) * head_dim]", "normal(init_std)",
+            "self_attn.qkv_proj.weight (transposed; q, k, v rows in order)");
+    } else {
+      param("wq", "[dim, n_heads * head_dim]", "normal(init_std)",
+            "self_attn.q_proj.weight (transposed)");
+      if (a.qkvBias)
+        param("bq", "[n_heads * head_dim]", "zeros", "self_attn.q_proj.bias");
+      param("wk", "[dim, n_kv * head_dim]", "normal(init_std)",
+            "self_attn.k_proj.weight (transposed)");
+      if (a.qkvBias)
+        param("bk", "[n_kv * head_dim]", "zeros", "self_attn.k_proj.bias");
+      param("wv", "[dim, n_kv * head_dim]", "normal(init_std)",
+            "self_attn.v_proj.weight (transposed)");
+      if (a.qkvBias)
+        param("bv", "[n_kv * head_dim]", "zeros", "self_attn.v_proj.bias");
+    }
+    if (a.qkNorm == QKNorm::PerHead) {
+      param("q_norm", "[head_dim]", init, "self_attn.q_norm.weight");
+      param("k_norm", "[head_dim]", init, "self_attn.k_norm.weight");
+    } else if (a.qkNorm == QKNorm::Full) {
+      param("q_norm", "[n_heads * head_dim]", init, "self_attn.q_norm.weight");
+      param("k_norm", "[n_kv * head_dim]", init, "self_attn.k_norm.weight");
+    }
+    param("wo", "[n_heads * head_dim, dim]", "normal(init_std)",
+          "self_attn.o_proj.weight (transposed)");
+    if (a.oBias)
+      param("bo", "[dim]", "zeros", "self_attn.o_proj.bias");
+    if (a.norms == NormPlacement::Sandwich) {
+      param("post_attn_norm", "[dim]", init, "post_attention_layernorm.weight");
+      param("pre_ffw_norm", "[dim]", init, "pre_feedforward_layernorm.weight");
+    } else if (a.norms == NormPlacement::Post) {
+      param("post_attn_norm", "[dim]", init, "post_attention_layernorm.weight");
+    } else {
+      param("mlp_norm", "[dim]", init, "post_attention_layernorm.weight");
+    }
+    // Feed-forward parameters.
+    std::string mlpPrefix = a.modelType == "mixtral" ? "block_sparse_moe." : "mlp.";
+    if (!moe) {
+      if (a.fusedGateUp) {
+        param("w_gate_up", "[dim, 2 * ffn]", "normal(init_std)",
+              "mlp.gate_up_proj.weight (transposed; gate rows, then up)");
+      } else {
+        param("w_gate", "[dim, ffn]", "normal(init_std)",
+              "mlp.gate_proj.weight (transposed)");
+        if (a.mlpBias)
+          param("b_gate", "[ffn]", "zeros", "mlp.gate_proj.bias");
+        param("w_up", "[dim, ffn]", "normal(init_std)",
+              "mlp.up_proj.weight (transposed)");
+        if (a.mlpBias)
+          param("b_up", "[ffn]", "zeros", "mlp.up_proj.bias");
+      }
+      param("w_down", "[ffn, dim]", "normal(init_std)",
+            "mlp.down_proj.weight (transposed)");
+      if (a.mlpBias)
+        param("b_down", "[dim]", "zeros", "mlp.down_proj.bias");
+    } else {
+      param("router", "[dim, n_experts]", "normal(init_std)",
+            mlpPrefix + "gate.weight (transposed)");
+      if (a.sharedExpert) {
+        param("shared_gate_proj", "[dim, shared_ffn]", "normal(init_std)",
+              "mlp.shared_expert.gate_proj.weight (transposed)");
+        param("shared_up_proj", "[dim, shared_ffn]", "normal(init_std)",
+              "mlp.shared_expert.up_proj.weight (transposed)");
+        param("shared_down_proj", "[shared_ffn, dim]", "normal(init_std)",
+              "mlp.shared_expert.down_proj.weight (transposed)");
+        param("shared_gate", "[dim, 1]", "normal(init_std)",
+              "mlp.shared_expert_gate.weight (transposed)");
+      }
+    }
+    if (a.norms == NormPlacement::Sandwich)
+      param("post_ffw_norm", "[dim]", init, "post_feedforward_layernorm.weight");
+    else if (a.norms == NormPlacement::Post)
+      param("post_ffw_norm", "[dim]", init,
+            "post_feedforward_layernorm.weight");
+    if (moe) {
+      bool mx = a.expertStyle == "mixtral";
+      std::string F = mx ? "ffn" : "moe_ffn";
+      std::string ep = mlpPrefix + "experts.{e}.";
+      os << "\n    # Routed experts: expert e is " << ep << "*\n";
+      os << "    expert FFN x n_experts {\n";
+      auto eparam = [&](const std::string &n, const std::string &shape,
+                        const std::string &hf) {
+        std::string line = "      param " + n + ": " + shape + " = normal(init_std)";
+        os << line << std::string(line.size() < 58 ? 58 - line.size() : 2, ' ')
+           << "# " << ep << hf << " (transposed)\n";
+      };
+      if (mx) {
+        eparam("w1", "[dim, ffn]", "w1.weight");
+        eparam("w3", "[dim, ffn]", "w3.weight");
+        eparam("w2", "[ffn, dim]", "w2.weight");
+      } else {
+        eparam("w_gate", "[dim, " + F + "]", "gate_proj.weight");
+        eparam("w_up", "[dim, " + F + "]", "up_proj.weight");
+        eparam("w_down", "[" + F + ", dim]", "down_proj.weight");
+      }
+      os << "\n      forward(t: [T, dim]) -> [T, dim] {\n";
+      if (mx)
+        os << "        return (" << actCall("t @ w1") << " * (t @ w3)) @ w2\n";
+      else
+        os << "        return (" << actCall("t @ w_gate")
+           << " * (t @ w_up)) @ w_down\n";
+      os << "      }\n    }\n";
+    }
+    // Forward.
+    os << "\n    forward(x: [B, S, dim]) -> [B, S, dim] {\n";
+    std::string in = a.norms == NormPlacement::Post ? "x" : "h";
+    if (a.norms != NormPlacement::Post)
+      os << "      h = " << normCall("x", "attn_norm") << "\n";
+    if (a.fusedQKV) {
+      os << "      q, k, v = split(" << in
+         << " @ w_qkv, [n_heads * head_dim, n_kv * head_dim, n_kv * "
+            "head_dim], axis = -1)\n";
+    } else {
+      os << "      q = " << proj(in, "wq", "bq", a.qkvBias) << "\n";
+      os << "      k = " << proj(in, "wk", "bk", a.qkvBias) << "\n";
+      os << "      v = " << proj(in, "wv", "bv", a.qkvBias) << "\n";
+    }
+    if (a.qkNorm == QKNorm::Full) {
+      os << "      q = " << normCall("q", "q_norm") << "   # over all heads\n";
+      os << "      k = " << normCall("k", "k_norm") << "\n";
+    }
+    os << "      q = reshape(q, [B, S, n_heads, head_dim])\n";
+    os << "      k = reshape(k, [B, S, n_kv, head_dim])\n";
+    os << "      v = reshape(v, [B, S, n_kv, head_dim])\n";
+    if (a.qkNorm == QKNorm::PerHead) {
+      os << "      q = " << normCall("q", "q_norm") << "   # per head\n";
+      os << "      k = " << normCall("k", "k_norm") << "\n";
+    }
+    os << "      q = " << ropeCall(t, "q") << "\n";
+    os << "      k = " << ropeCall(t, "k") << "\n";
+    os << "      a = attention(q, k, v, causal = true";
+    if (t.kind.sliding)
+      os << ", window = window";
+    if (a.attnSoftcap > 0)
+      os << ", softcap = attn_softcap";
+    if (a.queryPreAttnScalar > 0)
+      os << ", scale = attn_scale";
+    os << ")\n";
+    os << "      a = " << proj("reshape(a, [B, S, n_heads * head_dim])", "wo",
+                              "bo", a.oBias)
+       << "\n";
+    if (a.norms != NormPlacement::Pre)
+      os << "      a = " << normCall("a", "post_attn_norm") << "\n";
+    os << "      x = x + a\n\n";
+    std::string min = "m";
+    if (a.norms == NormPlacement::Pre)
+      os << "      m = " << normCall("x", "mlp_norm") << "\n";
+    else if (a.norms == NormPlacement::Sandwich)
+      os << "      m = " << normCall("x", "pre_ffw_norm") << "\n";
+    else
+      min = "x";
+    if (!moe) {
+      if (a.fusedGateUp) {
+        os << "      g, u = split(" << min
+           << " @ w_gate_up, [ffn, ffn], axis = -1)\n";
+        os << "      m = (" << actCall("g") << " * u) @ w_down\n";
+      } else {
+        os << "      m = " +
+                  proj("(" + actCall(proj(min, "w_gate", "b_gate", a.mlpBias)) +
+                           " * (" + proj(min, "w_up", "b_up", a.mlpBias) + "))",
+                       "w_down", "b_down", a.mlpBias)
+           << "\n";
+      }
+    } else {
+      os << "      r = moe(" << min << ", router, FFN, top_k = top_k, normalize = "
+         << (a.normalizeTopK ? "true" : "false")
+         << ", aux_loss = aux_coef)\n";
+      if (a.sharedExpert) {
+        os << "      s = (" << actCall(min + " @ shared_gate_proj") << " * ("
+           << min << " @ shared_up_proj)) @ shared_down_proj\n";
+        os << "      m = r + sigmoid(" << min
+           << " @ shared_gate) * s   # [B, S, 1] gate\n";
+      } else {
+        os << "      m = r\n";
+      }
+    }
+    if (a.norms != NormPlacement::Pre)
+      os << "      m = " << normCall("m", "post_ffw_norm") << "\n";
+    os << "      return x + m\n";
+    os << "    }\n  }\n";
+  }
+
+  void modelForward() {
+    os << "\n  forward(tokens: [B, S] i32, targets: [B, S] i32) -> [] {\n";
+    os << "    x = embedding(tokens, tok_emb)"
+       << (a.embScale ? " * emb_scale" : "") << "\n";
+    if (templates.size() == 1) {
+      os << "    x = " << templates[0].name << "(x)\n";
+    } else {
+      // Smallest period p of the run sequence that repeats at least twice:
+      // `repeat n { ... }`, then the remaining runs.
+      size_t n = runs.size(), period = n;
+      for (size_t p = 1; p < n; ++p) {
+        bool ok = true;
+        for (size_t i = p; i < n && ok; ++i)
+          ok = runs[i] == runs[i - p];
+        // the final run may be a shorter copy of its counterpart
+        if (!ok) {
+          ok = true;
+          for (size_t i = p; i + 1 < n && ok; ++i)
+            ok = runs[i] == runs[i - p];
+          ok = ok && n > p && runs[n - 1].first == runs[n - 1 - p].first &&
+               runs[n - 1].second < runs[n - 1 - p].second;
+        }
+        if (ok) {
+          period = p;
+          break;
+        }
+      }
+      size_t reps = period < n ? n / period : 1;
+      // full repetitions only: every run of the group equals the period's
+      while (reps > 1) {
+        bool ok = true;
+        for (size_t i = 0; i < reps * period && ok; ++i)
+          ok = runs[i] == runs[i % period];
+        if (ok)
+          break;
+        --reps;
+      }
+      size_t start = 0;
+      if (reps > 1) {
+        os << "    repeat " << reps << " {\n";
+        for (size_t i = 0; i < period; ++i)
+          os << "      x = " << templates[runs[i].first].name << "["
+             << runs[i].second << "](x)\n";
+        os << "    }\n";
+        start = reps * period;
+      }
+      for (size_t i = start; i < n; ++i)
+        os << "    x = " << templates[runs[i].first].name << "["
+           << runs[i].second << "](x)\n";
+    }
+    os << "    x = " << normCall("x", "final_norm") << "\n";
+    std::string logits =
+        a.tie ? "x @ transpose(tok_emb)" : std::string("x @ lm_head");
+    if (a.finalSoftcap > 0)
+      logits = "softcap(" + logits + ", final_softcap)";
+    os << "    logits = " << logits
+       << (a.tie ? "   # tie_word_embeddings: the head is tok_emb" : "")
+       << "\n";
+    os << "    return cross_entropy(logits, targets, ignore_index = -100)\n";
+    os << "  }\n";
+  }
+};
+
+} // namespace
+
+std::string hfConfigPath(const std::string &dirOrConfig) {
+  struct stat st;
+  if (::stat(dirOrConfig.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::string d = dirOrConfig;
+    while (d.size() > 1 && d.back() == '/')
+      d.pop_back();
+    return d + "/config.json";
+  }
+  return dirOrConfig;
+}
+
+bool importHFConfigText(const std::string &jsonText,
+                        const std::string &displayName, std::string &mtSource,
+                        std::string &err, std::vector<std::string> *warnings) {
+  try {
+    json cfg;
+    try {
+      cfg = json::parse(jsonText);
+    } catch (const json::parse_error &e) {
+      std::string what = e.what();
+      // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+      size_t p = what.find("] ");
+      err = displayName + ": malformed JSON: " +
+            (p == std::string::npos ? what : what.substr(p + 2));
+      return false;
+    }
+    Arch arch = readArch(cfg, displayName);
+    if (warnings)
+      for (const std::string &k : arch.unknownFields)
+        warnings->push_back(displayName + ": field '" + k + "' (" +
+                            show(cfg[k]) +
+                            ") is not known to the importer for model_type '" +
+                            arch.modelType +
+                            "' and is ignored; check that it does not change "
+                            "the computation");
+    mtSource = Printer(arch).run();
+    return true;
+  } catch (const ImportError &e) {
+    err = e.message;
+  } catch (const std::exception &e) {
+    err = displayName + ": " + e.what();
+  } catch (...) {
+    err = displayName + ": unexpected error while importing";
+  }
+  return false;
+}
+
+bool importHFConfig(const std::string &configPath, std::string &mtSource,
+                    std::string &err, std::vector<std::string> *warnings) {
+  struct stat st;
+  if (::stat(configPath.c_str(), &st) != 0) {
+    err = "cannot open '" + configPath + "': " + std::strerror(errno);
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    err = "'" + configPath + "' is not a regular file";
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+    err = configPath + ": file is " + std::to_string(st.st_size) +
+          " bytes; config.json is limited to " +
+          std::to_string(kMaxConfigBytes) + " bytes";
+    return false;
+  }
+  std::ifstream in(configPath, std::ios::binary);
+  if (!in) {
+    err = "cannot open '" + configPath + "': " + std::strerror(errno);
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return importHFConfigText(ss.str(), configPath, mtSource, err, warnings);
+}
+
+} // namespace mtc
