@@ -251,7 +251,13 @@ def mtc_version(mtc):
         info["modified_files"] = [l[3:] for l in dirty if l.strip()]
     except Exception as e:  # not a checkout
         info["commit"] = f"unknown ({e})"
+    try:
+        ct = int(subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%ct"],
+                                capture_output=True, text=True).stdout.strip())
+    except ValueError:
+        ct = None
     st = os.stat(mtc)
+    info["binary_older_than_commit"] = ct is not None and st.st_mtime < ct
     info["binary"] = os.path.abspath(mtc)
     info["binary_mtime"] = datetime.datetime.fromtimestamp(
         st.st_mtime).isoformat(timespec="seconds")
@@ -318,11 +324,15 @@ def main():
     print(f"torch {torch.__version__} (eager, CPU, fp32; "
           f"{torch.get_num_threads()} threads; parallel backend "
           f"{torch.__config__.parallel_info().splitlines()[-1].split(':')[-1].strip()})")
-    print(f"mtc commit {ver['commit']} ({ver.get('subject', '')})")
+    print(f"mtc commit {ver['commit']} ({ver.get('subject', '')}) "
+          f"[HEAD of {ROOT} now]")
     if ver.get("modified_files"):
         print(f"  working tree differs from that commit in: "
               f"{', '.join(ver['modified_files'])}")
     print(f"  binary {ver['binary']}, built {ver['binary_mtime']}")
+    if ver.get("binary_older_than_commit"):
+        print("  WARNING: the binary is older than that commit: it was built "
+              "from an earlier tree (rebuild, or quote the commit it was built at)")
     print(f"cpu {cpu_model()}, {os.cpu_count()} logical cpus")
     print(f"model {os.path.relpath(args.model, ROOT)} {cfg}, {nparams:,} parameters")
     print(f"batch {args.batch} x seq {args.seq} = {args.batch * args.seq} tokens/step, "

@@ -50,6 +50,10 @@ std::string show(const json &v) {
 /// so that the .mt parser sees a float.
 std::string fmtFloat(double v) {
   char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return buf;
+  }
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (std::strtod(buf, nullptr) == v)
@@ -59,19 +63,6 @@ std::string fmtFloat(double v) {
   if (s.find_first_of(".eEn") == std::string::npos)
     s += ".0";
   return s;
-}
-
-/// Thousands separators for comments.
-std::string grouped(int64_t v) {
-  std::string s = std::to_string(v), out;
-  int n = 0;
-  for (auto it = s.rbegin(); it != s.rend(); ++it) {
-    if (n && n % 3 == 0 && *it != '-')
-      out.insert(out.begin(), ',');
-    out.insert(out.begin(), *it);
-    ++n;
-  }
-  return out;
 }
 
 //===----------------------------------------------------------------------===//
@@ -544,6 +535,10 @@ Arch readArch(const json &cfg, const std::string &file) {
   f.requireNeutral("router_jitter_noise", "mtc has no router jitter");
   f.requireNeutral("use_bidirectional_attention",
                    "mtc's attention is causal");
+  f.requireNeutral("use_mrope", "multimodal rotary embeddings");
+  if (a.modelType == "phi3" || a.modelType == "mistral" ||
+      a.modelType == "mixtral" || a.modelType == "qwen2")
+    f.markUsed("attention_bias"); // transformers' model does not read it
 
   bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
   bool qwenMoe = mt == "qwen2_moe" || mt == "qwen3_moe";

@@ -105,8 +105,7 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
   std::string source;
   if (!readFile(path, source, errs))
     return false;
-  return compileModelSource(source, path, overrides, errs, stage, context, out,
-                            cpu);
+  return compileModelSource(source, path, options, errs, stage, context, out);
 }
 
 bool importHFModel(const std::string &dirOrConfig, std::string &source,
@@ -124,11 +123,10 @@ bool importHFModel(const std::string &dirOrConfig, std::string &source,
   return true;
 }
 
-bool compileModelSource(const std::string &source,
-                        const std::string &path,
-                        const ConfigOverrides &overrides, std::ostream &errs,
+bool compileModelSource(const std::string &source, const std::string &path,
+                        const CompileOptions &options, std::ostream &errs,
                         CompileStage stage, mlir::MLIRContext &context,
-                        CompiledModel &out, const std::string &cpu) {
+                        CompiledModel &out) {
   DiagnosticEngine diags(path, source, errs);
   auto finish = [&](bool ok) {
     diags.printSummary();
@@ -203,12 +201,12 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
 
 bool compileModelSource(const std::string &source,
                         const std::string &displayName,
-                        const ConfigOverrides &overrides, std::ostream &errs,
-                        bundle::Bundle &out, const std::string &cpu) {
+                        const CompileOptions &options, std::ostream &errs,
+                        bundle::Bundle &out) {
   mlir::MLIRContext context;
   CompiledModel compiled;
-  if (!compileModelSource(source, displayName, overrides, errs,
-                          CompileStage::Bundled, context, compiled, cpu))
+  if (!compileModelSource(source, displayName, options, errs,
+                          CompileStage::Bundled, context, compiled))
     return false;
   out = std::move(compiled.bundle);
   return true;

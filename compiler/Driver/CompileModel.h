@@ -81,9 +81,9 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
 /// ("DIR/config.json (imported)").
 bool compileModelSource(const std::string &source,
                         const std::string &displayName,
-                        const ConfigOverrides &overrides, std::ostream &errs,
+                        const CompileOptions &options, std::ostream &errs,
                         CompileStage stage, mlir::MLIRContext &context,
-                        CompiledModel &out, const std::string &cpu = "");
+                        CompiledModel &out);
 
 /// `--hf DIR|config.json`: imports the HuggingFace config (frontend/HFImport)
 /// into \p source and sets \p displayName to "CONFIG (imported)". Import
@@ -98,8 +98,8 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
 /// The whole compiler for in-memory source: source to bundle.
 bool compileModelSource(const std::string &source,
                         const std::string &displayName,
-                        const ConfigOverrides &overrides, std::ostream &errs,
-                        bundle::Bundle &out, const std::string &cpu = "");
+                        const CompileOptions &options, std::ostream &errs,
+                        bundle::Bundle &out);
 
 /// Reads a model given either as `.mt` source (compiled in-process) or as a
 /// `.mtb` bundle.

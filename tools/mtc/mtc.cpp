@@ -10,6 +10,7 @@
 #include "compiler/Target/BundleWriter.h"
 #include "dialects/mt/MtDialect.h"
 #include "frontend/ASTPrinter.h"
+#include "frontend/HFImport.h"
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
@@ -48,16 +49,17 @@ int runHelp(const std::vector<std::string> &args);
 int runGradCheck(const std::vector<std::string> &args);
 int runTrain(const std::vector<std::string> &args);
 int runGenerate(const std::vector<std::string> &args);
+int runImportHF(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
     {"compile",
-     "mtc compile MODEL.mt [--emit=ast|mlir|mlir-grad|summary|bundle] "
+     "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
      "[-o FILE] [--cpu NAME] [--recompute full|none] [--set NAME=VALUE]...",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb)",
      runCompile},
     {"train",
-     "mtc train MODEL.mt|MODEL.mtb --data FILE [--steps N] [--batch N] "
+     "mtc train MODEL.mt|MODEL.mtb|--hf DIR --data FILE [--steps N] [--batch N] "
      "[--seq N] [--micro-batches N] [--lr X] [--warmup N] [--min-lr-ratio X] "
      "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
@@ -71,12 +73,16 @@ const Command kCommands[] = {
      "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache on|off]",
      "continue a prompt with a trained checkpoint", runGenerate},
     {"gradcheck",
-     "mtc gradcheck MODEL.mt|MODEL.mtb [--batch N] [--seq N] [--seed N] "
+     "mtc gradcheck MODEL.mt|MODEL.mtb|--hf DIR [--batch N] [--seq N] [--seed N] "
      "[--set NAME=VALUE]... [--tolerance X] [--step X] "
      "[--recompute full|none] [--cpu NAME]",
      "compare the compiled gradients with finite differences on a small "
      "random instance",
      runGradCheck},
+    {"import-hf", "mtc import-hf DIR|config.json [-o MODEL.mt]",
+     "write .mt source for a HuggingFace config.json (docs/hf.md); "
+     "compile, train and gradcheck take --hf DIR to import in memory",
+     runImportHF},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
 };
@@ -249,10 +255,55 @@ bool wantsHelp(const char *command, const std::vector<std::string> &args) {
   return false;
 }
 
+/// The model of train/gradcheck: one positional MODEL.mt|MODEL.mtb, or
+/// `--hf DIR` (imported and compiled in memory).
+bool modelInput(const char *command, const std::vector<std::string> &pos,
+                const std::string &hf, std::string &input) {
+  if (hf.empty())
+    return onePositional(command, pos, input);
+  if (!pos.empty()) {
+    error(std::string(command) +
+          ": give either a model file or --hf DIR, not both");
+    return false;
+  }
+  return true;
+}
+
+bool loadInput(const std::string &input, const std::string &hf,
+               const mtc::CompileOptions &copts, mtc::bundle::Bundle &b) {
+  if (hf.empty())
+    return mtc::loadModel(input, copts, std::cerr, b);
+  std::string source, name;
+  return mtc::importHFModel(hf, source, name, std::cerr) &&
+         mtc::compileModelSource(source, name, copts, std::cerr, b);
+}
+
+int runImportHF(const std::vector<std::string> &args) {
+  if (wantsHelp("import-hf", args))
+    return 0;
+  std::string output, input;
+  std::vector<std::string> pos, normalized;
+  for (const std::string &a : args)
+    normalized.push_back(a == "-o" ? "--output" : a);
+  if (!parseFlags("import-hf", normalized,
+                  {{Flag::String, "--output", &output}}, pos) ||
+      !onePositional("import-hf", pos, input))
+    return 1;
+  std::string source, err;
+  std::vector<std::string> warnings;
+  bool ok = mtc::importHFConfig(mtc::hfConfigPath(input), source, err,
+                                &warnings);
+  for (const std::string &w : warnings)
+    std::cerr << "mtc: warning: " << w << "\n";
+  if (!ok)
+    return error(err);
+  return writeOutput(output, source) ? 0 : 1;
+}
+
 int runCompile(const std::vector<std::string> &args) {
   if (wantsHelp("compile", args))
     return 0;
-  std::string emit, output, input, cpu, recompute = "full";
+  std::string emit, output, input, cpu, recompute = "full", hf;
   mtc::ConfigOverrides overrides;
   std::vector<std::string> pos;
   std::vector<std::string> normalized;
@@ -263,9 +314,14 @@ int runCompile(const std::vector<std::string> &args) {
                    {Flag::String, "--output", &output},
                    {Flag::String, "--cpu", &cpu},
                    {Flag::String, "--recompute", &recompute},
+                   {Flag::String, "--hf", &hf},
                    {Flag::Set, "--set", &overrides}},
                   pos))
     return 1;
+  if (!hf.empty() && !pos.empty())
+    return error("compile: give either a model file or --hf DIR, not both");
+  if (!hf.empty())
+    pos.push_back(hf);
   if (pos.empty())
     return error("compile: no input file\nusage: " +
                  std::string(findCommand("compile")->usage));
@@ -296,9 +352,16 @@ int runCompile(const std::vector<std::string> &args) {
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
   mtc::CompileOptions copts{overrides, cpu, recompute};
-  if (!mtc::compileModelFile(input, copts, std::cerr, *stage, context,
-                             compiled))
+  if (!hf.empty()) {
+    std::string source, name;
+    if (!mtc::importHFModel(hf, source, name, std::cerr) ||
+        !mtc::compileModelSource(source, name, copts, std::cerr, *stage,
+                                 context, compiled))
+      return 1;
+  } else if (!mtc::compileModelFile(input, copts, std::cerr, *stage, context,
+                                    compiled)) {
     return 1;
+  }
   std::ostringstream os;
   switch (*stage) {
   case Stage::Parsed:
@@ -330,7 +393,7 @@ int runGradCheck(const std::vector<std::string> &args) {
   mtc::driver::GradCheckOptions opts;
   int64_t coords = opts.coordinates;
   std::vector<std::string> pos;
-  std::string input;
+  std::string input, hf;
   if (!parseFlags("gradcheck", args,
                   {{Flag::Int, "--batch", &opts.batch, 1},
                    {Flag::Int, "--seq", &opts.seq, 1},
@@ -340,13 +403,14 @@ int runGradCheck(const std::vector<std::string> &args) {
                    {Flag::Int, "--coordinates", &coords, 0},
                    {Flag::Set, "--set", &copts.overrides},
                    {Flag::String, "--recompute", &copts.recompute},
-                   {Flag::String, "--cpu", &copts.cpu}},
+                   {Flag::String, "--cpu", &copts.cpu},
+                   {Flag::String, "--hf", &hf}},
                   pos) ||
-      !onePositional("gradcheck", pos, input))
+      !modelInput("gradcheck", pos, hf, input))
     return 1;
   opts.coordinates = static_cast<int>(coords);
   mtc::bundle::Bundle b;
-  if (!mtc::loadModel(input, copts, std::cerr, b))
+  if (!loadInput(input, hf, copts, b))
     return 1;
   int failures = mtc::driver::gradCheck(b, opts, std::cout);
   return failures == 0 ? 0 : 1;
@@ -360,7 +424,7 @@ int runTrain(const std::vector<std::string> &args) {
   int64_t threads = 0;
   std::string kernels = "on";
   std::vector<std::string> pos;
-  std::string input;
+  std::string input, hf;
   if (!parseFlags("train", args,
                   {{Flag::String, "--data", &opts.data},
                    {Flag::Int, "--steps", &opts.steps, 1},
@@ -387,9 +451,10 @@ int runTrain(const std::vector<std::string> &args) {
                    {Flag::String, "--kernels", &kernels},
                    {Flag::Set, "--set", &copts.overrides},
                    {Flag::String, "--recompute", &copts.recompute},
-                   {Flag::String, "--cpu", &copts.cpu}},
+                   {Flag::String, "--cpu", &copts.cpu},
+                   {Flag::String, "--hf", &hf}},
                   pos) ||
-      !onePositional("train", pos, input))
+      !modelInput("train", pos, hf, input))
     return 1;
   opts.threads = static_cast<int>(threads);
   if (kernels != "on" && kernels != "off")
@@ -403,7 +468,7 @@ int runTrain(const std::vector<std::string> &args) {
   if (opts.valFraction >= 1)
     return error("train: --val-fraction must be below 1");
   mtc::bundle::Bundle b;
-  if (!mtc::loadModel(input, copts, std::cerr, b))
+  if (!loadInput(input, hf, copts, b))
     return 1;
   return mtc::driver::train(b, opts, std::cout, std::cerr);
 }
