@@ -14,7 +14,10 @@
 //    m1 | m2 | ... | mK (each a product of trailing dims of the iteration
 //    shape, so each divides the next) it is K + 1 nested loops with strides
 //    mK, ..., m1, 1: the index of a suffix input of size m is the sum of the
-//    inner levels' offsets, with no division in the loop.
+//    inner levels' offsets, with no division in the loop. Row inputs and
+//    reductions add the row length m (static) to those sizes; a region with
+//    reductions walks each row itself (16 float lanes over blocks of 256, as
+//    cpu::reduce does), then runs the ops on the row values once per row.
 // 3. The mt ops become scalar f32 arith with the exact formulas of the CPU
 //    runtime (runtime/cpu/Elementwise.cpp): exp and tanh are the same Cephes
 //    algorithms as runtime/cpu/FastMath.h written in arith; erf and log are
@@ -319,12 +322,38 @@ SmallVector<InputPlan> planInputs(mt::FusedOp fused) {
   return plan;
 }
 
+/// The static length of the iteration shape's last axis when the kernel
+/// needs it (reductions, Row inputs); 0 when it does not; -1 (with \p err)
+/// when it is symbolic.
+int64_t rowLength(mt::FusedOp fused, ArrayRef<InputPlan> plan,
+                  std::string &err) {
+  bool needed = fused.hasReductions() ||
+                llvm::any_of(plan, [](const InputPlan &p) {
+                  return p.access == Access::Row;
+                });
+  if (!needed)
+    return 0;
+  mtc::Shape it = fused.getIterationShape();
+  if (it.empty() || mtc::isSymbolic(it.back())) {
+    std::string where;
+    llvm::raw_string_ostream os(where);
+    fused.getLoc().print(os);
+    err = where + ": the CPU code generator needs a static last axis for an "
+                  "mt.fused region with reductions or per-row inputs, got " +
+          mtc::formatShape(it);
+    return -1;
+  }
+  return it.back();
+}
+
 /// Identical keys compile to identical code.
 std::string regionKey(mt::FusedOp fused, ArrayRef<InputPlan> plan) {
   std::string key;
   llvm::raw_string_ostream os(key);
   for (const InputPlan &p : plan)
     os << static_cast<int>(p.access) << ':' << p.modulus << ',';
+  std::string ignored;
+  os << "row " << rowLength(fused, plan, ignored) << ',';
   llvm::DenseMap<Value, int> ids;
   Block &body = fused.getBody().front();
   for (BlockArgument a : body.getArguments())
@@ -341,6 +370,12 @@ std::string regionKey(mt::FusedOp fused, ArrayRef<InputPlan> plan) {
   return key;
 }
 
+/// Runtime row reductions: 16 float lanes, element j of a row in lane
+/// j mod 16; sums restart the lanes every 256 elements and add each block's
+/// lanes (in lane order, in float) into a double (detail::sumRow), maxima
+/// keep their lanes over the row (detail::maxRow).
+constexpr int64_t kLanes = 16, kBlock = 256;
+
 /// Adds `name` (the C-ABI wrapper) and `name_body` (the loop nest) to \p kmod.
 LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
                           StringRef name, ModuleOp kmod, std::string &err) {
@@ -348,8 +383,13 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   Location loc = UnknownLoc::get(ctx);
   OpBuilder b = OpBuilder::atBlockEnd(kmod.getBody());
   Type ptr = LLVM::LLVMPointerType::get(ctx), i64 = b.getI64Type(),
-       f32 = b.getF32Type();
+       f32 = b.getF32Type(), f64 = b.getF64Type();
   unsigned numIn = plan.size(), numOut = fused.getNumResults();
+  int64_t nLast = rowLength(fused, plan, err);
+  if (nLast < 0)
+    return failure();
+  bool reduce = fused.hasReductions();
+  llvm::SmallPtrSet<Operation *, 8> rowOps = fused.getRowOps();
 
   // The body: (in_0 .. in_k, out_0 .. out_r, n), every pointer noalias.
   SmallVector<Type> argTypes(numIn + numOut, ptr);
@@ -371,17 +411,35 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   auto i64c = [&](int64_t v) -> Value {
     return arith::ConstantIntOp::create(b, loc, i64, v);
   };
-  auto elementAt = [&](Value base, Value index) -> Value {
-    return LLVM::GEPOp::create(b, loc, ptr, f32, base, ValueRange{index},
+  auto elementAt = [&](Value base, Value index, Type type) -> Value {
+    return LLVM::GEPOp::create(b, loc, ptr, type, base, ValueRange{index},
                                LLVM::GEPNoWrapFlags::inbounds);
+  };
+  auto load = [&](Type type, Value base, Value index) -> Value {
+    return LLVM::LoadOp::create(b, loc, type, elementAt(base, index, type),
+                                type.getIntOrFloatBitWidth() / 8);
+  };
+  auto store = [&](Value v, Value base, Value index) {
+    Type type = v.getType();
+    LLVM::StoreOp::create(b, loc, v, elementAt(base, index, type),
+                          type.getIntOrFloatBitWidth() / 8);
+  };
+  auto forLoop = [&](Value lo, Value hi) {
+    auto loop = scf::ForOp::create(b, loc, lo, hi, i64c(1));
+    b.setInsertionPointToStart(loop.getBody());
+    return loop;
   };
 
   // Loop levels, outermost first: strides mK, ..., m1, 1 when the suffix
-  // sizes form a divisibility chain; else one loop and `i mod m` per input.
+  // sizes (and the row length, when rows matter) form a divisibility chain;
+  // else (nLast, 1) or one loop, and `i mod m` per suffix input. A reduction
+  // kernel walks the stride-1 level (one row) itself.
   SmallVector<int64_t> moduli;
   for (const InputPlan &p : plan)
     if (p.access == Access::Suffix && !llvm::is_contained(moduli, p.modulus))
       moduli.push_back(p.modulus);
+  if (nLast > 0 && !llvm::is_contained(moduli, nLast))
+    moduli.push_back(nLast);
   llvm::sort(moduli);
   bool chain = true;
   for (size_t k = 1; k < moduli.size(); ++k)
@@ -389,26 +447,52 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   SmallVector<int64_t> strides;
   if (chain)
     strides.assign(moduli.rbegin(), moduli.rend());
+  else if (nLast > 0)
+    strides.push_back(nLast);
   strides.push_back(1);
 
-  // Scalars are read once, before the loops.
+  // Loop-invariant values before the loops: scalar inputs, constants.
   Scalar s(b, loc);
-  SmallVector<Value> scalars(numIn);
+  Block &body = fused.getBody().front();
+  llvm::DenseMap<Value, Value> invariant;
   for (unsigned k = 0; k < numIn; ++k)
     if (plan[k].access == Access::Scalar)
-      scalars[k] = LLVM::LoadOp::create(b, loc, f32, entry->getArgument(k), 4);
+      invariant[body.getArgument(k)] = load(f32, entry->getArgument(k), i64c(0));
+  for (Operation &op : body)
+    if (auto c = dyn_cast<mt::ConstantOp>(op))
+      invariant[c.getResult()] =
+          s.c(static_cast<float>(c.getValue().convertToDouble()));
 
+  // Reduction state (allocas in the entry block): 16 lanes each, plus a
+  // double total for sums and means.
+  struct Red {
+    Operation *op;
+    bool isMax;
+    Value lanes, total;
+  };
+  SmallVector<Red> reds;
+  for (Operation &op : body)
+    if (mt::FusedOp::isReduction(&op)) {
+      Red r{&op, isa<mt::MaxOp>(op), nullptr, nullptr};
+      r.lanes = LLVM::AllocaOp::create(b, loc, ptr, f32, i64c(kLanes), 64);
+      if (!r.isMax)
+        r.total = LLVM::AllocaOp::create(b, loc, ptr, f64, i64c(1), 8);
+      reds.push_back(r);
+    }
+
+  // The outer levels (all of them without reductions).
+  size_t outerLevels = reduce ? strides.size() - 1 : strides.size();
   SmallVector<Value> ivs;
-  for (size_t l = 0; l < strides.size(); ++l) {
+  for (size_t l = 0; l < outerLevels; ++l) {
     Value upper =
         l == 0 ? (strides[0] == 1
                       ? n
                       : arith::DivUIOp::create(b, loc, n, i64c(strides[0])))
                : i64c(strides[l - 1] / strides[l]);
-    auto loop = scf::ForOp::create(b, loc, i64c(0), upper, i64c(1));
-    ivs.push_back(loop.getInductionVar());
-    b.setInsertionPointToStart(loop.getBody());
+    ivs.push_back(forLoop(i64c(0), upper).getInductionVar());
   }
+  if (reduce)
+    ivs.push_back(nullptr); // the position in the row, set per element
   // Offset of the levels whose stride is below `limit` (all: the index i).
   auto offsetBelow = [&](int64_t limit) -> Value {
     Value sum;
@@ -423,40 +507,202 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
     }
     return sum ? sum : i64c(0);
   };
-  Value i = offsetBelow(std::numeric_limits<int64_t>::max());
+  // The row of the current element: i / nLast (outer levels only).
+  auto rowIndex = [&]() -> Value {
+    if (!chain)
+      return strides.size() == 2 && strides[0] == nLast
+                 ? ivs[0]
+                 : arith::DivUIOp::create(
+                       b, loc, offsetBelow(std::numeric_limits<int64_t>::max()),
+                       i64c(nLast))
+                       .getResult();
+    Value sum;
+    for (size_t l = 0; l < outerLevels; ++l) {
+      if (strides[l] < nLast)
+        continue;
+      int64_t per = strides[l] / nLast;
+      Value term = per == 1 ? ivs[l]
+                            : arith::MulIOp::create(b, loc, ivs[l], i64c(per))
+                                  .getResult();
+      sum = sum ? arith::AddIOp::create(b, loc, sum, term).getResult() : term;
+    }
+    return sum ? sum : i64c(0);
+  };
+  auto fail = [&](Operation &op) {
+    std::string where;
+    llvm::raw_string_ostream os(where);
+    op.getLoc().print(os);
+    err = where + ": " + err;
+    return failure();
+  };
+  Operation *yield = body.getTerminator();
 
-  llvm::DenseMap<Value, Value> scalarOf;
-  Block &body = fused.getBody().front();
-  for (unsigned k = 0; k < numIn; ++k) {
-    Value v = scalars[k];
-    if (!v) {
+  // One element of the element phase at the current ivs: loads, element
+  // ops, stores of element results, and (with \p lane) accumulation into the
+  // reductions' lanes.
+  auto emitElement = [&](Value lane) -> LogicalResult {
+    Value i = offsetBelow(std::numeric_limits<int64_t>::max());
+    Value row = nLast > 0 ? rowIndex() : nullptr;
+    llvm::DenseMap<Value, Value> scalarOf = invariant;
+    for (unsigned k = 0; k < numIn; ++k) {
+      BlockArgument arg = body.getArgument(k);
+      if (plan[k].access == Access::Scalar ||
+          llvm::none_of(arg.getUsers(),
+                        [&](Operation *u) {
+                          return !rowOps.contains(u) ||
+                                 mt::FusedOp::isReduction(u);
+                        }))
+        continue; // loop-invariant, or read only per row
       Value index = i;
       if (plan[k].access == Access::Suffix)
         index = chain ? offsetBelow(plan[k].modulus)
                       : arith::RemUIOp::create(b, loc, i, i64c(plan[k].modulus))
                             .getResult();
-      v = LLVM::LoadOp::create(b, loc, f32,
-                               elementAt(entry->getArgument(k), index), 4);
+      else if (plan[k].access == Access::Row)
+        index = row;
+      scalarOf[arg] = load(f32, entry->getArgument(k), index);
     }
-    scalarOf[body.getArgument(k)] = v;
-  }
-  for (Operation &op : body.without_terminator()) {
-    SmallVector<Value> in;
-    for (Value v : op.getOperands())
-      in.push_back(scalarOf.lookup(v));
-    FailureOr<Value> r = lowerBodyOp(op, in, s, err);
-    if (failed(r)) {
-      std::string where;
-      llvm::raw_string_ostream os(where);
-      op.getLoc().print(os);
-      err = where + ": " + err;
+    for (Operation &op : body.without_terminator()) {
+      if (rowOps.contains(&op) || isa<mt::ConstantOp>(op))
+        continue;
+      SmallVector<Value> in;
+      for (Value v : op.getOperands())
+        in.push_back(scalarOf.lookup(v));
+      FailureOr<Value> r = lowerBodyOp(op, in, s, err);
+      if (failed(r))
+        return fail(op);
+      scalarOf[op.getResult(0)] = *r;
+    }
+    for (auto [r, v] : llvm::enumerate(yield->getOperands())) {
+      Operation *def = v.getDefiningOp();
+      if (!def || !rowOps.contains(def))
+        store(scalarOf.lookup(v), entry->getArgument(numIn + r), i);
+    }
+    for (Red &red : reds) {
+      Value x = scalarOf.lookup(red.op->getOperand(0));
+      Value old = load(f32, red.lanes, lane);
+      // No `contract`: the runtime adds stored values.
+      Value acc = red.isMax
+                      ? s.select(s.cmp(arith::CmpFPredicate::OGT, x, old), x, old)
+                      : arith::AddFOp::create(b, loc, old, x).getResult();
+      store(acc, red.lanes, lane);
+    }
+    return success();
+  };
+
+  if (!reduce) {
+    if (failed(emitElement(nullptr)))
       return failure();
+  } else {
+    // One row: blocks of 256 (chunks of 16 lanes, then a partial chunk).
+    for (Red &red : reds) {
+      if (red.isMax) {
+        Value ninf = s.c(-std::numeric_limits<float>::infinity());
+        for (int64_t l = 0; l < kLanes; ++l)
+          store(ninf, red.lanes, i64c(l));
+      } else {
+        store(arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0.0)),
+              red.total, i64c(0));
+      }
     }
-    scalarOf[op.getResult(0)] = *r;
+    auto emitBlock = [&](Value start, int64_t size) -> LogicalResult {
+      OpBuilder::InsertionGuard guard(b);
+      for (Red &red : reds)
+        if (!red.isMax)
+          for (int64_t l = 0; l < kLanes; ++l)
+            store(s.c(0.0f), red.lanes, i64c(l));
+      int64_t chunks = size / kLanes, rest = size % kLanes;
+      auto lanesFrom = [&](Value first, int64_t count) -> LogicalResult {
+        OpBuilder::InsertionGuard g(b);
+        auto loop = forLoop(i64c(0), i64c(count));
+        Value lane = loop.getInductionVar();
+        ivs.back() = arith::AddIOp::create(b, loc, first, lane);
+        return emitElement(lane);
+      };
+      if (chunks > 0) {
+        OpBuilder::InsertionGuard g(b);
+        auto loop = forLoop(i64c(0), i64c(chunks));
+        Value first = arith::AddIOp::create(
+            b, loc, start,
+            arith::MulIOp::create(b, loc, loop.getInductionVar(),
+                                  i64c(kLanes)));
+        if (failed(lanesFrom(first, kLanes)))
+          return failure();
+      }
+      if (rest > 0 &&
+          failed(lanesFrom(arith::AddIOp::create(b, loc, start,
+                                                 i64c(chunks * kLanes)),
+                           rest)))
+        return failure();
+      for (Red &red : reds) {
+        if (red.isMax)
+          continue;
+        Value sum = s.c(0.0f);
+        for (int64_t l = 0; l < kLanes; ++l)
+          sum = arith::AddFOp::create(b, loc, sum,
+                                      load(f32, red.lanes, i64c(l)));
+        Value total = arith::AddFOp::create(
+            b, loc, load(f64, red.total, i64c(0)),
+            arith::ExtFOp::create(b, loc, f64, sum));
+        store(total, red.total, i64c(0));
+      }
+      return success();
+    };
+    int64_t fullBlocks = nLast / kBlock, tail = nLast % kBlock;
+    if (fullBlocks > 0) {
+      OpBuilder::InsertionGuard g(b);
+      auto loop = forLoop(i64c(0), i64c(fullBlocks));
+      Value start =
+          arith::MulIOp::create(b, loc, loop.getInductionVar(), i64c(kBlock));
+      if (failed(emitBlock(start, kBlock)))
+        return failure();
+    }
+    if (tail > 0 && failed(emitBlock(i64c(fullBlocks * kBlock), tail)))
+      return failure();
+
+    // The row phase, once per row.
+    ivs.back() = i64c(0);
+    Value row = rowIndex();
+    llvm::DenseMap<Value, Value> scalarOf = invariant;
+    for (unsigned k = 0; k < numIn; ++k)
+      if (plan[k].access == Access::Row)
+        scalarOf[body.getArgument(k)] = load(f32, entry->getArgument(k), row);
+    for (Red &red : reds) {
+      Value v;
+      if (red.isMax) {
+        v = load(f32, red.lanes, i64c(0));
+        for (int64_t l = 1; l < kLanes; ++l) {
+          Value m = load(f32, red.lanes, i64c(l));
+          v = s.select(s.cmp(arith::CmpFPredicate::OGT, m, v), m, v);
+        }
+      } else {
+        Value total = load(f64, red.total, i64c(0));
+        if (isa<mt::MeanOp>(red.op))
+          total = arith::DivFOp::create(
+              b, loc, total,
+              arith::ConstantOp::create(b, loc,
+                                        b.getF64FloatAttr(double(nLast))));
+        v = arith::TruncFOp::create(b, loc, f32, total);
+      }
+      scalarOf[red.op->getResult(0)] = v;
+    }
+    for (Operation &op : body.without_terminator()) {
+      if (!rowOps.contains(&op) || mt::FusedOp::isReduction(&op))
+        continue;
+      SmallVector<Value> in;
+      for (Value v : op.getOperands())
+        in.push_back(scalarOf.lookup(v));
+      FailureOr<Value> r = lowerBodyOp(op, in, s, err);
+      if (failed(r))
+        return fail(op);
+      scalarOf[op.getResult(0)] = *r;
+    }
+    for (auto [r, v] : llvm::enumerate(yield->getOperands())) {
+      Operation *def = v.getDefiningOp();
+      if (def && rowOps.contains(def))
+        store(scalarOf.lookup(v), entry->getArgument(numIn + r), row);
+    }
   }
-  for (auto [r, v] : llvm::enumerate(body.getTerminator()->getOperands()))
-    LLVM::StoreOp::create(b, loc, scalarOf.lookup(v),
-                          elementAt(entry->getArgument(numIn + r), i), 4);
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, loc);
 

@@ -7,10 +7,13 @@
 //   void mtc_fused_N(const float *const *inputs, float *const *outputs,
 //                    int64_t n);
 //
-// where n is the number of elements of the region's iteration shape. Input k
-// is read at element i (full), 0 (scalar) or i mod numel(input) (suffix);
-// result r is written to outputs[r][i]. Outputs must not overlap the inputs
-// or each other. See docs/compiler.md, "CPU kernels".
+// where n is the number of elements of the region's iteration shape
+// [R..., m] (with reductions: the shape they reduce). Input k is read at
+// element i (full), 0 (scalar), i mod numel(input) (suffix) or i / m (row);
+// an element result r is written to outputs[r][i], a row result (reductions
+// over the last axis and the ops after them) to outputs[r][i / m]. Outputs
+// must not overlap the inputs or each other. See docs/compiler.md, "CPU
+// kernels".
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_COMPILER_TARGET_CPUKERNELS_H

@@ -3,10 +3,14 @@
 // Part of mtc. Implements -mtc-fuse (see Passes.td for the rules).
 //
 // Algorithm, per block:
-//   1. Walk the ops in order. For a fusable op (elementwise, f32 result),
-//      look at the clusters of its operands' producers, latest first, and
-//      join the first that satisfies rules 1-3; otherwise start a cluster if
-//      the op's own operands are valid inputs for its result shape.
+//   1. Walk the ops in order. For a fusable op (elementwise, f32 result, or a
+//      reduction over a static last axis), look at the clusters of its
+//      operands' producers, latest first, and join the first that satisfies
+//      rules 1-4; otherwise start a cluster if the op's own operands are
+//      valid inputs for its iteration shape. A cluster remembers its row ops
+//      (reductions and the ops that read their values): an op that reads a
+//      row value joins only as a row op (row-shaped result, other operands
+//      row values, constants, scalars or inputs of its shape).
 //   2. For every cluster with at least min-ops ops: inputs are the values it
 //      reads from outside (constants excepted: they are cloned into the body),
 //      results are its values used outside; build the mt.fused op right before
@@ -20,6 +24,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mtc {
@@ -37,7 +42,15 @@ mtc::Shape shapeOf(Value v) {
   return cast<MtTensorType>(v.getType()).getShapeVector();
 }
 
-/// Whether \p v can be read by a region whose iteration shape is \p it.
+/// [R..., 1] for \p it = [R..., n].
+mtc::Shape keepdimRow(mtc::Shape it) {
+  if (!it.empty())
+    it.back() = 1;
+  return it;
+}
+
+/// Whether \p v can be read by a region whose iteration shape is \p it
+/// (an [R..., 1] value is read per row: the last axis must be static).
 bool isValidInput(Value v, const mtc::Shape &it) {
   auto t = dyn_cast<MtTensorType>(v.getType());
   if (!t || !t.isFloat())
@@ -45,7 +58,11 @@ bool isValidInput(Value v, const mtc::Shape &it) {
   mtc::Shape s = t.getShapeVector();
   if (s == it)
     return true;
-  if (llvm::any_of(s, mtc::isSymbolic) || s.size() > it.size())
+  if (s.size() > it.size())
+    return false;
+  if (!it.empty() && s == keepdimRow(it) && !mtc::isSymbolic(it.back()))
+    return true;
+  if (llvm::any_of(s, mtc::isSymbolic))
     return false;
   int64_t numel = 1;
   for (int64_t d : s)
@@ -53,10 +70,55 @@ bool isValidInput(Value v, const mtc::Shape &it) {
   return numel == 1 || std::equal(s.begin(), s.end(), it.end() - s.size());
 }
 
+/// Whether \p v can be read per row by a row op whose result shape is \p row.
+bool isValidRowInput(Value v, const mtc::Shape &row) {
+  auto t = dyn_cast<MtTensorType>(v.getType());
+  if (!t || !t.isFloat())
+    return false;
+  mtc::Shape s = t.getShapeVector();
+  if (s == row)
+    return true;
+  int64_t numel = 1;
+  for (int64_t d : s)
+    numel *= d;
+  return numel == 1 && llvm::none_of(s, mtc::isSymbolic);
+}
+
+/// A reduction over the static last axis of its input.
+bool isLastAxisReduction(Operation *op) {
+  if (!FusedOp::isReduction(op))
+    return false;
+  mtc::Shape x = shapeOf(op->getOperand(0));
+  return !x.empty() && !mtc::isSymbolic(x.back()) &&
+         op->getAttrOfType<IntegerAttr>("axis").getInt() ==
+             static_cast<int64_t>(x.size()) - 1;
+}
+
 struct Cluster {
-  mtc::Shape shape;
+  mtc::Shape shape; ///< the iteration shape
   SmallVector<Operation *> ops; ///< in block order
   llvm::SmallPtrSet<Operation *, 16> members;
+  llvm::SmallPtrSet<Operation *, 8> rowOps; ///< reductions and their readers
+  /// Non-scalar outside values read per element / per row (never both).
+  llvm::DenseSet<Value> elementInputs, rowInputs;
+
+  bool isRowValue(Value v) const {
+    Operation *def = v.getDefiningOp();
+    return def && rowOps.contains(def);
+  }
+  bool isMember(Value v) const {
+    Operation *def = v.getDefiningOp();
+    return def && members.contains(def);
+  }
+  /// The two row shapes, [R...] and [R..., 1].
+  bool isRowShape(const mtc::Shape &s) const {
+    if (shape.empty())
+      return false;
+    mtc::Shape keep = shape, drop = shape;
+    keep.back() = 1;
+    drop.pop_back();
+    return s == keep || s == drop;
+  }
 };
 
 class BlockFuser {
@@ -85,6 +147,8 @@ private:
     if (!FusedOp::isFusable(op) || isa<ConstantOp>(op) ||
         op->getNumResults() != 1)
       return false;
+    if (FusedOp::isReduction(op) && !isLastAxisReduction(op))
+      return false;
     auto t = dyn_cast<MtTensorType>(op->getResult(0).getType());
     return t && t.getElementType().isF32();
   }
@@ -108,16 +172,54 @@ private:
         continue;
       if (isa_and_nonnull<ConstantOp>(v.getDefiningOp()))
         continue;
-      if (!isValidInput(v, it))
+      if (!isValidInput(v, it) || (c && c->rowInputs.contains(v)))
         return false;
     }
     return true;
   }
 
+  /// Rule 4 for an op that reads a row value of \p c: a row-shaped result,
+  /// and every other operand a row value of that shape, a constant, or an
+  /// outside value of that shape or a scalar.
+  bool rowOpFits(Operation *op, const Cluster &c) {
+    mtc::Shape r = shapeOf(op->getResult(0));
+    if (!c.isRowShape(r))
+      return false;
+    for (Value v : op->getOperands()) {
+      if (c.isRowValue(v)) {
+        if (shapeOf(v) != r)
+          return false;
+        continue;
+      }
+      if (c.isMember(v))
+        return false; // an element-phase value: not readable per row
+      if (isa_and_nonnull<ConstantOp>(v.getDefiningOp()))
+        continue;
+      if (!isValidRowInput(v, r) || c.elementInputs.contains(v))
+        return false;
+    }
+    return true;
+  }
+
+  void join(Cluster &c, unsigned id, Operation *op, bool row) {
+    bool perRow = row && !FusedOp::isReduction(op);
+    for (Value v : op->getOperands())
+      if (!c.isMember(v) && !isa_and_nonnull<ConstantOp>(v.getDefiningOp()) &&
+          !isValidRowInput(v, {}) && shapeOf(v) != keepdimRow(c.shape))
+        (perRow ? c.rowInputs : c.elementInputs).insert(v);
+    c.ops.push_back(op);
+    c.members.insert(op);
+    if (row)
+      c.rowOps.insert(op);
+    clusterOf[op] = id;
+  }
+
   void visit(Operation *op) {
     if (!candidate(op))
       return;
-    mtc::Shape it = shapeOf(op->getResult(0));
+    bool reduction = FusedOp::isReduction(op);
+    // The iteration shape a cluster must have for this op as an element op.
+    mtc::Shape it = shapeOf(reduction ? op->getOperand(0) : op->getResult(0));
     // Producer clusters, latest first.
     SmallVector<unsigned> cands;
     for (Value v : op->getOperands())
@@ -131,21 +233,29 @@ private:
     });
     for (unsigned id : cands) {
       Cluster &c = clusters[id];
-      if (c.shape != it || !operandsFit(op, &c, it) || !noEarlyOutsideUse(c, op))
+      if (!noEarlyOutsideUse(c, op))
         continue;
-      c.ops.push_back(op);
-      c.members.insert(op);
-      clusterOf[op] = id;
+      bool readsRow = llvm::any_of(op->getOperands(),
+                                   [&](Value v) { return c.isRowValue(v); });
+      if (readsRow) {
+        // Rule 4: a row op (never a reduction of a row value, never a
+        // broadcast back over the iteration shape).
+        if (reduction || !rowOpFits(op, c))
+          continue;
+        join(c, id, op, /*row=*/true);
+        return;
+      }
+      if (c.shape != it || !operandsFit(op, &c, it))
+        continue;
+      join(c, id, op, /*row=*/reduction);
       return;
     }
     if (!operandsFit(op, nullptr, it))
       return;
     Cluster c;
     c.shape = it;
-    c.ops.push_back(op);
-    c.members.insert(op);
-    clusterOf[op] = clusters.size();
     clusters.push_back(std::move(c));
+    join(clusters.back(), clusters.size() - 1, op, /*row=*/reduction);
   }
 
   void build(Cluster &c) {

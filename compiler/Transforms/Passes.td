@@ -75,25 +75,41 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
 }
 
 def MtcFuse : Pass<"mtc-fuse", "::mlir::ModuleOp"> {
-  let summary = "Groups chains of elementwise ops into mt.fused regions";
+  let summary = "Groups chains of elementwise ops and last-axis reductions into mt.fused regions";
   let description = [{
     Walks every function in order and grows clusters of elementwise ops
-    (`mt.add`, `mt.silu`, `mt.unary_grad`, ...) along producer-consumer
-    edges. An op joins its producer's cluster when
+    (`mt.add`, `mt.silu`, `mt.unary_grad`, ...) and reductions over a static
+    last axis (`mt.sum`, `mt.mean`, `mt.max`, `axis = rank - 1`) along
+    producer-consumer edges. A cluster's iteration shape is the shape of its
+    elementwise values (the shape a reduction reduces). An op joins its
+    producer's cluster when
 
-    1. its result has the cluster's iteration shape (every value a region
-       computes has that shape),
-    2. each of its other operands has the iteration shape, is a scalar, or has
-       a static shape that is a suffix of it (a bias or norm weight), and
+    1. its result (a reduction: its input) has the cluster's iteration shape,
+    2. each of its other operands has the iteration shape, is a scalar, has
+       a static shape that is a suffix of it (a bias or norm weight), or is
+       `[R..., 1]` for an iteration shape `[R..., n]` with a static `n` (a
+       per-row statistic, read once per row),
     3. no value of the cluster is used outside it before this op (so the
        region can stand where its last op stood, and no cycle forms through
-       an unfused op such as a matmul).
+       an unfused op such as a matmul), and
+    4. if it reads a value computed from one of the cluster's reductions (a
+       *row value*), it is elementwise with a row-shaped result (`[R...]` or
+       `[R..., 1]` for an iteration shape `[R..., n]`), and its other
+       operands are row values of that shape, constants, or outside values of
+       that shape or scalars (read once per row). Such an op replaces rules 1
+       and 2. A row value is never broadcast back over the iteration shape
+       in the same region, nor reduced again: `x * rsqrt(mean(square(x)) +
+       eps)` fuses up to the rsqrt, and a softmax-style `exp(x - m) / sum`
+       stays outside.
 
-    Scalar constants are copied into the regions that use them. Each cluster
-    of at least `min-ops` ops becomes one `mt.fused` op whose results are the
-    cluster values used outside it. Matmuls, attention, norms, reductions and
-    data movement stay library calls. The regions are target-neutral: the CPU
-    target compiles them to LLVM code, the CUDA target to CUDA C.
+    Reductions over another axis or over a symbolic last axis (`S`) stay
+    library calls (the CPU kernels need the row length). Scalar constants are
+    copied into the regions that use them. Each cluster of at least
+    `min-ops` ops becomes one `mt.fused` op whose results are the cluster
+    values used outside it (row values included). Matmuls, attention, norms,
+    softmax and data movement stay library calls. The regions are
+    target-neutral: the CPU target compiles them to LLVM code, the CUDA
+    target to CUDA C.
 
     Before:
     ```mlir

@@ -754,57 +754,79 @@ ApplyLayersGradOp::verifySymbolUses(SymbolTableCollection &tables) {
 bool FusedOp::isFusable(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SiluOp, ReluOp,
              SigmoidOp, TanhOp, RsqrtOp, SqrtOp, SquareOp, GeluOp, SoftcapOp,
-             UnaryGradOp, ConstantOp>(op);
+             UnaryGradOp, ConstantOp>(op) ||
+         isReduction(op);
+}
+
+bool FusedOp::isReduction(Operation *op) {
+  return isa<SumOp, MeanOp, MaxOp>(op);
+}
+
+bool FusedOp::hasReductions() {
+  return llvm::any_of(getBody().front(),
+                      [](Operation &op) { return isReduction(&op); });
+}
+
+llvm::SmallPtrSet<Operation *, 8> FusedOp::getRowOps() {
+  llvm::SmallPtrSet<Operation *, 8> rows;
+  for (Operation &op : getBody().front().without_terminator())
+    if (isReduction(&op) || llvm::any_of(op.getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return def && rows.contains(def);
+        }))
+      rows.insert(&op);
+  return rows;
 }
 
 mtc::Shape FusedOp::getIterationShape() {
+  for (Operation &op : getBody().front())
+    if (isReduction(&op))
+      return shapeOf(op.getOperand(0));
   if (getNumResults() == 0)
     return {};
   return shapeOf(getResult(0));
 }
 
+namespace {
+/// Whether a non-reduction row op reads block argument \p arg.
+bool readPerRow(BlockArgument arg,
+                const llvm::SmallPtrSet<Operation *, 8> &rowOps) {
+  return llvm::any_of(arg.getUsers(), [&](Operation *u) {
+    return rowOps.contains(u) && !FusedOp::isReduction(u);
+  });
+}
+
+bool isStaticScalar(const mtc::Shape &s) {
+  int64_t numel = 1;
+  for (int64_t d : s)
+    numel *= d;
+  return numel == 1 && llvm::none_of(s, mtc::isSymbolic);
+}
+} // namespace
+
 FusedOp::InputAccess FusedOp::getInputAccess(unsigned index) {
   mtc::Shape in = shapeOf(getInputs()[index]), it = getIterationShape();
+  if (isStaticScalar(in))
+    return in == it ? InputAccess::Full : InputAccess::Scalar;
+  if (readPerRow(getBody().front().getArgument(index), getRowOps()))
+    return InputAccess::Row;
   if (in == it)
     return InputAccess::Full;
-  int64_t numel = 1;
-  for (int64_t d : in)
-    numel *= d;
-  if (numel == 1 && llvm::none_of(in, mtc::isSymbolic))
-    return InputAccess::Scalar;
+  if (!it.empty() && in.size() == it.size() &&
+      std::equal(in.begin(), in.end() - 1, it.begin()) && in.back() == 1)
+    return InputAccess::Row; // [R..., 1] broadcast over the last axis
   return InputAccess::Suffix;
 }
 
 LogicalResult FusedOp::verify() {
   if (getNumResults() == 0)
     return emitOpError() << "must have at least one result";
-  mtc::Shape it = getIterationShape();
-  for (Value r : getResults()) {
-    if (shapeOf(r) != it)
-      return emitOpError() << "results must all have the iteration shape "
-                           << mtc::formatShape(it);
+  for (Value r : getResults())
     if (!tensorOf(r).getElementType().isF32())
       return emitOpError() << "results must be f32";
-  }
-  for (auto [i, v] : llvm::enumerate(getInputs())) {
+  for (auto [i, v] : llvm::enumerate(getInputs()))
     if (!tensorOf(v).isFloat())
       return emitOpError() << "input " << i << " must be f32 or bf16";
-    mtc::Shape in = shapeOf(v);
-    if (in == it)
-      continue;
-    bool suffix = in.size() <= it.size() &&
-                  std::equal(in.begin(), in.end(), it.end() - in.size());
-    bool isStatic = llvm::none_of(in, mtc::isSymbolic);
-    int64_t numel = 1;
-    for (int64_t d : in)
-      numel *= d;
-    if (!isStatic || !(suffix || numel == 1))
-      return emitOpError() << "input " << i << " of shape "
-                           << mtc::formatShape(in)
-                           << " is neither the iteration shape "
-                           << mtc::formatShape(it)
-                           << ", a scalar, nor a static suffix of it";
-  }
   return success();
 }
 
@@ -820,10 +842,95 @@ LogicalResult FusedOp::verifyRegions() {
   for (Operation &op : body.without_terminator())
     if (!isFusable(&op))
       return op.emitOpError() << "cannot appear in an mt.fused body (only "
-                                 "elementwise ops and constants)";
+                                 "elementwise ops, constants and reductions "
+                                 "over the last axis)";
   auto yield = cast<YieldOp>(body.getTerminator());
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError() << "yielded types must match the results";
+
+  mtc::Shape it = getIterationShape();
+  llvm::SmallPtrSet<Operation *, 8> rowOps = getRowOps();
+  mtc::Shape rowKeep = it, rowDrop = it;
+  if (!it.empty()) {
+    rowKeep.back() = 1;
+    rowDrop.pop_back();
+  }
+  auto isRowValue = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && rowOps.contains(def);
+  };
+  for (Operation &op : body.without_terminator()) {
+    if (isReduction(&op)) {
+      Value x = op.getOperand(0);
+      if (it.empty() || shapeOf(x) != it ||
+          op.getAttrOfType<IntegerAttr>("axis").getInt() !=
+              static_cast<int64_t>(it.size()) - 1)
+        return op.emitOpError()
+               << "in an mt.fused body must reduce the last axis of the "
+                  "iteration shape "
+               << mtc::formatShape(it);
+      if (isRowValue(x))
+        return op.emitOpError() << "in an mt.fused body cannot reduce a value "
+                                   "computed from a reduction";
+      continue;
+    }
+    if (!rowOps.contains(&op))
+      continue;
+    // Row phase: row-shaped result; operands are scalars or of that shape
+    // (row values, or inputs read per row).
+    mtc::Shape r = shapeOf(op.getResult(0));
+    if (r != rowKeep && r != rowDrop)
+      return op.emitOpError()
+             << "reads a reduction's result in an mt.fused body, so its "
+                "result must have a row shape ("
+             << mtc::formatShape(rowDrop) << " or "
+             << mtc::formatShape(rowKeep)
+             << "): a region cannot broadcast a row value back over "
+                "the iteration shape";
+    for (Value v : op.getOperands()) {
+      mtc::Shape s = shapeOf(v);
+      bool ok = isRowValue(v) ? s == r
+                : isa<BlockArgument>(v)
+                    ? (s == r || isStaticScalar(s))
+                    : isa<ConstantOp>(v.getDefiningOp());
+      if (!ok)
+        return op.emitOpError()
+               << "in the row phase of an mt.fused body: operand of shape "
+               << mtc::formatShape(s)
+               << " is neither a row value, a scalar nor an input of shape "
+               << mtc::formatShape(r);
+    }
+  }
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    mtc::Shape in = shapeOf(arg);
+    if (isStaticScalar(in))
+      continue;
+    if (in == it)
+      continue;
+    if (readPerRow(arg, rowOps)) {
+      if (in != rowKeep && llvm::any_of(arg.getUsers(), [&](Operation *u) {
+            return !rowOps.contains(u) || isReduction(u);
+          }))
+        return emitOpError() << "input " << i
+                             << " is read both per row and per element";
+      continue;
+    }
+    if (in == rowKeep)
+      continue; // row r of the iteration shape reads element r
+    bool suffix = in.size() <= it.size() &&
+                  std::equal(in.begin(), in.end(), it.end() - in.size());
+    if (llvm::any_of(in, mtc::isSymbolic) || !suffix)
+      return emitOpError() << "input " << i << " of shape "
+                           << mtc::formatShape(in)
+                           << " is neither the iteration shape "
+                           << mtc::formatShape(it)
+                           << ", a scalar, a static suffix of it, nor "
+                           << mtc::formatShape(rowKeep);
+  }
+  for (Value v : yield.getValues())
+    if (!isRowValue(v) && shapeOf(v) != it)
+      return emitOpError() << "results must have the iteration shape "
+                           << mtc::formatShape(it) << " or be row values";
   return success();
 }
 

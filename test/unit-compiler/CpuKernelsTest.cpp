@@ -468,6 +468,231 @@ TEST(KernelLibrary, Errors) {
             std::string::npos);
 }
 
+namespace {
+
+std::string tensorType(const std::string &dims) {
+  return "!mt.tensor<[" + dims + "], f32>";
+}
+
+Vec runBinary(cpu::Binary op, const Vec &a, const std::vector<int64_t> &as,
+              const Vec &b, const std::vector<int64_t> &bs,
+              const std::vector<int64_t> &out) {
+  size_t n = 1;
+  for (int64_t d : out)
+    n *= d;
+  Vec y(n);
+  cpu::binary(op, a.data(), as, b.data(), bs, y.data(), out);
+  return y;
+}
+
+} // namespace
+
+// sum, mean and max over the last axis (keepdim or not) after an
+// elementwise prologue with a suffix and a scalar input, for row lengths
+// below one 16-lane chunk, with a partial chunk, and over several 256-element
+// blocks with a tail; the prologue value is a second (full) result. Against
+// cpu::binary + cpu::reduce: bit-identical (the kernel adds in the runtime's
+// order: 16 float lanes, blocks of 256 into a double). The prologue is
+// (x + w) - s so that no multiply-add contracts: a fused x * w + s is one FMA
+// where the runtime rounds twice (see checkChain's tolerance).
+TEST(CpuKernels, Reductions) {
+  const int64_t B = 3, S = 7;
+  const int64_t lengths[] = {5, 16, 77, 300, 1037};
+  struct Kind {
+    const char *op;
+    cpu::Reduce r;
+    bool keepdim;
+  };
+  std::vector<Kind> kinds = {
+      {"sum", cpu::Reduce::Sum, false}, {"mean", cpu::Reduce::Mean, false},
+      {"max", cpu::Reduce::Max, false}, {"sum", cpu::Reduce::Sum, true},
+      {"mean", cpu::Reduce::Mean, true}, {"max", cpu::Reduce::Max, true}};
+  std::string text;
+  for (int64_t N : lengths)
+    for (const Kind &k : kinds) {
+      std::string full = tensorType("B, 7, " + std::to_string(N));
+      std::string w = tensorType(std::to_string(N)), sc = tensorType("");
+      std::string row = tensorType(k.keepdim ? "B, 7, 1" : "B, 7");
+      text += fusedFunc(
+          std::string("r_") + k.op + (k.keepdim ? "k" : "") + std::to_string(N),
+          {full, w, sc}, {row, full},
+          "    %m = mt.add %a0, %a1 : " + full + ", " + w + " -> " + full +
+              "\n    %t = mt.sub %m, %a2 : " + full + ", " + sc + " -> " +
+              full + "\n    %y = mt." + k.op + " %t axis = 2" +
+              (k.keepdim ? " keepdim" : "") + " : " + full + " -> " + row +
+              "\n",
+          "%y, %t");
+    }
+  Compiled c = compile(text);
+  ASSERT_TRUE(c.loaded);
+  size_t kernel = 0;
+  for (int64_t N : lengths)
+    for (const Kind &k : kinds) {
+      std::vector<int64_t> full = {B, S, N};
+      size_t n = B * S * N, rows = B * S;
+      Vec x = randomVec(n, -3, 3, 11 + kernel), w = randomVec(N, 0.5f, 2, 3),
+          sc = {0.125f};
+      // Special values in some rows: NaN (max ignores it, sums propagate
+      // it), infinities, signed zeros.
+      x[N / 2] = kNaN;
+      x[N + 1] = kInf;
+      x[2 * N] = -kInf;
+      if (N > 16) {
+        for (int64_t j = 0; j < N; ++j)
+          x[3 * N + j] = j % 2 ? 0.0f : -0.0f;
+      }
+      Vec t = runBinary(cpu::Binary::Sub,
+                        runBinary(cpu::Binary::Add, x, full, w, {N}, full),
+                        full, sc, {}, full);
+      Vec want(rows);
+      cpu::reduce(k.r, t.data(), want.data(), rows, N, 1);
+      Vec got(rows, -1.0f), gotT(n, -1.0f);
+      const float *ins[] = {x.data(), w.data(), sc.data()};
+      float *outs[] = {got.data(), gotT.data()};
+      c.kernel(kernel)(ins, outs, int64_t(n));
+      std::string what = std::string(k.op) + (k.keepdim ? " keepdim" : "") +
+                         " n = " + std::to_string(N);
+      compare(gotT, t, Tol{0, 0}, x, what + " (prologue)");
+      compare(got, want, Tol{0, 0}, Vec(rows, 0.0f), what);
+      for (size_t r = 0; r < rows; ++r) // exact, signed zeros included
+        if (!std::isnan(want[r]))
+          EXPECT_EQ(std::signbit(got[r]), std::signbit(want[r])) << what;
+      ++kernel;
+    }
+}
+
+namespace {
+
+// A hand-written RMSNorm as mtc-fuse splits it: rsqrt(mean(x^2) + eps) per
+// row, then x * r * w with r read per row and w a suffix.
+const char *kRmsNorm = R"(
+func.func @rms(%x: !mt.tensor<[B, S, 96], f32>, %w: !mt.tensor<[96], f32>) -> !mt.tensor<[B, S, 96], f32> {
+  %r = mt.fused(%x) : (!mt.tensor<[B, S, 96], f32>) -> !mt.tensor<[B, S, 1], f32> {
+  ^bb0(%a: !mt.tensor<[B, S, 96], f32>):
+    %q = mt.square %a : !mt.tensor<[B, S, 96], f32>
+    %m = mt.mean %q axis = 2 keepdim : !mt.tensor<[B, S, 96], f32> -> !mt.tensor<[B, S, 1], f32>
+    %e = mt.constant 1.000000e-05 : !mt.tensor<[], f32>
+    %v = mt.add %m, %e : !mt.tensor<[B, S, 1], f32>, !mt.tensor<[], f32> -> !mt.tensor<[B, S, 1], f32>
+    %s = mt.rsqrt %v : !mt.tensor<[B, S, 1], f32>
+    mt.yield %s : !mt.tensor<[B, S, 1], f32>
+  }
+  %y = mt.fused(%x, %r, %w) : (!mt.tensor<[B, S, 96], f32>, !mt.tensor<[B, S, 1], f32>, !mt.tensor<[96], f32>) -> !mt.tensor<[B, S, 96], f32> {
+  ^bb0(%a: !mt.tensor<[B, S, 96], f32>, %b: !mt.tensor<[B, S, 1], f32>, %c: !mt.tensor<[96], f32>):
+    %0 = mt.mul %a, %b : !mt.tensor<[B, S, 96], f32>, !mt.tensor<[B, S, 1], f32> -> !mt.tensor<[B, S, 96], f32>
+    %1 = mt.mul %0, %c : !mt.tensor<[B, S, 96], f32>, !mt.tensor<[96], f32> -> !mt.tensor<[B, S, 96], f32>
+    mt.yield %1 : !mt.tensor<[B, S, 96], f32>
+  }
+  return %y : !mt.tensor<[B, S, 96], f32>
+}
+)";
+
+// Two reductions of one prologue and row ops on them with a per-row input
+// ([B, S]) and a scalar input: (sum(t) - max(t)) * o + s, t = tanh(x).
+const char *kRowPhase = R"(
+func.func @rows(%x: !mt.tensor<[B, S, 40], f32>, %o: !mt.tensor<[B, S], f32>, %s: !mt.tensor<[], f32>) -> (!mt.tensor<[B, S], f32>, !mt.tensor<[B, S], f32>) {
+  %r:2 = mt.fused(%x, %o, %s) : (!mt.tensor<[B, S, 40], f32>, !mt.tensor<[B, S], f32>, !mt.tensor<[], f32>) -> (!mt.tensor<[B, S], f32>, !mt.tensor<[B, S], f32>) {
+  ^bb0(%a: !mt.tensor<[B, S, 40], f32>, %b: !mt.tensor<[B, S], f32>, %c: !mt.tensor<[], f32>):
+    %t = mt.tanh %a : !mt.tensor<[B, S, 40], f32>
+    %0 = mt.sum %t axis = 2 : !mt.tensor<[B, S, 40], f32> -> !mt.tensor<[B, S], f32>
+    %1 = mt.max %t axis = 2 : !mt.tensor<[B, S, 40], f32> -> !mt.tensor<[B, S], f32>
+    %2 = mt.sub %0, %1 : !mt.tensor<[B, S], f32>, !mt.tensor<[B, S], f32> -> !mt.tensor<[B, S], f32>
+    %3 = mt.mul %2, %b : !mt.tensor<[B, S], f32>, !mt.tensor<[B, S], f32> -> !mt.tensor<[B, S], f32>
+    %4 = mt.add %3, %c : !mt.tensor<[B, S], f32>, !mt.tensor<[], f32> -> !mt.tensor<[B, S], f32>
+    mt.yield %4, %1 : !mt.tensor<[B, S], f32>, !mt.tensor<[B, S], f32>
+  }
+  return %r#0, %r#1 : !mt.tensor<[B, S], f32>, !mt.tensor<[B, S], f32>
+}
+)";
+
+} // namespace
+
+TEST(CpuKernels, RmsNormChain) {
+  Compiled c = compile(kRmsNorm);
+  ASSERT_TRUE(c.loaded);
+  const int64_t B = 2, S = 9, D = 96;
+  std::vector<int64_t> full = {B, S, D}, rowShape = {B, S, 1};
+  size_t n = B * S * D, rows = B * S;
+  Vec x = randomVec(n, -2, 2, 5), w = randomVec(D, 0.5f, 1.5f, 6),
+      eps = {1e-5f};
+  // Reference: the runtime kernels op by op.
+  Vec q(n), m(rows), r(rows);
+  cpu::unary(cpu::Unary::Square, x.data(), q.data(), n);
+  cpu::reduce(cpu::Reduce::Mean, q.data(), m.data(), rows, D, 1);
+  Vec v = runBinary(cpu::Binary::Add, m, rowShape, eps, {}, rowShape);
+  cpu::unary(cpu::Unary::Rsqrt, v.data(), r.data(), rows);
+  Vec y = runBinary(cpu::Binary::Mul,
+                    runBinary(cpu::Binary::Mul, x, full, r, rowShape, full),
+                    full, w, {D}, full);
+  Vec gotR(rows, -1.0f), gotY(n, -1.0f);
+  {
+    const float *ins[] = {x.data()};
+    float *outs[] = {gotR.data()};
+    c.kernel(0)(ins, outs, int64_t(n)); // n: elements of [B, S, 96]
+  }
+  {
+    const float *ins[] = {x.data(), gotR.data(), w.data()};
+    float *outs[] = {gotY.data()};
+    c.kernel(1)(ins, outs, int64_t(n));
+  }
+  compare(gotR, r, Tol{0, 0}, Vec(rows, 0.0f), "rsqrt(mean(x^2) + eps)");
+  compare(gotY, y, Tol{0, 0}, x, "x * r * w");
+  // And against double precision: the runtime's order costs nothing.
+  double worst = 0;
+  for (size_t row = 0; row < rows; ++row) {
+    double ss = 0;
+    for (int64_t j = 0; j < D; ++j)
+      ss += double(x[row * D + j]) * x[row * D + j];
+    double truth = 1.0 / std::sqrt(ss / D + 1e-5);
+    worst = std::max(worst, std::fabs(gotR[row] - truth) / truth);
+  }
+  EXPECT_LE(worst, 1e-6);
+}
+
+TEST(CpuKernels, RowPhaseInputs) {
+  Compiled c = compile(kRowPhase);
+  ASSERT_TRUE(c.loaded);
+  const int64_t B = 3, S = 5, D = 40;
+  std::vector<int64_t> rowShape = {B, S};
+  size_t n = B * S * D, rows = B * S;
+  Vec x = randomVec(n, -3, 3, 8), o = randomVec(rows, -1, 1, 9),
+      sc = {0.75f};
+  Vec t(n), sum(rows), mx(rows);
+  cpu::unary(cpu::Unary::Tanh, x.data(), t.data(), n);
+  cpu::reduce(cpu::Reduce::Sum, t.data(), sum.data(), rows, D, 1);
+  cpu::reduce(cpu::Reduce::Max, t.data(), mx.data(), rows, D, 1);
+  Vec want = runBinary(
+      cpu::Binary::Add,
+      runBinary(cpu::Binary::Mul,
+                runBinary(cpu::Binary::Sub, sum, rowShape, mx, rowShape,
+                          rowShape),
+                rowShape, o, rowShape, rowShape),
+      rowShape, sc, {}, rowShape);
+  Vec got(rows, -1.0f), gotMax(rows, -1.0f);
+  const float *ins[] = {x.data(), o.data(), sc.data()};
+  float *outs[] = {got.data(), gotMax.data()};
+  c.kernel(0)(ins, outs, int64_t(n));
+  compare(got, want, kExact, Vec(rows, 0.0f), "(sum - max) * o + s");
+  compare(gotMax, mx, Tol{0, 0}, Vec(rows, 0.0f), "max");
+}
+
+// The kernels need the row length: a reduction over a symbolic last axis is
+// an error (mtc-fuse never builds such a region).
+TEST(CpuKernels, SymbolicRowLengthIsAnError) {
+  std::string t = tensorType("B, S"), r = tensorType("B");
+  std::string text =
+      fusedFunc("f", {t}, {r}, "    %y = mt.sum %a0 axis = 1 : " + t + " -> " + r + "\n",
+                "%y");
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mt::MtDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  ASSERT_TRUE(module);
+  CpuKernelLibrary lib;
+  std::string err;
+  EXPECT_TRUE(mlir::failed(
+      compileCpuKernels(*module, CpuKernelOptions(), lib, err)));
+  EXPECT_NE(err.find("needs a static last axis"), std::string::npos) << err;
+}
+
 // Prints the time of a fused silu(x) * y against cpu::unary + cpu::binary.
 // Not a pass/fail check: the numbers in docs/compiler.md come from here.
 TEST(CpuKernels, SiluMulSpeed) {

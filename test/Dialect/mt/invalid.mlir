@@ -342,3 +342,45 @@ func.func @f(%x: !mt.tensor<[B, S, 8], f32>, %r: !mt.tensor<[8, 4], f32>, %dy: !
   %dx, %dr = mt.moe_grad %x, %r, %dy expert @E top_k = 2 aux_loss = 0.0 : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>, !mt.tensor<[B, S, 4], f32> -> !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 4], f32>
   return
 }
+
+// -----
+
+// mt.fused: reductions must reduce the last axis of the iteration shape.
+func.func @f(%x: !mt.tensor<[B, 8, 4], f32>) -> !mt.tensor<[B, 4], f32> {
+  %r = mt.fused(%x) : (!mt.tensor<[B, 8, 4], f32>) -> !mt.tensor<[B, 4], f32> {
+  ^bb0(%a: !mt.tensor<[B, 8, 4], f32>):
+    // expected-error @+1 {{'mt.sum' op in an mt.fused body must reduce the last axis of the iteration shape [B, 8, 4]}}
+    %s = mt.sum %a axis = 1 : !mt.tensor<[B, 8, 4], f32> -> !mt.tensor<[B, 4], f32>
+    mt.yield %s : !mt.tensor<[B, 4], f32>
+  }
+  return %r : !mt.tensor<[B, 4], f32>
+}
+
+// -----
+
+// mt.fused: no broadcast of a row value back over the iteration shape.
+func.func @f(%x: !mt.tensor<[B, 8], f32>) -> !mt.tensor<[B, 8], f32> {
+  %r = mt.fused(%x) : (!mt.tensor<[B, 8], f32>) -> !mt.tensor<[B, 8], f32> {
+  ^bb0(%a: !mt.tensor<[B, 8], f32>):
+    %s = mt.sum %a axis = 1 keepdim : !mt.tensor<[B, 8], f32> -> !mt.tensor<[B, 1], f32>
+    // expected-error @+1 {{'mt.div' op reads a reduction's result in an mt.fused body, so its result must have a row shape ([B] or [B, 1])}}
+    %p = mt.div %a, %s : !mt.tensor<[B, 8], f32>, !mt.tensor<[B, 1], f32> -> !mt.tensor<[B, 8], f32>
+    mt.yield %p : !mt.tensor<[B, 8], f32>
+  }
+  return %r : !mt.tensor<[B, 8], f32>
+}
+
+// -----
+
+// mt.fused: an input read per row cannot also be read per element.
+func.func @f(%x: !mt.tensor<[8, 8], f32>, %w: !mt.tensor<[8], f32>) -> !mt.tensor<[8], f32> {
+  // expected-error @+1 {{'mt.fused' op input 1 is read both per row and per element}}
+  %r = mt.fused(%x, %w) : (!mt.tensor<[8, 8], f32>, !mt.tensor<[8], f32>) -> !mt.tensor<[8], f32> {
+  ^bb0(%a: !mt.tensor<[8, 8], f32>, %b: !mt.tensor<[8], f32>):
+    %m = mt.mul %a, %b : !mt.tensor<[8, 8], f32>, !mt.tensor<[8], f32> -> !mt.tensor<[8, 8], f32>
+    %s = mt.max %m axis = 1 : !mt.tensor<[8, 8], f32> -> !mt.tensor<[8], f32>
+    %t = mt.add %s, %b : !mt.tensor<[8], f32>, !mt.tensor<[8], f32> -> !mt.tensor<[8], f32>
+    mt.yield %t : !mt.tensor<[8], f32>
+  }
+  return %r : !mt.tensor<[8], f32>
+}
