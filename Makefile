@@ -35,8 +35,8 @@ build: deps $(BUILD_DIR)/build.ninja
 # shipped corpus (data/corpus.txt, two Jane Austen novels) for about three
 # minutes on two cores, then print a sample from the trained model.
 RUN_DIR ?= $(BUILD_DIR)/run
-RUN_FLAGS ?= --steps 350 --batch 8 --seq 128 --lr 2e-3 --warmup 30 \
-	--eval-every 50 --seed 1
+RUN_FLAGS ?= --steps 600 --batch 8 --seq 128 --lr 2e-3 --warmup 30 \
+	--eval-every 100 --seed 1
 run: build
 	@mkdir -p $(RUN_DIR)
 	$(BUILD_DIR)/bin/mtc compile examples/tiny-llama.mt --emit=summary | tail -3
