@@ -38,9 +38,40 @@ struct ImportError {
 constexpr int64_t kMaxDim = (int64_t(1) << 31) - 1;
 constexpr size_t kMaxConfigBytes = 16u << 20;
 
+/// Appends the compact JSON text of \p v to \p s, stopping once \p s is
+/// longer than \p limit and writing arrays and objects nested deeper than
+/// \p depth as "[...]" / "{...}". Unlike json::dump this recurses only
+/// boundedly: a config can nest arrays millions deep, which would overflow the
+/// stack in dump.
+void showInto(const json &v, std::string &s, size_t limit, int depth) {
+  if (s.size() > limit)
+    return;
+  if (!v.is_structured()) {
+    s += v.dump();
+    return;
+  }
+  bool array = v.is_array();
+  if (depth <= 0) {
+    s += array ? "[...]" : "{...}";
+    return;
+  }
+  s += array ? '[' : '{';
+  bool first = true;
+  for (auto it = v.begin(); it != v.end() && s.size() <= limit; ++it) {
+    if (!first)
+      s += ',';
+    first = false;
+    if (!array)
+      s += json(it.key()).dump() + ':';
+    showInto(it.value(), s, limit, depth - 1);
+  }
+  s += array ? ']' : '}';
+}
+
 /// A short rendering of a JSON value for messages.
 std::string show(const json &v) {
-  std::string s = v.dump();
+  std::string s;
+  showInto(v, s, 60, 16);
   if (s.size() > 60)
     s = s.substr(0, 57) + "...";
   return s;
@@ -631,6 +662,19 @@ Arch readArch(const json &cfg, const std::string &file) {
   if (!(a.ropeFraction > 0 && a.ropeFraction <= 1))
     f.fail("partial_rotary_factor " + fmtFloat(a.ropeFraction) +
            " must be in (0, 1]");
+  // RoPE rotates pairs: the rotated part of a head (the rounding is the one
+  // of mt.rope, lib/Support/Shape.cpp) must be even and non-empty.
+  {
+    double rotary =
+        std::round(a.ropeFraction * static_cast<double>(a.headDim));
+    if (rotary <= 0 || static_cast<int64_t>(rotary) % 2 != 0)
+      f.fail("head_dim " + std::to_string(a.headDim) +
+             (a.ropeFraction != 1.0
+                  ? " with partial_rotary_factor " + fmtFloat(a.ropeFraction)
+                  : std::string()) +
+             " gives " + std::to_string(static_cast<int64_t>(rotary)) +
+             " rotary dimensions; RoPE needs an even, positive number");
+  }
   if (mt == "phi3")
     f.markUsed("original_max_position_embeddings"); // longrope only
 

@@ -194,6 +194,45 @@ struct ReadError {
   std::string message;
 };
 
+/// Appends the compact JSON text of \p v to \p s, stopping once \p s is
+/// longer than \p limit and writing arrays and objects nested deeper than
+/// \p depth as "[...]" / "{...}". json::dump recurses without bound, so a
+/// bundle nesting arrays millions deep would overflow the stack in it.
+void showInto(const json &v, std::string &s, size_t limit, int depth) {
+  if (s.size() > limit)
+    return;
+  if (!v.is_structured()) {
+    s += v.dump();
+    return;
+  }
+  bool array = v.is_array();
+  if (depth <= 0) {
+    s += array ? "[...]" : "{...}";
+    return;
+  }
+  s += array ? '[' : '{';
+  bool first = true;
+  for (auto it = v.begin(); it != v.end() && s.size() <= limit; ++it) {
+    if (!first)
+      s += ',';
+    first = false;
+    if (!array)
+      s += json(it.key()).dump() + ':';
+    showInto(it.value(), s, limit, depth - 1);
+  }
+  s += array ? ']' : '}';
+}
+
+/// A short rendering of a JSON value for messages (never json::dump of an
+/// arbitrary value: see showInto).
+std::string show(const json &v) {
+  std::string s;
+  showInto(v, s, 60, 16);
+  if (s.size() > 60)
+    s = s.substr(0, 57) + "...";
+  return s;
+}
+
 [[noreturn]] void fail(const std::string &where, const std::string &what) {
   throw ReadError{where + ": " + what};
 }
@@ -239,7 +278,7 @@ Shape parseShape(const json &dims, const std::string &where,
     } else if (d.is_number_integer() && d.get<int64_t>() >= 0) {
       out.push_back(d.get<int64_t>());
     } else {
-      fail(where, "invalid dimension " + d.dump());
+      fail(where, "invalid dimension " + show(d));
     }
   }
   return out;
@@ -253,7 +292,7 @@ std::vector<int> parseIds(const json &ids, size_t numValues,
   for (const json &i : ids) {
     if (!i.is_number_integer() || i.get<int64_t>() < 0 ||
         static_cast<size_t>(i.get<int64_t>()) >= numValues)
-      fail(where, "value id " + i.dump() + " out of range");
+      fail(where, "value id " + show(i) + " out of range");
     out.push_back(i.get<int>());
   }
   return out;
@@ -277,7 +316,7 @@ Attr parseAttr(const json &v, const std::string &where) {
     }
     return list;
   }
-  fail(where, "unsupported attribute " + v.dump());
+  fail(where, "unsupported attribute " + show(v));
 }
 
 Function parseFunction(const json &j, const std::string &where, int depth = 0);
@@ -476,8 +515,8 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
     if (getString(doc, "format", where) != "mtc-bundle")
       fail(where, "not an mtc bundle (format is not 'mtc-bundle')");
     const json &version = field(doc, "version", where);
-    if (!version.is_number_integer() || version.get<int>() != kVersion)
-      fail(where, "unsupported bundle version " + version.dump() +
+    if (!version.is_number_integer() || version.get<int64_t>() != kVersion)
+      fail(where, "unsupported bundle version " + show(version) +
                       " (this runtime reads version " +
                       std::to_string(kVersion) + ")");
     Bundle b;
