@@ -3,7 +3,8 @@
 // Part of mtc. A performance probe, not a test:
 //
 //   ninja -C build mtc-bench-adamw
-//   build/bin/mtc-bench-adamw [--params N] [--reps R] [--threads 1,2] [--json F]
+//   build/bin/mtc-bench-adamw [--params N] [--reps R] [--threads 1,2] [--json
+//   F]
 //
 // For each thread count it measures
 //   1. STREAM triad a[i] = b[i] + s * c[i] over three arrays of N floats
@@ -69,7 +70,8 @@ template <typename F> Timing timeIt(int reps, F &&f) {
 struct Buffer {
   float *ptr = nullptr;
   explicit Buffer(size_t n) {
-    ptr = static_cast<float *>(std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64));
+    ptr =
+        static_cast<float *>(std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64));
     if (!ptr) {
       std::fprintf(stderr, "out of memory\n");
       std::exit(1);
@@ -110,7 +112,8 @@ void adamwShaped(float *__restrict p, float *__restrict m, float *__restrict v,
 std::vector<unsigned> parseList(const char *s) {
   std::vector<unsigned> out;
   for (const char *q = s; *q;) {
-    out.push_back(static_cast<unsigned>(std::strtoul(q, const_cast<char **>(&q), 10)));
+    out.push_back(
+        static_cast<unsigned>(std::strtoul(q, const_cast<char **>(&q), 10)));
     if (*q == ',')
       ++q;
   }
@@ -142,9 +145,10 @@ int main(int argc, char **argv) {
     else if (a == "--json")
       jsonPath = next();
     else {
-      std::fprintf(stderr,
-                   "usage: %s [--params N] [--reps R] [--threads 1,2] [--json F]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--params N] [--reps R] [--threads 1,2] [--json F]\n",
+          argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -156,7 +160,8 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n; ++i) {
     // Deterministic, non-trivial values (no denormals).
     p.ptr[i] = 0.02f * static_cast<float>(int(i % 2001) - 1000) / 1000.0f;
-    g.ptr[i] = 1e-3f * static_cast<float>(int((i * 7919) % 2001) - 1000) / 1000.0f;
+    g.ptr[i] =
+        1e-3f * static_cast<float>(int((i * 7919) % 2001) - 1000) / 1000.0f;
   }
   // Triad arrays alias the AdamW state (same pages, same size): a = p, b = m,
   // c = v; the AdamW runs below start from whatever the probes left, which is
@@ -165,7 +170,8 @@ int main(int argc, char **argv) {
   std::vector<AdamWTensor> tensors;
   for (size_t b = 0; b < n; b += kTensor) {
     size_t e = std::min(n, b + kTensor);
-    tensors.push_back({p.ptr + b, m.ptr + b, v.ptr + b, g.ptr + b, e - b, true});
+    tensors.push_back(
+        {p.ptr + b, m.ptr + b, v.ptr + b, g.ptr + b, e - b, true});
   }
 
   std::string json = "{\"params\": " + std::to_string(n) + ", \"runs\": [";
@@ -199,20 +205,22 @@ int main(int argc, char **argv) {
     std::printf("  triad (12 B/elem)         %7.2f GB/s   (%.1f ms, min %.1f; "
                 "%.2f GB/s counting the write-allocate read)\n",
                 triadGBs, tr.median * 1e3, tr.min * 1e3, triadGBs * 16 / 12);
-    std::printf("  AdamW-shaped (28 B/elem)  %7.2f GB/s   (%.1f ms, min %.1f)\n",
-                shapedGBs, sh.median * 1e3, sh.min * 1e3);
+    std::printf(
+        "  AdamW-shaped (28 B/elem)  %7.2f GB/s   (%.1f ms, min %.1f)\n",
+        shapedGBs, sh.median * 1e3, sh.min * 1e3);
     std::printf("  mtc AdamW                 %7.2f GB/s   %.3g params/s   "
                 "(%.1f ms, min %.1f)\n",
                 adamGBs, n / ad.median, ad.median * 1e3, ad.min * 1e3);
     std::printf("    = %.0f%% of triad, %.0f%% of AdamW-shaped\n",
                 100 * adamGBs / triadGBs, 100 * adamGBs / shapedGBs);
     char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "%s{\"threads\": %u, \"triad_GBs\": %.3f, \"shaped_GBs\": %.3f, "
-                  "\"adamw_GBs\": %.3f, \"adamw_params_per_s\": %.4g, "
-                  "\"adamw_s\": %.6f, \"adamw_min_s\": %.6f}",
-                  ti ? ", " : "", nt, triadGBs, shapedGBs, adamGBs,
-                  n / ad.median, ad.median, ad.min);
+    std::snprintf(
+        buf, sizeof buf,
+        "%s{\"threads\": %u, \"triad_GBs\": %.3f, \"shaped_GBs\": %.3f, "
+        "\"adamw_GBs\": %.3f, \"adamw_params_per_s\": %.4g, "
+        "\"adamw_s\": %.6f, \"adamw_min_s\": %.6f}",
+        ti ? ", " : "", nt, triadGBs, shapedGBs, adamGBs, n / ad.median,
+        ad.median, ad.min);
     json += buf;
   }
 

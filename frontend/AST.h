@@ -1,8 +1,8 @@
 //===- AST.h - Abstract syntax tree of the .mt language ---------*- C++ -*-===//
 //
 // Part of mtc. The parser (Parser.cpp, over the ANTLR4 grammar Mt.g4) builds
-// this tree; Sema checks it and produces a CheckedModel (Sema.h). The tree keeps
-// every source position so that later errors can point at the text.
+// this tree; Sema checks it and produces a CheckedModel (Sema.h). The tree
+// keeps every source position so that later errors can point at the text.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_FRONTEND_AST_H
@@ -83,8 +83,8 @@ struct Stmt {
   SourceLoc loc;
   std::vector<std::string> names; ///< Assign: targets (several for split)
   std::vector<SourceLoc> nameLocs;
-  ExprPtr value;                  ///< Assign/Return value, Repeat count
-  std::vector<StmtPtr> body;      ///< Repeat body
+  ExprPtr value;             ///< Assign/Return value, Repeat count
+  std::vector<StmtPtr> body; ///< Repeat body
 };
 
 struct ArgDecl {

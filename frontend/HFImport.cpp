@@ -146,9 +146,9 @@ public:
     int64_t x = v.get<int64_t>();
     if (x < min)
       fail("field '" + name + "' must be " +
-           (min == 1 ? std::string("positive")
-                     : min == 0 ? std::string("non-negative")
-                                : ">= " + std::to_string(min)) +
+           (min == 1   ? std::string("positive")
+            : min == 0 ? std::string("non-negative")
+                       : ">= " + std::to_string(min)) +
            ", got " + std::to_string(x));
     if (x > kMaxDim)
       fail("field '" + name + "' is too large: " + std::to_string(x));
@@ -263,18 +263,18 @@ struct Arch {
   bool normalizeTopK = false, sharedExpert = false;
   double auxCoef = 0;
   bool outputRouterLogits = false;
-  std::string expertStyle; // "mixtral" (w1/w3/w2) or "qwen"
+  std::string expertStyle;      // "mixtral" (w1/w3/w2) or "qwen"
   std::string layerTypesSource; // how the per-layer kinds were derived
   std::vector<std::string> unknownFields; // reported as warnings
 };
 
 const char *kArchNames[][2] = {
-    {"llama", "Llama"},           {"mistral", "Mistral"},
-    {"qwen2", "Qwen2"},           {"qwen3", "Qwen3"},
-    {"mixtral", "Mixtral"},       {"qwen2_moe", "Qwen2Moe"},
-    {"qwen3_moe", "Qwen3Moe"},    {"gemma", "Gemma"},
-    {"gemma2", "Gemma2"},         {"gemma3_text", "Gemma3Text"},
-    {"phi3", "Phi3"},             {"olmo2", "Olmo2"},
+    {"llama", "Llama"},        {"mistral", "Mistral"},
+    {"qwen2", "Qwen2"},        {"qwen3", "Qwen3"},
+    {"mixtral", "Mixtral"},    {"qwen2_moe", "Qwen2Moe"},
+    {"qwen3_moe", "Qwen3Moe"}, {"gemma", "Gemma"},
+    {"gemma2", "Gemma2"},      {"gemma3_text", "Gemma3Text"},
+    {"phi3", "Phi3"},          {"olmo2", "Olmo2"},
 };
 
 /// transformers' defaults (the config classes' own) for the fields the
@@ -290,102 +290,203 @@ json defaultsFor(const std::string &mt) {
       d[it.key()] = it.value();
   };
   if (mt == "llama")
-    set({{"vocab_size", 32000}, {"hidden_size", 4096},
-         {"intermediate_size", 11008}, {"num_hidden_layers", 32},
-         {"num_attention_heads", 32}, {"rms_norm_eps", 1e-6}});
+    set({{"vocab_size", 32000},
+         {"hidden_size", 4096},
+         {"intermediate_size", 11008},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"rms_norm_eps", 1e-6}});
   else if (mt == "mistral")
-    set({{"vocab_size", 32000}, {"hidden_size", 4096},
-         {"intermediate_size", 14336}, {"num_hidden_layers", 32},
-         {"num_attention_heads", 32}, {"num_key_value_heads", 8},
-         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096}});
+    set({{"vocab_size", 32000},
+         {"hidden_size", 4096},
+         {"intermediate_size", 14336},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 8},
+         {"rms_norm_eps", 1e-6},
+         {"sliding_window", 4096}});
   else if (mt == "qwen2" || mt == "qwen3")
-    set({{"vocab_size", 151936}, {"hidden_size", 4096},
-         {"intermediate_size", 22016}, {"num_hidden_layers", 32},
-         {"num_attention_heads", 32}, {"num_key_value_heads", 32},
-         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096},
+    set({{"vocab_size", 151936},
+         {"hidden_size", 4096},
+         {"intermediate_size", 22016},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 32},
+         {"rms_norm_eps", 1e-6},
+         {"sliding_window", 4096},
          {"max_window_layers", 28}});
   else if (mt == "mixtral")
-    set({{"vocab_size", 32000}, {"hidden_size", 4096},
-         {"intermediate_size", 14336}, {"num_hidden_layers", 32},
-         {"num_attention_heads", 32}, {"num_key_value_heads", 8},
-         {"rms_norm_eps", 1e-5}, {"rope_theta", 1e6},
-         {"num_local_experts", 8}, {"num_experts_per_tok", 2},
+    set({{"vocab_size", 32000},
+         {"hidden_size", 4096},
+         {"intermediate_size", 14336},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 8},
+         {"rms_norm_eps", 1e-5},
+         {"rope_theta", 1e6},
+         {"num_local_experts", 8},
+         {"num_experts_per_tok", 2},
          {"router_aux_loss_coef", 0.001}});
   else if (mt == "qwen2_moe")
-    set({{"vocab_size", 151936}, {"hidden_size", 2048},
-         {"intermediate_size", 5632}, {"num_hidden_layers", 24},
-         {"num_attention_heads", 16}, {"num_key_value_heads", 16},
-         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096},
-         {"max_window_layers", 28}, {"decoder_sparse_step", 1},
+    set({{"vocab_size", 151936},
+         {"hidden_size", 2048},
+         {"intermediate_size", 5632},
+         {"num_hidden_layers", 24},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 16},
+         {"rms_norm_eps", 1e-6},
+         {"sliding_window", 4096},
+         {"max_window_layers", 28},
+         {"decoder_sparse_step", 1},
          {"moe_intermediate_size", 1408},
-         {"shared_expert_intermediate_size", 5632}, {"num_experts", 60},
-         {"num_experts_per_tok", 4}, {"norm_topk_prob", false},
-         {"router_aux_loss_coef", 0.001}, {"qkv_bias", true}});
+         {"shared_expert_intermediate_size", 5632},
+         {"num_experts", 60},
+         {"num_experts_per_tok", 4},
+         {"norm_topk_prob", false},
+         {"router_aux_loss_coef", 0.001},
+         {"qkv_bias", true}});
   else if (mt == "qwen3_moe")
-    set({{"vocab_size", 151936}, {"hidden_size", 2048},
-         {"intermediate_size", 6144}, {"num_hidden_layers", 24},
-         {"num_attention_heads", 32}, {"num_key_value_heads", 4},
-         {"rms_norm_eps", 1e-6}, {"sliding_window", 4096},
-         {"decoder_sparse_step", 1}, {"moe_intermediate_size", 768},
-         {"num_experts", 128}, {"num_experts_per_tok", 8},
-         {"norm_topk_prob", false}, {"router_aux_loss_coef", 0.001}});
+    set({{"vocab_size", 151936},
+         {"hidden_size", 2048},
+         {"intermediate_size", 6144},
+         {"num_hidden_layers", 24},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 4},
+         {"rms_norm_eps", 1e-6},
+         {"sliding_window", 4096},
+         {"decoder_sparse_step", 1},
+         {"moe_intermediate_size", 768},
+         {"num_experts", 128},
+         {"num_experts_per_tok", 8},
+         {"norm_topk_prob", false},
+         {"router_aux_loss_coef", 0.001}});
   else if (mt == "gemma")
-    set({{"vocab_size", 256000}, {"hidden_size", 3072},
-         {"intermediate_size", 24576}, {"num_hidden_layers", 28},
-         {"num_attention_heads", 16}, {"num_key_value_heads", 16},
-         {"head_dim", 256}, {"hidden_act", "gelu_pytorch_tanh"},
-         {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true}});
+    set({{"vocab_size", 256000},
+         {"hidden_size", 3072},
+         {"intermediate_size", 24576},
+         {"num_hidden_layers", 28},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 16},
+         {"head_dim", 256},
+         {"hidden_act", "gelu_pytorch_tanh"},
+         {"rms_norm_eps", 1e-6},
+         {"tie_word_embeddings", true}});
   else if (mt == "gemma2")
-    set({{"vocab_size", 256000}, {"hidden_size", 2304},
-         {"intermediate_size", 9216}, {"num_hidden_layers", 26},
-         {"num_attention_heads", 8}, {"num_key_value_heads", 4},
-         {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"},
-         {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true},
-         {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
+    set({{"vocab_size", 256000},
+         {"hidden_size", 2304},
+         {"intermediate_size", 9216},
+         {"num_hidden_layers", 26},
+         {"num_attention_heads", 8},
+         {"num_key_value_heads", 4},
+         {"head_dim", 256},
+         {"hidden_activation", "gelu_pytorch_tanh"},
+         {"rms_norm_eps", 1e-6},
+         {"tie_word_embeddings", true},
+         {"query_pre_attn_scalar", 256},
+         {"sliding_window", 4096},
          {"attn_logit_softcapping", 50.0},
          {"final_logit_softcapping", 30.0}});
   else if (mt == "gemma3_text")
-    set({{"vocab_size", 262208}, {"hidden_size", 2304},
-         {"intermediate_size", 9216}, {"num_hidden_layers", 26},
-         {"num_attention_heads", 8}, {"num_key_value_heads", 4},
-         {"head_dim", 256}, {"hidden_activation", "gelu_pytorch_tanh"},
-         {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true},
-         {"query_pre_attn_scalar", 256}, {"sliding_window", 4096},
-         {"rope_theta", 1e6}, {"rope_local_base_freq", 10000.0},
+    set({{"vocab_size", 262208},
+         {"hidden_size", 2304},
+         {"intermediate_size", 9216},
+         {"num_hidden_layers", 26},
+         {"num_attention_heads", 8},
+         {"num_key_value_heads", 4},
+         {"head_dim", 256},
+         {"hidden_activation", "gelu_pytorch_tanh"},
+         {"rms_norm_eps", 1e-6},
+         {"tie_word_embeddings", true},
+         {"query_pre_attn_scalar", 256},
+         {"sliding_window", 4096},
+         {"rope_theta", 1e6},
+         {"rope_local_base_freq", 10000.0},
          {"sliding_window_pattern", 6}});
   else if (mt == "phi3")
-    set({{"vocab_size", 32064}, {"hidden_size", 3072},
-         {"intermediate_size", 8192}, {"num_hidden_layers", 32},
-         {"num_attention_heads", 32}, {"rms_norm_eps", 1e-5}});
+    set({{"vocab_size", 32064},
+         {"hidden_size", 3072},
+         {"intermediate_size", 8192},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"rms_norm_eps", 1e-5}});
   else if (mt == "olmo2")
-    set({{"vocab_size", 50304}, {"hidden_size", 4096},
-         {"intermediate_size", 11008}, {"num_hidden_layers", 32},
-         {"num_attention_heads", 32}, {"rms_norm_eps", 1e-5}});
+    set({{"vocab_size", 50304},
+         {"hidden_size", 4096},
+         {"intermediate_size", 11008},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"rms_norm_eps", 1e-5}});
   return d;
 }
 
 /// Fields that never change the computation (token ids, generation and
 /// serving settings, bookkeeping); ignored silently.
-const std::set<std::string> kMetadata = {
-    "architectures", "model_type", "torch_dtype", "dtype",
-    "transformers_version", "use_cache", "return_dict", "output_attentions",
-    "output_hidden_states", "torchscript", "id2label", "label2id",
-    "problem_type", "is_encoder_decoder", "is_decoder", "add_cross_attention",
-    "chunk_size_feed_forward", "tokenizer_class", "prefix",
-    "task_specific_params", "finetuning_task", "max_position_embeddings",
-    "pretraining_tp", "auto_map", "cache_implementation", "num_labels",
-    "tf_legacy_loss", "use_bfloat16", "pruned_heads", "tie_encoder_decoder",
-    "cross_attention_hidden_size", "max_length", "min_length", "do_sample",
-    "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
-    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
-    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
-    "bad_words_ids", "num_return_sequences", "output_scores",
-    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
-    "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "decoder_start_token_id",
-    "sep_token_id", "name_or_path", "attn_implementation",
-    "use_return_dict", "gradient_checkpointing", "base_model_tp_plan",
-    "base_model_pp_plan", "tp_plan", "pp_plan"};
+const std::set<std::string> kMetadata = {"architectures",
+                                         "model_type",
+                                         "torch_dtype",
+                                         "dtype",
+                                         "transformers_version",
+                                         "use_cache",
+                                         "return_dict",
+                                         "output_attentions",
+                                         "output_hidden_states",
+                                         "torchscript",
+                                         "id2label",
+                                         "label2id",
+                                         "problem_type",
+                                         "is_encoder_decoder",
+                                         "is_decoder",
+                                         "add_cross_attention",
+                                         "chunk_size_feed_forward",
+                                         "tokenizer_class",
+                                         "prefix",
+                                         "task_specific_params",
+                                         "finetuning_task",
+                                         "max_position_embeddings",
+                                         "pretraining_tp",
+                                         "auto_map",
+                                         "cache_implementation",
+                                         "num_labels",
+                                         "tf_legacy_loss",
+                                         "use_bfloat16",
+                                         "pruned_heads",
+                                         "tie_encoder_decoder",
+                                         "cross_attention_hidden_size",
+                                         "max_length",
+                                         "min_length",
+                                         "do_sample",
+                                         "early_stopping",
+                                         "num_beams",
+                                         "num_beam_groups",
+                                         "diversity_penalty",
+                                         "temperature",
+                                         "top_k",
+                                         "top_p",
+                                         "typical_p",
+                                         "repetition_penalty",
+                                         "length_penalty",
+                                         "no_repeat_ngram_size",
+                                         "encoder_no_repeat_ngram_size",
+                                         "bad_words_ids",
+                                         "num_return_sequences",
+                                         "output_scores",
+                                         "return_dict_in_generate",
+                                         "forced_bos_token_id",
+                                         "forced_eos_token_id",
+                                         "remove_invalid_values",
+                                         "exponential_decay_length_penalty",
+                                         "suppress_tokens",
+                                         "begin_suppress_tokens",
+                                         "decoder_start_token_id",
+                                         "sep_token_id",
+                                         "name_or_path",
+                                         "attn_implementation",
+                                         "use_return_dict",
+                                         "gradient_checkpointing",
+                                         "base_model_tp_plan",
+                                         "base_model_pp_plan",
+                                         "tp_plan",
+                                         "pp_plan"};
 
 bool looksLikeMetadata(const std::string &k) {
   auto ends = [&](const char *suf) {
@@ -436,8 +537,8 @@ void readRopeDict(Fields &f, const json &obj, const std::string &where,
     };
     rope.llama3 = true;
     rope.factor = f.checkNumber(need("factor"), where + ".factor", true);
-    rope.lowFreq =
-        f.checkNumber(need("low_freq_factor"), where + ".low_freq_factor", true);
+    rope.lowFreq = f.checkNumber(need("low_freq_factor"),
+                                 where + ".low_freq_factor", true);
     rope.highFreq = f.checkNumber(need("high_freq_factor"),
                                   where + ".high_freq_factor", true);
     rope.originalMax =
@@ -559,13 +660,11 @@ Arch readArch(const json &cfg, const std::string &file) {
 
   // Training-time randomness mtc does not implement: only the neutral value.
   for (const char *k : {"attention_dropout", "hidden_dropout", "embd_pdrop",
-                        "resid_pdrop", "dropout", "attn_pdrop",
-                        "mlp_dropout", "hidden_dropout_prob",
-                        "attention_probs_dropout_prob"})
+                        "resid_pdrop", "dropout", "attn_pdrop", "mlp_dropout",
+                        "hidden_dropout_prob", "attention_probs_dropout_prob"})
     f.requireNeutral(k, "mtc trains without dropout");
   f.requireNeutral("router_jitter_noise", "mtc has no router jitter");
-  f.requireNeutral("use_bidirectional_attention",
-                   "mtc's attention is causal");
+  f.requireNeutral("use_bidirectional_attention", "mtc's attention is causal");
   f.requireNeutral("use_mrope", "multimodal rotary embeddings");
   if (a.modelType == "phi3" || a.modelType == "mistral" ||
       a.modelType == "mixtral" || a.modelType == "qwen2")
@@ -577,10 +676,10 @@ Arch readArch(const json &cfg, const std::string &file) {
   // Activation.
   if (gemma && mt != "gemma") {
     f.markUsed("hidden_act");
-    a.act = readAct(f, a, f.present("hidden_activation") ||
-                                  !f.present("hidden_act")
-                              ? "hidden_activation"
-                              : "hidden_act");
+    a.act = readAct(f, a,
+                    f.present("hidden_activation") || !f.present("hidden_act")
+                        ? "hidden_activation"
+                        : "hidden_act");
   } else {
     a.act = readAct(f, a, "hidden_act");
   }
@@ -665,8 +764,7 @@ Arch readArch(const json &cfg, const std::string &file) {
   // RoPE rotates pairs: the rotated part of a head (the rounding is the one
   // of mt.rope, lib/Support/Shape.cpp) must be even and non-empty.
   {
-    double rotary =
-        std::round(a.ropeFraction * static_cast<double>(a.headDim));
+    double rotary = std::round(a.ropeFraction * static_cast<double>(a.headDim));
     if (rotary <= 0 || static_cast<int64_t>(rotary) % 2 != 0)
       f.fail("head_dim " + std::to_string(a.headDim) +
              (a.ropeFraction != 1.0
@@ -739,12 +837,11 @@ Arch readArch(const json &cfg, const std::string &file) {
   // Mixture of experts.
   if (mt == "mixtral" || qwenMoe) {
     std::string expertsField =
-        mt == "qwen2_moe" ? "num_experts"
+        mt == "qwen2_moe"                ? "num_experts"
         : f.present("num_local_experts") ? "num_local_experts"
-        : f.present("num_experts")       ? "num_experts"
-                                         : (mt == "mixtral"
-                                                ? "num_local_experts"
-                                                : "num_experts");
+        : f.present("num_experts")
+            ? "num_experts"
+            : (mt == "mixtral" ? "num_local_experts" : "num_experts");
     f.markUsed("num_experts");
     f.markUsed("num_local_experts");
     a.nExperts = f.integer(expertsField, 1);
@@ -888,11 +985,15 @@ private:
   void header() {
     os << "# Imported from " << a.file << " (model_type '" << a.modelType
        << "') by `mtc import-hf`.\n"
-       << "# Edit freely: the config names below carry the config.json values;\n"
-       << "# each parameter's comment names its HuggingFace tensor. Tensor names\n"
+       << "# Edit freely: the config names below carry the config.json "
+          "values;\n"
+       << "# each parameter's comment names its HuggingFace tensor. Tensor "
+          "names\n"
        << "# are relative to `model.layers.{i}.` inside a layer; mtc stores\n"
-       << "# matrices as [in, out], so `(transposed)` tensors are the HF weight\n"
-       << "# transposed ([out, in] in the checkpoint). docs/hf.md has the full\n"
+       << "# matrices as [in, out], so `(transposed)` tensors are the HF "
+          "weight\n"
+       << "# transposed ([out, in] in the checkpoint). docs/hf.md has the "
+          "full\n"
        << "# mapping.\n";
     if (templates.size() > 1) {
       os << "#\n# Layer templates (instance j of a template is model.layers.{i}"
@@ -969,8 +1070,7 @@ private:
       entry("theta_local", fmtFloat(a.ropeLocal.theta),
             a.ropeLocal.thetaField + " (sliding layers)");
     if (a.ropeFraction != 1.0)
-      entry("rope_fraction", fmtFloat(a.ropeFraction),
-            "partial_rotary_factor");
+      entry("rope_fraction", fmtFloat(a.ropeFraction), "partial_rotary_factor");
     if (a.rope.llama3) {
       entry("rope_factor", fmtFloat(a.rope.factor), "rope_scaling.factor");
       entry("rope_low_freq_factor", fmtFloat(a.rope.lowFreq),
@@ -1063,7 +1163,8 @@ private:
     if (a.norms != NormPlacement::Post)
       param("attn_norm", "[dim]", init, "input_layernorm.weight");
     if (a.fusedQKV) {
-      param("w_qkv", "[dim, (n_heads + 2 * n_kv) * head_dim]", "normal(init_std)",
+      param("w_qkv", "[dim, (n_heads + 2 * n_kv) * head_dim]",
+            "normal(init_std)",
             "self_attn.qkv_proj.weight (transposed; q, k, v rows in order)");
     } else {
       param("wq", "[dim, n_heads * head_dim]", "normal(init_std)",
@@ -1099,7 +1200,8 @@ private:
       param("mlp_norm", "[dim]", init, "post_attention_layernorm.weight");
     }
     // Feed-forward parameters.
-    std::string mlpPrefix = a.modelType == "mixtral" ? "block_sparse_moe." : "mlp.";
+    std::string mlpPrefix =
+        a.modelType == "mixtral" ? "block_sparse_moe." : "mlp.";
     if (!moe) {
       if (a.fusedGateUp) {
         param("w_gate_up", "[dim, 2 * ffn]", "normal(init_std)",
@@ -1133,7 +1235,8 @@ private:
       }
     }
     if (a.norms == NormPlacement::Sandwich)
-      param("post_ffw_norm", "[dim]", init, "post_feedforward_layernorm.weight");
+      param("post_ffw_norm", "[dim]", init,
+            "post_feedforward_layernorm.weight");
     else if (a.norms == NormPlacement::Post)
       param("post_ffw_norm", "[dim]", init,
             "post_feedforward_layernorm.weight");
@@ -1145,7 +1248,8 @@ private:
       os << "    expert FFN x n_experts {\n";
       auto eparam = [&](const std::string &n, const std::string &shape,
                         const std::string &hf) {
-        std::string line = "      param " + n + ": " + shape + " = normal(init_std)";
+        std::string line =
+            "      param " + n + ": " + shape + " = normal(init_std)";
         os << line << std::string(line.size() < 58 ? 58 - line.size() : 2, ' ')
            << "# " << ep << hf << " (transposed)\n";
       };
@@ -1201,8 +1305,8 @@ private:
     if (a.queryPreAttnScalar > 0)
       os << ", scale = attn_scale";
     os << ")\n";
-    os << "      a = " << proj("reshape(a, [B, S, n_heads * head_dim])", "wo",
-                              "bo", a.oBias)
+    os << "      a = "
+       << proj("reshape(a, [B, S, n_heads * head_dim])", "wo", "bo", a.oBias)
        << "\n";
     if (a.norms != NormPlacement::Pre)
       os << "      a = " << normCall("a", "post_attn_norm") << "\n";
@@ -1227,9 +1331,9 @@ private:
            << "\n";
       }
     } else {
-      os << "      r = moe(" << min << ", router, FFN, top_k = top_k, normalize = "
-         << (a.normalizeTopK ? "true" : "false")
-         << ", aux_loss = aux_coef)\n";
+      os << "      r = moe(" << min
+         << ", router, FFN, top_k = top_k, normalize = "
+         << (a.normalizeTopK ? "true" : "false") << ", aux_loss = aux_coef)\n";
       if (a.sharedExpert) {
         os << "      s = (" << actCall(min + " @ shared_gate_proj") << " * ("
            << min << " @ shared_up_proj)) @ shared_down_proj\n";
@@ -1339,12 +1443,11 @@ bool importHFConfigText(const std::string &jsonText,
     Arch arch = readArch(cfg, displayName);
     if (warnings)
       for (const std::string &k : arch.unknownFields)
-        warnings->push_back(displayName + ": field '" + k + "' (" +
-                            show(cfg[k]) +
-                            ") is not known to the importer for model_type '" +
-                            arch.modelType +
-                            "' and is ignored; check that it does not change "
-                            "the computation");
+        warnings->push_back(
+            displayName + ": field '" + k + "' (" + show(cfg[k]) +
+            ") is not known to the importer for model_type '" + arch.modelType +
+            "' and is ignored; check that it does not change "
+            "the computation");
     mtSource = Printer(arch).run();
     return true;
   } catch (const ImportError &e) {

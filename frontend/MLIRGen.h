@@ -19,7 +19,8 @@ namespace mtc {
 /// carries the source position (`fileName:line:col`) it came from. The mt and
 /// func dialects must be loaded in \p context. Returns null if the generated IR
 /// fails to verify (which would be a compiler bug: Sema accepts only programs
-/// the dialect accepts); the verifier's diagnostics go to the context's handler.
+/// the dialect accepts); the verifier's diagnostics go to the context's
+/// handler.
 mlir::OwningOpRef<mlir::ModuleOp> mlirGen(mlir::MLIRContext &context,
                                           const CheckedModel &model,
                                           llvm::StringRef fileName);

@@ -1,9 +1,9 @@
 //===- Parser.h - .mt source to AST -----------------------------*- C++ -*-===//
 //
-// Part of mtc. Parses .mt text with the ANTLR4 grammar Mt.g4 and builds the AST.
-// Robust against any bytes: inputs larger than kMaxSourceBytes or nested deeper
-// than kMaxNesting are rejected with a diagnostic before ANTLR sees them, so the
-// recursive-descent parser cannot exhaust the stack.
+// Part of mtc. Parses .mt text with the ANTLR4 grammar Mt.g4 and builds the
+// AST. Robust against any bytes: inputs larger than kMaxSourceBytes or nested
+// deeper than kMaxNesting are rejected with a diagnostic before ANTLR sees
+// them, so the recursive-descent parser cannot exhaust the stack.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_FRONTEND_PARSER_H

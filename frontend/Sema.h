@@ -1,10 +1,10 @@
 //===- Sema.h - Checked, resolved form of a .mt model -----------*- C++ -*-===//
 //
 // Part of mtc. Sema evaluates the config block, resolves every name, infers and
-// verifies every shape (with the rules of lib/Support/Shape.h) and flattens each
-// forward body into a list of typed operations in SSA form. MLIRGen translates a
-// CheckedModel one operation at a time into the mt dialect; the summary printer
-// and the parameter counts read it directly.
+// verifies every shape (with the rules of lib/Support/Shape.h) and flattens
+// each forward body into a list of typed operations in SSA form. MLIRGen
+// translates a CheckedModel one operation at a time into the mt dialect; the
+// summary printer and the parameter counts read it directly.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_FRONTEND_SEMA_H
@@ -36,14 +36,28 @@ using AttrValue =
 /// (see dialects/mt/MtOps.td); the attribute names listed here are the ones
 /// MLIRGen reads.
 enum class OpKind {
-  Constant,     ///< attrs: value (double); result [] f32
-  ParamRef,     ///< symbol: parameter name
-  Embedding,    ///< operands: ids, table
-  MatMul,       ///< operands: a, b [, bias]
-  Add, Sub, Mul, Div, ///< operands: a, b (broadcasting)
-  Neg, Exp, Log, Silu, Relu, Sigmoid, Tanh, Rsqrt, Sqrt, Square,
-  Gelu,         ///< attrs: approximate ("tanh" | "none")
-  Sum, Mean, Max, ///< attrs: axis (normalised, >= 0), keepdim
+  Constant,  ///< attrs: value (double); result [] f32
+  ParamRef,  ///< symbol: parameter name
+  Embedding, ///< operands: ids, table
+  MatMul,    ///< operands: a, b [, bias]
+  Add,
+  Sub,
+  Mul,
+  Div, ///< operands: a, b (broadcasting)
+  Neg,
+  Exp,
+  Log,
+  Silu,
+  Relu,
+  Sigmoid,
+  Tanh,
+  Rsqrt,
+  Sqrt,
+  Square,
+  Gelu, ///< attrs: approximate ("tanh" | "none")
+  Sum,
+  Mean,
+  Max,          ///< attrs: axis (normalised, >= 0), keepdim
   Softmax,      ///< attrs: axis (normalised)
   RmsNorm,      ///< operands: x, w; attrs: eps, offset
   LayerNorm,    ///< operands: x, w [, b]; attrs: eps

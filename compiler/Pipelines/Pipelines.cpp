@@ -26,7 +26,8 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
 void registerMtcPipelines() {
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",
-      "Derive backward functions, clean up and fuse elementwise chains: what `mtc compile -o x.mtb` runs",
+      "Derive backward functions, clean up and fuse elementwise chains: what "
+      "`mtc compile -o x.mtb` runs",
       [](mlir::OpPassManager &pm) { buildTrainingPipeline(pm); });
 }
 

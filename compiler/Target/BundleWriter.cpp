@@ -90,8 +90,8 @@ LogicalResult translateBlock(Block &body, bundle::Function &out) {
         b.attrs[key] = std::vector<int64_t>(arr.asArrayRef().begin(),
                                             arr.asArrayRef().end());
       else
-        return op.emitOpError() << "attribute '" << key
-                                << "' cannot be placed in a bundle";
+        return op.emitOpError()
+               << "attribute '" << key << "' cannot be placed in a bundle";
     }
     out.ops.push_back(std::move(b));
   }

@@ -327,10 +327,10 @@ SmallVector<InputPlan> planInputs(mt::FusedOp fused) {
 /// when it is symbolic.
 int64_t rowLength(mt::FusedOp fused, ArrayRef<InputPlan> plan,
                   std::string &err) {
-  bool needed = fused.hasReductions() ||
-                llvm::any_of(plan, [](const InputPlan &p) {
-                  return p.access == Access::Row;
-                });
+  bool needed =
+      fused.hasReductions() || llvm::any_of(plan, [](const InputPlan &p) {
+        return p.access == Access::Row;
+      });
   if (!needed)
     return 0;
   mtc::Shape it = fused.getIterationShape();
@@ -338,8 +338,9 @@ int64_t rowLength(mt::FusedOp fused, ArrayRef<InputPlan> plan,
     std::string where;
     llvm::raw_string_ostream os(where);
     fused.getLoc().print(os);
-    err = where + ": the CPU code generator needs a static last axis for an "
-                  "mt.fused region with reductions or per-row inputs, got " +
+    err = where +
+          ": the CPU code generator needs a static last axis for an "
+          "mt.fused region with reductions or per-row inputs, got " +
           mtc::formatShape(it);
     return -1;
   }
@@ -457,7 +458,8 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   llvm::DenseMap<Value, Value> invariant;
   for (unsigned k = 0; k < numIn; ++k)
     if (plan[k].access == Access::Scalar)
-      invariant[body.getArgument(k)] = load(f32, entry->getArgument(k), i64c(0));
+      invariant[body.getArgument(k)] =
+          load(f32, entry->getArgument(k), i64c(0));
   for (Operation &op : body)
     if (auto c = dyn_cast<mt::ConstantOp>(op))
       invariant[c.getResult()] =
@@ -521,9 +523,10 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
       if (strides[l] < nLast)
         continue;
       int64_t per = strides[l] / nLast;
-      Value term = per == 1 ? ivs[l]
-                            : arith::MulIOp::create(b, loc, ivs[l], i64c(per))
-                                  .getResult();
+      Value term =
+          per == 1
+              ? ivs[l]
+              : arith::MulIOp::create(b, loc, ivs[l], i64c(per)).getResult();
       sum = sum ? arith::AddIOp::create(b, loc, sum, term).getResult() : term;
     }
     return sum ? sum : i64c(0);
@@ -547,11 +550,9 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
     for (unsigned k = 0; k < numIn; ++k) {
       BlockArgument arg = body.getArgument(k);
       if (plan[k].access == Access::Scalar ||
-          llvm::none_of(arg.getUsers(),
-                        [&](Operation *u) {
-                          return !rowOps.contains(u) ||
-                                 mt::FusedOp::isReduction(u);
-                        }))
+          llvm::none_of(arg.getUsers(), [&](Operation *u) {
+            return !rowOps.contains(u) || mt::FusedOp::isReduction(u);
+          }))
         continue; // loop-invariant, or read only per row
       Value index = i;
       if (plan[k].access == Access::Suffix)
@@ -582,9 +583,9 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
       Value x = scalarOf.lookup(red.op->getOperand(0));
       Value old = load(f32, red.lanes, lane);
       // No `contract`: the runtime adds stored values.
-      Value acc = red.isMax
-                      ? s.select(s.cmp(arith::CmpFPredicate::OGT, x, old), x, old)
-                      : arith::AddFOp::create(b, loc, old, x).getResult();
+      Value acc =
+          red.isMax ? s.select(s.cmp(arith::CmpFPredicate::OGT, x, old), x, old)
+                    : arith::AddFOp::create(b, loc, old, x).getResult();
       store(acc, red.lanes, lane);
     }
     return success();
@@ -630,20 +631,20 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
           return failure();
       }
       if (rest > 0 &&
-          failed(lanesFrom(arith::AddIOp::create(b, loc, start,
-                                                 i64c(chunks * kLanes)),
-                           rest)))
+          failed(lanesFrom(
+              arith::AddIOp::create(b, loc, start, i64c(chunks * kLanes)),
+              rest)))
         return failure();
       for (Red &red : reds) {
         if (red.isMax)
           continue;
         Value sum = s.c(0.0f);
         for (int64_t l = 0; l < kLanes; ++l)
-          sum = arith::AddFOp::create(b, loc, sum,
-                                      load(f32, red.lanes, i64c(l)));
-        Value total = arith::AddFOp::create(
-            b, loc, load(f64, red.total, i64c(0)),
-            arith::ExtFOp::create(b, loc, f64, sum));
+          sum =
+              arith::AddFOp::create(b, loc, sum, load(f32, red.lanes, i64c(l)));
+        Value total =
+            arith::AddFOp::create(b, loc, load(f64, red.total, i64c(0)),
+                                  arith::ExtFOp::create(b, loc, f64, sum));
         store(total, red.total, i64c(0));
       }
       return success();

@@ -64,9 +64,8 @@ public:
         active.insert(a);
     for (Operation *op : ops) {
       bool isSource = isa<ParamRefOp, ApplyLayersOp>(op);
-      bool anyActive = llvm::any_of(op->getOperands(), [&](Value v) {
-        return active.contains(v);
-      });
+      bool anyActive = llvm::any_of(
+          op->getOperands(), [&](Value v) { return active.contains(v); });
       if (!isSource && !anyActive)
         continue;
       for (Value r : op->getResults())
@@ -81,9 +80,8 @@ public:
   /// Emits the VJPs of \p ops (in reverse). Fails on an op without a rule.
   LogicalResult run(ArrayRef<Operation *> ops) {
     for (Operation *op : llvm::reverse(ops)) {
-      bool hasAdjoint = llvm::any_of(op->getResults(), [&](Value r) {
-        return adjoint.count(r) != 0;
-      });
+      bool hasAdjoint = llvm::any_of(
+          op->getResults(), [&](Value r) { return adjoint.count(r) != 0; });
       // Layer applications always run their backward: their parameters need
       // gradients even when the output's adjoint is missing (it never is for
       // a model whose loss depends on the layers).
@@ -165,8 +163,7 @@ private:
           Value dy = adjOrZeros(o.getResult());
           accumulate(o.getLhs(), dy);
           if (active.contains(o.getRhs()))
-            accumulate(o.getRhs(),
-                       create<NegOp>(loc, dy.getType(), dy));
+            accumulate(o.getRhs(), create<NegOp>(loc, dy.getType(), dy));
           return success();
         })
         .Case<MulOp>([&](MulOp o) {
@@ -241,18 +238,18 @@ private:
           if (!active.contains(x))
             return success();
           auto axis = cast<IntegerAttr>(o->getAttr("axis"));
-          accumulate(x, create<ReduceGradOp>(
-                            loc, gradType(x), b.getStringAttr(kind), x,
-                            adjOrZeros(o->getResult(0)), axis,
-                            o->hasAttr("keepdim") ? b.getUnitAttr()
-                                                  : UnitAttr()));
+          accumulate(x,
+                     create<ReduceGradOp>(
+                         loc, gradType(x), b.getStringAttr(kind), x,
+                         adjOrZeros(o->getResult(0)), axis,
+                         o->hasAttr("keepdim") ? b.getUnitAttr() : UnitAttr()));
           return success();
         })
         .Case<SoftmaxOp>([&](SoftmaxOp o) {
           Value dy = adjOrZeros(o.getResult());
           accumulate(o.getInput(),
-                     create<SoftmaxGradOp>(loc, dy.getType(), o.getResult(),
-                                           dy, o.getAxisAttr()));
+                     create<SoftmaxGradOp>(loc, dy.getType(), o.getResult(), dy,
+                                           o.getAxisAttr()));
           return success();
         })
         .Case<RmsNormOp>([&](RmsNormOp o) {
@@ -299,9 +296,8 @@ private:
           SmallVector<Value> parts;
           for (Value r : o.getResults())
             parts.push_back(adjOrZeros(r));
-          accumulate(o.getInput(),
-                     create<ConcatOp>(loc, gradType(o.getInput()), parts,
-                                      o.getAxisAttr()));
+          accumulate(o.getInput(), create<ConcatOp>(loc, gradType(o.getInput()),
+                                                    parts, o.getAxisAttr()));
           return success();
         })
         .Case<ConcatOp>([&](ConcatOp o) {
@@ -310,10 +306,10 @@ private:
           for (Value in : o.getInputs()) {
             int64_t size = tensorOf(in).getShape()[o.getAxis()];
             if (active.contains(in))
-              accumulate(in, create<SliceOp>(loc, gradType(in), dy,
-                                             o.getAxisAttr(),
-                                             b.getI64IntegerAttr(start),
-                                             b.getI64IntegerAttr(start + size)));
+              accumulate(in,
+                         create<SliceOp>(loc, gradType(in), dy, o.getAxisAttr(),
+                                         b.getI64IntegerAttr(start),
+                                         b.getI64IntegerAttr(start + size)));
             start += size;
           }
           return success();
@@ -321,10 +317,10 @@ private:
         .Case<SliceOp>([&](SliceOp o) {
           Value x = o.getInput();
           if (active.contains(x))
-            accumulate(x, create<PadOp>(loc, gradType(x),
-                                        adjOrZeros(o.getResult()),
-                                        o.getAxisAttr(), o.getStartAttr(),
-                                        o.getEndAttr()));
+            accumulate(x,
+                       create<PadOp>(loc, gradType(x),
+                                     adjOrZeros(o.getResult()), o.getAxisAttr(),
+                                     o.getStartAttr(), o.getEndAttr()));
           return success();
         })
         .Case<RopeOp>([&](RopeOp o) {
@@ -362,10 +358,10 @@ private:
         .Case<CrossEntropyOp>([&](CrossEntropyOp o) {
           if (active.contains(o.getLogits()))
             accumulate(o.getLogits(),
-                       create<CrossEntropyGradOp>(
-                           loc, gradType(o.getLogits()), o.getLogits(),
-                           o.getTargets(), adjOrZeros(o.getResult()),
-                           o.getIgnoreIndexAttr()));
+                       create<CrossEntropyGradOp>(loc, gradType(o.getLogits()),
+                                                  o.getLogits(), o.getTargets(),
+                                                  adjOrZeros(o.getResult()),
+                                                  o.getIgnoreIndexAttr()));
           return success();
         })
         .Case<LinearCrossEntropyOp>([&](LinearCrossEntropyOp o) {
@@ -382,19 +378,19 @@ private:
           // One op for the whole rule: the runtime recomputes the routing,
           // runs each expert's @backward on its tokens (accumulating the
           // expert parameters' gradients) and adds the aux-loss gradient.
-          auto g = create<MoeGradOp>(
-              loc, gradType(o.getInput()), gradType(o.getRouter()),
-              o.getInput(), o.getRouter(), adjOrZeros(o.getResult()),
-              o.getExpertAttr(), o.getTopKAttr(), o.getNormalizeAttr(),
-              o.getAuxLossAttr());
+          auto g = create<MoeGradOp>(loc, gradType(o.getInput()),
+                                     gradType(o.getRouter()), o.getInput(),
+                                     o.getRouter(), adjOrZeros(o.getResult()),
+                                     o.getExpertAttr(), o.getTopKAttr(),
+                                     o.getNormalizeAttr(), o.getAuxLossAttr());
           accumulate(o.getInput(), g.getInputGrad());
           accumulate(o.getRouter(), g.getRouterGrad());
           return success();
         })
         .Case<ApplyLayersOp>([&](ApplyLayersOp o) {
           Value dx = create<ApplyLayersGradOp>(
-              loc, gradType(o.getInput()), o.getLayerAttr(),
-              o.getFirstAttr(), o.getCountAttr(), adjOrZeros(o.getResult()));
+              loc, gradType(o.getInput()), o.getLayerAttr(), o.getFirstAttr(),
+              o.getCountAttr(), adjOrZeros(o.getResult()));
           accumulate(o.getInput(), dx);
           return success();
         })
@@ -413,8 +409,8 @@ private:
 
 public:
   /// Parameters read in the function, with their adjoints (in read order).
-  SmallVector<std::pair<ParamRefOp, Value>> paramAdjoints(
-      ArrayRef<Operation *> ops) const {
+  SmallVector<std::pair<ParamRefOp, Value>>
+  paramAdjoints(ArrayRef<Operation *> ops) const {
     SmallVector<std::pair<ParamRefOp, Value>> out;
     for (Operation *op : ops)
       if (auto ref = dyn_cast<ParamRefOp>(op))
@@ -479,8 +475,8 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
         for (auto expert : layer.getBody().front().getOps<ExpertOp>())
           if (failed(buildBackward(expert, expert.getForward(), grads)))
             failedAny = true;
-        if (failed(buildBackward(layer, layer.getForward(), grads,
-                                 save == "all")))
+        if (failed(
+                buildBackward(layer, layer.getForward(), grads, save == "all")))
           failedAny = true;
       }
       if (!failedAny && failed(buildModelForwardBackward(model, grads)))
@@ -547,7 +543,8 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
     for (auto [clone, original] : llvm::zip(cloned, originals)) {
       if (isa<ParamRefOp, ConstantOp>(clone))
         continue;
-      for (auto [r, o] : llvm::zip(clone->getResults(), original->getResults())) {
+      for (auto [r, o] :
+           llvm::zip(clone->getResults(), original->getResults())) {
         if (llvm::none_of(r.getUsers(), [&](Operation *user) {
               return !clones.contains(user);
             }))
@@ -563,9 +560,9 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
       types.push_back(v.getType());
     forward.setFunctionType(FunctionType::get(
         forward.getContext(), forward.getArgumentTypes(), types));
-    backward.setFunctionType(FunctionType::get(
-        backward.getContext(), entry.getArgumentTypes(),
-        backward.getResultTypes()));
+    backward.setFunctionType(FunctionType::get(backward.getContext(),
+                                               entry.getArgumentTypes(),
+                                               backward.getResultTypes()));
   }
 
   LogicalResult buildModelForwardBackward(ModelOp model, unsigned &grads) {

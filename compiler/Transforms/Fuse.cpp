@@ -95,7 +95,7 @@ bool isLastAxisReduction(Operation *op) {
 }
 
 struct Cluster {
-  mtc::Shape shape; ///< the iteration shape
+  mtc::Shape shape;             ///< the iteration shape
   SmallVector<Operation *> ops; ///< in block order
   llvm::SmallPtrSet<Operation *, 16> members;
   llvm::SmallPtrSet<Operation *, 8> rowOps; ///< reductions and their readers
@@ -225,11 +225,13 @@ private:
     for (Value v : op->getOperands())
       if (Operation *def = v.getDefiningOp()) {
         auto found = clusterOf.find(def);
-        if (found != clusterOf.end() && !llvm::is_contained(cands, found->second))
+        if (found != clusterOf.end() &&
+            !llvm::is_contained(cands, found->second))
           cands.push_back(found->second);
       }
     llvm::sort(cands, [&](unsigned a, unsigned b) {
-      return position[clusters[a].ops.back()] > position[clusters[b].ops.back()];
+      return position[clusters[a].ops.back()] >
+             position[clusters[b].ops.back()];
     });
     for (unsigned id : cands) {
       Cluster &c = clusters[id];
@@ -264,14 +266,14 @@ private:
     for (Operation *op : c.ops)
       for (Value v : op->getOperands()) {
         Operation *def = v.getDefiningOp();
-        if ((def && c.members.contains(def)) || isa_and_nonnull<ConstantOp>(def))
+        if ((def && c.members.contains(def)) ||
+            isa_and_nonnull<ConstantOp>(def))
           continue;
         inputs.insert(v);
       }
     for (Operation *op : c.ops)
-      if (llvm::any_of(op->getResult(0).getUsers(), [&](Operation *u) {
-            return !c.members.contains(u);
-          }))
+      if (llvm::any_of(op->getResult(0).getUsers(),
+                       [&](Operation *u) { return !c.members.contains(u); }))
         results.push_back(op->getResult(0));
 
     Operation *last = c.ops.back();

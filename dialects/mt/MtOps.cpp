@@ -1,7 +1,7 @@
 //===- MtOps.cpp - Operations of the mt dialect -----------------*- C++ -*-===//
 //
-// Part of mtc. Verifiers delegate shape rules to lib/Support/Shape.h so that the
-// dialect and the frontend accept exactly the same programs.
+// Part of mtc. Verifiers delegate shape rules to lib/Support/Shape.h so that
+// the dialect and the frontend accept exactly the same programs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,16 +47,16 @@ LogicalResult requireFloat(Operation *op, Value v, StringRef what) {
 
 LogicalResult requireI32(Operation *op, Value v, StringRef what) {
   if (!tensorOf(v).getElementType().isInteger(32))
-    return op->emitOpError() << what << " must be i32, got "
-                             << tensorOf(v).getElementType();
+    return op->emitOpError()
+           << what << " must be i32, got " << tensorOf(v).getElementType();
   return success();
 }
 
 /// All float ops produce f32 (bf16 parameters are read as f32).
 LogicalResult requireF32Result(Operation *op, Value result) {
   if (!tensorOf(result).getElementType().isF32())
-    return op->emitOpError() << "result must be f32, got "
-                             << tensorOf(result).getElementType();
+    return op->emitOpError()
+           << "result must be f32, got " << tensorOf(result).getElementType();
   return success();
 }
 
@@ -145,8 +145,9 @@ static void printInit(OpAsmPrinter &printer, Operation *, InitKindAttr kind,
   if (!args || args.empty())
     return;
   printer << " [";
-  llvm::interleaveComma(args.asArrayRef(), printer,
-                        [&](double v) { printer.printFloat(llvm::APFloat(v)); });
+  llvm::interleaveComma(args.asArrayRef(), printer, [&](double v) {
+    printer.printFloat(llvm::APFloat(v));
+  });
   printer << "]";
 }
 
@@ -173,9 +174,8 @@ LogicalResult ModelOp::verifyRegions() {
     return fn.emitOpError() << "of a model must return exactly the loss";
   auto loss = dyn_cast<MtTensorType>(type.getResult(0));
   if (!loss || loss.getRank() != 0 || !loss.getElementType().isF32())
-    return fn.emitOpError()
-           << "of a model must return a scalar f32 loss, got "
-           << type.getResult(0);
+    return fn.emitOpError() << "of a model must return a scalar f32 loss, got "
+                            << type.getResult(0);
   return success();
 }
 
@@ -210,9 +210,8 @@ LogicalResult ExpertOp::verifyRegions() {
   if (failed(verifyContainer<>(*this, getBody().front(), "mt.expert")))
     return failure();
   FunctionType type = getForward().getFunctionType();
-  auto in = type.getNumInputs() == 1
-                ? dyn_cast<MtTensorType>(type.getInput(0))
-                : MtTensorType();
+  auto in = type.getNumInputs() == 1 ? dyn_cast<MtTensorType>(type.getInput(0))
+                                     : MtTensorType();
   if (!in || type.getNumResults() != 1 || type.getResult(0) != in ||
       in.getRank() != 2 || in.getShape()[0] != mtc::kDimT)
     return getForward().emitOpError()
@@ -303,8 +302,8 @@ LogicalResult ApplyLayersOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto model = dyn_cast_or_null<ModelOp>(owningContainer(*this));
   if (!model)
     return emitOpError() << "is only valid in the forward of an mt.model";
-  auto layer = dyn_cast_or_null<LayerOp>(
-      tables.lookupSymbolIn(model, getLayerAttr()));
+  auto layer =
+      dyn_cast_or_null<LayerOp>(tables.lookupSymbolIn(model, getLayerAttr()));
   if (!layer)
     return emitOpError() << "'" << getLayer() << "' is not a layer of @"
                          << model.getSymName();
@@ -378,7 +377,7 @@ LogicalResult DivOp::verify() { return verifyBinary(*this); }
 
 #define MT_UNARY_VERIFIER(OP)                                                  \
   LogicalResult OP::verify() {                                                 \
-    return requireFloat(*this, getInput(), "input");                          \
+    return requireFloat(*this, getInput(), "input");                           \
   }
 MT_UNARY_VERIFIER(NegOp)
 MT_UNARY_VERIFIER(ExpOp)
@@ -406,8 +405,8 @@ template <typename RedOp> static LogicalResult verifyReduce(RedOp op) {
     return failure();
   mtc::Shape out;
   std::string err;
-  if (!mtc::rules::reduce(shapeOf(op.getInput()), op.getAxis(),
-                          op.getKeepdim(), out, err))
+  if (!mtc::rules::reduce(shapeOf(op.getInput()), op.getAxis(), op.getKeepdim(),
+                          out, err))
     return ruleFailed(op, err);
   return expectShape(op, op.getResult(), out);
 }
@@ -579,8 +578,8 @@ LogicalResult MoeOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto layer = dyn_cast_or_null<LayerOp>(owningContainer(*this));
   if (!layer)
     return emitOpError() << "is only valid in the forward of an mt.layer";
-  auto expert = dyn_cast_or_null<ExpertOp>(
-      tables.lookupSymbolIn(layer, getExpertAttr()));
+  auto expert =
+      dyn_cast_or_null<ExpertOp>(tables.lookupSymbolIn(layer, getExpertAttr()));
   if (!expert)
     return emitOpError() << "'" << getExpert() << "' is not an expert of @"
                          << layer.getSymName();
@@ -645,17 +644,16 @@ LogicalResult ReduceToOp::verify() {
   std::string err;
   mtc::Shape from = shapeOf(getInput()), to = shapeOf(getResult());
   if (!mtc::rules::broadcast(from, to, out, err) || out != from)
-    return emitOpError() << "cannot reduce " << mtc::formatShape(from)
-                         << " to " << mtc::formatShape(to)
+    return emitOpError() << "cannot reduce " << mtc::formatShape(from) << " to "
+                         << mtc::formatShape(to)
                          << ": the result must broadcast to the input";
   return success();
 }
 
 LogicalResult UnaryGradOp::verify() {
-  static const char *kinds[] = {"neg",  "exp",     "log",      "silu",
-                                "relu", "sigmoid", "tanh",     "rsqrt",
-                                "sqrt", "square",  "gelu_erf", "gelu_tanh",
-                                "softcap"};
+  static const char *kinds[] = {
+      "neg",   "exp",  "log",    "silu",     "relu",      "sigmoid", "tanh",
+      "rsqrt", "sqrt", "square", "gelu_erf", "gelu_tanh", "softcap"};
   if (!llvm::is_contained(kinds, getKind()))
     return emitOpError() << "unknown elementwise function '" << getKind()
                          << "'";
@@ -702,7 +700,8 @@ LogicalResult MoeGradOp::verify() {
       failed(requireF32Result(*this, getRouterGrad())))
     return failure();
   if (shapeOf(getGrad()) != shapeOf(getInput()))
-    return emitOpError() << "gradient shape " << mtc::formatShape(shapeOf(getGrad()))
+    return emitOpError() << "gradient shape "
+                         << mtc::formatShape(shapeOf(getGrad()))
                          << " does not match the input shape "
                          << mtc::formatShape(shapeOf(getInput()));
   if (failed(expectShape(*this, getInputGrad(), shapeOf(getInput()))) ||
@@ -717,8 +716,8 @@ LogicalResult MoeGradOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto layer = dyn_cast_or_null<LayerOp>(owningContainer(*this));
   if (!layer)
     return emitOpError() << "is only valid in a function of an mt.layer";
-  auto expert = dyn_cast_or_null<ExpertOp>(
-      tables.lookupSymbolIn(layer, getExpertAttr()));
+  auto expert =
+      dyn_cast_or_null<ExpertOp>(tables.lookupSymbolIn(layer, getExpertAttr()));
   if (!expert)
     return emitOpError() << "'" << getExpert() << "' is not an expert of @"
                          << layer.getSymName();
@@ -737,8 +736,8 @@ ApplyLayersGradOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto model = dyn_cast_or_null<ModelOp>(owningContainer(*this));
   if (!model)
     return emitOpError() << "is only valid in a function of an mt.model";
-  auto layer = dyn_cast_or_null<LayerOp>(
-      tables.lookupSymbolIn(model, getLayerAttr()));
+  auto layer =
+      dyn_cast_or_null<LayerOp>(tables.lookupSymbolIn(model, getLayerAttr()));
   if (!layer)
     return emitOpError() << "'" << getLayer() << "' is not a layer of @"
                          << model.getSymName();
@@ -883,16 +882,14 @@ LogicalResult FusedOp::verifyRegions() {
       return op.emitOpError()
              << "reads a reduction's result in an mt.fused body, so its "
                 "result must have a row shape ("
-             << mtc::formatShape(rowDrop) << " or "
-             << mtc::formatShape(rowKeep)
+             << mtc::formatShape(rowDrop) << " or " << mtc::formatShape(rowKeep)
              << "): a region cannot broadcast a row value back over "
                 "the iteration shape";
     for (Value v : op.getOperands()) {
       mtc::Shape s = shapeOf(v);
-      bool ok = isRowValue(v) ? s == r
-                : isa<BlockArgument>(v)
-                    ? (s == r || isStaticScalar(s))
-                    : isa<ConstantOp>(v.getDefiningOp());
+      bool ok = isRowValue(v)           ? s == r
+                : isa<BlockArgument>(v) ? (s == r || isStaticScalar(s))
+                                        : isa<ConstantOp>(v.getDefiningOp());
       if (!ok)
         return op.emitOpError()
                << "in the row phase of an mt.fused body: operand of shape "
@@ -911,8 +908,8 @@ LogicalResult FusedOp::verifyRegions() {
       if (in != rowKeep && llvm::any_of(arg.getUsers(), [&](Operation *u) {
             return !rowOps.contains(u) || isReduction(u);
           }))
-        return emitOpError() << "input " << i
-                             << " is read both per row and per element";
+        return emitOpError()
+               << "input " << i << " is read both per row and per element";
       continue;
     }
     if (in == rowKeep)

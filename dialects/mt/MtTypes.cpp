@@ -51,20 +51,18 @@ Type MtTensorType::parse(AsmParser &parser) {
       parser.parseGreater())
     return {};
   return parser.getChecked<MtTensorType>(parser.getContext(), shape,
-                                       elementType);
+                                         elementType);
 }
 
 void MtTensorType::print(AsmPrinter &printer) const {
   printer << "<[";
-  llvm::interleaveComma(getShape(), printer, [&](int64_t d) {
-    printer << mtc::formatDim(d);
-  });
+  llvm::interleaveComma(getShape(), printer,
+                        [&](int64_t d) { printer << mtc::formatDim(d); });
   printer << "], " << getElementType() << ">";
 }
 
-LogicalResult
-MtTensorType::verify(function_ref<InFlightDiagnostic()> emitError,
-                   ArrayRef<int64_t> shape, Type elementType) {
+LogicalResult MtTensorType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ArrayRef<int64_t> shape, Type elementType) {
   for (int64_t d : shape)
     if (d < 0 && d != mtc::kDimB && d != mtc::kDimS && d != mtc::kDimT)
       return emitError() << "invalid dimension " << d;

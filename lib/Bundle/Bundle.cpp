@@ -328,9 +328,8 @@ Function parseFunction(const json &j, const std::string &where, int depth) {
     fail(where, "'values' must be an array");
   for (size_t i = 0; i < values.size(); ++i) {
     std::string w = where + ": value " + std::to_string(i);
-    f.values.push_back(
-        {parseShape(field(values[i], "shape", w), w, true),
-         parseDType(getString(values[i], "dtype", w), w)});
+    f.values.push_back({parseShape(field(values[i], "shape", w), w, true),
+                        parseDType(getString(values[i], "dtype", w), w)});
   }
   f.args = parseIds(field(j, "args", where), f.values.size(), where);
   f.results = parseIds(field(j, "results", where), f.values.size(), where);
@@ -361,7 +360,8 @@ Function parseFunction(const json &j, const std::string &where, int depth) {
       if (!attrs.is_object())
         fail(w, "'attrs' must be an object");
       for (auto it = attrs.begin(); it != attrs.end(); ++it)
-        op.attrs[it.key()] = parseAttr(it.value(), w + " attribute " + it.key());
+        op.attrs[it.key()] =
+            parseAttr(it.value(), w + " attribute " + it.key());
     }
     f.ops.push_back(std::move(op));
   }
@@ -453,8 +453,8 @@ void checkMoeOps(const Layer &l, const std::string &where) {
       const Op &op = fn.ops[i];
       if (op.name != "moe" && op.name != "moe_grad")
         continue;
-      std::string w = where + ": function " + fname + ": op " +
-                      std::to_string(i);
+      std::string w =
+          where + ": function " + fname + ": op " + std::to_string(i);
       const Expert *e = l.expert(op.symbol);
       if (!e)
         fail(w, "'" + op.name + "' names no expert of layer '" + l.name +

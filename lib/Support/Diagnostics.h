@@ -1,7 +1,7 @@
 //===- Diagnostics.h - User-facing error reporting --------------*- C++ -*-===//
 //
-// Part of mtc. Errors that name the file, line and column, print the source line
-// and a caret under the column:
+// Part of mtc. Errors that name the file, line and column, print the source
+// line and a caret under the column:
 //
 //   model.mt:12:17: error: shape mismatch in '+': [B, S, 256] and [B, S, 128]
 //         x = x + h @ w
@@ -31,8 +31,7 @@ class DiagnosticEngine {
 public:
   /// \p fileName is printed in every message; \p source is the whole text
   /// (used to print the offending line).
-  DiagnosticEngine(std::string fileName, std::string source,
-                   std::ostream &out);
+  DiagnosticEngine(std::string fileName, std::string source, std::ostream &out);
 
   void error(SourceLoc loc, const std::string &message);
   void note(SourceLoc loc, const std::string &message);

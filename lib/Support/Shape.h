@@ -1,8 +1,8 @@
 //===- Shape.h - Shapes with symbolic dimensions ----------------*- C++ -*-===//
 //
 // Part of mtc. The shape vocabulary shared by the frontend (Sema) and the mt
-// dialect's verifiers. Pure C++: no LLVM or MLIR, so the frontend, the fuzzer and
-// the runtime can all use it.
+// dialect's verifiers. Pure C++: no LLVM or MLIR, so the frontend, the fuzzer
+// and the runtime can all use it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_SUPPORT_SHAPE_H

@@ -5,7 +5,8 @@
 // runtime only sees bundles (lib/) and these kernels.
 //
 // Conventions
-// - Tensors are dense, row-major, contiguous fp32 (token ids: int32). Shapes are
+// - Tensors are dense, row-major, contiguous fp32 (token ids: int32). Shapes
+// are
 //   concrete here (B and S already bound).
 // - "Rows": for ops over the last axis, a tensor [.., D] is `rows = numel / D`
 //   rows of D elements.
@@ -58,7 +59,16 @@ void matmulGradWeightAcc(const float *x, const float *dy, float *dw,
 //===----------------------------------------------------------------------===//
 
 enum class Unary {
-  Neg, Exp, Log, Silu, Relu, Sigmoid, Tanh, Rsqrt, Sqrt, Square,
+  Neg,
+  Exp,
+  Log,
+  Silu,
+  Relu,
+  Sigmoid,
+  Tanh,
+  Rsqrt,
+  Sqrt,
+  Square,
   GeluErf,  ///< 0.5 x (1 + erf(x / sqrt 2))
   GeluTanh, ///< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   Softcap,  ///< cap * tanh(x / cap); `param` is cap
@@ -93,8 +103,7 @@ void reduce(Reduce r, const float *x, float *y, int64_t outer, int64_t n,
 void reduceGrad(Reduce r, const float *x, const float *dy, float *dx,
                 int64_t outer, int64_t n, int64_t inner);
 /// Softmax over n of x[outer, n, inner].
-void softmax(const float *x, float *y, int64_t outer, int64_t n,
-             int64_t inner);
+void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner);
 /// dx = y * (dy - sum(dy * y)) over n.
 void softmaxGrad(const float *y, const float *dy, float *dx, int64_t outer,
                  int64_t n, int64_t inner);
@@ -134,9 +143,9 @@ void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t D,
 
 struct AttentionParams {
   bool causal = true;
-  int64_t window = 0;  ///< > 0: key j visible to query i iff i - j < window
-  double softcap = 0;  ///< > 0: logits = softcap * tanh(logits / softcap)
-  double scale = 0;    ///< 0: 1 / sqrt(D)
+  int64_t window = 0; ///< > 0: key j visible to query i iff i - j < window
+  double softcap = 0; ///< > 0: logits = softcap * tanh(logits / softcap)
+  double scale = 0;   ///< 0: 1 / sqrt(D)
 };
 /// Flash-style blocked attention that never materialises S x S scores.
 /// q [B, S, Hq, D], k/v [B, Sk, Hkv, D] (Hkv divides Hq), o [B, S, Hq, D].
@@ -149,10 +158,9 @@ void attention(const float *q, const float *k, const float *v, float *o,
 /// Backward from the saved lse (recomputing probabilities blockwise):
 /// dq, dk, dv overwritten.
 void attentionGrad(const float *q, const float *k, const float *v,
-                   const float *o, const float *lse, const float *dO,
-                   float *dq, float *dk, float *dv, int64_t B, int64_t S,
-                   int64_t Hq, int64_t Hkv, int64_t D,
-                   const AttentionParams &p);
+                   const float *o, const float *lse, const float *dO, float *dq,
+                   float *dk, float *dv, int64_t B, int64_t S, int64_t Hq,
+                   int64_t Hkv, int64_t D, const AttentionParams &p);
 
 /// y[n, D] = table[ids[n], :]. Returns false (and writes nothing further) if
 /// an id is outside [0, V); *badIndex receives its position.
@@ -169,8 +177,8 @@ double crossEntropy(const float *logits, const int32_t *targets, int64_t n,
                     int64_t V, int64_t ignoreIndex, int64_t *count);
 /// dlogits = dloss * (softmax(logits) - onehot(target)) / count; ignored rows
 /// get zeros.
-void crossEntropyGrad(const float *logits, const int32_t *targets,
-                      float dloss, float *dlogits, int64_t n, int64_t V,
+void crossEntropyGrad(const float *logits, const int32_t *targets, float dloss,
+                      float *dlogits, int64_t n, int64_t V,
                       int64_t ignoreIndex);
 
 /// The LM head and cross-entropy in one: logits = softcap?(x @ W) computed

@@ -1,4 +1,5 @@
-//===- LinearCrossEntropy.cpp - LM head + cross-entropy, chunked -----------===//
+//===- LinearCrossEntropy.cpp - LM head + cross-entropy, chunked
+//-----------===//
 //
 // Part of mtc. The loss of softcap?(x @ W) without ever holding all [n, V]
 // logits: for each chunk of rows, one sgemm produces the chunk's logits, the
@@ -49,14 +50,15 @@ double linearCrossEntropy(const float *x, const float *w, bool transposeW,
                           int64_t V, int64_t ignoreIndex, double softcap,
                           int64_t *count) {
   int64_t chunk = std::min(n, linearCrossEntropyChunk(V));
-  std::vector<float> logits(static_cast<size_t>(std::max<int64_t>(chunk, 1) * V));
+  std::vector<float> logits(
+      static_cast<size_t>(std::max<int64_t>(chunk, 1) * V));
   double total = 0;
   int64_t counted = 0;
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     int64_t c = std::min(chunk, n - r0), cnt = 0;
     chunkLogits(x, w, transposeW, r0, c, D, V, softcap, logits.data());
-    double mean = crossEntropy(logits.data(), targets + r0, c, V, ignoreIndex,
-                               &cnt);
+    double mean =
+        crossEntropy(logits.data(), targets + r0, c, V, ignoreIndex, &cnt);
     total += mean * static_cast<double>(cnt);
     counted += cnt;
   }
@@ -71,7 +73,8 @@ void linearCrossEntropyGrad(const float *x, const float *w, bool transposeW,
                             int64_t ignoreIndex, double softcap) {
   int64_t totalCount = countTargets(targets, n, ignoreIndex);
   int64_t chunk = std::min(n, linearCrossEntropyChunk(V));
-  std::vector<float> logits(static_cast<size_t>(std::max<int64_t>(chunk, 1) * V)),
+  std::vector<float> logits(
+      static_cast<size_t>(std::max<int64_t>(chunk, 1) * V)),
       dlogits(logits.size());
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     int64_t c = std::min(chunk, n - r0);
@@ -81,8 +84,8 @@ void linearCrossEntropyGrad(const float *x, const float *w, bool transposeW,
       continue;
     }
     chunkLogits(x, w, transposeW, r0, c, D, V, softcap, logits.data());
-    float scale = dloss * static_cast<float>(cnt) /
-                  static_cast<float>(totalCount);
+    float scale =
+        dloss * static_cast<float>(cnt) / static_cast<float>(totalCount);
     crossEntropyGrad(logits.data(), targets + r0, scale, dlogits.data(), c, V,
                      ignoreIndex);
     if (softcap > 0) {
@@ -99,11 +102,9 @@ void linearCrossEntropyGrad(const float *x, const float *w, bool transposeW,
     gemm(false, !transposeW, c, D, V, 1.0f, dlogits.data(), w, 0.0f,
          dx + r0 * D);
     if (transposeW) // dW [V, D] += dlogits^T @ x_c
-      gemm(true, false, V, D, c, 1.0f, dlogits.data(), x + r0 * D, 1.0f,
-           dwAcc);
+      gemm(true, false, V, D, c, 1.0f, dlogits.data(), x + r0 * D, 1.0f, dwAcc);
     else // dW [D, V] += x_c^T @ dlogits
-      gemm(true, false, D, V, c, 1.0f, x + r0 * D, dlogits.data(), 1.0f,
-           dwAcc);
+      gemm(true, false, D, V, c, 1.0f, x + r0 * D, dlogits.data(), 1.0f, dwAcc);
   }
 }
 

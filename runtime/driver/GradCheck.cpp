@@ -53,8 +53,8 @@ double relError(double fd, double an, double floor) {
 
 } // namespace
 
-static int gradCheckImpl(const bundle::Bundle &b,
-                         const GradCheckOptions &opts, std::ostream &os);
+static int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
+                         std::ostream &os);
 
 int gradCheck(const bundle::Bundle &b, const GradCheckOptions &opts,
               std::ostream &os) {
@@ -68,8 +68,8 @@ int gradCheck(const bundle::Bundle &b, const GradCheckOptions &opts,
   return -1;
 }
 
-static int gradCheckImpl(const bundle::Bundle &b,
-                         const GradCheckOptions &opts, std::ostream &os) {
+static int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
+                         std::ostream &os) {
   exec::ParamStore store(b);
   store.initialize(opts.seed);
   exec::Executor ex(b, store);
@@ -90,15 +90,14 @@ static int gradCheckImpl(const bundle::Bundle &b,
 
   store.zeroGrads();
   ex.pinRouting(exec::Executor::RoutingPin::Record);
-  double loss0 = ex.forwardBackward(tokens.data(), targets.data(), opts.batch,
-                                    opts.seq);
+  double loss0 =
+      ex.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq);
   ex.pinRouting(exec::Executor::RoutingPin::Replay);
   const uint64_t routing = ex.routingSignature();
   int64_t evaluations = 0, rerouted = 0;
-  os << "gradcheck: batch " << opts.batch << ", seq " << opts.seq
-     << ", loss " << std::setprecision(8) << loss0 << ", "
-     << store.slots().size() << " tensors, tolerance " << opts.tolerance
-     << "\n";
+  os << "gradcheck: batch " << opts.batch << ", seq " << opts.seq << ", loss "
+     << std::setprecision(8) << loss0 << ", " << store.slots().size()
+     << " tensors, tolerance " << opts.tolerance << "\n";
 
   auto lossAt = [&]() {
     double l = ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
@@ -149,10 +148,9 @@ static int gradCheckImpl(const bundle::Bundle &b,
     std::vector<size_t> order(len);
     std::iota(order.begin(), order.end(), 0);
     size_t k = std::min<size_t>(opts.coordinates, len);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](size_t a, size_t c) {
-                        return std::fabs(g[a]) > std::fabs(g[c]);
-                      });
+    std::partial_sort(
+        order.begin(), order.begin() + k, order.end(),
+        [&](size_t a, size_t c) { return std::fabs(g[a]) > std::fabs(g[c]); });
     for (size_t j = 0; j < k; ++j) {
       size_t i = order[j];
       float orig = p[i];
@@ -181,8 +179,7 @@ static int gradCheckImpl(const bundle::Bundle &b,
      << ")\n";
   if (routing != 0)
     os << "gradcheck: mixture-of-experts routing pinned: " << rerouted << " of "
-       << evaluations
-       << " loss evaluations would have chosen other experts\n";
+       << evaluations << " loss evaluations would have chosen other experts\n";
   return failures;
 }
 

@@ -87,10 +87,10 @@ Status saveCheckpoint(const std::string &dir, const bundle::Bundle &b,
                                {{"format", "pt"}, {"producer", "mtc"}});
   if (!st.ok())
     return st;
-  nlohmann::json state{{"step", step},       {"loss", loss},
-                       {"seq", opts.seq},    {"batch", opts.batch},
-                       {"seed", opts.seed},  {"lr", opts.lr},
-                       {"data", opts.data},  {"model", b.model}};
+  nlohmann::json state{{"step", step},      {"loss", loss},
+                       {"seq", opts.seq},   {"batch", opts.batch},
+                       {"seed", opts.seed}, {"lr", opts.lr},
+                       {"data", opts.data}, {"model", b.model}};
   std::string tmp = dir + "/trainer_state.json.tmp";
   {
     std::ofstream out(tmp);
@@ -104,8 +104,8 @@ Status saveCheckpoint(const std::string &dir, const bundle::Bundle &b,
 }
 
 /// Mean loss over up to \p batches validation batches.
-double evaluate(exec::Executor &ex, const train::TokenDataset &data,
-                int64_t B, int64_t S, int64_t batches) {
+double evaluate(exec::Executor &ex, const train::TokenDataset &data, int64_t B,
+                int64_t S, int64_t batches) {
   train::ValIterator it(data, B);
   std::vector<int32_t> in(B * S), tg(B * S);
   double sum = 0;
@@ -159,7 +159,8 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
   ex.resetCache();
   auto prefill = [&]() {
     ex.resetCache();
-    int64_t keep = std::min<int64_t>(tokens.size(), std::max<int64_t>(context / 2, 1));
+    int64_t keep =
+        std::min<int64_t>(tokens.size(), std::max<int64_t>(context / 2, 1));
     return ex.decode(tokens.data() + tokens.size() - keep, keep);
   };
   exec::Tensor logits;
@@ -177,8 +178,8 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
       logits = ex.logits(tokens.data() + tokens.size() - len, 1, len);
     }
     int64_t V = logits.shape.back(), rows = logits.numel() / V;
-    int32_t next = sampleToken(logits.data() + (rows - 1) * V, V, temperature,
-                               topK, rng);
+    int32_t next =
+        sampleToken(logits.data() + (rows - 1) * V, V, temperature, topK, rng);
     tokens.push_back(next);
     generated.push_back(next);
     if (useCache && i + 1 < n)
@@ -216,7 +217,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   dopts.vocabSize = static_cast<uint32_t>(vocab);
   dopts.seqLen = opts.seq;
   dopts.valFraction = opts.valFraction;
-  Expected<train::TokenDataset> data = train::TokenDataset::open(opts.data, dopts);
+  Expected<train::TokenDataset> data =
+      train::TokenDataset::open(opts.data, dopts);
   if (!data) {
     err << "mtc: error: " << data.message() << "\n";
     return 1;
@@ -260,8 +262,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   }
 
   int64_t tokensPerStep = opts.batch * opts.seq * opts.microBatches;
-  out << "model " << b.model << ": " << store.totalParams()
-      << " parameters, " << b.totalLayerInstances() << " layer instances\n"
+  out << "model " << b.model << ": " << store.totalParams() << " parameters, "
+      << b.totalLayerInstances() << " layer instances\n"
       << "data " << opts.data << ": " << data->trainTokens()
       << " training tokens, " << data->valTokens() << " validation tokens ("
       << train::tokenFileFormatName(data->format()) << ")\n"
@@ -310,25 +312,24 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
 
     bool evalNow = (opts.evalEvery > 0 && step % opts.evalEvery == 0) ||
                    step == opts.steps;
-    double valLoss = evalNow ? evaluate(ex, *data, opts.batch, opts.seq,
-                                        opts.evalBatches)
-                             : std::nan("");
+    double valLoss =
+        evalNow ? evaluate(ex, *data, opts.batch, opts.seq, opts.evalBatches)
+                : std::nan("");
     if (haveMetrics) {
-      Status st =
-          evalNow && std::isfinite(valLoss)
-              ? metrics.write({{"step", step},
-                               {"loss", loss},
-                               {"lr", lr},
-                               {"grad_norm", norm},
-                               {"tokens_per_s", tokensPerStep / dt},
-                               {"step_time_s", dt},
-                               {"val_loss", valLoss}})
-              : metrics.write({{"step", step},
-                               {"loss", loss},
-                               {"lr", lr},
-                               {"grad_norm", norm},
-                               {"tokens_per_s", tokensPerStep / dt},
-                               {"step_time_s", dt}});
+      Status st = evalNow && std::isfinite(valLoss)
+                      ? metrics.write({{"step", step},
+                                       {"loss", loss},
+                                       {"lr", lr},
+                                       {"grad_norm", norm},
+                                       {"tokens_per_s", tokensPerStep / dt},
+                                       {"step_time_s", dt},
+                                       {"val_loss", valLoss}})
+                      : metrics.write({{"step", step},
+                                       {"loss", loss},
+                                       {"lr", lr},
+                                       {"grad_norm", norm},
+                                       {"tokens_per_s", tokensPerStep / dt},
+                                       {"step_time_s", dt}});
       if (!st.ok()) {
         err << "mtc: error: " << st.message() << "\n";
         return 1;
@@ -356,9 +357,9 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   double elapsed = nowSeconds() - start;
   out << "trained " << opts.steps << " steps in " << std::fixed
       << std::setprecision(1) << elapsed << " s: loss " << std::setprecision(4)
-      << firstLoss << " -> " << lastLoss << ", "
-      << std::setprecision(0) << opts.steps * tokensPerStep / elapsed
-      << " tokens/s" << std::defaultfloat << "\n";
+      << firstLoss << " -> " << lastLoss << ", " << std::setprecision(0)
+      << opts.steps * tokensPerStep / elapsed << " tokens/s"
+      << std::defaultfloat << "\n";
   if (!opts.outDir.empty())
     out << "checkpoint: " << opts.outDir << "\n";
   if (opts.sampleTokens > 0) {
@@ -368,8 +369,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       prompt.push_back(c);
     if (prompt.empty())
       prompt.push_back('\n');
-    std::vector<int32_t> gen = continueTokens(ex, prompt, opts.sampleTokens,
-                                              opts.seq, 0.8, 40, rng);
+    std::vector<int32_t> gen =
+        continueTokens(ex, prompt, opts.sampleTokens, opts.seq, 0.8, 40, rng);
     out << "sample:\n" << opts.samplePrompt << bytesToText(gen) << "\n";
   }
   return 0;

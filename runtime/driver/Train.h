@@ -16,28 +16,28 @@
 namespace mtc::driver {
 
 struct TrainOptions {
-  std::string data;            ///< token file (.bin) or text (.txt)
+  std::string data; ///< token file (.bin) or text (.txt)
   int64_t steps = 200;
-  int64_t batch = 8;           ///< sequences per micro-batch
+  int64_t batch = 8; ///< sequences per micro-batch
   int64_t seq = 128;
-  int64_t microBatches = 1;    ///< gradient accumulation
-  double lr = 1e-3;            ///< peak learning rate
+  int64_t microBatches = 1; ///< gradient accumulation
+  double lr = 1e-3;         ///< peak learning rate
   int64_t warmup = 20;
-  double minLrRatio = 0.1;     ///< cosine decay floor, relative to lr
+  double minLrRatio = 0.1; ///< cosine decay floor, relative to lr
   double weightDecay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double clip = 1.0;           ///< global gradient-norm clip (0: none)
+  double clip = 1.0; ///< global gradient-norm clip (0: none)
   uint64_t seed = 1;
-  int64_t evalEvery = 50;      ///< 0: only at the end
+  int64_t evalEvery = 50; ///< 0: only at the end
   int64_t evalBatches = 8;
   double valFraction = 0.1;
-  int64_t saveEvery = 0;       ///< 0: only at the end
-  std::string outDir;          ///< checkpoint directory ("" : none)
-  std::string metrics;         ///< JSONL file ("" : none)
-  int threads = 0;             ///< 0: all cores
-  std::string samplePrompt;    ///< printed sample after training
+  int64_t saveEvery = 0;    ///< 0: only at the end
+  std::string outDir;       ///< checkpoint directory ("" : none)
+  std::string metrics;      ///< JSONL file ("" : none)
+  int threads = 0;          ///< 0: all cores
+  std::string samplePrompt; ///< printed sample after training
   int64_t sampleTokens = 0;
-  bool useKernels = true;      ///< false: run fused regions op by op
+  bool useKernels = true; ///< false: run fused regions op by op
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to
@@ -51,7 +51,7 @@ struct GenerateOptions {
   double temperature = 0.8;
   int64_t topK = 40;
   uint64_t seed = 1;
-  int64_t context = 0; ///< 0: the sequence length the checkpoint trained at
+  int64_t context = 0;  ///< 0: the sequence length the checkpoint trained at
   bool useCache = true; ///< false: recompute the whole context per token
 };
 

@@ -10,8 +10,8 @@
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
-#include <malloc.h>
 #include <cmath>
+#include <malloc.h>
 #include <numeric>
 
 namespace mtc::exec {
@@ -66,11 +66,11 @@ void split3(const std::vector<int64_t> &s, int64_t axis, int64_t &outer,
 
 cpu::Unary unaryKind(const bundle::Op &op, const std::string &k) {
   static const std::map<std::string, cpu::Unary> kinds = {
-      {"neg", cpu::Unary::Neg},         {"exp", cpu::Unary::Exp},
-      {"log", cpu::Unary::Log},         {"silu", cpu::Unary::Silu},
-      {"relu", cpu::Unary::Relu},       {"sigmoid", cpu::Unary::Sigmoid},
-      {"tanh", cpu::Unary::Tanh},       {"rsqrt", cpu::Unary::Rsqrt},
-      {"sqrt", cpu::Unary::Sqrt},       {"square", cpu::Unary::Square},
+      {"neg", cpu::Unary::Neg},          {"exp", cpu::Unary::Exp},
+      {"log", cpu::Unary::Log},          {"silu", cpu::Unary::Silu},
+      {"relu", cpu::Unary::Relu},        {"sigmoid", cpu::Unary::Sigmoid},
+      {"tanh", cpu::Unary::Tanh},        {"rsqrt", cpu::Unary::Rsqrt},
+      {"sqrt", cpu::Unary::Sqrt},        {"square", cpu::Unary::Square},
       {"gelu_erf", cpu::Unary::GeluErf}, {"gelu_tanh", cpu::Unary::GeluTanh},
       {"softcap", cpu::Unary::Softcap}};
   auto it = kinds.find(k);
@@ -150,18 +150,17 @@ std::vector<int64_t> Executor::concrete(const bundle::ValueType &t) const {
 }
 
 ParamSlot *Executor::slot(const bundle::Op &op, const Scope &scope) {
-  ParamSlot *s =
-      scope.layer.empty() ? store.model(op.symbol)
-      : scope.expert.empty()
-          ? store.layer(scope.layer, scope.instance, op.symbol)
-          : store.expert(scope.layer, scope.instance, scope.expert,
-                         scope.expertIndex, op.symbol);
+  ParamSlot *s = scope.layer.empty() ? store.model(op.symbol)
+                 : scope.expert.empty()
+                     ? store.layer(scope.layer, scope.instance, op.symbol)
+                     : store.expert(scope.layer, scope.instance, scope.expert,
+                                    scope.expertIndex, op.symbol);
   if (!s)
     fail(op, "no parameter '" + op.symbol + "' in " +
-                 (scope.layer.empty()    ? std::string("the model")
-                  : scope.expert.empty() ? "layer " + scope.layer
-                                         : "expert " + scope.expert +
-                                               " of layer " + scope.layer));
+                 (scope.layer.empty() ? std::string("the model")
+                  : scope.expert.empty()
+                      ? "layer " + scope.layer
+                      : "expert " + scope.expert + " of layer " + scope.layer));
   return s;
 }
 
@@ -196,8 +195,8 @@ double Executor::forwardBackward(const int32_t *tokens, const int32_t *targets,
   return totalLoss(out.at(0));
 }
 
-double Executor::loss(const int32_t *tokens, const int32_t *targets,
-                      int64_t b, int64_t s) {
+double Executor::loss(const int32_t *tokens, const int32_t *targets, int64_t b,
+                      int64_t s) {
   beginCall(b, s);
   std::vector<Tensor> out =
       run(bundle.functions.at("forward"),
@@ -232,8 +231,8 @@ Tensor Executor::decode(const int32_t *tokens, int64_t n) {
   decoding = true;
   try {
     run(bundle.functions.at("forward"),
-        {Tensor::ints({1, n}, tokens), Tensor::ints({1, n}, dummy.data())},
-        {}, Mode::LogitsOnly, &out);
+        {Tensor::ints({1, n}, tokens), Tensor::ints({1, n}, dummy.data())}, {},
+        Mode::LogitsOnly, &out);
   } catch (...) {
     decoding = false;
     checkpoints.clear();
@@ -291,9 +290,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
   auto setResult = [&](Tensor t, size_t i = 0) {
     values[op.results.at(i)] = std::move(t);
   };
-  auto newResult = [&](size_t i = 0) {
-    return Tensor::zeros(resultShape(i));
-  };
+  auto newResult = [&](size_t i = 0) { return Tensor::zeros(resultShape(i)); };
   const std::string &name = op.name;
 
   if (name == "param_ref") {
@@ -345,8 +342,8 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     } else {
       size_t r = w.shape.size();
       int64_t M = a.shape[r - 2], K = a.shape[r - 1], N = w.shape[r - 1];
-      cpu::batchedMatmul(a.data(), w.data(), y.data(), product(a.shape, 0, r - 2),
-                         M, K, N);
+      cpu::batchedMatmul(a.data(), w.data(), y.data(),
+                         product(a.shape, 0, r - 2), M, K, N);
     }
     setResult(std::move(y));
   } else if (name == "weight_grad") {
@@ -356,8 +353,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     cpu::matmulGradWeightAcc(x.data(), dy.data(), dw.data(), x.numel() / K, K,
                              N);
     setResult(std::move(dw));
-  } else if (name == "add" || name == "sub" || name == "mul" ||
-             name == "div") {
+  } else if (name == "add" || name == "sub" || name == "mul" || name == "div") {
     cpu::Binary kind = name == "add"   ? cpu::Binary::Add
                        : name == "sub" ? cpu::Binary::Sub
                        : name == "mul" ? cpu::Binary::Mul
@@ -390,7 +386,8 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &x = in(0), &dy = in(1);
     Tensor dx = newResult();
     cpu::unaryGrad(unaryKind(op, op.strAttr("kind")), x.data(), dy.data(),
-                   dx.data(), x.numel(), static_cast<float>(op.floatAttr("param")));
+                   dx.data(), x.numel(),
+                   static_cast<float>(op.floatAttr("param")));
     setResult(std::move(dx));
   } else if (name == "sum" || name == "mean" || name == "max" ||
              name == "reduce_grad") {
@@ -535,8 +532,8 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     Tensor o = newResult();
     int64_t b = q.shape[0], s = q.shape[1], hq = q.shape[2], d = q.shape[3];
     o.lse = std::make_shared<std::vector<float>>(b * hq * s);
-    cpu::attention(q.data(), k.data(), v.data(), o.data(), o.lse->data(), b,
-                   s, k.shape[1], hq, k.shape[2], d, attentionParams(op));
+    cpu::attention(q.data(), k.data(), v.data(), o.data(), o.lse->data(), b, s,
+                   k.shape[1], hq, k.shape[2], d, attentionParams(op));
     setResult(std::move(o));
   } else if (name == "attention_grad") {
     const Tensor &q = in(0), &k = in(1), &v = in(2), &o = in(3), &dO = in(4);
@@ -553,9 +550,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
   } else if (name == "cross_entropy") {
     const Tensor &logits = in(0), &targets = in(1);
     int64_t V = logits.shape.back(), count = 0;
-    double loss = cpu::crossEntropy(logits.data(), targets.i->data(),
-                                    logits.numel() / V, V,
-                                    op.intAttr("ignore_index", -100), &count);
+    double loss =
+        cpu::crossEntropy(logits.data(), targets.i->data(), logits.numel() / V,
+                          V, op.intAttr("ignore_index", -100), &count);
     lastLoss = loss;
     Tensor y = newResult();
     y.data()[0] = static_cast<float>(loss);
@@ -584,11 +581,10 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     bool tw = op.boolAttr("transpose_weight");
     int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
     Tensor dx = newResult(0), dw = newResult(1);
-    cpu::linearCrossEntropyGrad(x.data(), w.data(), tw, targets.i->data(),
-                                dl.data()[0], dx.data(), dw.data(),
-                                x.numel() / D, D, V,
-                                op.intAttr("ignore_index", -100),
-                                op.floatAttr("softcap"));
+    cpu::linearCrossEntropyGrad(
+        x.data(), w.data(), tw, targets.i->data(), dl.data()[0], dx.data(),
+        dw.data(), x.numel() / D, D, V, op.intAttr("ignore_index", -100),
+        op.floatAttr("softcap"));
     setResult(std::move(dx), 0);
     setResult(std::move(dw), 1);
   } else if (name == "apply_layers") {
@@ -728,9 +724,7 @@ Executor::Routing Executor::route(const bundle::Op &op, const Tensor &h,
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < N; ++t) {
     const float *p = r.probs.data() + t * E;
-    auto key = [&](int32_t e) {
-      return std::isnan(p[e]) ? -INFINITY : p[e];
-    };
+    auto key = [&](int32_t e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + K, order.end(),
                       [&](int32_t a, int32_t b) {
@@ -795,8 +789,8 @@ void Executor::moe(const bundle::Op &op, std::vector<Tensor> &values,
   if (!scope.backward) {
     // A recomputation inside a layer's backward counts nothing twice.
     for (int32_t c : r.choice)
-      routingHash = (routingHash ^ static_cast<uint64_t>(c + 1)) *
-                    1099511628211ull;
+      routingHash =
+          (routingHash ^ static_cast<uint64_t>(c + 1)) * 1099511628211ull;
     if (pin == RoutingPin::Record) {
       pinnedChoices.push_back(r.choice);
     } else if (pin == RoutingPin::Replay) {
@@ -886,10 +880,9 @@ void Executor::moeGrad(const bundle::Op &op, std::vector<Tensor> &values,
       }
       dg[t * K + k] = dot;
     }
-    Tensor dxe =
-        runExpert(op, expert, "backward", e, {std::move(xe), std::move(dye)},
-                  scope)
-            .at(0);
+    Tensor dxe = runExpert(op, expert, "backward", e,
+                           {std::move(xe), std::move(dye)}, scope)
+                     .at(0);
     if (dxe.numel() != Te * D)
       fail(op, "expert '" + expert.name + "' backward returned a wrong shape");
     for (int64_t j = 0; j < Te; ++j) {
@@ -946,7 +939,8 @@ Status Executor::useBundleKernels() {
       KernelLibrary::load(bundle.cpuKernels);
   if (!lib)
     return lib.status().withPrefix("loading the bundle's CPU kernels (built "
-                                   "for '" + bundle.cpuKernelsTarget + "')");
+                                   "for '" +
+                                   bundle.cpuKernelsTarget + "')");
   kernelLibrary = std::move(*lib);
   KernelLibrary *library = kernelLibrary.get();
   kernels = [library](const std::string &name) -> FusedKernel {

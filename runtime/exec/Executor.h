@@ -128,18 +128,18 @@ private:
   /// The routing of one moe op over its N tokens.
   struct Routing {
     int64_t N = 0, D = 0, E = 0, K = 0;
-    std::vector<float> probs;   ///< [N, E] router softmax
+    std::vector<float> probs;    ///< [N, E] router softmax
     std::vector<int32_t> choice; ///< [N, K] chosen experts, best first
-    std::vector<float> gate;    ///< [N, K] gate weights
+    std::vector<float> gate;     ///< [N, K] gate weights
     /// Per expert: the (token, k) slots routed to it, tokens ascending.
     std::vector<std::vector<std::pair<int64_t, int64_t>>> routed;
   };
   /// What the run is for: stop early at the loss' logits for generation.
   enum class Mode { Full, LogitsOnly };
 
-  std::vector<Tensor> run(const bundle::Function &fn,
-                          std::vector<Tensor> args, const Scope &scope,
-                          Mode mode = Mode::Full, Tensor *logitsOut = nullptr);
+  std::vector<Tensor> run(const bundle::Function &fn, std::vector<Tensor> args,
+                          const Scope &scope, Mode mode = Mode::Full,
+                          Tensor *logitsOut = nullptr);
   void exec(const bundle::Op &op, std::vector<Tensor> &values,
             const bundle::Function &fn, const Scope &scope);
   ParamSlot *slot(const bundle::Op &op, const Scope &scope);

@@ -8,8 +8,8 @@
 
 #include "runtime/train/Random.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 
 namespace mtc::exec {
 

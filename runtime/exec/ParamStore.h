@@ -1,4 +1,5 @@
-//===- ParamStore.h - Host-resident parameters and optimizer state -*- C++ -*-===//
+//===- ParamStore.h - Host-resident parameters and optimizer state -*- C++
+//-*-===//
 //
 // Part of mtc. Every parameter instance of a bundle, with its fp32 value,
 // gradient and AdamW moments, in host memory. Instance names follow the
@@ -19,7 +20,7 @@
 namespace mtc::exec {
 
 struct ParamSlot {
-  std::string name;      ///< checkpoint name
+  std::string name; ///< checkpoint name
   const bundle::Param *decl = nullptr;
   std::vector<float> value, grad, m, v;
   /// Weight decay applies to matrices (rank >= 2), not to norms and biases.

@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!mtc::importHFConfigText(text, "fuzz/config.json", source, err,
                                &warnings)) {
     if (err.empty()) {
-      std::fprintf(stderr, "hfconfig fuzzer: import failed without a message\n");
+      std::fprintf(stderr,
+                   "hfconfig fuzzer: import failed without a message\n");
       __builtin_trap();
     }
     return 0;

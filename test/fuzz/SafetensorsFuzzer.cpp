@@ -1,4 +1,5 @@
-//===- SafetensorsFuzzer.cpp - libFuzzer target for .safetensors -*- C++ -*-===//
+//===- SafetensorsFuzzer.cpp - libFuzzer target for .safetensors -*- C++
+//-*-===//
 //
 // Part of mtc. Feeds arbitrary bytes to SafetensorsFile::open and reads every
 // listed tensor with readAsF32. The reader only takes a path (it memory-maps

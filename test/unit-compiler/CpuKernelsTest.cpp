@@ -504,8 +504,8 @@ TEST(CpuKernels, Reductions) {
     bool keepdim;
   };
   std::vector<Kind> kinds = {
-      {"sum", cpu::Reduce::Sum, false}, {"mean", cpu::Reduce::Mean, false},
-      {"max", cpu::Reduce::Max, false}, {"sum", cpu::Reduce::Sum, true},
+      {"sum", cpu::Reduce::Sum, false},  {"mean", cpu::Reduce::Mean, false},
+      {"max", cpu::Reduce::Max, false},  {"sum", cpu::Reduce::Sum, true},
       {"mean", cpu::Reduce::Mean, true}, {"max", cpu::Reduce::Max, true}};
   std::string text;
   for (int64_t N : lengths)
@@ -654,19 +654,17 @@ TEST(CpuKernels, RowPhaseInputs) {
   const int64_t B = 3, S = 5, D = 40;
   std::vector<int64_t> rowShape = {B, S};
   size_t n = B * S * D, rows = B * S;
-  Vec x = randomVec(n, -3, 3, 8), o = randomVec(rows, -1, 1, 9),
-      sc = {0.75f};
+  Vec x = randomVec(n, -3, 3, 8), o = randomVec(rows, -1, 1, 9), sc = {0.75f};
   Vec t(n), sum(rows), mx(rows);
   cpu::unary(cpu::Unary::Tanh, x.data(), t.data(), n);
   cpu::reduce(cpu::Reduce::Sum, t.data(), sum.data(), rows, D, 1);
   cpu::reduce(cpu::Reduce::Max, t.data(), mx.data(), rows, D, 1);
-  Vec want = runBinary(
-      cpu::Binary::Add,
-      runBinary(cpu::Binary::Mul,
-                runBinary(cpu::Binary::Sub, sum, rowShape, mx, rowShape,
-                          rowShape),
-                rowShape, o, rowShape, rowShape),
-      rowShape, sc, {}, rowShape);
+  Vec want = runBinary(cpu::Binary::Add,
+                       runBinary(cpu::Binary::Mul,
+                                 runBinary(cpu::Binary::Sub, sum, rowShape, mx,
+                                           rowShape, rowShape),
+                                 rowShape, o, rowShape, rowShape),
+                       rowShape, sc, {}, rowShape);
   Vec got(rows, -1.0f), gotMax(rows, -1.0f);
   const float *ins[] = {x.data(), o.data(), sc.data()};
   float *outs[] = {got.data(), gotMax.data()};
@@ -679,17 +677,17 @@ TEST(CpuKernels, RowPhaseInputs) {
 // an error (mtc-fuse never builds such a region).
 TEST(CpuKernels, SymbolicRowLengthIsAnError) {
   std::string t = tensorType("B, S"), r = tensorType("B");
-  std::string text =
-      fusedFunc("f", {t}, {r}, "    %y = mt.sum %a0 axis = 1 : " + t + " -> " + r + "\n",
-                "%y");
+  std::string text = fusedFunc(
+      "f", {t}, {r}, "    %y = mt.sum %a0 axis = 1 : " + t + " -> " + r + "\n",
+      "%y");
   mlir::MLIRContext ctx;
   ctx.loadDialect<mt::MtDialect, mlir::func::FuncDialect>();
   auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
   ASSERT_TRUE(module);
   CpuKernelLibrary lib;
   std::string err;
-  EXPECT_TRUE(mlir::failed(
-      compileCpuKernels(*module, CpuKernelOptions(), lib, err)));
+  EXPECT_TRUE(
+      mlir::failed(compileCpuKernels(*module, CpuKernelOptions(), lib, err)));
   EXPECT_NE(err.find("needs a static last axis"), std::string::npos) << err;
 }
 

@@ -67,8 +67,7 @@ TEST(BundleCpuKernels, Errors) {
   EXPECT_FALSE(fromJson(withKernels(R"({"format": "pe", "target": "x",
       "data": "f0VMRg=="})"),
                         b, err));
-  EXPECT_NE(err.find("cpu_kernels: unsupported format 'pe'"),
-            std::string::npos)
+  EXPECT_NE(err.find("cpu_kernels: unsupported format 'pe'"), std::string::npos)
       << err;
   EXPECT_FALSE(fromJson(withKernels(R"({"format": "elf-shared-object",
       "target": "x", "data": "not base64"})"),

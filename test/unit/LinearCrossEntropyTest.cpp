@@ -69,9 +69,9 @@ TEST_P(LinearCrossEntropyTest, MatchesUnfusedAcrossChunks) {
     gemm(true, false, D, V, n, 1.0f, x.data(), dl.data(), 0.0f, dwRef.data());
 
   int64_t count = 0;
-  double loss = linearCrossEntropy(x.data(), w.data(), c.transposeW,
-                                   targets.data(), n, D, V, -1, c.softcap,
-                                   &count);
+  double loss =
+      linearCrossEntropy(x.data(), w.data(), c.transposeW, targets.data(), n, D,
+                         V, -1, c.softcap, &count);
   EXPECT_EQ(count, countRef);
   EXPECT_NEAR(loss, lossRef, 1e-6 * std::fabs(lossRef));
 
@@ -106,8 +106,8 @@ TEST(LinearCrossEntropy, AllIgnoredGivesZeroLossAndGradient) {
       dw(D * V, 0.0f);
   std::vector<int32_t> targets(n, -1);
   int64_t count = 7;
-  EXPECT_EQ(linearCrossEntropy(x.data(), w.data(), false, targets.data(), n,
-                               D, V, -1, 0.0, &count),
+  EXPECT_EQ(linearCrossEntropy(x.data(), w.data(), false, targets.data(), n, D,
+                               V, -1, 0.0, &count),
             0.0);
   EXPECT_EQ(count, 0);
   linearCrossEntropyGrad(x.data(), w.data(), false, targets.data(), 1.0f,

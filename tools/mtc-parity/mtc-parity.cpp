@@ -181,8 +181,8 @@ std::vector<std::vector<float>> readAll(const std::string &path,
                          mtc::formatTensorShape(shape));
       continue;
     }
-    mtc::Status st = file->readAsF32(s.name, out.back().data(),
-                                     out.back().size());
+    mtc::Status st =
+        file->readAsF32(s.name, out.back().data(), out.back().size());
     if (!st.ok())
       problems.push_back(st.message());
   }
@@ -238,8 +238,9 @@ std::string sci(double x) {
   return os.str();
 }
 
-/// Compares every slot's tensor (get(k) for slot k) with \p refs; prints one line per
-/// tensor and a summary line `<what>: PASS|FAIL ...`. Returns the failures.
+/// Compares every slot's tensor (get(k) for slot k) with \p refs; prints one
+/// line per tensor and a summary line `<what>: PASS|FAIL ...`. Returns the
+/// failures.
 template <typename Get>
 int compareAll(const char *what, const ParamStore &store,
                const std::vector<std::vector<float>> &refs, double tol,
@@ -268,15 +269,14 @@ int compareAll(const char *what, const ParamStore &store,
     std::cout << "\n";
   }
   std::cout << what << ": " << (failures ? "FAIL" : "PASS") << " ("
-            << store.slots().size() - failures << " of "
-            << store.slots().size() << " tensors within " << sci(tol)
-            << ", worst " << sci(worst)
+            << store.slots().size() - failures << " of " << store.slots().size()
+            << " tensors within " << sci(tol) << ", worst " << sci(worst)
             << (worstName.empty() ? "" : " in " + worstName) << ")\n";
   return failures;
 }
 
-template <typename T> T field(const json &j, const char *key,
-                              const std::string &file) {
+template <typename T>
+T field(const json &j, const char *key, const std::string &file) {
   if (!j.contains(key))
     throw Fatal{file + ": missing '" + std::string(key) + "'"};
   try {
@@ -342,13 +342,11 @@ int run(const Options &o) {
     int64_t want = field<int64_t>(inputs, "ignore_index", inPath);
     for (const auto &[fname, fn] : b.functions)
       for (const mtc::bundle::Op &op : fn.ops)
-        if ((op.name == "cross_entropy" ||
-             op.name == "linear_cross_entropy") &&
+        if ((op.name == "cross_entropy" || op.name == "linear_cross_entropy") &&
             op.intAttr("ignore_index", -100) != want)
           throw Fatal{op.loc + ": cross_entropy has ignore_index " +
                       std::to_string(op.intAttr("ignore_index", -100)) +
-                      ", the fixture's reference used " +
-                      std::to_string(want)};
+                      ", the fixture's reference used " + std::to_string(want)};
   }
 
   ParamStore store(b);
@@ -365,8 +363,8 @@ int run(const Options &o) {
   mtc::exec::Executor ex(b, store);
   store.zeroGrads();
   double loss = ex.forwardBackward(tokens.data(), targets.data(), B, S);
-  double lossErr = std::fabs(loss - lossRef) / std::max(std::fabs(lossRef),
-                                                         1e-30);
+  double lossErr =
+      std::fabs(loss - lossRef) / std::max(std::fabs(lossRef), 1e-30);
   bool lossOk = lossErr <= o.lossTol;
   std::cout << "loss: mtc " << std::setprecision(10) << loss << ", torch "
             << lossRef << ", rel error " << sci(lossErr) << " (tol "
@@ -393,10 +391,9 @@ int run(const Options &o) {
     }
     adamw.step(ts, step, lr);
   }
-  int adamwFail = compareAll("adamw", store, afterRef, o.adamwTol,
-                             [&](size_t k) -> const std::vector<float> & {
-                               return alone[k];
-                             });
+  int adamwFail = compareAll(
+      "adamw", store, afterRef, o.adamwTol,
+      [&](size_t k) -> const std::vector<float> & { return alone[k]; });
 
   // End to end: the store's own step from mtc's gradients (fresh moments).
   // From zero moments the update of step t is lr * c1 g / (c2 |g| + eps)

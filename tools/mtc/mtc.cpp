@@ -59,7 +59,8 @@ const Command kCommands[] = {
      "or parameter summary, or write a bundle (-o model.mtb)",
      runCompile},
     {"train",
-     "mtc train MODEL.mt|MODEL.mtb|--hf DIR --data FILE [--steps N] [--batch N] "
+     "mtc train MODEL.mt|MODEL.mtb|--hf DIR --data FILE [--steps N] [--batch "
+     "N] "
      "[--seq N] [--micro-batches N] [--lr X] [--warmup N] [--min-lr-ratio X] "
      "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
@@ -70,10 +71,12 @@ const Command kCommands[] = {
      runTrain},
     {"generate",
      "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
-     "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache on|off]",
+     "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
+     "on|off]",
      "continue a prompt with a trained checkpoint", runGenerate},
     {"gradcheck",
-     "mtc gradcheck MODEL.mt|MODEL.mtb|--hf DIR [--batch N] [--seq N] [--seed N] "
+     "mtc gradcheck MODEL.mt|MODEL.mtb|--hf DIR [--batch N] [--seq N] [--seed "
+     "N] "
      "[--set NAME=VALUE]... [--tolerance X] [--step X] "
      "[--recompute full|none] [--cpu NAME]",
      "compare the compiled gradients with finite differences on a small "
@@ -237,8 +240,8 @@ bool onePositional(const char *command, const std::vector<std::string> &pos,
     return true;
   }
   if (pos.empty())
-    error(std::string(command) + ": missing argument\nusage: " +
-          findCommand(command)->usage);
+    error(std::string(command) +
+          ": missing argument\nusage: " + findCommand(command)->usage);
   else
     error(std::string(command) + ": expected one argument, got " +
           std::to_string(pos.size()) + " ('" + pos[0] + "', '" + pos[1] +
@@ -291,8 +294,8 @@ int runImportHF(const std::vector<std::string> &args) {
     return 1;
   std::string source, err;
   std::vector<std::string> warnings;
-  bool ok = mtc::importHFConfig(mtc::hfConfigPath(input), source, err,
-                                &warnings);
+  bool ok =
+      mtc::importHFConfig(mtc::hfConfigPath(input), source, err, &warnings);
   for (const std::string &w : warnings)
     std::cerr << "mtc: warning: " << w << "\n";
   if (!ok)
@@ -330,8 +333,8 @@ int runCompile(const std::vector<std::string> &args) {
                  pos[1] + "')");
   input = pos[0];
   if (emit.empty()) {
-    bool toBundle = output.size() > 4 &&
-                    output.compare(output.size() - 4, 4, ".mtb") == 0;
+    bool toBundle =
+        output.size() > 4 && output.compare(output.size() - 4, 4, ".mtb") == 0;
     emit = toBundle ? "bundle" : "summary";
   }
   using Stage = mtc::CompileStage;
