@@ -11,6 +11,8 @@
 
 #include "frontend/HFImport.h"
 
+#include "lib/Support/JsonShow.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -38,44 +40,7 @@ struct ImportError {
 constexpr int64_t kMaxDim = (int64_t(1) << 31) - 1;
 constexpr size_t kMaxConfigBytes = 16u << 20;
 
-/// Appends the compact JSON text of \p v to \p s, stopping once \p s is
-/// longer than \p limit and writing arrays and objects nested deeper than
-/// \p depth as "[...]" / "{...}". Unlike json::dump this recurses only
-/// boundedly: a config can nest arrays millions deep, which would overflow the
-/// stack in dump.
-void showInto(const json &v, std::string &s, size_t limit, int depth) {
-  if (s.size() > limit)
-    return;
-  if (!v.is_structured()) {
-    s += v.dump();
-    return;
-  }
-  bool array = v.is_array();
-  if (depth <= 0) {
-    s += array ? "[...]" : "{...}";
-    return;
-  }
-  s += array ? '[' : '{';
-  bool first = true;
-  for (auto it = v.begin(); it != v.end() && s.size() <= limit; ++it) {
-    if (!first)
-      s += ',';
-    first = false;
-    if (!array)
-      s += json(it.key()).dump() + ':';
-    showInto(it.value(), s, limit, depth - 1);
-  }
-  s += array ? ']' : '}';
-}
-
-/// A short rendering of a JSON value for messages.
-std::string show(const json &v) {
-  std::string s;
-  showInto(v, s, 60, 16);
-  if (s.size() > 60)
-    s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string show(const json &v) { return showJson(v); }
 
 /// Shortest decimal that reads back as \p v, always with a '.' or exponent
 /// so that the .mt parser sees a float.

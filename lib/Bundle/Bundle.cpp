@@ -7,6 +7,8 @@
 
 #include "lib/Bundle/Bundle.h"
 
+#include "lib/Support/JsonShow.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -194,44 +196,7 @@ struct ReadError {
   std::string message;
 };
 
-/// Appends the compact JSON text of \p v to \p s, stopping once \p s is
-/// longer than \p limit and writing arrays and objects nested deeper than
-/// \p depth as "[...]" / "{...}". json::dump recurses without bound, so a
-/// bundle nesting arrays millions deep would overflow the stack in it.
-void showInto(const json &v, std::string &s, size_t limit, int depth) {
-  if (s.size() > limit)
-    return;
-  if (!v.is_structured()) {
-    s += v.dump();
-    return;
-  }
-  bool array = v.is_array();
-  if (depth <= 0) {
-    s += array ? "[...]" : "{...}";
-    return;
-  }
-  s += array ? '[' : '{';
-  bool first = true;
-  for (auto it = v.begin(); it != v.end() && s.size() <= limit; ++it) {
-    if (!first)
-      s += ',';
-    first = false;
-    if (!array)
-      s += json(it.key()).dump() + ':';
-    showInto(it.value(), s, limit, depth - 1);
-  }
-  s += array ? ']' : '}';
-}
-
-/// A short rendering of a JSON value for messages (never json::dump of an
-/// arbitrary value: see showInto).
-std::string show(const json &v) {
-  std::string s;
-  showInto(v, s, 60, 16);
-  if (s.size() > 60)
-    s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string show(const json &v) { return showJson(v); }
 
 [[noreturn]] void fail(const std::string &where, const std::string &what) {
   throw ReadError{where + ": " + what};
