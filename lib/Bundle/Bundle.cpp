@@ -198,6 +198,9 @@ struct ReadError {
 
 std::string show(const json &v) { return showJson(v); }
 
+/// Largest dimension or count a bundle may hold (the frontend's limit).
+constexpr int64_t kMaxDim = (int64_t(1) << 31) - 1;
+
 [[noreturn]] void fail(const std::string &where, const std::string &what) {
   throw ReadError{where + ": " + what};
 }
@@ -240,12 +243,19 @@ Shape parseShape(const json &dims, const std::string &where,
       if (!sym || !allowSymbolic)
         fail(where, "invalid dimension '" + d.get<std::string>() + "'");
       out.push_back(sym);
-    } else if (d.is_number_integer() && d.get<int64_t>() >= 0) {
+    } else if (d.is_number_integer() && d.get<int64_t>() >= 0 &&
+               d.get<int64_t>() <= kMaxDim) {
       out.push_back(d.get<int64_t>());
     } else {
-      fail(where, "invalid dimension " + show(d));
+      fail(where, "invalid dimension " + show(d) + " (dimensions are 0 to " +
+                      std::to_string(kMaxDim) + ")");
     }
   }
+  // The element count of the static part must fit comfortably in int64.
+  int64_t numel = 1;
+  for (Dim d : out)
+    if (!isSymbolic(d) && __builtin_mul_overflow(numel, d, &numel))
+      fail(where, "shape " + formatShape(out) + " has too many elements");
   return out;
 }
 
@@ -266,6 +276,9 @@ std::vector<int> parseIds(const json &ids, size_t numValues,
 Attr parseAttr(const json &v, const std::string &where) {
   if (v.is_boolean())
     return v.get<bool>();
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    fail(where, "integer " + show(v) + " does not fit in 64 bits");
   if (v.is_number_integer())
     return v.get<int64_t>();
   if (v.is_number_float())
@@ -369,8 +382,10 @@ std::map<std::string, Function> parseFunctions(const json &j,
 
 int64_t parseCount(const json &obj, const std::string &where) {
   const json &count = field(obj, "count", where);
-  if (!count.is_number_integer() || count.get<int64_t>() <= 0)
-    fail(where, "'count' must be a positive integer");
+  if (!count.is_number_integer() || count.get<int64_t>() <= 0 ||
+      count.get<int64_t>() > kMaxDim)
+    fail(where,
+         "'count' must be an integer from 1 to " + std::to_string(kMaxDim));
   return count.get<int64_t>();
 }
 

@@ -50,3 +50,38 @@ TEST(BundleJson, DeeplyNestedValueIsAnErrorNotACrash) {
       << err.substr(0, 200);
   EXPECT_LT(err.size(), 200u);
 }
+
+namespace {
+
+/// A minimal valid bundle with one parameter of the given JSON shape.
+std::string bundleWithShape(const std::string &shape) {
+  return R"({"format": "mtc-bundle", "version": 1, "model": "M", "config": {},
+    "params": [{"name": "w", "shape": )" +
+         shape + R"(, "dtype": "f32", "init": "zeros", "init_args": []}],
+    "layers": [], "functions": {}})";
+}
+
+TEST(BundleJson, RejectsShapesWhoseElementCountOverflows) {
+  mtc::bundle::Bundle b;
+  std::string err;
+  EXPECT_TRUE(mtc::bundle::fromJson(bundleWithShape("[4, 8]"), b, err)) << err;
+  EXPECT_FALSE(mtc::bundle::fromJson(
+      bundleWithShape("[2147483647, 2147483647, 2147483647]"), b, err));
+  EXPECT_NE(err.find("too many elements"), std::string::npos) << err;
+  EXPECT_FALSE(mtc::bundle::fromJson(bundleWithShape("[4294967296]"), b, err));
+  EXPECT_NE(err.find("invalid dimension"), std::string::npos) << err;
+}
+
+TEST(BundleJson, RejectsIntegerAttributesBeyond64Bits) {
+  mtc::bundle::Bundle b;
+  std::string err;
+  std::string text = R"({"format": "mtc-bundle", "version": 1, "model": "M",
+    "config": {}, "params": [], "layers": [], "functions": {"forward": {
+      "args": [], "results": [], "values": [{"shape": [], "dtype": "f32"}],
+      "ops": [{"op": "constant", "operands": [], "results": [0],
+               "attrs": {"value": 18446744073709551615}}]}}})";
+  EXPECT_FALSE(mtc::bundle::fromJson(text, b, err));
+  EXPECT_NE(err.find("does not fit in 64 bits"), std::string::npos) << err;
+}
+
+} // namespace
