@@ -574,23 +574,32 @@ LogicalResult MoeOp::verify() {
   return success();
 }
 
-LogicalResult MoeOp::verifySymbolUses(SymbolTableCollection &tables) {
-  auto layer = dyn_cast_or_null<LayerOp>(owningContainer(*this));
+/// The expert an mt.moe / mt.moe_grad names must belong to the enclosing
+/// layer and fit its router and top_k.
+template <typename OpTy>
+static LogicalResult verifyMoeExpert(OpTy op, SymbolTableCollection &tables,
+                                     StringRef where) {
+  auto layer = dyn_cast_or_null<LayerOp>(owningContainer(op));
   if (!layer)
-    return emitOpError() << "is only valid in the forward of an mt.layer";
-  auto expert =
-      dyn_cast_or_null<ExpertOp>(tables.lookupSymbolIn(layer, getExpertAttr()));
+    return op.emitOpError()
+           << "is only valid in " << where << " of an mt.layer";
+  auto expert = dyn_cast_or_null<ExpertOp>(
+      tables.lookupSymbolIn(layer, op.getExpertAttr()));
   if (!expert)
-    return emitOpError() << "'" << getExpert() << "' is not an expert of @"
-                         << layer.getSymName();
+    return op.emitOpError() << "'" << op.getExpert()
+                            << "' is not an expert of @" << layer.getSymName();
   std::string err;
-  if (!mtc::rules::moe(shapeOf(getInput()), shapeOf(getRouter()),
+  if (!mtc::rules::moe(shapeOf(op.getInput()), shapeOf(op.getRouter()),
                        expert.getCount(), err))
-    return ruleFailed(*this, err);
-  if (getTopK() > expert.getCount())
-    return emitOpError() << "top_k " << getTopK() << " exceeds the "
-                         << expert.getCount() << " experts";
+    return ruleFailed(op, err);
+  if (op.getTopK() > expert.getCount())
+    return op.emitOpError() << "top_k " << op.getTopK() << " exceeds the "
+                            << expert.getCount() << " experts";
   return success();
+}
+
+LogicalResult MoeOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyMoeExpert(*this, tables, "the forward");
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -713,22 +722,7 @@ LogicalResult MoeGradOp::verify() {
 }
 
 LogicalResult MoeGradOp::verifySymbolUses(SymbolTableCollection &tables) {
-  auto layer = dyn_cast_or_null<LayerOp>(owningContainer(*this));
-  if (!layer)
-    return emitOpError() << "is only valid in a function of an mt.layer";
-  auto expert =
-      dyn_cast_or_null<ExpertOp>(tables.lookupSymbolIn(layer, getExpertAttr()));
-  if (!expert)
-    return emitOpError() << "'" << getExpert() << "' is not an expert of @"
-                         << layer.getSymName();
-  std::string err;
-  if (!mtc::rules::moe(shapeOf(getInput()), shapeOf(getRouter()),
-                       expert.getCount(), err))
-    return ruleFailed(*this, err);
-  if (getTopK() > expert.getCount())
-    return emitOpError() << "top_k " << getTopK() << " exceeds the "
-                         << expert.getCount() << " experts";
-  return success();
+  return verifyMoeExpert(*this, tables, "a function");
 }
 
 LogicalResult
