@@ -196,6 +196,64 @@ std::string bytesToText(const std::vector<int32_t> &tokens) {
   return s;
 }
 
+/// Bytes of the values of \p fn with B and S bound (the executor keeps every
+/// value of a function alive while it runs, so this bounds its working set).
+/// T (tokens per expert) is bounded by B * S.
+double functionBytes(const bundle::Function &fn, int64_t B, int64_t S) {
+  double bytes = 0;
+  for (const bundle::ValueType &t : fn.values) {
+    double n = 4;
+    for (Dim d : t.shape)
+      n *= d == kDimB ? B : d == kDimS ? S : d == kDimT ? B * S : d;
+    bytes += n;
+  }
+  return bytes;
+}
+
+/// An upper bound of the host memory one training step needs besides the
+/// parameter store: the model's forward_backward, the largest layer
+/// backward running inside it, and every layer instance's checkpoint.
+double stepBytes(const bundle::Bundle &b, int64_t B, int64_t S) {
+  double bytes = 0;
+  if (auto it = b.functions.find("forward_backward"); it != b.functions.end())
+    bytes += functionBytes(it->second, B, S);
+  double layerMax = 0;
+  for (const bundle::Layer &l : b.layers) {
+    double checkpoint = 0;
+    for (const auto &[name, fn] : l.functions) {
+      layerMax = std::max(layerMax, functionBytes(fn, B, S));
+      if (name == "forward" && !fn.args.empty())
+        checkpoint =
+            functionBytes(fn, B, S) / std::max<size_t>(fn.values.size(), 1);
+    }
+    bytes += checkpoint * static_cast<double>(l.count);
+  }
+  return bytes + layerMax;
+}
+
+/// "1.5 GiB", "320.0 MiB".
+std::string humanBytes(double bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1);
+  if (bytes >= double(1 << 30))
+    os << bytes / double(1 << 30) << " GiB";
+  else
+    os << bytes / double(1 << 20) << " MiB";
+  return os.str();
+}
+
+/// MemAvailable from /proc/meminfo in bytes, or 0 if unknown.
+double availableHostBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:")
+      return kb * 1024;
+  return 0;
+}
+
 int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
               std::ostream &out, std::ostream &err) {
   if (opts.threads > 0)
@@ -222,6 +280,37 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   if (!data) {
     err << "mtc: error: " << data.message() << "\n";
     return 1;
+  }
+
+  // Checked before allocating: parameters, gradients and AdamW moments
+  // (16 bytes per parameter) plus the step's working set.
+  {
+    double params = 0;
+    for (const bundle::Param &p : b.params)
+      params += static_cast<double>(p.numel());
+    for (const bundle::Layer &l : b.layers) {
+      double per = 0;
+      for (const bundle::Param &p : l.params)
+        per += static_cast<double>(p.numel());
+      for (const bundle::Expert &e : l.experts)
+        for (const bundle::Param &p : e.params)
+          per += static_cast<double>(p.numel()) * static_cast<double>(e.count);
+      params += per * static_cast<double>(l.count);
+    }
+    double need = params * exec::ParamStore::kBytesPerParam +
+                  stepBytes(b, opts.batch, opts.seq);
+    double avail = availableHostBytes();
+    if (avail > 0 && need > avail) {
+      err << "mtc: error: training may need up to " << humanBytes(need)
+          << " of host memory (parameters, gradients and AdamW state: "
+          << humanBytes(params * exec::ParamStore::kBytesPerParam)
+          << "; values of one " << opts.batch << " x " << opts.seq
+          << " micro-batch: " << humanBytes(stepBytes(b, opts.batch, opts.seq))
+          << "), but " << humanBytes(avail)
+          << " are available; lower --batch or --seq (use --micro-batches to "
+             "keep the step size)\n";
+      return 1;
+    }
   }
 
   exec::ParamStore store(b);
@@ -441,6 +530,9 @@ int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
     return trainImpl(b, opts, out, err);
   } catch (const exec::ExecError &e) {
     err << "mtc: error: " << e.message << "\n";
+  } catch (const std::bad_alloc &) {
+    err << "mtc: error: out of host memory (batch " << opts.batch << " x seq "
+        << opts.seq << "); lower --batch or --seq\n";
   } catch (const std::exception &e) {
     err << "mtc: error: " << e.what() << "\n";
   }
