@@ -881,20 +881,32 @@ public:
     config();
     os << "\n  param tok_emb: [vocab, dim] = normal(init_std)"
        << "   # model.embed_tokens.weight\n";
-    for (const Template &t : templates)
+    record("tok_emb", "model.embed_tokens.weight");
+    for (const Template &t : templates) {
+      current = &t;
       layer(t);
+      current = nullptr;
+    }
     os << "\n  param final_norm: [dim] = " << normInit()
        << "   # model.norm.weight\n";
-    if (!a.tie)
+    record("final_norm", "model.norm.weight");
+    if (!a.tie) {
       os << "  param lm_head: [dim, vocab] = normal(init_std)"
             "   # lm_head.weight (transposed)\n";
+      record("lm_head", "lm_head.weight (transposed)");
+    }
     modelForward();
     os << "}\n";
     return os.str();
   }
 
+  /// Parameter instance name to HF tensor, filled by run().
+  HFNameMap names;
+
 private:
   const Arch &a;
+  const Template *current = nullptr; // the layer being printed
+  int64_t expertCount = 0;           // inside its expert block
   std::ostringstream os;
   std::vector<Template> templates;
   std::vector<std::pair<size_t, int64_t>> runs; // template index, count
@@ -1073,6 +1085,7 @@ private:
 
   void param(const std::string &name, const std::string &shape,
              const std::string &init, const std::string &hf) {
+    record(name, hf);
     std::string line = "    param " + name + ": " + shape + " = " + init;
     os << line;
     if (line.size() < 58)
@@ -1080,6 +1093,33 @@ private:
     else
       os << "  ";
     os << "# " << hf << "\n";
+  }
+
+  /// The HF tensor of a parameter from its comment: the first word is the
+  /// name (relative to `model.layers.{i}.` inside a layer, with `{e}` for the
+  /// expert index), "(transposed" marks a transposed matrix.
+  void record(const std::string &name, const std::string &hf) {
+    std::string tensor = hf.substr(0, hf.find(' '));
+    bool transpose = hf.find("(transposed") != std::string::npos;
+    if (!current) {
+      names[name] = {tensor, transpose};
+      return;
+    }
+    for (size_t j = 0; j < current->hfIndices.size(); ++j) {
+      std::string prefix =
+          "model.layers." + std::to_string(current->hfIndices[j]) + ".";
+      std::string inst = current->name + "." + std::to_string(j) + ".";
+      if (expertCount == 0) {
+        names[inst + name] = {prefix + tensor, transpose};
+        continue;
+      }
+      size_t at = tensor.find("{e}");
+      for (int64_t e = 0; e < expertCount; ++e)
+        names[inst + "FFN." + std::to_string(e) + "." + name] = {
+            prefix + tensor.substr(0, at) + std::to_string(e) +
+                tensor.substr(at + 3),
+            transpose};
+    }
   }
 
   std::string ropeCall(const Template &t, const std::string &x) const {
@@ -1213,6 +1253,9 @@ private:
       os << "    expert FFN x n_experts {\n";
       auto eparam = [&](const std::string &n, const std::string &shape,
                         const std::string &hf) {
+        expertCount = a.nExperts;
+        record(n, ep + hf + " (transposed)");
+        expertCount = 0;
         std::string line =
             "      param " + n + ": " + shape + " = normal(init_std)";
         os << line << std::string(line.size() < 58 ? 58 - line.size() : 2, ' ')
@@ -1392,7 +1435,8 @@ std::string hfConfigPath(const std::string &dirOrConfig) {
 
 bool importHFConfigText(const std::string &jsonText,
                         const std::string &displayName, std::string &mtSource,
-                        std::string &err, std::vector<std::string> *warnings) {
+                        std::string &err, std::vector<std::string> *warnings,
+                        HFNameMap *names) {
   try {
     json cfg;
     try {
@@ -1413,7 +1457,10 @@ bool importHFConfigText(const std::string &jsonText,
             ") is not known to the importer for model_type '" + arch.modelType +
             "' and is ignored; check that it does not change "
             "the computation");
-    mtSource = Printer(arch).run();
+    Printer printer(arch);
+    mtSource = printer.run();
+    if (names)
+      *names = std::move(printer.names);
     return true;
   } catch (const ImportError &e) {
     err = e.message;
@@ -1426,7 +1473,8 @@ bool importHFConfigText(const std::string &jsonText,
 }
 
 bool importHFConfig(const std::string &configPath, std::string &mtSource,
-                    std::string &err, std::vector<std::string> *warnings) {
+                    std::string &err, std::vector<std::string> *warnings,
+                    HFNameMap *names) {
   struct stat st;
   if (::stat(configPath.c_str(), &st) != 0) {
     err = "cannot open '" + configPath + "': " + std::strerror(errno);
@@ -1449,7 +1497,8 @@ bool importHFConfig(const std::string &configPath, std::string &mtSource,
   }
   std::ostringstream ss;
   ss << in.rdbuf();
-  return importHFConfigText(ss.str(), configPath, mtSource, err, warnings);
+  return importHFConfigText(ss.str(), configPath, mtSource, err, warnings,
+                            names);
 }
 
 } // namespace mtc

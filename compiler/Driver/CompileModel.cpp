@@ -109,10 +109,11 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
 }
 
 bool importHFModel(const std::string &dirOrConfig, std::string &source,
-                   std::string &displayName, std::ostream &errs) {
+                   std::string &displayName, std::ostream &errs,
+                   HFNameMap *names) {
   std::string config = hfConfigPath(dirOrConfig), err;
   std::vector<std::string> warnings;
-  bool ok = importHFConfig(config, source, err, &warnings);
+  bool ok = importHFConfig(config, source, err, &warnings, names);
   for (const std::string &w : warnings)
     errs << "mtc: warning: " << w << "\n";
   if (!ok) {
@@ -120,6 +121,39 @@ bool importHFModel(const std::string &dirOrConfig, std::string &source,
     return false;
   }
   displayName = config + " (imported)";
+  return true;
+}
+
+void attachHFNames(bundle::Bundle &b, const HFNameMap &names) {
+  auto keep = [&](const std::string &inst) {
+    auto it = names.find(inst);
+    if (it != names.end())
+      b.hfNames[inst] = {it->second.tensor, it->second.transpose};
+  };
+  b.hfNames.clear();
+  for (const bundle::Param &p : b.params)
+    keep(p.name);
+  for (const bundle::Layer &l : b.layers)
+    for (int64_t i = 0; i < l.count; ++i) {
+      std::string prefix = l.name + "." + std::to_string(i) + ".";
+      for (const bundle::Param &p : l.params)
+        keep(prefix + p.name);
+      for (const bundle::Expert &x : l.experts)
+        for (int64_t e = 0; e < x.count; ++e)
+          for (const bundle::Param &p : x.params)
+            keep(prefix + x.name + "." + std::to_string(e) + "." + p.name);
+    }
+}
+
+bool compileHFModel(const std::string &dirOrConfig,
+                    const CompileOptions &options, std::ostream &errs,
+                    bundle::Bundle &out) {
+  std::string source, name;
+  HFNameMap names;
+  if (!importHFModel(dirOrConfig, source, name, errs, &names) ||
+      !compileModelSource(source, name, options, errs, out))
+    return false;
+  attachHFNames(out, names);
   return true;
 }
 

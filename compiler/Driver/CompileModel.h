@@ -9,6 +9,7 @@
 #define MTC_COMPILER_DRIVER_COMPILEMODEL_H
 
 #include "frontend/AST.h"
+#include "frontend/HFImport.h"
 #include "frontend/Sema.h"
 #include "lib/Bundle/Bundle.h"
 #include "lib/Support/Diagnostics.h"
@@ -88,8 +89,20 @@ bool compileModelSource(const std::string &source,
 /// `--hf DIR|config.json`: imports the HuggingFace config (frontend/HFImport)
 /// into \p source and sets \p displayName to "CONFIG (imported)". Import
 /// errors and warnings are printed to \p errs; returns false on an error.
+/// When \p names is given it receives the HF tensor of each parameter
+/// instance (see attachHFNames).
 bool importHFModel(const std::string &dirOrConfig, std::string &source,
-                   std::string &displayName, std::ostream &errs);
+                   std::string &displayName, std::ostream &errs,
+                   HFNameMap *names = nullptr);
+
+/// Stores \p names in \p b (bundle::Bundle::hfNames), keeping the entries
+/// whose instance the compiled model has (a `--set` may have changed counts).
+void attachHFNames(bundle::Bundle &b, const HFNameMap &names);
+
+/// `--hf DIR`: the compiled bundle with its HF names, in one call.
+bool compileHFModel(const std::string &dirOrConfig,
+                    const CompileOptions &options, std::ostream &errs,
+                    bundle::Bundle &out);
 
 /// The whole compiler: source to bundle.
 bool compileModelFile(const std::string &path, const CompileOptions &options,

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 using nlohmann::json;
@@ -485,6 +486,12 @@ std::string toJson(const Bundle &b) {
     doc["cpu_kernels"] = json{{"format", "elf-shared-object"},
                               {"target", b.cpuKernelsTarget},
                               {"data", base64Encode(b.cpuKernels)}};
+  if (!b.hfNames.empty()) {
+    json names = json::object();
+    for (const auto &[inst, ref] : b.hfNames)
+      names[inst] = json{{"tensor", ref.tensor}, {"transpose", ref.transpose}};
+    doc["hf_names"] = std::move(names);
+  }
   return doc.dump(1) + "\n";
 }
 
@@ -549,6 +556,42 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
         fail(w, "'data' is not valid base64");
       if (b.cpuKernels.compare(0, 4, "\177ELF") != 0)
         fail(w, "'data' is not an ELF file");
+    }
+    if (doc.contains("hf_names")) {
+      const json &names = doc["hf_names"];
+      std::string w = where + ": hf_names";
+      if (!names.is_object())
+        fail(w, "must be an object");
+      std::set<std::string> instances;
+      for (const Param &p : b.params)
+        instances.insert(p.name);
+      for (const Layer &l : b.layers)
+        for (int64_t i = 0; i < l.count; ++i) {
+          std::string prefix = l.name + "." + std::to_string(i) + ".";
+          for (const Param &p : l.params)
+            instances.insert(prefix + p.name);
+          for (const Expert &x : l.experts)
+            for (int64_t e = 0; e < x.count; ++e)
+              for (const Param &p : x.params)
+                instances.insert(prefix + x.name + "." + std::to_string(e) +
+                                 "." + p.name);
+        }
+      for (auto it = names.begin(); it != names.end(); ++it) {
+        std::string we = w + ": '" + it.key() + "'";
+        if (!instances.count(it.key()))
+          fail(we, "is not a parameter instance of the model");
+        if (!it.value().is_object())
+          fail(we, "must be an object {\"tensor\": ..., \"transpose\": ...}");
+        HFTensorRef ref;
+        ref.tensor = getString(it.value(), "tensor", we);
+        if (ref.tensor.empty())
+          fail(we, "'tensor' is empty");
+        const json &t = field(it.value(), "transpose", we);
+        if (!t.is_boolean())
+          fail(we, "'transpose' must be true or false");
+        ref.transpose = t.get<bool>();
+        b.hfNames[it.key()] = std::move(ref);
+      }
     }
     out = std::move(b);
     return true;

@@ -95,6 +95,14 @@ struct Layer {
   const Expert *expert(const std::string &name) const;
 };
 
+/// The HuggingFace checkpoint tensor a parameter instance is read from
+/// (`mtc train --hf DIR`, docs/hf.md): the tensor's name and whether the
+/// parameter is that tensor transposed.
+struct HFTensorRef {
+  std::string tensor;
+  bool transpose = false;
+};
+
 struct Bundle {
   std::string model;
   std::map<std::string, double> config;
@@ -107,6 +115,11 @@ struct Bundle {
   /// "data": base64}.
   std::string cpuKernels;
   std::string cpuKernelsTarget; ///< the CPU they were compiled for ("znver3")
+  /// For a model imported from a HuggingFace config: parameter instance name
+  /// (`name`, `Layer.i.name`, `Layer.i.Expert.e.name`) to its checkpoint
+  /// tensor. Empty otherwise. JSON: optional "hf_names": {instance:
+  /// {"tensor": NAME, "transpose": BOOL}}; every key must be an instance.
+  std::map<std::string, HFTensorRef> hfNames;
 
   const Layer *layer(const std::string &name) const;
   int64_t totalLayerInstances() const;

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/GradCheck.h"
+#include "runtime/driver/HFWeights.h"
 
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
@@ -72,6 +73,13 @@ static int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
                          std::ostream &os) {
   exec::ParamStore store(b);
   store.initialize(opts.seed);
+  if (!opts.hfWeights.empty()) {
+    if (Status st = loadHFWeights(store, b, opts.hfWeights); !st.ok()) {
+      os << "mtc: error: " << st.message() << "\n";
+      return -1;
+    }
+    os << "initialised from " << opts.hfWeights << "\n";
+  }
   exec::Executor ex(b, store);
   if (Status st = ex.useBundleKernels(); !st.ok()) {
     os << "mtc: error: " << st.message() << "\n";

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <ostream>
 
+#include <string>
+
 namespace mtc::driver {
 
 struct GradCheckOptions {
@@ -25,6 +27,9 @@ struct GradCheckOptions {
   double tolerance = 2e-2;
   /// Coordinates checked per tensor besides the directional check.
   int coordinates = 3;
+  /// A HuggingFace checkpoint to start from instead of the initializers
+  /// (driver/HFWeights.h); "" : none.
+  std::string hfWeights;
 };
 
 /// For every parameter tensor (each layer instance separately) compares the

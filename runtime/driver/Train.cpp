@@ -18,6 +18,7 @@
 
 #include "lib/Format/Safetensors.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/driver/HFWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Data.h"
@@ -315,6 +316,13 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
 
   exec::ParamStore store(b);
   store.initialize(opts.seed);
+  if (!opts.hfWeights.empty()) {
+    if (Status st = loadHFWeights(store, b, opts.hfWeights); !st.ok()) {
+      err << "mtc: error: " << st.message() << "\n";
+      return 1;
+    }
+    out << "initialised from " << opts.hfWeights << "\n";
+  }
   exec::Executor ex(b, store);
   if (Status st = opts.useKernels ? ex.useBundleKernels() : Status::success();
       !st.ok()) {

@@ -38,6 +38,9 @@ struct TrainOptions {
   std::string samplePrompt; ///< printed sample after training
   int64_t sampleTokens = 0;
   bool useKernels = true; ///< false: run fused regions op by op
+  /// A HuggingFace checkpoint (driver/HFWeights.h) to start from instead of
+  /// the initializers; "" : none.
+  std::string hfWeights;
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to

@@ -85,3 +85,40 @@ TEST(BundleJson, RejectsIntegerAttributesBeyond64Bits) {
 }
 
 } // namespace
+
+namespace {
+/// bundleWithShape("[4, 8]") with an "hf_names" member.
+std::string bundleWithHFNames(const std::string &names) {
+  std::string s = bundleWithShape("[4, 8]");
+  return s.substr(0, s.rfind('}')) + ", \"hf_names\": " + names + "}";
+}
+} // namespace
+
+TEST(BundleJson, HFNamesRoundTripAndAreValidated) {
+  mtc::bundle::Bundle b;
+  std::string err;
+  ASSERT_TRUE(mtc::bundle::fromJson(
+      bundleWithHFNames(R"({"w": {"tensor": "lm_head.weight",
+                                  "transpose": true}})"),
+      b, err))
+      << err;
+  ASSERT_EQ(b.hfNames.size(), 1u);
+  EXPECT_EQ(b.hfNames.at("w").tensor, "lm_head.weight");
+  EXPECT_TRUE(b.hfNames.at("w").transpose);
+  mtc::bundle::Bundle again;
+  ASSERT_TRUE(mtc::bundle::fromJson(mtc::bundle::toJson(b), again, err)) << err;
+  EXPECT_EQ(again.hfNames.at("w").tensor, "lm_head.weight");
+  EXPECT_EQ(mtc::bundle::toJson(again), mtc::bundle::toJson(b));
+
+  EXPECT_FALSE(mtc::bundle::fromJson(
+      bundleWithHFNames(R"({"v": {"tensor": "x", "transpose": false}})"), b,
+      err));
+  EXPECT_NE(err.find("'v': is not a parameter instance"), std::string::npos)
+      << err;
+  EXPECT_FALSE(mtc::bundle::fromJson(
+      bundleWithHFNames(R"({"w": {"tensor": "x", "transpose": 1}})"), b, err));
+  EXPECT_NE(err.find("'transpose' must be true or false"), std::string::npos)
+      << err;
+  EXPECT_FALSE(mtc::bundle::fromJson(bundleWithHFNames("[]"), b, err));
+  EXPECT_NE(err.find("hf_names: must be an object"), std::string::npos) << err;
+}

@@ -4,6 +4,10 @@
 //
 //   mtc-parity MODEL.mt --fixture DIR [--grad-tol X] [--loss-tol X]
 //                                     [--step-tol X] [--adamw-tol X]
+//   mtc-parity --hf DIR [--loss-tol X]
+//
+// The --hf form (runHF) checks a HuggingFace checkpoint fixture of
+// test/fixtures/gen_hf_weights.py: loss only, default tolerance 1e-5.
 //
 // DIR is a fixture written by test/fixtures/gen_parity.py (PyTorch, float64):
 // inputs.json (config overrides, tokens, targets, AdamW hyper-parameters),
@@ -47,6 +51,7 @@
 
 #include "compiler/Driver/CompileModel.h"
 #include "lib/Format/Safetensors.h"
+#include "runtime/driver/HFWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Optimizer.h"
@@ -70,13 +75,15 @@ using mtc::exec::ParamSlot;
 using mtc::exec::ParamStore;
 
 struct Options {
-  std::string model, fixture;
+  std::string model, fixture, hf;
   double lossTol = 1e-6, gradTol = 1e-5, adamwTol = 1e-6, stepTol = 1e-6;
+  bool lossTolGiven = false;
 };
 
 const char *kUsage =
     "usage: mtc-parity MODEL.mt --fixture DIR [--loss-tol X] [--grad-tol X] "
-    "[--adamw-tol X] [--step-tol X]\n";
+    "[--adamw-tol X] [--step-tol X]\n"
+    "       mtc-parity --hf DIR [--loss-tol X]\n";
 
 /// A failure that ends the run (bad input, not a numerical mismatch).
 struct Fatal {
@@ -114,9 +121,13 @@ bool parseArgs(int argc, char **argv, Options &o) {
     } else if (a == "--fixture") {
       if (!value(o.fixture))
         return false;
+    } else if (a == "--hf") {
+      if (!value(o.hf))
+        return false;
     } else if (a == "--loss-tol") {
       if (!number(o.lossTol))
         return false;
+      o.lossTolGiven = true;
     } else if (a == "--grad-tol") {
       if (!number(o.gradTol))
         return false;
@@ -132,6 +143,16 @@ bool parseArgs(int argc, char **argv, Options &o) {
     } else {
       pos.push_back(a);
     }
+  }
+  if (!o.hf.empty()) {
+    if (!pos.empty() || !o.fixture.empty()) {
+      std::cerr << "mtc-parity: --hf DIR takes no model file or --fixture\n"
+                << kUsage;
+      return false;
+    }
+    if (!o.lossTolGiven)
+      o.lossTol = 1e-5;
+    return true;
   }
   if (pos.size() != 1 || o.fixture.empty()) {
     std::cerr << kUsage;
@@ -304,7 +325,54 @@ std::vector<int32_t> idGrid(const json &j, const char *key, int64_t B,
   return out;
 }
 
+/// `--hf DIR`: DIR is a fixture of test/fixtures/gen_hf_weights.py, a
+/// HuggingFace model directory (config.json, model.safetensors) plus
+/// inputs.json (B, S, tokens, targets) and expected.json (the loss of
+/// transformers' model on them). Imports the config, loads the checkpoint
+/// through the bundle's HF names (driver/HFWeights.h) and compares the loss.
+int runHF(const Options &o) {
+  const std::string inPath = o.hf + "/inputs.json";
+  const std::string expPath = o.hf + "/expected.json";
+  json inputs = readJson(inPath);
+  json expected = readJson(expPath);
+  int64_t B = field<int64_t>(inputs, "B", inPath);
+  int64_t S = field<int64_t>(inputs, "S", inPath);
+  std::vector<int32_t> tokens = idGrid(inputs, "tokens", B, S, inPath);
+  std::vector<int32_t> targets = idGrid(inputs, "targets", B, S, inPath);
+  double lossRef = field<double>(expected, "loss", expPath);
+  std::string version =
+      expected.value("transformers", std::string("unknown version"));
+
+  mtc::bundle::Bundle b;
+  if (!mtc::compileHFModel(o.hf, mtc::CompileOptions{}, std::cerr, b))
+    throw Fatal{"cannot import and compile " + o.hf};
+  std::string weights = mtc::driver::hfWeightsPath(o.hf);
+  if (weights.empty())
+    throw Fatal{o.hf + ": no model.safetensors or "
+                       "model.safetensors.index.json"};
+  ParamStore store(b);
+  if (mtc::Status st = mtc::driver::loadHFWeights(store, b, weights); !st.ok())
+    throw Fatal{st.message()};
+  std::cout << "mtc-parity: " << b.model << " from " << weights
+            << " vs transformers " << version << ": B " << B << ", S " << S
+            << ", " << store.slots().size() << " tensors, "
+            << store.totalParams() << " parameters\n";
+  mtc::exec::Executor ex(b, store);
+  store.zeroGrads();
+  double loss = ex.forwardBackward(tokens.data(), targets.data(), B, S);
+  double lossErr =
+      std::fabs(loss - lossRef) / std::max(std::fabs(lossRef), 1e-30);
+  bool ok = lossErr <= o.lossTol;
+  std::cout << "loss: mtc " << std::setprecision(10) << loss
+            << ", transformers " << lossRef << ", rel error " << sci(lossErr)
+            << " (tol " << sci(o.lossTol) << ") " << (ok ? "PASS" : "FAIL")
+            << "\n";
+  return ok ? 0 : 1;
+}
+
 int run(const Options &o) {
+  if (!o.hf.empty())
+    return runHF(o);
   const std::string inPath = o.fixture + "/inputs.json";
   const std::string expPath = o.fixture + "/expected.json";
   json inputs = readJson(inPath);

@@ -17,6 +17,7 @@
 #include "frontend/Summary.h"
 #include "lib/Support/Diagnostics.h"
 #include "runtime/driver/GradCheck.h"
+#include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -276,9 +277,7 @@ bool loadInput(const std::string &input, const std::string &hf,
                const mtc::CompileOptions &copts, mtc::bundle::Bundle &b) {
   if (hf.empty())
     return mtc::loadModel(input, copts, std::cerr, b);
-  std::string source, name;
-  return mtc::importHFModel(hf, source, name, std::cerr) &&
-         mtc::compileModelSource(source, name, copts, std::cerr, b);
+  return mtc::compileHFModel(hf, copts, std::cerr, b);
 }
 
 int runImportHF(const std::vector<std::string> &args) {
@@ -357,10 +356,13 @@ int runCompile(const std::vector<std::string> &args) {
   mtc::CompileOptions copts{overrides, cpu, recompute};
   if (!hf.empty()) {
     std::string source, name;
-    if (!mtc::importHFModel(hf, source, name, std::cerr) ||
+    mtc::HFNameMap names;
+    if (!mtc::importHFModel(hf, source, name, std::cerr, &names) ||
         !mtc::compileModelSource(source, name, copts, std::cerr, *stage,
                                  context, compiled))
       return 1;
+    if (*stage == Stage::Bundled)
+      mtc::attachHFNames(compiled.bundle, names);
   } else if (!mtc::compileModelFile(input, copts, std::cerr, *stage, context,
                                     compiled)) {
     return 1;
@@ -415,6 +417,8 @@ int runGradCheck(const std::vector<std::string> &args) {
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
     return 1;
+  if (!hf.empty())
+    opts.hfWeights = mtc::driver::hfWeightsPath(hf);
   int failures = mtc::driver::gradCheck(b, opts, std::cout);
   return failures == 0 ? 0 : 1;
 }
@@ -473,6 +477,8 @@ int runTrain(const std::vector<std::string> &args) {
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
     return 1;
+  if (!hf.empty())
+    opts.hfWeights = mtc::driver::hfWeightsPath(hf);
   return mtc::driver::train(b, opts, std::cout, std::cerr);
 }
 

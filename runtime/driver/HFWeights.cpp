@@ -1,0 +1,149 @@
+//===- HFWeights.cpp - Parameters from a HuggingFace checkpoint -*- C++ -*-===//
+//
+// Part of mtc. See HFWeights.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/driver/HFWeights.h"
+
+#include "lib/Format/Safetensors.h"
+
+#include <set>
+#include <sys/stat.h>
+#include <vector>
+
+namespace mtc::driver {
+
+namespace {
+
+bool isFile(const std::string &p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool endsWith(const std::string &s, const std::string &tail) {
+  return s.size() >= tail.size() &&
+         s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+/// Lists at most 8 names, then a count.
+std::string listNames(const std::vector<std::string> &names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i)
+    out += (i ? ", " : "") + names[i];
+  if (names.size() > 8)
+    out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+} // namespace
+
+std::string hfWeightsPath(const std::string &dirOrConfig) {
+  struct stat st;
+  std::string dir = dirOrConfig;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? "." : dir.substr(0, slash);
+  }
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  for (const char *f : {"/model.safetensors.index.json", "/model.safetensors"})
+    if (isFile(dir + f))
+      return dir + f;
+  return "";
+}
+
+Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
+                     const std::string &path) {
+  Expected<SafetensorsModel> ckpt = SafetensorsModel::open(path);
+  if (!ckpt)
+    return Status::error(ckpt.message());
+  if (b.hfNames.empty())
+    return Status::error(
+        "model '" + b.model +
+        "' has no HuggingFace tensor names (only models imported with "
+        "`--hf DIR` or `mtc compile --hf DIR` carry them), so '" +
+        path + "' cannot be loaded into it");
+
+  std::vector<std::string> unmapped, missing, shapeErrors;
+  std::set<std::string> used;
+  std::vector<std::vector<float>> values(store.slots().size());
+  std::vector<float> buf;
+  for (size_t k = 0; k < store.slots().size(); ++k) {
+    const exec::ParamSlot &s = store.slots()[k];
+    auto it = b.hfNames.find(s.name);
+    if (it == b.hfNames.end()) {
+      unmapped.push_back(s.name);
+      continue;
+    }
+    const bundle::HFTensorRef &ref = it->second;
+    used.insert(ref.tensor);
+    const TensorInfo *t = ckpt->find(ref.tensor);
+    if (!t) {
+      missing.push_back(ref.tensor + " (for " + s.name + ")");
+      continue;
+    }
+    std::vector<int64_t> want(s.decl->shape.begin(), s.decl->shape.end());
+    std::vector<int64_t> hfWant = want;
+    if (ref.transpose) {
+      if (want.size() != 2) {
+        shapeErrors.push_back(s.name + " is marked transposed but has shape " +
+                              formatTensorShape(want));
+        continue;
+      }
+      std::swap(hfWant[0], hfWant[1]);
+    }
+    if (t->shape != hfWant) {
+      shapeErrors.push_back("tensor '" + ref.tensor + "' has shape " +
+                            formatTensorShape(t->shape) + ", expected " +
+                            formatTensorShape(hfWant) + " (parameter " +
+                            s.name + " " + formatTensorShape(want) +
+                            (ref.transpose ? ", transposed)" : ")"));
+      continue;
+    }
+    size_t n = s.value.size();
+    std::vector<float> &dst = values[k];
+    dst.resize(n);
+    if (!ref.transpose) {
+      if (Status st = ckpt->readAsF32(ref.tensor, dst.data(), n); !st.ok())
+        return st;
+      continue;
+    }
+    buf.resize(n);
+    if (Status st = ckpt->readAsF32(ref.tensor, buf.data(), n); !st.ok())
+      return st;
+    // HF [out, in] row-major to mtc [in, out].
+    int64_t rows = hfWant[0], cols = hfWant[1];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        dst[c * rows + r] = buf[r * cols + c];
+  }
+
+  // Tensors no parameter reads. Rotary inv_freq is a buffer; a tied model's
+  // lm_head.weight is transformers' alias of the embeddings.
+  bool tied = !used.count("lm_head.weight");
+  std::vector<std::string> unexpected;
+  for (const std::string &name : ckpt->names())
+    if (!used.count(name) && !endsWith(name, "rotary_emb.inv_freq") &&
+        !(tied && name == "lm_head.weight"))
+      unexpected.push_back(name);
+
+  std::string msg;
+  auto add = [&](const std::string &what, const std::vector<std::string> &v) {
+    if (v.empty())
+      return;
+    msg += (msg.empty() ? "" : "; ") + what + ": " + listNames(v);
+  };
+  add("parameters without a HuggingFace name", unmapped);
+  add("missing tensors", missing);
+  add("shape mismatches", shapeErrors);
+  add("unexpected tensors (not parameters of the model)", unexpected);
+  if (!msg.empty())
+    return Status::error(path + ": cannot load into model '" + b.model +
+                         "': " + msg);
+  for (size_t k = 0; k < store.slots().size(); ++k)
+    store.slots()[k].value = std::move(values[k]);
+  return Status::success();
+}
+
+} // namespace mtc::driver
