@@ -43,6 +43,33 @@ int64_t Op::intAttr(const std::string &key, int64_t dflt) const {
   return dflt;
 }
 
+int64_t PlanCommand::intAttr(const std::string &key, int64_t dflt) const {
+  auto it = attrs.find(key);
+  if (it != attrs.end()) {
+    if (auto *i = std::get_if<int64_t>(&it->second))
+      return *i;
+    if (auto *d = std::get_if<double>(&it->second))
+      return static_cast<int64_t>(*d);
+  }
+  return dflt;
+}
+
+std::string PlanCommand::strAttr(const std::string &key,
+                                 const std::string &dflt) const {
+  auto it = attrs.find(key);
+  if (it != attrs.end())
+    if (auto *s = std::get_if<std::string>(&it->second))
+      return *s;
+  return dflt;
+}
+
+const PlanBuffer *StepPlan::buffer(const std::string &name) const {
+  for (const PlanBuffer &b : buffers)
+    if (b.name == name)
+      return &b;
+  return nullptr;
+}
+
 double Op::floatAttr(const std::string &key, double dflt) const {
   if (const Attr *a = attr(key)) {
     if (auto *d = std::get_if<double>(a))

@@ -103,6 +103,46 @@ struct HFTensorRef {
   bool transpose = false;
 };
 
+/// A buffer of the step plan (docs/streaming.md, "Device buffers").
+struct PlanBuffer {
+  std::string name;  ///< unique: "weights.0", "grads.1", "workspace", ...
+  std::string kind;  ///< model_weights | model_grads | weights | grads |
+                     ///< activations | checkpoints | stage | workspace
+  std::string space; ///< device | host
+  int64_t bytes = 0;
+  int64_t offset = -1; ///< device: offset in the arena (mtc-plan-memory)
+};
+
+/// One command of the step program. `layers` commands have a body that runs
+/// once per layer instance; every other command has none.
+struct PlanCommand {
+  std::string op; ///< load_model_weights | stage | layers | return_model_grads
+                  ///< | optimizer_update | prefetch | wait_weights | save |
+                  ///< restore | compute | grad_return
+  std::map<std::string, Attr> attrs;
+  std::vector<PlanCommand> body;
+
+  int64_t intAttr(const std::string &key, int64_t dflt = 0) const;
+  std::string strAttr(const std::string &key,
+                      const std::string &dflt = "") const;
+};
+
+/// The training step as a program over layers, buffers and streams, for
+/// concrete micro-batch shapes and a device budget (docs/streaming.md).
+struct StepPlan {
+  int64_t batch = 0, seq = 0; ///< one micro-batch is [batch, seq] tokens
+  int64_t microBatches = 1;
+  int64_t prefetchDepth = 2;     ///< weight slots
+  std::string recompute = "full"; ///< full (save inputs) | none (save all)
+  std::string checkpoints = "device"; ///< device | host
+  int64_t deviceBudget = 0; ///< bytes
+  int64_t devicePeak = 0;   ///< bytes the buffers below need
+  std::vector<PlanBuffer> buffers;
+  std::vector<PlanCommand> program;
+
+  const PlanBuffer *buffer(const std::string &name) const;
+};
+
 struct Bundle {
   std::string model;
   std::map<std::string, double> config;
@@ -120,6 +160,9 @@ struct Bundle {
   /// tensor. Empty otherwise. JSON: optional "hf_names": {instance:
   /// {"tensor": NAME, "transpose": BOOL}}; every key must be an instance.
   std::map<std::string, HFTensorRef> hfNames;
+  /// The streaming step plan, if the bundle was compiled for a device budget
+  /// (JSON: optional "step", docs/streaming.md).
+  std::shared_ptr<StepPlan> step;
 
   const Layer *layer(const std::string &name) const;
   int64_t totalLayerInstances() const;
