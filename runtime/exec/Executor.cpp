@@ -7,10 +7,13 @@
 
 #include "runtime/exec/Executor.h"
 
+#include "lib/Bundle/Plan.h"
+
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <malloc.h>
 #include <numeric>
 
@@ -27,10 +30,44 @@ int64_t Tensor::numel() const {
   return n;
 }
 
+namespace {
+thread_local Workspace *currentWorkspace = nullptr;
+} // namespace
+
+void *Workspace::allocate(int64_t bytes) {
+  int64_t size = bundle::align64(bytes);
+  if (size < 0 || top + size > cap)
+    throw ExecError{"device memory plan violated: the " + name + " region (" +
+                    std::to_string(cap) + " bytes) cannot hold " +
+                    std::to_string(size) + " more bytes (" +
+                    std::to_string(top) + " in use)"};
+  char *p = base + top;
+  top += size;
+  high = std::max(high, top);
+  std::memset(p, 0, static_cast<size_t>(size));
+  return p;
+}
+
+Workspace *Workspace::current() { return currentWorkspace; }
+
+Workspace::Scope::Scope(Workspace *w) : saved(currentWorkspace) {
+  currentWorkspace = w;
+}
+
+Workspace::Scope::~Scope() { currentWorkspace = saved; }
+
+std::shared_ptr<float> Tensor::allocate(int64_t n) {
+  if (Workspace *w = Workspace::current())
+    return std::shared_ptr<float>(static_cast<float *>(w->allocate(4 * n)),
+                                  [](float *) {});
+  return std::shared_ptr<float>(new float[static_cast<size_t>(n)](),
+                                std::default_delete<float[]>());
+}
+
 Tensor Tensor::zeros(std::vector<int64_t> shape) {
   Tensor t;
   t.shape = std::move(shape);
-  t.f = std::make_shared<std::vector<float>>(t.numel(), 0.0f);
+  t.f = allocate(t.numel());
   return t;
 }
 
@@ -38,7 +75,21 @@ Tensor Tensor::ints(std::vector<int64_t> shape, const int32_t *src) {
   Tensor t;
   t.shape = std::move(shape);
   t.isInt = true;
-  t.i = std::make_shared<std::vector<int32_t>>(src, src + t.numel());
+  int64_t n = t.numel();
+  if (Workspace *w = Workspace::current())
+    t.i = std::shared_ptr<int32_t>(
+        static_cast<int32_t *>(w->allocate(4 * n)), [](int32_t *) {});
+  else
+    t.i = std::shared_ptr<int32_t>(new int32_t[static_cast<size_t>(n)],
+                                   std::default_delete<int32_t[]>());
+  std::copy(src, src + n, t.i.get());
+  return t;
+}
+
+Tensor Tensor::view(std::vector<int64_t> shape, float *data) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.f = std::shared_ptr<float>(data, [](float *) {});
   return t;
 }
 
@@ -247,6 +298,39 @@ Tensor Executor::decode(const int32_t *tokens, int64_t n) {
   return out;
 }
 
+void Executor::beginStep(int64_t b, int64_t s) {
+  beginCall(b, s);
+  checkpoints.clear();
+}
+
+void Executor::runOps(const bundle::Function &fn, std::vector<Tensor> &values,
+                      size_t begin, size_t end) {
+  if (values.size() < fn.values.size())
+    values.resize(fn.values.size());
+  for (size_t k = begin; k < end && k < fn.ops.size(); ++k)
+    exec(fn.ops[k], values, fn, {});
+}
+
+std::vector<Tensor> Executor::runLayer(const std::string &layer,
+                                       int64_t instance, const std::string &fn,
+                                       std::vector<Tensor> args) {
+  const bundle::Layer *l = bundle.layer(layer);
+  if (!l || !l->functions.count(fn))
+    throw ExecError{"no layer '" + layer + "' with a " + fn + " function"};
+  Scope scope{layer, instance};
+  scope.backward = fn == "backward";
+  std::vector<Tensor> out = run(l->functions.at(fn), std::move(args), scope);
+  if (fn == "forward")
+    ++forwardRuns;
+  else
+    ++backwardRuns;
+  return out;
+}
+
+double Executor::lossOf(const Tensor &result) const {
+  return totalLoss(result);
+}
+
 std::vector<Tensor> Executor::run(const bundle::Function &fn,
                                   std::vector<Tensor> args, const Scope &scope,
                                   Mode mode, Tensor *logitsOut) {
@@ -298,8 +382,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     Tensor t;
     t.shape = resultShape();
     // Shares the parameter's storage (no copy; the store outlives the run).
-    t.f = std::shared_ptr<std::vector<float>>(&s->value,
-                                              [](std::vector<float> *) {});
+    t.f = std::shared_ptr<float>(
+        paramLocator ? paramLocator(*s, false) : s->value.data(),
+        [](float *) {});
     setResult(std::move(t));
   } else if (name == "param_grad") {
     ParamSlot *s = slot(op, scope);
@@ -307,7 +392,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     if (static_cast<size_t>(g.numel()) != s->grad.size())
       fail(op, "gradient size mismatch for '" + s->name + "'");
     const float *src = g.data();
-    float *dst = s->grad.data();
+    float *dst = paramLocator ? paramLocator(*s, true) : s->grad.data();
     for (size_t k = 0; k < s->grad.size(); ++k)
       dst[k] += src[k];
   } else if (name == "constant") {
@@ -320,16 +405,16 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &ids = in(0), &table = in(1);
     Tensor y = newResult();
     int64_t V = table.shape[0], D = table.shape[1], bad = 0;
-    if (!cpu::embedding(ids.i->data(), table.data(), y.data(), ids.numel(), V,
+    if (!cpu::embedding(ids.ints(), table.data(), y.data(), ids.numel(), V,
                         D, &bad))
-      fail(op, "token id " + std::to_string((*ids.i)[bad]) + " at position " +
+      fail(op, "token id " + std::to_string(ids.ints()[bad]) + " at position " +
                    std::to_string(bad) + " is outside the vocabulary [0, " +
                    std::to_string(V) + ")");
     setResult(std::move(y));
   } else if (name == "embedding_grad") {
     const Tensor &ids = in(0), &dy = in(1);
     Tensor dt = newResult();
-    cpu::embeddingGradAcc(ids.i->data(), dy.data(), dt.data(), ids.numel(),
+    cpu::embeddingGradAcc(ids.ints(), dy.data(), dt.data(), ids.numel(),
                           dt.shape[0], dt.shape[1]);
     setResult(std::move(dt));
   } else if (name == "matmul") {
@@ -467,7 +552,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     y.isInt = x.isInt;
     if (x.isInt)
       fail(op, "transposing integer tensors is not supported");
-    y.f = std::make_shared<std::vector<float>>(x.numel());
+    y.f = Tensor::allocate(x.numel());
     cpu::transpose(x.data(), x.shape, op.listAttr("perm"), y.data());
     setResult(std::move(y));
   } else if (name == "split") {
@@ -531,8 +616,8 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &q = in(0), &k = in(1), &v = in(2);
     Tensor o = newResult();
     int64_t b = q.shape[0], s = q.shape[1], hq = q.shape[2], d = q.shape[3];
-    o.lse = std::make_shared<std::vector<float>>(b * hq * s);
-    cpu::attention(q.data(), k.data(), v.data(), o.data(), o.lse->data(), b, s,
+    o.lse = Tensor::allocate(b * hq * s);
+    cpu::attention(q.data(), k.data(), v.data(), o.data(), o.lse.get(), b, s,
                    k.shape[1], hq, k.shape[2], d, attentionParams(op));
     setResult(std::move(o));
   } else if (name == "attention_grad") {
@@ -540,7 +625,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     if (!o.lse)
       fail(op, "the attention output lost its log-sum-exp");
     Tensor dq = newResult(0), dk = newResult(1), dv = newResult(2);
-    cpu::attentionGrad(q.data(), k.data(), v.data(), o.data(), o.lse->data(),
+    cpu::attentionGrad(q.data(), k.data(), v.data(), o.data(), o.lse.get(),
                        dO.data(), dq.data(), dk.data(), dv.data(), q.shape[0],
                        q.shape[1], q.shape[2], k.shape[2], q.shape[3],
                        attentionParams(op));
@@ -551,7 +636,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &logits = in(0), &targets = in(1);
     int64_t V = logits.shape.back(), count = 0;
     double loss =
-        cpu::crossEntropy(logits.data(), targets.i->data(), logits.numel() / V,
+        cpu::crossEntropy(logits.data(), targets.ints(), logits.numel() / V,
                           V, op.intAttr("ignore_index", -100), &count);
     lastLoss = loss;
     Tensor y = newResult();
@@ -561,7 +646,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &logits = in(0), &targets = in(1), &dl = in(2);
     Tensor dx = newResult();
     int64_t V = logits.shape.back();
-    cpu::crossEntropyGrad(logits.data(), targets.i->data(), dl.data()[0],
+    cpu::crossEntropyGrad(logits.data(), targets.ints(), dl.data()[0],
                           dx.data(), logits.numel() / V, V,
                           op.intAttr("ignore_index", -100));
     setResult(std::move(dx));
@@ -570,7 +655,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     bool tw = op.boolAttr("transpose_weight");
     int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1], count = 0;
     double loss = cpu::linearCrossEntropy(
-        x.data(), w.data(), tw, targets.i->data(), x.numel() / D, D, V,
+        x.data(), w.data(), tw, targets.ints(), x.numel() / D, D, V,
         op.intAttr("ignore_index", -100), op.floatAttr("softcap"), &count);
     lastLoss = loss;
     Tensor y = newResult();
@@ -582,7 +667,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
     Tensor dx = newResult(0), dw = newResult(1);
     cpu::linearCrossEntropyGrad(
-        x.data(), w.data(), tw, targets.i->data(), dl.data()[0], dx.data(),
+        x.data(), w.data(), tw, targets.ints(), dl.data()[0], dx.data(),
         dw.data(), x.numel() / D, D, V, op.intAttr("ignore_index", -100),
         op.floatAttr("softcap"));
     setResult(std::move(dx), 0);
@@ -677,6 +762,21 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
 // gradient flows through P_e only.
 
 namespace {
+
+/// Releases what the current Workspace allocated during its lifetime.
+class ReleaseGuard {
+public:
+  ReleaseGuard()
+      : w(Workspace::current()), mark(w ? w->mark() : 0) {}
+  ~ReleaseGuard() {
+    if (w)
+      w->release(mark);
+  }
+
+private:
+  Workspace *w;
+  int64_t mark;
+};
 
 /// Rows \p slots[j].first of src [N, D], stacked: [slots.size(), D].
 Tensor gatherRows(const float *src, int64_t D,
@@ -810,6 +910,8 @@ void Executor::moe(const bundle::Op &op, std::vector<Tensor> &values,
     if (slots.empty())
       continue;
     int64_t Te = static_cast<int64_t>(slots.size());
+    // Each expert's temporaries are released once its output is added in.
+    ReleaseGuard release;
     Tensor out = runExpert(op, expert, "forward", e,
                            {gatherRows(h.data(), D, slots)}, scope)
                      .at(0);
@@ -863,6 +965,7 @@ void Executor::moeGrad(const bundle::Op &op, std::vector<Tensor> &values,
     if (slots.empty())
       continue;
     int64_t Te = static_cast<int64_t>(slots.size());
+    ReleaseGuard release;
     Tensor xe = gatherRows(h.data(), D, slots);
     Tensor out = runExpert(op, expert, "forward", e, {xe}, scope).at(0);
     if (out.numel() != Te * D)

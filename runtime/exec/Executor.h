@@ -36,20 +36,70 @@
 
 namespace mtc::exec {
 
-/// A dense row-major tensor (fp32, or int32 for token ids).
+/// Where tensors are allocated while a run is active on this thread: a bump
+/// region of device memory (the streaming runtime's workspace and stage
+/// regions, docs/streaming.md). Without one, tensors live on the host heap.
+/// Allocation follows the plan's byte rule (lib/Bundle/Plan.h: align64 of
+/// 4 bytes per element); exceeding the region is an error, never an overflow.
+class Workspace {
+public:
+  Workspace() = default;
+  Workspace(void *base, int64_t capacity, std::string what)
+      : base(static_cast<char *>(base)), cap(capacity), name(std::move(what)) {
+  }
+  /// \p bytes (rounded up to 64), zero-filled. Throws ExecError when the
+  /// region is exhausted.
+  void *allocate(int64_t bytes);
+  int64_t mark() const { return top; }
+  void release(int64_t mark) { top = mark; }
+  void reset() { top = 0; }
+  int64_t used() const { return top; }
+  int64_t peak() const { return high; }
+  int64_t capacity() const { return cap; }
+  void resetPeak() { high = top; }
+
+  /// The workspace tensors of this thread are allocated from (null: heap).
+  static Workspace *current();
+  /// Makes \p w current on this thread until the guard goes out of scope.
+  class Scope {
+  public:
+    explicit Scope(Workspace *w);
+    ~Scope();
+    Scope(const Scope &) = delete;
+    Scope &operator=(const Scope &) = delete;
+
+  private:
+    Workspace *saved;
+  };
+
+private:
+  char *base = nullptr;
+  int64_t cap = 0, top = 0, high = 0;
+  std::string name;
+};
+
+/// A dense row-major tensor (fp32, or int32 for token ids). The storage is
+/// shared: heap memory owned by the tensor, a parameter's memory, or a
+/// region of device memory (not owned).
 struct Tensor {
   std::vector<int64_t> shape;
   bool isInt = false;
-  std::shared_ptr<std::vector<float>> f;
-  std::shared_ptr<std::vector<int32_t>> i;
+  std::shared_ptr<float> f;
+  std::shared_ptr<int32_t> i;
   /// Attention outputs carry their log-sum-exp for the backward pass.
-  std::shared_ptr<std::vector<float>> lse;
+  std::shared_ptr<float> lse;
 
   int64_t numel() const;
-  float *data() { return f->data(); }
-  const float *data() const { return f->data(); }
+  float *data() { return f.get(); }
+  const float *data() const { return f.get(); }
+  const int32_t *ints() const { return i.get(); }
+  /// Zero-filled, from the current Workspace or the heap.
   static Tensor zeros(std::vector<int64_t> shape);
   static Tensor ints(std::vector<int64_t> shape, const int32_t *src);
+  /// \p n zero-filled floats, from the current Workspace or the heap.
+  static std::shared_ptr<float> allocate(int64_t n);
+  /// A tensor over memory it does not own.
+  static Tensor view(std::vector<int64_t> shape, float *data);
 };
 
 /// An error at run time, naming the source location of the op.
@@ -95,6 +145,27 @@ public:
   /// Loads the bundle's compiled CPU kernels (if it carries any) and calls
   /// them for its fused ops; the executor keeps the library loaded.
   Status useBundleKernels();
+
+  /// Pieces of forwardBackward for a runtime that schedules the layers itself
+  /// (the streaming executor, runtime/stream): beginStep binds B and S and
+  /// clears per-call state; runOps runs ops [begin, end) of a model-level
+  /// function on \p values (sized to the function's values); runLayer runs
+  /// one function ("forward", "backward") of a layer instance.
+  void beginStep(int64_t b, int64_t s);
+  void runOps(const bundle::Function &fn, std::vector<Tensor> &values,
+              size_t begin, size_t end);
+  std::vector<Tensor> runLayer(const std::string &layer, int64_t instance,
+                               const std::string &fn, std::vector<Tensor> args);
+  /// The loss a forward_backward result stands for plus the aux losses so
+  /// far (see forwardBackward); resetAux() clears the aux sum.
+  double lossOf(const Tensor &result) const;
+  void resetAux() { auxLossSum = 0; }
+
+  /// Where parameter values and gradients live (default: the ParamStore's
+  /// host vectors). The streaming executor points them at device memory:
+  /// \p grad false asks for the value, true for the gradient accumulator.
+  using ParamLocator = std::function<float *(const ParamSlot &, bool grad)>;
+  void setParamLocator(ParamLocator l) { paramLocator = std::move(l); }
 
   /// Layer-instance loads during the last call (each apply runs an instance's
   /// forward once, each apply_layers_grad its backward once).
@@ -191,6 +262,7 @@ private:
   std::map<std::tuple<std::string, int64_t, size_t>, KV> kvCache;
   bool decoding = false;
   std::function<FusedKernel(const std::string &)> kernels;
+  ParamLocator paramLocator;
   std::unique_ptr<KernelLibrary> kernelLibrary;
   int64_t cacheLength = 0; ///< positions already in the cache
 };
