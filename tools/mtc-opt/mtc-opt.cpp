@@ -9,6 +9,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/mt/MtDialect.h"
+#include "dialects/stream/StreamDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -17,7 +18,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<mtc::mt::MtDialect, mlir::func::FuncDialect>();
+  registry.insert<mtc::mt::MtDialect, mtc::stream::StreamDialect,
+                  mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
   mtc::registerMtcTransformsPasses();
   mtc::registerMtcPipelines();
