@@ -7,6 +7,7 @@
 #define MTC_COMPILER_TRANSFORMS_PASSES_H
 
 #include "dialects/mt/MtDialect.h"
+#include "dialects/stream/StreamDialect.h"
 
 #include "mlir/Pass/Pass.h"
 

@@ -169,4 +169,168 @@ def MtcFuseLinearCrossEntropy
   ];
 }
 
+
+//===----------------------------------------------------------------------===//
+// Streaming: the stream dialect's step program (docs/streaming.md)
+//===----------------------------------------------------------------------===//
+
+def MtcBuildStep : Pass<"mtc-build-step", "::mlir::ModuleOp"> {
+  let summary = "Builds the stream.step program of a differentiated model";
+  let description = [{
+    From the `mt.model` of the module (after mtc-autodiff: every layer has a
+    `@backward` and the model a `@forward_backward`) appends a module-level
+    `stream.step` for micro-batches of `[batch, seq]` tokens:
+    `stream.load_model_weights`, then `@forward_backward` cut at its
+    `mt.apply_layers` / `mt.apply_layers_grad` ops: a `stream.stage` for each
+    non-empty run of other ops (op indices as in the bundle: `func.return`
+    not counted) and one `stream.layers` per layer op, in the function's
+    order, with its `op_index`; `stream.return_model_grads` ends the step.
+    Forward loops `save` the instance's input and `compute "forward"`;
+    backward loops `restore`, `compute "backward"` and `grad_return`. The
+    step starts with one weight slot (`prefetch_depth = 1`), device
+    checkpoints and the recompute policy the module was compiled with;
+    the later passes refine it.
+
+    ```mlir
+    stream.step @Tiny attributes {batch = 4 : i64, seq = 64 : i64, ...} {
+      stream.load_model_weights
+      stream.stage [0, 2)
+      stream.layers @Block[0, 4] "forward" op_index = 2 {
+        stream.save to = "device"
+        stream.compute "forward"
+      }
+      stream.stage [3, 8)
+      stream.layers @Block[0, 4] "backward" op_index = 8 {
+        stream.restore from = "device"
+        stream.compute "backward"
+        stream.grad_return stream = "d2h"
+      }
+      stream.stage [9, 13)
+      stream.return_model_grads
+    }
+    ```
+  }];
+  let options = [
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "Sequences per micro-batch (B), required">,
+    Option<"seq", "seq", "int64_t", /*default=*/"0",
+           "Tokens per sequence (S), required">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "Micro-batches per step (M)">
+  ];
+  let dependentDialects = ["::mtc::stream::StreamDialect"];
+}
+
+def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
+  let summary = "Records what each layer keeps for its backward";
+  let description = [{
+    Sets the step's `recompute` policy and, on every `stream.layers` loop,
+    `checkpoint_bytes`: what one instance keeps per micro-batch (its input,
+    plus with `none` every extra result of its forward). The layer functions
+    already implement the policy: mtc-autodiff `save=input` recomputes the
+    layer in its backward (`full`), `save=all` makes the forward return
+    what the backward reads (`none`). The pass checks that the requested
+    policy is the one the module was compiled with and fails otherwise;
+    `auto` takes the module's. (`mtc compile --recompute auto` compiles with
+    save=all, plans, and recompiles with save=input when that plan does not
+    fit the budget.) With `auto` and a `budget`, a module that keeps all
+    intermediates whose device checkpoints alone exceed the budget is an
+    error that names the cure.
+  }];
+  let options = [
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"auto\"",
+           "auto | full | none">,
+    Option<"budget", "budget", "std::string", /*default=*/"\"\"",
+           "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">
+  ];
+}
+
+def MtcInsertPrefetch : Pass<"mtc-insert-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Double-buffers weights: prefetch ahead, wait before compute";
+  let description = [{
+    Sets the step's `prefetch_depth` (the number of weight slots) and puts in
+    every `stream.layers` body a `stream.prefetch ahead = depth - 1` on the
+    `h2d` stream (first, after an `optimizer_update`) and a
+    `stream.wait_weights` right before `stream.compute`, sharing one event
+    name per loop (`<layer>.<direction>.weights`). `ahead` counts instances
+    in the loop's direction, continuing into the next loop of that
+    direction.
+
+    ```mlir
+    stream.layers @Block[0, 4] "forward" op_index = 2 {
+      stream.prefetch ahead = 1 stream = "h2d" event = "Block.forward.weights"
+      stream.save to = "device"
+      stream.wait_weights event = "Block.forward.weights"
+      stream.compute "forward"
+    }
+    ```
+  }];
+  let options = [
+    Option<"depth", "depth", "int64_t", /*default=*/"2",
+           "Weight slots (>= 1): the copy of instance i + depth - 1 overlaps "
+           "the compute of instance i">
+  ];
+}
+
+def MtcPlaceOptimizer : Pass<"mtc-place-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Places the deferred exact AdamW update before each first load";
+  let description = [{
+    Puts `stream.optimizer_update ahead = prefetch_depth - 1` at the start of
+    every forward `stream.layers` body, before its prefetch: the previous
+    step's AdamW update of instance i (computed on host threads once the
+    global gradient norm is known) runs just before instance i's weights are
+    first copied in this step, overlapping device work; the first `ahead`
+    instances of a loop are updated before the loop. Model-level parameters
+    are updated before `stream.load_model_weights`. Updates still pending
+    are flushed before a checkpoint is written and at the end of training,
+    so the result is that of a synchronous optimizer step.
+  }];
+}
+
+def MtcInsertOffload : Pass<"mtc-insert-offload", "::mlir::ModuleOp"> {
+  let summary = "Keeps layer checkpoints on the device or in host memory";
+  let description = [{
+    Sets where `stream.save` keeps, and `stream.restore` finds, every layer
+    instance's checkpoints: `device` (all of them in the `checkpoints`
+    buffer) or `host` (`checkpoints.host`, through two device staging slots).
+    `auto` chooses `device` when the memory plan with device checkpoints
+    fits the budget (or no budget is given), else `host`, and marks the step
+    `checkpoints_auto`. Run after mtc-insert-prefetch: the plan depends on
+    the number of weight slots.
+  }];
+  let options = [
+    Option<"checkpoints", "checkpoints", "std::string", /*default=*/"\"auto\"",
+           "device | host | auto">,
+    Option<"budget", "budget", "std::string", /*default=*/"\"\"",
+           "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">
+  ];
+}
+
+def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Sizes the step's buffers, assigns arena offsets, checks the budget";
+  let description = [{
+    Replaces the step's `stream.buffer` ops with the plan of
+    docs/streaming.md ("Device buffers"): `model.weights`, `model.grads`,
+    `weights.0` .. `weights.<depth-1>`, `grads.0`, `grads.1`, `activations`,
+    `checkpoints` (+ `checkpoints.host` in host memory), `stage`,
+    `workspace`, each device buffer at the next multiple of 256 bytes; sets
+    `device_peak` (the end of the last device buffer) and `device_budget`.
+    Fails when the budget is smaller than one layer instance's weights, or
+    when the peak exceeds it:
+
+        needs 412 MiB of device memory, budget is 256 MiB; smallest feasible
+        budget with these options is 301 MiB
+
+    (sizes: see `formatByteSize`; the needed and feasible sizes are rounded
+    up). The smallest feasible budget is the peak with the most frugal
+    choice the options leave open: host checkpoints when the step's
+    checkpoints were chosen automatically.
+  }];
+  let options = [
+    Option<"budget", "budget", "std::string", /*default=*/"\"\"",
+           "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: the step's "
+           "device_budget (0: none)">
+  ];
+}
+
 #endif // MTC_COMPILER_TRANSFORMS_PASSES_TD

@@ -1,30 +1,72 @@
-//===- Plan.h - The byte rules of the streaming memory plan -----*- C++ -*-===//
+//===- Plan.h - Byte rules of the streaming step plan -----------*- C++ -*-===//
 //
-// Part of mtc. Shared by the compiler (compiler/Analysis, mtc-plan-memory),
-// which sizes every device buffer, and the runtime, which allocates inside
-// those buffers and checks them: both must count bytes the same way
-// (docs/streaming.md, "Byte rule").
+// Part of mtc. The sizes the compiler's memory plan (compiler/Analysis) and
+// the streaming runtime (runtime/stream) must agree on byte for byte
+// (docs/streaming.md, "Byte rule"). Header-only, no MLIR: both sides include
+// this file.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_BUNDLE_PLAN_H
 #define MTC_LIB_BUNDLE_PLAN_H
 
+#include "lib/Support/Shape.h"
+
 #include <cstdint>
 
-namespace mtc::bundle {
+namespace mtc::plan {
 
-/// Every allocation inside a device buffer is rounded up to 64 bytes.
-constexpr int64_t align64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+/// Every tensor is held in 4-byte elements (f32, i32; bf16 parameters are
+/// held as f32).
+constexpr int64_t kElementBytes = 4;
+/// Tensor allocations are rounded up to this many bytes.
+constexpr int64_t kTensorAlign = 64;
+/// Buffers start at multiples of this many bytes of the device arena.
+constexpr int64_t kOffsetAlign = 256;
 
-/// Bytes a tensor of \p numel f32 or i32 elements takes in device memory.
-constexpr int64_t tensorBytes(int64_t numel) { return align64(4 * numel); }
+/// \p v rounded up to a multiple of \p a (a > 0, v >= 0).
+constexpr int64_t alignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-/// Buffers start at offsets that are multiples of 256 bytes.
-constexpr int64_t kBufferAlignment = 256;
-constexpr int64_t alignOffset(int64_t offset) {
-  return (offset + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+/// \p bytes rounded up to a multiple of 64.
+constexpr int64_t align64(int64_t bytes) {
+  return alignUp(bytes, kTensorAlign);
 }
 
-} // namespace mtc::bundle
+/// The offset of the next buffer after \p end bytes of the arena.
+constexpr int64_t alignOffset(int64_t end) {
+  return alignUp(end, kOffsetAlign);
+}
+
+/// The bytes a tensor of \p numel elements takes: align64(4 * numel).
+constexpr int64_t tensorBytes(int64_t numel) {
+  return align64(kElementBytes * numel);
+}
+
+/// The element count of \p shape with B = \p batch, S = \p seq and T = \p
+/// tokens (the tokens routed to one expert).
+inline int64_t numel(const Shape &shape, int64_t batch, int64_t seq,
+                     int64_t tokens = 0) {
+  int64_t n = 1;
+  for (Dim d : shape)
+    n *= d == kDimB ? batch : d == kDimS ? seq : d == kDimT ? tokens : d;
+  return n;
+}
+
+/// tensorBytes of \p shape at concrete dims.
+inline int64_t tensorBytes(const Shape &shape, int64_t batch, int64_t seq,
+                           int64_t tokens = 0) {
+  return tensorBytes(numel(shape, batch, seq, tokens));
+}
+
+/// The log-sum-exp an `attention` op keeps beside its result: one float per
+/// (batch, query head, position); \p resultShape is [B, S, Hq, D].
+inline int64_t attentionLseBytes(const Shape &resultShape, int64_t batch,
+                                 int64_t seq) {
+  if (resultShape.size() != 4)
+    return 0;
+  return tensorBytes(
+      numel({resultShape[0], resultShape[1], resultShape[2]}, batch, seq));
+}
+
+} // namespace mtc::plan
 
 #endif // MTC_LIB_BUNDLE_PLAN_H

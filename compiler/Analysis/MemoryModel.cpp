@@ -1,0 +1,389 @@
+//===- MemoryModel.cpp - Bytes and FLOPs of a model's training step -------===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Analysis/MemoryModel.h"
+
+#include "lib/Bundle/Plan.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+
+namespace mtc::analysis {
+
+namespace {
+
+Shape shapeOf(Type t) { return cast<mt::MtTensorType>(t).getShapeVector(); }
+
+int64_t numelOf(Type t, const Dims &dims, int64_t tokens) {
+  return plan::numel(shapeOf(t), dims.batch, dims.seq, tokens);
+}
+
+/// The expert a moe/moe_grad op names, looked up in its enclosing layer.
+mt::ExpertOp expertOf(Operation *op) {
+  auto sym = op->getAttrOfType<FlatSymbolRefAttr>("expert");
+  auto layer = op->getParentOfType<mt::LayerOp>();
+  if (!sym || !layer)
+    return {};
+  return dyn_cast_or_null<mt::ExpertOp>(
+      SymbolTable::lookupSymbolIn(layer, sym.getAttr()));
+}
+
+func::FuncOp functionIn(Operation *symbolTable, StringRef name) {
+  return dyn_cast_or_null<func::FuncOp>(
+      SymbolTable::lookupSymbolIn(symbolTable, name));
+}
+
+int64_t paramBytes(Block &body, int64_t &elements) {
+  int64_t bytes = 0;
+  for (auto p : body.getOps<mt::ParamOp>()) {
+    elements += p.getNumElements();
+    bytes += plan::tensorBytes(p.getNumElements());
+  }
+  return bytes;
+}
+
+/// Values of \p fn's backward computed from its input x (argument 0) alone,
+/// without the incoming gradient or saved values: recomputation.
+bool backwardRecomputes(func::FuncOp backward) {
+  if (!backward || backward.getNumArguments() < 2)
+    return false;
+  Block &body = backward.getBody().front();
+  llvm::DenseSet<Value> fromX, fromGrad;
+  fromX.insert(body.getArgument(0));
+  for (unsigned i = 1; i < body.getNumArguments(); ++i)
+    fromGrad.insert(body.getArgument(i));
+  for (Operation &op : body) {
+    bool x = false, g = false;
+    for (Value v : op.getOperands()) {
+      x |= fromX.contains(v);
+      g |= fromGrad.contains(v);
+    }
+    for (Value r : op.getResults())
+      (g ? fromGrad : fromX).insert(r);
+    if (x && !g && op.getNumResults() > 0 &&
+        !isa<mt::ReshapeOp, mt::ParamRefOp>(op))
+      return true;
+    if (!g && !x)
+      for (Value r : op.getResults())
+        fromX.erase(r);
+  }
+  return false;
+}
+
+} // namespace
+
+int64_t valueBytes(Type type, const Dims &dims, int64_t tokens) {
+  return plan::tensorBytes(numelOf(type, dims, tokens));
+}
+
+int64_t opWorkspaceBytes(Operation *op, const Dims &dims, int64_t tokens) {
+  if (isa<mt::ParamRefOp, mt::ReshapeOp>(op))
+    return 0;
+  int64_t bytes = 0;
+  for (Value r : op->getResults())
+    bytes += valueBytes(r.getType(), dims, tokens);
+  if (isa<mt::AttentionOp>(op))
+    bytes += plan::attentionLseBytes(shapeOf(op->getResult(0).getType()),
+                                     dims.batch, dims.seq);
+  if (isa<mt::MoeOp, mt::MoeGradOp>(op)) {
+    if (mt::ExpertOp expert = expertOf(op)) {
+      int64_t n = dims.tokens(), inner = 0;
+      if (func::FuncOp fwd = expert.getForward())
+        inner += workspaceBytes(fwd, dims, n);
+      if (isa<mt::MoeGradOp>(op))
+        if (func::FuncOp bwd = functionIn(expert, "backward"))
+          inner += workspaceBytes(bwd, dims, n);
+      bytes += inner;
+    }
+  }
+  return bytes;
+}
+
+int64_t workspaceBytes(func::FuncOp fn, const Dims &dims, int64_t tokens) {
+  int64_t bytes = 0;
+  for (Operation &op : fn.getBody().front())
+    bytes += opWorkspaceBytes(&op, dims, tokens);
+  return bytes;
+}
+
+namespace {
+
+int64_t opFlops(Operation *op, const Dims &dims, int64_t tokens) {
+  if (isa<mt::ParamRefOp, mt::ReshapeOp, func::ReturnOp>(op) ||
+      op->getNumResults() == 0)
+    return 0;
+  if (isa<mt::MatMulOp>(op)) {
+    Shape a = shapeOf(op->getOperand(0).getType());
+    int64_t k =
+        a.empty() ? 1 : plan::numel({a.back()}, dims.batch, dims.seq, tokens);
+    return 2 * k * numelOf(op->getResult(0).getType(), dims, tokens);
+  }
+  if (auto attn = dyn_cast<mt::AttentionOp>(op)) {
+    Shape q = shapeOf(op->getResult(0).getType());
+    int64_t f = 4 * numelOf(op->getResult(0).getType(), dims, tokens) *
+                (q.size() == 4 ? plan::numel({q[1]}, dims.batch, dims.seq) : 1);
+    return attn.getCausal() ? f / 2 : f;
+  }
+  if (auto fused = dyn_cast<mt::FusedOp>(op)) {
+    int64_t f = 0;
+    for (Operation &inner : fused.getBody().front())
+      f += opFlops(&inner, dims, tokens);
+    return f;
+  }
+  if (isa<mt::MoeOp>(op)) {
+    Shape router = shapeOf(op->getOperand(1).getType());
+    int64_t f = 2 * dims.tokens() * plan::numel(router, 0, 0);
+    if (mt::ExpertOp expert = expertOf(op))
+      if (func::FuncOp fwd = expert.getForward())
+        f += flops(fwd, dims,
+                   dims.tokens() *
+                       op->getAttrOfType<IntegerAttr>("top_k").getInt());
+    return f;
+  }
+  return numelOf(op->getResult(0).getType(), dims, tokens);
+}
+
+} // namespace
+
+int64_t flops(func::FuncOp fn, const Dims &dims, int64_t tokens) {
+  int64_t f = 0;
+  for (Operation &op : fn.getBody().front())
+    f += opFlops(&op, dims, tokens);
+  return f;
+}
+
+const LayerCost *ModelCost::layer(llvm::StringRef name) const {
+  for (const LayerCost &l : layers)
+    if (l.name == name)
+      return &l;
+  return nullptr;
+}
+
+int64_t ModelCost::totalParams() const {
+  int64_t n = modelParams;
+  for (const LayerCost &l : layers)
+    n += l.params * l.count;
+  return n;
+}
+
+int64_t ModelCost::totalInstances() const {
+  int64_t n = 0;
+  for (const LayerCost &l : layers)
+    n += l.count;
+  return n;
+}
+
+bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
+                  std::string &err) {
+  out = ModelCost();
+  out.name = model.getSymName().str();
+  Block &body = model.getBody().front();
+  out.modelWeightBytes = paramBytes(body, out.modelParams);
+  for (auto layer : body.getOps<mt::LayerOp>()) {
+    LayerCost l;
+    l.name = layer.getSymName().str();
+    l.count = layer.getCount();
+    Block &lb = layer.getBody().front();
+    l.weightBytes = paramBytes(lb, l.params);
+    for (auto expert : lb.getOps<mt::ExpertOp>())
+      for (int64_t e = 0, n = expert.getCount(); e < n; ++e)
+        l.weightBytes += paramBytes(expert.getBody().front(), l.params);
+    func::FuncOp fwd = layer.getForward();
+    func::FuncOp bwd = functionIn(layer, "backward");
+    if (!fwd || !bwd) {
+      err = "layer @" + l.name +
+            " has no backward function; run mtc-autodiff first";
+      return false;
+    }
+    FunctionType type = fwd.getFunctionType();
+    l.boundaryBytes = valueBytes(type.getInput(0), dims);
+    l.checkpointBytes = l.boundaryBytes;
+    for (unsigned i = 1; i < type.getNumResults(); ++i)
+      l.checkpointBytes += valueBytes(type.getResult(i), dims);
+    l.keepsIntermediates = type.getNumResults() > 1;
+    l.recomputes = backwardRecomputes(bwd);
+    l.workspaceBytes =
+        std::max(workspaceBytes(fwd, dims), workspaceBytes(bwd, dims));
+    l.forwardFlops = flops(fwd, dims);
+    out.layers.push_back(std::move(l));
+  }
+  func::FuncOp fb = functionIn(model, "forward_backward");
+  if (!fb) {
+    err = "model @" + out.name +
+          " has no forward_backward function; run mtc-autodiff first";
+    return false;
+  }
+  Block &fbBody = fb.getBody().front();
+  for (BlockArgument a : fbBody.getArguments())
+    out.stageBytes += valueBytes(a.getType(), dims);
+  int64_t index = 0;
+  for (Operation &op : fbBody) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    out.stageBytes += opWorkspaceBytes(&op, dims);
+    if (auto a = dyn_cast<mt::ApplyLayersOp>(op))
+      out.layersOps.push_back({a.getLayer().str(), (int64_t)a.getFirst(),
+                               (int64_t)a.getCount(), index, true});
+    else if (auto g = dyn_cast<mt::ApplyLayersGradOp>(op))
+      out.layersOps.push_back({g.getLayer().str(), (int64_t)g.getFirst(),
+                               (int64_t)g.getCount(), index, false});
+    ++index;
+  }
+  out.forwardBackwardOps = index;
+  return true;
+}
+
+std::vector<std::pair<std::string, int64_t>>
+forwardLoops(const ModelCost &cost) {
+  std::vector<std::pair<std::string, int64_t>> loops;
+  for (const ModelCost::LayersOp &op : cost.layersOps)
+    if (op.forward)
+      loops.emplace_back(op.layer, op.count);
+  return loops;
+}
+
+MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
+  MemoryPlan p;
+  int64_t m = choices.microBatches;
+  int64_t weights = 0, boundary = 0, maxCkpt = 0, ckptDevice = 0, workspace = 0;
+  for (const LayerCost &l : cost.layers) {
+    weights = std::max(weights, l.weightBytes);
+    workspace = std::max(workspace, l.workspaceBytes);
+    if (l.weightBytes > p.largestLayerWeights) {
+      p.largestLayerWeights = l.weightBytes;
+      p.largestLayer = l.name;
+    }
+  }
+  for (const auto &[name, count] : choices.forwardLoops) {
+    const LayerCost *l = cost.layer(name);
+    if (!l)
+      continue;
+    boundary = std::max(boundary, l->boundaryBytes);
+    maxCkpt = std::max(maxCkpt, l->checkpointBytes);
+    ckptDevice += count * m * l->checkpointBytes;
+  }
+  auto add = [&](std::string name, std::string kind, int64_t bytes,
+                 bool host = false) {
+    bundle::PlanBuffer b;
+    b.name = std::move(name);
+    b.kind = std::move(kind);
+    b.space = host ? "host" : "device";
+    b.bytes = bytes;
+    p.buffers.push_back(std::move(b));
+  };
+  add("model.weights", "model_weights", cost.modelWeightBytes);
+  add("model.grads", "model_grads", cost.modelWeightBytes);
+  for (int64_t i = 0; i < choices.prefetchDepth; ++i)
+    add("weights." + std::to_string(i), "weights", weights);
+  add("grads.0", "grads", weights);
+  add("grads.1", "grads", weights);
+  add("activations", "activations", 2 * m * boundary);
+  if (choices.checkpointsOnHost) {
+    add("checkpoints", "checkpoints", 2 * m * maxCkpt);
+    add("checkpoints.host", "checkpoints", ckptDevice, /*host=*/true);
+  } else {
+    add("checkpoints", "checkpoints", ckptDevice);
+  }
+  add("stage", "stage", m * cost.stageBytes);
+  add("workspace", "workspace", workspace);
+  int64_t end = 0;
+  for (bundle::PlanBuffer &b : p.buffers) {
+    if (b.space == "host") {
+      p.hostBytes += b.bytes;
+      continue;
+    }
+    b.offset = plan::alignOffset(end);
+    end = b.offset + b.bytes;
+  }
+  p.devicePeak = end;
+  return p;
+}
+
+bool parseByteSize(llvm::StringRef text, int64_t &out, std::string &err) {
+  llvm::StringRef t = text.trim();
+  size_t numEnd = 0;
+  bool dot = false, digits = false;
+  while (numEnd < t.size()) {
+    char c = t[numEnd];
+    if (c >= '0' && c <= '9')
+      digits = true;
+    else if (c == '.' && !dot)
+      dot = true;
+    else
+      break;
+    ++numEnd;
+  }
+  llvm::StringRef number = t.substr(0, numEnd);
+  llvm::StringRef unit = t.substr(numEnd).trim();
+  auto bad = [&](const std::string &why) {
+    err = "invalid size '" + text.str() + "'" + why +
+          " (expected bytes or a number with KiB, MiB, GiB or TiB, e.g. "
+          "64MiB, 1.5GiB)";
+    return false;
+  };
+  if (!digits)
+    return bad("");
+  int64_t scale = 0;
+  std::string u = unit.lower();
+  if (u.empty() || u == "b")
+    scale = 1;
+  else if (u == "k" || u == "kb" || u == "kib")
+    scale = int64_t(1) << 10;
+  else if (u == "m" || u == "mb" || u == "mib")
+    scale = int64_t(1) << 20;
+  else if (u == "g" || u == "gb" || u == "gib")
+    scale = int64_t(1) << 30;
+  else if (u == "t" || u == "tb" || u == "tib")
+    scale = int64_t(1) << 40;
+  else
+    return bad(": unknown unit '" + unit.str() + "'");
+  if (number.size() > 30)
+    return bad(": too long");
+  double value = std::strtod(number.str().c_str(), nullptr);
+  long double bytes = static_cast<long double>(value) * scale;
+  if (!(bytes <= static_cast<long double>(int64_t(1) << 62)))
+    return bad(": larger than 4 EiB");
+  if (scale == 1 && dot)
+    return bad(": a byte count is a whole number");
+  out = static_cast<int64_t>(std::floor(bytes));
+  return true;
+}
+
+std::string formatByteSize(int64_t bytes, bool roundUp) {
+  struct Unit {
+    const char *name;
+    int64_t size;
+  } units[] = {{"GiB", int64_t(1) << 30},
+               {"MiB", int64_t(1) << 20},
+               {"KiB", int64_t(1) << 10}};
+  for (const Unit &u : units) {
+    if (bytes < u.size)
+      continue;
+    if (bytes % u.size == 0)
+      return std::to_string(bytes / u.size) + " " + u.name;
+    // Tenths of the unit, rounded up or to the nearest.
+    __int128 b10 = static_cast<__int128>(bytes) * 10;
+    int64_t tenths = static_cast<int64_t>(
+        roundUp ? (b10 + u.size - 1) / u.size : (b10 + u.size / 2) / u.size);
+    char buf[64];
+    if (tenths % 10 == 0)
+      std::snprintf(buf, sizeof buf, "%lld %s", (long long)(tenths / 10),
+                    u.name);
+    else
+      std::snprintf(buf, sizeof buf, "%lld.%lld %s", (long long)(tenths / 10),
+                    (long long)(tenths % 10), u.name);
+    return buf;
+  }
+  return std::to_string(bytes) + " B";
+}
+
+} // namespace mtc::analysis

@@ -1,0 +1,140 @@
+//===- MemoryModel.h - Bytes and FLOPs of a model's training step -*- C++
+//-*-===//
+//
+// Part of mtc. A memory and cost model over the mt dialect at concrete
+// dimensions (B = batch, S = seq; an expert's T = B * S): the bytes of every
+// layer instance's parameters, of what it keeps for its backward, of the
+// activations between layers, of the model-level stage and of the workspace
+// each function allocates; the FLOPs of a layer's forward; and the device
+// buffers of the step plan with their offsets (docs/streaming.md). The small
+// shared rules (align64, tensor bytes, offset alignment) are lib/Bundle/Plan.h,
+// which the runtime uses too.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_COMPILER_ANALYSIS_MEMORYMODEL_H
+#define MTC_COMPILER_ANALYSIS_MEMORYMODEL_H
+
+#include "dialects/mt/MtDialect.h"
+#include "lib/Bundle/Bundle.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mtc::analysis {
+
+/// One micro-batch: [batch, seq] tokens.
+struct Dims {
+  int64_t batch = 1, seq = 1;
+  /// N, the tokens of a micro-batch: what an expert's T is bound to.
+  int64_t tokens() const { return batch * seq; }
+};
+
+/// align64(4 * numel) of a tensor type at \p dims (T = \p tokens).
+int64_t valueBytes(mlir::Type type, const Dims &dims, int64_t tokens = 0);
+
+/// What one op allocates when it runs (docs/streaming.md, "Byte rule"): its
+/// results (views and ops without results: 0), plus an attention's
+/// log-sum-exp, plus for `moe` the largest expert forward's workspace at
+/// T = N and for `moe_grad` the largest expert forward + backward.
+int64_t opWorkspaceBytes(mlir::Operation *op, const Dims &dims,
+                         int64_t tokens = 0);
+
+/// The sum of opWorkspaceBytes over the ops of \p fn.
+int64_t workspaceBytes(mlir::func::FuncOp fn, const Dims &dims,
+                       int64_t tokens = 0);
+
+/// Floating-point operations of one call of \p fn (matmuls 2 M N K,
+/// attention 4 B Hq S^2 D, halved when causal, elementwise ops one per
+/// element, moe: router plus the experts on N * top_k tokens).
+int64_t flops(mlir::func::FuncOp fn, const Dims &dims, int64_t tokens = 0);
+
+/// The costs of one layer kind (per instance, per micro-batch).
+struct LayerCost {
+  std::string name;
+  int64_t count = 0;
+  int64_t params = 0;          ///< elements, all experts included
+  int64_t weightBytes = 0;     ///< sum of tensorBytes over those params
+  int64_t boundaryBytes = 0;   ///< align64 of the activation in and out
+  int64_t checkpointBytes = 0; ///< input + the forward's extra results
+  int64_t workspaceBytes = 0;  ///< max(forward, backward)
+  int64_t forwardFlops = 0;
+  /// The forward returns intermediates for its backward (mtc-autodiff
+  /// save=all).
+  bool keepsIntermediates = false;
+  /// The backward recomputes forward values from the input (save=input).
+  bool recomputes = false;
+};
+
+struct ModelCost {
+  std::string name;
+  int64_t modelParams = 0;      ///< elements of the model-level params
+  int64_t modelWeightBytes = 0; ///< sum of tensorBytes over them
+  std::vector<LayerCost> layers;
+  int64_t stageBytes = 0;         ///< per micro-batch
+  int64_t forwardBackwardOps = 0; ///< ops of @forward_backward (no return)
+  /// Every apply_layers (forward) and apply_layers_grad op of
+  /// @forward_backward in order: layer, first, count, op index, forward?
+  struct LayersOp {
+    std::string layer;
+    int64_t first = 0, count = 0, opIndex = 0;
+    bool forward = true;
+  };
+  std::vector<LayersOp> layersOps;
+
+  const LayerCost *layer(llvm::StringRef name) const;
+  int64_t totalParams() const;
+  int64_t totalInstances() const;
+};
+
+/// Fills \p out for \p model (after mtc-autodiff). Returns false with \p err
+/// set when the model has no @forward_backward or a layer lacks @backward.
+bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
+                  std::string &err);
+
+/// The choices a memory plan depends on besides the model.
+struct PlanChoices {
+  int64_t microBatches = 1;
+  int64_t prefetchDepth = 2;
+  bool checkpointsOnHost = false;
+  /// The forward layer loops of the step: (layer, instance count).
+  std::vector<std::pair<std::string, int64_t>> forwardLoops;
+};
+
+struct MemoryPlan {
+  /// In arena order: model.weights, model.grads, weights.0 .., grads.0,
+  /// grads.1, activations, checkpoints (checkpoints.host), stage, workspace.
+  std::vector<bundle::PlanBuffer> buffers;
+  int64_t devicePeak = 0; ///< end of the last device buffer
+  int64_t hostBytes = 0;  ///< bytes of host-space buffers
+  /// The largest layer instance's weights and its layer.
+  int64_t largestLayerWeights = 0;
+  std::string largestLayer;
+};
+
+/// The buffers, sizes and offsets of a step (docs/streaming.md, "Device
+/// buffers"). Loops must name layers of \p cost.
+MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices);
+
+/// The choices of \p cost's own @forward_backward structure.
+std::vector<std::pair<std::string, int64_t>>
+forwardLoops(const ModelCost &cost);
+
+/// Parses a byte size: a bare number is bytes; suffixes KiB, MiB, GiB, TiB
+/// (powers of 1024; also K/KB, M/MB, G/GB, T/TB, case-insensitive, as
+/// powers of 1024) after an integer or decimal number ("64MiB", "1.5GiB",
+/// "512KiB", "1048576"). Fractional results are rounded down to a byte.
+/// Returns false with \p err set for anything else, negative sizes and
+/// sizes beyond 2^62 bytes.
+bool parseByteSize(llvm::StringRef text, int64_t &out, std::string &err);
+
+/// A byte count for people: "412 MiB", "301.5 MiB", "2 GiB", "640 KiB",
+/// "100 B". The unit is the largest of GiB, MiB, KiB that the value reaches
+/// (bytes below 1 KiB); one decimal unless the value is a whole number of
+/// that unit. \p roundUp rounds the decimal up (for sizes that must be
+/// enough), else to the nearest.
+std::string formatByteSize(int64_t bytes, bool roundUp = false);
+
+} // namespace mtc::analysis
+
+#endif // MTC_COMPILER_ANALYSIS_MEMORYMODEL_H

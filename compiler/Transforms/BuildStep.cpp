@@ -1,0 +1,134 @@
+//===- BuildStep.cpp - mtc-build-step ---------------------------*- C++ -*-===//
+//
+// Part of mtc. Cuts @forward_backward at its layer ops into the stream.step
+// program (docs/streaming.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/StepUtils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+namespace mtc {
+#define GEN_PASS_DEF_MTCBUILDSTEP
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace mtc
+
+using namespace mlir;
+using namespace mtc;
+
+namespace {
+
+struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
+  using MtcBuildStepBase::MtcBuildStepBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto models = module.getBody()->getOps<mt::ModelOp>();
+    if (models.empty() || std::next(models.begin()) != models.end()) {
+      module.emitError() << "mtc-build-step: expected exactly one mt.model";
+      return signalPassFailure();
+    }
+    mt::ModelOp model = *models.begin();
+    if (batch < 1 || seq < 1 || microBatches < 1) {
+      module.emitError() << "mtc-build-step: batch, seq and micro-batches "
+                            "must be >= 1 (got batch="
+                         << batch << ", seq=" << seq
+                         << ", micro-batches=" << microBatches << ")";
+      return signalPassFailure();
+    }
+    if (!module.getBody()->getOps<stream::StepOp>().empty()) {
+      module.emitError() << "mtc-build-step: the module already has a "
+                            "stream.step";
+      return signalPassFailure();
+    }
+    auto fb = dyn_cast_or_null<func::FuncOp>(
+        SymbolTable::lookupSymbolIn(model, "forward_backward"));
+    if (!fb) {
+      model.emitError() << "model @" << model.getSymName()
+                        << " has no forward_backward function (run "
+                           "mtc-autodiff first)";
+      return signalPassFailure();
+    }
+    // Every layer needs its backward.
+    bool keepsAll = false;
+    for (auto layer : model.getBody().front().getOps<mt::LayerOp>()) {
+      if (!SymbolTable::lookupSymbolIn(layer, "backward")) {
+        layer.emitError() << "layer @" << layer.getSymName()
+                          << " has no backward function (run mtc-autodiff "
+                             "first)";
+        return signalPassFailure();
+      }
+      if (func::FuncOp fwd = layer.getForward())
+        keepsAll |= fwd.getNumResults() > 1;
+    }
+
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(module.getBody());
+    Location loc = NameLoc::get(StringAttr::get(ctx, "stream.step"));
+    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    auto step = stream::StepOp::create(
+        b, loc, FlatSymbolRefAttr::get(model.getSymNameAttr()), i64(batch),
+        i64(seq), i64(microBatches), /*prefetch_depth=*/i64(1),
+        b.getStringAttr(keepsAll ? "none" : "full"), b.getStringAttr("device"),
+        /*checkpoints_auto=*/UnitAttr(),
+        /*device_budget=*/i64(0), /*device_peak=*/i64(0));
+    Block *body = new Block();
+    step.getBody().push_back(body);
+    b.setInsertionPointToEnd(body);
+    stream::LoadModelWeightsOp::create(b, loc);
+    int64_t index = 0, stageBegin = 0;
+    auto flushStage = [&](int64_t end) {
+      if (end > stageBegin)
+        stream::StageOp::create(b, loc, stageBegin, end);
+      stageBegin = end + 1;
+    };
+    for (Operation &op : fb.getBody().front()) {
+      if (isa<func::ReturnOp>(op))
+        continue;
+      StringRef layer;
+      int64_t first = 0, count = 0;
+      bool forward = true;
+      if (auto a = dyn_cast<mt::ApplyLayersOp>(op)) {
+        layer = a.getLayer();
+        first = a.getFirst();
+        count = a.getCount();
+      } else if (auto g = dyn_cast<mt::ApplyLayersGradOp>(op)) {
+        layer = g.getLayer();
+        first = g.getFirst();
+        count = g.getCount();
+        forward = false;
+      } else {
+        ++index;
+        continue;
+      }
+      flushStage(index);
+      auto loop = stream::LayersOp::create(
+          b, loc, FlatSymbolRefAttr::get(ctx, layer), i64(first), i64(count),
+          b.getStringAttr(forward ? "forward" : "backward"), i64(index),
+          /*checkpoint_bytes=*/IntegerAttr());
+      Block *lb = new Block();
+      loop.getBody().push_back(lb);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(lb);
+      if (forward) {
+        stream::SaveOp::create(b, loc, "device");
+        stream::ComputeOp::create(b, loc, "forward");
+      } else {
+        stream::RestoreOp::create(b, loc, "device");
+        stream::ComputeOp::create(b, loc, "backward");
+        stream::GradReturnOp::create(b, loc, "d2h");
+      }
+      ++index;
+    }
+    flushStage(index);
+    stream::ReturnModelGradsOp::create(b, loc);
+    if (failed(mlir::verify(step)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,78 @@
+//===- StepUtils.h - Helpers shared by the streaming passes -----*- C++ -*-===//
+//
+// Part of mtc. Finding the step and its model, and the memory plan of a step
+// as it stands (compiler/Analysis).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_COMPILER_TRANSFORMS_STEPUTILS_H
+#define MTC_COMPILER_TRANSFORMS_STEPUTILS_H
+
+#include "compiler/Analysis/MemoryModel.h"
+#include "dialects/mt/MtDialect.h"
+#include "dialects/stream/StreamDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mtc::steputil {
+
+/// The module's single stream.step, or null after an error at the module.
+inline stream::StepOp findStep(mlir::ModuleOp module, llvm::StringRef pass) {
+  auto steps = module.getBody()->getOps<stream::StepOp>();
+  if (steps.empty()) {
+    module.emitError() << pass << ": the module has no stream.step (run "
+                       << "mtc-build-step first)";
+    return {};
+  }
+  if (std::next(steps.begin()) != steps.end()) {
+    module.emitError() << pass << ": the module has more than one stream.step";
+    return {};
+  }
+  return *steps.begin();
+}
+
+inline mt::ModelOp modelOf(stream::StepOp step) {
+  auto module = step->getParentOfType<mlir::ModuleOp>();
+  return module.lookupSymbol<mt::ModelOp>(step.getModel());
+}
+
+/// The model's costs at the step's dims; null after an error at the step.
+inline mlir::LogicalResult analyzeStep(stream::StepOp step,
+                                       analysis::ModelCost &cost) {
+  std::string err;
+  mt::ModelOp model = modelOf(step);
+  if (!model)
+    return step.emitOpError() << "names no mt.model";
+  if (!analysis::analyzeModel(
+          model, {(int64_t)step.getBatch(), (int64_t)step.getSeq()}, cost, err))
+    return step.emitOpError() << err;
+  return mlir::success();
+}
+
+/// The plan choices the step makes today.
+inline analysis::PlanChoices choicesOf(stream::StepOp step) {
+  analysis::PlanChoices c;
+  c.microBatches = step.getMicroBatches();
+  c.prefetchDepth = step.getPrefetchDepth();
+  c.checkpointsOnHost = step.getCheckpoints() == "host";
+  for (auto loop : step.getBody().front().getOps<stream::LayersOp>())
+    if (loop.isForward())
+      c.forwardLoops.emplace_back(loop.getLayer().str(),
+                                  (int64_t)loop.getCount());
+  return c;
+}
+
+/// Parses a pass's `budget` option (empty: 0, none).
+inline mlir::LogicalResult parseBudget(mlir::Operation *at,
+                                       const std::string &text, int64_t &out) {
+  out = 0;
+  if (text.empty())
+    return mlir::success();
+  std::string err;
+  if (!analysis::parseByteSize(text, out, err))
+    return at->emitError() << "budget: " << err;
+  return mlir::success();
+}
+
+} // namespace mtc::steputil
+
+#endif // MTC_COMPILER_TRANSFORMS_STEPUTILS_H
