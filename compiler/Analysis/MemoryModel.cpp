@@ -24,7 +24,7 @@ namespace {
 Shape shapeOf(Type t) { return cast<mt::MtTensorType>(t).getShapeVector(); }
 
 int64_t numelOf(Type t, const Dims &dims, int64_t tokens) {
-  return plan::numel(shapeOf(t), dims.batch, dims.seq, tokens);
+  return bundle::concreteNumel(shapeOf(t), dims.batch, dims.seq, tokens);
 }
 
 /// The expert a moe/moe_grad op names, looked up in its enclosing layer.
@@ -46,7 +46,7 @@ int64_t paramBytes(Block &body, int64_t &elements) {
   int64_t bytes = 0;
   for (auto p : body.getOps<mt::ParamOp>()) {
     elements += p.getNumElements();
-    bytes += plan::tensorBytes(p.getNumElements());
+    bytes += bundle::tensorBytes(p.getNumElements());
   }
   return bytes;
 }
@@ -82,7 +82,7 @@ bool backwardRecomputes(func::FuncOp backward) {
 } // namespace
 
 int64_t valueBytes(Type type, const Dims &dims, int64_t tokens) {
-  return plan::tensorBytes(numelOf(type, dims, tokens));
+  return bundle::tensorBytes(numelOf(type, dims, tokens));
 }
 
 int64_t opWorkspaceBytes(Operation *op, const Dims &dims, int64_t tokens) {
@@ -92,8 +92,8 @@ int64_t opWorkspaceBytes(Operation *op, const Dims &dims, int64_t tokens) {
   for (Value r : op->getResults())
     bytes += valueBytes(r.getType(), dims, tokens);
   if (isa<mt::AttentionOp>(op))
-    bytes += plan::attentionLseBytes(shapeOf(op->getResult(0).getType()),
-                                     dims.batch, dims.seq);
+    bytes += bundle::attentionLseBytes(shapeOf(op->getResult(0).getType()),
+                                       dims.batch, dims.seq);
   if (isa<mt::MoeOp, mt::MoeGradOp>(op)) {
     if (mt::ExpertOp expert = expertOf(op)) {
       int64_t n = dims.tokens(), inner = 0;
@@ -123,14 +123,17 @@ int64_t opFlops(Operation *op, const Dims &dims, int64_t tokens) {
     return 0;
   if (isa<mt::MatMulOp>(op)) {
     Shape a = shapeOf(op->getOperand(0).getType());
-    int64_t k =
-        a.empty() ? 1 : plan::numel({a.back()}, dims.batch, dims.seq, tokens);
+    int64_t k = a.empty() ? 1
+                          : bundle::concreteNumel({a.back()}, dims.batch,
+                                                  dims.seq, tokens);
     return 2 * k * numelOf(op->getResult(0).getType(), dims, tokens);
   }
   if (auto attn = dyn_cast<mt::AttentionOp>(op)) {
     Shape q = shapeOf(op->getResult(0).getType());
-    int64_t f = 4 * numelOf(op->getResult(0).getType(), dims, tokens) *
-                (q.size() == 4 ? plan::numel({q[1]}, dims.batch, dims.seq) : 1);
+    int64_t f =
+        4 * numelOf(op->getResult(0).getType(), dims, tokens) *
+        (q.size() == 4 ? bundle::concreteNumel({q[1]}, dims.batch, dims.seq)
+                       : 1);
     return attn.getCausal() ? f / 2 : f;
   }
   if (auto fused = dyn_cast<mt::FusedOp>(op)) {
@@ -141,7 +144,7 @@ int64_t opFlops(Operation *op, const Dims &dims, int64_t tokens) {
   }
   if (isa<mt::MoeOp>(op)) {
     Shape router = shapeOf(op->getOperand(1).getType());
-    int64_t f = 2 * dims.tokens() * plan::numel(router, 0, 0);
+    int64_t f = 2 * dims.tokens() * bundle::concreteNumel(router, 0, 0);
     if (mt::ExpertOp expert = expertOf(op))
       if (func::FuncOp fwd = expert.getForward())
         f += flops(fwd, dims,
@@ -301,7 +304,7 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
       p.hostBytes += b.bytes;
       continue;
     }
-    b.offset = plan::alignOffset(end);
+    b.offset = bundle::alignOffset(end);
     end = b.offset + b.bytes;
   }
   p.devicePeak = end;

@@ -6,10 +6,12 @@
 
 #include "compiler/Driver/CompileModel.h"
 
+#include "compiler/Analysis/MemoryModel.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
 #include "compiler/Target/CpuKernels.h"
 #include "dialects/mt/MtDialect.h"
+#include "dialects/stream/StreamDialect.h"
 #include "frontend/HFImport.h"
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
@@ -71,7 +73,74 @@ bool applyConfigOverrides(ast::Model &model, const ConfigOverrides &overrides,
   return ok;
 }
 
+bool parseDeviceMemory(const std::string &text, int64_t &out,
+                       std::string &err) {
+  if (!analysis::parseByteSize(text, out, err))
+    return false;
+  if (out <= 0) {
+    err = "device memory must be positive, got '" + text + "'";
+    return false;
+  }
+  return true;
+}
+
 namespace {
+
+/// Checks the streaming options; prints the first problem.
+bool checkStreamOptions(const CompileOptions &options,
+                        DiagnosticEngine &diags) {
+  const StreamOptions &s = options.stream;
+  if (s.batch < 1 || s.seq < 1) {
+    diags.error({}, "a step plan needs --batch and --seq (>= 1)");
+    return false;
+  }
+  if (s.microBatches < 1 || s.prefetchDepth < 1) {
+    diags.error({}, "--micro-batches and --prefetch-depth must be >= 1");
+    return false;
+  }
+  if (s.checkpoints != "auto" && s.checkpoints != "device" &&
+      s.checkpoints != "host") {
+    diags.error({}, "unknown checkpoints placement '" + s.checkpoints +
+                        "' (expected device, host or auto)");
+    return false;
+  }
+  if (s.deviceMemory < 0) {
+    diags.error({}, "device memory must be positive");
+    return false;
+  }
+  return true;
+}
+
+/// Runs the training pipeline (autodiff with \p save) and, when streaming,
+/// the streaming pipeline with recompute \p policy. With \p quiet the
+/// diagnostics are collected in \p quietErrors instead of reported.
+bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
+                  const std::string &save, const std::string &policy,
+                  bool quiet, std::string &quietErrors) {
+  mlir::MLIRContext *context = module.getContext();
+  std::optional<mlir::ScopedDiagnosticHandler> capture;
+  if (quiet)
+    capture.emplace(context, [&](mlir::Diagnostic &d) {
+      quietErrors += d.str() + "\n";
+      return mlir::success();
+    });
+  mlir::PassManager pm(context);
+  TrainingPipelineOptions popts;
+  popts.save = save;
+  buildTrainingPipeline(pm, popts);
+  if (options.stream.enabled) {
+    StreamingPipelineOptions sopts;
+    sopts.batch = options.stream.batch;
+    sopts.seq = options.stream.seq;
+    sopts.microBatches = options.stream.microBatches;
+    sopts.prefetchDepth = options.stream.prefetchDepth;
+    sopts.recompute = policy;
+    sopts.checkpoints = options.stream.checkpoints;
+    sopts.budget = options.stream.deviceMemory;
+    buildStreamingPipeline(pm, sopts);
+  }
+  return mlir::succeeded(pm.run(module));
+}
 
 bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
   struct stat st;
@@ -176,7 +245,8 @@ bool compileModelSource(const std::string &source, const std::string &path,
   if (stage == CompileStage::Checked)
     return finish(true);
 
-  context.loadDialect<mt::MtDialect, mlir::func::FuncDialect>();
+  context.loadDialect<mt::MtDialect, stream::StreamDialect,
+                      mlir::func::FuncDialect>();
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
     std::string msg;
     llvm::raw_string_ostream ms(msg);
@@ -192,18 +262,30 @@ bool compileModelSource(const std::string &source, const std::string &path,
     return finish(false);
   if (stage == CompileStage::Lowered)
     return finish(true);
-  mlir::PassManager pm(&context);
-  TrainingPipelineOptions popts;
-  if (options.recompute == "none")
-    popts.save = "all";
-  else if (options.recompute != "full") {
+  if (options.recompute != "full" && options.recompute != "none" &&
+      options.recompute != "auto") {
     diags.error({}, "unknown recompute policy '" + options.recompute +
-                        "' (expected full or none)");
+                        "' (expected full, none or auto)");
     return finish(false);
   }
-  buildTrainingPipeline(pm, popts);
-  if (mlir::failed(pm.run(*out.module)))
+  if (options.stream.enabled && !checkStreamOptions(options, diags))
     return finish(false);
+  std::string ignored;
+  if (options.recompute == "auto" && options.stream.enabled) {
+    // Keep every intermediate when that plan fits; else recompute.
+    mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
+    if (!runPipelines(*out.module, options, "all", "none", /*quiet=*/true,
+                      ignored)) {
+      out.module = std::move(lowered);
+      if (!runPipelines(*out.module, options, "input", "full", false, ignored))
+        return finish(false);
+    }
+  } else {
+    std::string save = options.recompute == "none" ? "all" : "input";
+    std::string policy = options.recompute == "none" ? "none" : "full";
+    if (!runPipelines(*out.module, options, save, policy, false, ignored))
+      return finish(false);
+  }
   if (stage == CompileStage::Differentiated)
     return finish(true);
   // Kernels first: they name the fused regions the bundle then records.
@@ -243,6 +325,36 @@ bool compileModelSource(const std::string &source,
                           CompileStage::Bundled, context, compiled))
     return false;
   out = std::move(compiled.bundle);
+  return true;
+}
+
+bool smallestDeviceMemory(const std::string &source,
+                          const std::string &displayName,
+                          const CompileOptions &options, std::ostream &errs,
+                          int64_t &out) {
+  CompileOptions frugal = options;
+  frugal.stream.enabled = true;
+  frugal.stream.deviceMemory = 0;
+  if (frugal.recompute == "auto")
+    frugal.recompute = "full";
+  std::vector<std::string> places;
+  if (options.stream.checkpoints == "auto")
+    places = {"device", "host"};
+  else
+    places = {options.stream.checkpoints};
+  out = 0;
+  for (const std::string &place : places) {
+    frugal.stream.checkpoints = place;
+    mlir::MLIRContext context;
+    CompiledModel compiled;
+    if (!compileModelSource(source, displayName, frugal, errs,
+                            CompileStage::Differentiated, context, compiled))
+      return false;
+    for (auto step : compiled.module->getBody()->getOps<stream::StepOp>()) {
+      int64_t peak = step.getDevicePeak();
+      out = out == 0 ? peak : std::min(out, peak);
+    }
+  }
   return true;
 }
 

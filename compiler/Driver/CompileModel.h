@@ -31,6 +31,17 @@ namespace mtc {
 /// before Sema runs (for tiny instances of a model: `--set dim=16`).
 using ConfigOverrides = std::vector<std::pair<std::string, double>>;
 
+/// Streaming (docs/streaming.md): compile a step plan for a device-memory
+/// budget into the bundle (bundle::Bundle::step).
+struct StreamOptions {
+  bool enabled = false;       ///< build the step plan
+  int64_t deviceMemory = 0;   ///< budget in bytes; 0: none (plan only)
+  int64_t batch = 0, seq = 0; ///< one micro-batch; required (>= 1)
+  int64_t microBatches = 1;
+  int64_t prefetchDepth = 2;        ///< weight slots
+  std::string checkpoints = "auto"; ///< device | host | auto
+};
+
 /// What the compiler is asked for besides the source.
 struct CompileOptions {
   ConfigOverrides overrides;
@@ -39,9 +50,17 @@ struct CompileOptions {
   std::string cpu;
   /// Backward recomputation: "full" recomputes each layer from its input
   /// (the only activation kept per layer instance); "none" keeps every
-  /// intermediate the backward needs (no recomputation, more memory).
+  /// intermediate the backward needs (no recomputation, more memory);
+  /// "auto" (with streaming) keeps everything when that plan fits the
+  /// budget, else recomputes; without streaming it is "full".
   std::string recompute = "full";
+  /// Streaming step plan (off by default).
+  StreamOptions stream;
 };
+
+/// Parses a byte size for `--device-memory`: "64MiB", "2GiB", "512KiB",
+/// "1.5GiB", or a bare number of bytes (compiler/Analysis parseByteSize).
+bool parseDeviceMemory(const std::string &text, int64_t &out, std::string &err);
 
 /// Parses `name=value` into \p out; returns false with a message otherwise.
 bool parseConfigOverride(const std::string &text, ConfigOverrides &out,
@@ -104,9 +123,23 @@ bool compileHFModel(const std::string &dirOrConfig,
                     const CompileOptions &options, std::ostream &errs,
                     bundle::Bundle &out);
 
-/// The whole compiler: source to bundle.
+/// The whole compiler: source to bundle. With options.stream.enabled the
+/// bundle carries the step plan (out.step) for options.stream: this is what
+/// `mtc train MODEL.mt --device-memory ...` calls. Errors (an infeasible
+/// budget included) are printed to \p errs; returns false then.
 bool compileModelFile(const std::string &path, const CompileOptions &options,
                       std::ostream &errs, bundle::Bundle &out);
+
+/// The smallest device budget for which a step plan exists with
+/// options.stream and the most frugal choices the options leave open
+/// (recompute full when options.recompute is auto, host or device
+/// checkpoints, whichever needs less, when options.stream.checkpoints is
+/// auto). options.stream.deviceMemory is ignored. Returns false after
+/// printing errors to \p errs.
+bool smallestDeviceMemory(const std::string &source,
+                          const std::string &displayName,
+                          const CompileOptions &options, std::ostream &errs,
+                          int64_t &out);
 
 /// The whole compiler for in-memory source: source to bundle.
 bool compileModelSource(const std::string &source,

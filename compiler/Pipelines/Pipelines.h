@@ -23,6 +23,24 @@ struct TrainingPipelineOptions {
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingPipelineOptions &options = {});
 
+struct StreamingPipelineOptions {
+  int64_t batch = 0, seq = 0; ///< one micro-batch, required
+  int64_t microBatches = 1;
+  int64_t prefetchDepth = 2;
+  /// auto | full | none: must match how the module was differentiated
+  /// (mtc-insert-recompute); auto takes the module's.
+  std::string recompute = "auto";
+  std::string checkpoints = "auto"; ///< device | host | auto
+  int64_t budget = 0;               ///< device bytes; 0: none
+};
+
+/// A differentiated model (buildTrainingPipeline) -> the same module with a
+/// planned stream.step (docs/streaming.md): mtc-build-step,
+/// mtc-insert-recompute, mtc-insert-prefetch, mtc-place-optimizer,
+/// mtc-insert-offload, mtc-plan-memory.
+void buildStreamingPipeline(mlir::OpPassManager &pm,
+                            const StreamingPipelineOptions &options);
+
 /// Registers the pipelines with the pass registry (for mtc-opt).
 void registerMtcPipelines();
 

@@ -9,6 +9,7 @@
 #include "compiler/Target/BundleWriter.h"
 
 #include "dialects/mt/MtDialect.h"
+#include "dialects/stream/StreamDialect.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
@@ -120,6 +121,67 @@ LogicalResult translateFunctions(Block &body,
   return success();
 }
 
+/// A stream command's attributes: integers and strings (a unit attribute is
+/// true; the layer symbol becomes "layer").
+LogicalResult translateCommand(Operation &op, bundle::PlanCommand &out) {
+  out.op = op.getName().stripDialect().str();
+  for (NamedAttribute na : op.getAttrs()) {
+    std::string key = na.getName().str();
+    Attribute a = na.getValue();
+    if (auto sym = dyn_cast<FlatSymbolRefAttr>(a))
+      out.attrs[key] = sym.getValue().str();
+    else if (auto i = dyn_cast<IntegerAttr>(a))
+      out.attrs[key] = i.getInt();
+    else if (auto str = dyn_cast<StringAttr>(a))
+      out.attrs[key] = str.str();
+    else
+      return op.emitOpError()
+             << "attribute '" << key << "' cannot be placed in a bundle";
+  }
+  for (Region &r : op.getRegions())
+    for (Operation &inner : r.front()) {
+      out.body.emplace_back();
+      if (failed(translateCommand(inner, out.body.back())))
+        return failure();
+    }
+  return success();
+}
+
+LogicalResult translateStep(stream::StepOp step, bundle::StepPlan &out) {
+  out.batch = step.getBatch();
+  out.seq = step.getSeq();
+  out.microBatches = step.getMicroBatches();
+  out.prefetchDepth = step.getPrefetchDepth();
+  out.recompute = step.getRecompute().str();
+  out.checkpoints = step.getCheckpoints().str();
+  out.deviceBudget = step.getDeviceBudget();
+  out.devicePeak = step.getDevicePeak();
+  for (Operation &op : step.getBody().front()) {
+    if (auto buffer = dyn_cast<stream::BufferOp>(op)) {
+      bundle::PlanBuffer b;
+      b.name = buffer.getSymName().str();
+      b.kind = buffer.getKind().str();
+      b.space = buffer.getSpace().str();
+      b.bytes = buffer.getBytes();
+      if (IntegerAttr offset = buffer.getOffsetAttr())
+        b.offset = offset.getInt();
+      else if (b.space == "device")
+        return buffer.emitOpError()
+               << "has no offset (run mtc-plan-memory before writing a "
+                  "bundle)";
+      out.buffers.push_back(std::move(b));
+      continue;
+    }
+    out.program.emplace_back();
+    if (failed(translateCommand(op, out.program.back())))
+      return failure();
+  }
+  if (out.devicePeak == 0)
+    return step.emitOpError()
+           << "is not planned (run mtc-plan-memory before writing a bundle)";
+  return success();
+}
+
 } // namespace
 
 LogicalResult translateToBundle(ModuleOp module, bundle::Bundle &out) {
@@ -158,7 +220,17 @@ LogicalResult translateToBundle(ModuleOp module, bundle::Bundle &out) {
     }
     out.layers.push_back(std::move(l));
   }
-  return translateFunctions(body, out.functions);
+  if (failed(translateFunctions(body, out.functions)))
+    return failure();
+  out.step.reset();
+  for (auto step : module.getBody()->getOps<stream::StepOp>()) {
+    if (out.step)
+      return step.emitOpError() << "a bundle holds at most one stream.step";
+    out.step = std::make_shared<bundle::StepPlan>();
+    if (failed(translateStep(step, *out.step)))
+      return failure();
+  }
+  return success();
 }
 
 } // namespace mtc

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -482,6 +483,286 @@ void checkMoeOps(const Layer &l, const std::string &where) {
     }
 }
 
+json commandToJson(const PlanCommand &c) {
+  json o{{"op", c.op}};
+  for (const auto &[k, v] : c.attrs)
+    o[k] = attrToJson(v);
+  if (c.op == "layers") {
+    json body = json::array();
+    for (const PlanCommand &inner : c.body)
+      body.push_back(commandToJson(inner));
+    o["body"] = std::move(body);
+  }
+  return o;
+}
+
+json stepToJson(const StepPlan &s) {
+  json buffers = json::array();
+  for (const PlanBuffer &b : s.buffers) {
+    json o{{"name", b.name},
+           {"kind", b.kind},
+           {"space", b.space},
+           {"bytes", b.bytes}};
+    if (b.space == "device")
+      o["offset"] = b.offset;
+    buffers.push_back(std::move(o));
+  }
+  json program = json::array();
+  for (const PlanCommand &c : s.program)
+    program.push_back(commandToJson(c));
+  return json{{"batch", s.batch},
+              {"seq", s.seq},
+              {"micro_batches", s.microBatches},
+              {"prefetch_depth", s.prefetchDepth},
+              {"recompute", s.recompute},
+              {"checkpoints", s.checkpoints},
+              {"device_budget", s.deviceBudget},
+              {"device_peak", s.devicePeak},
+              {"buffers", std::move(buffers)},
+              {"program", std::move(program)}};
+}
+
+/// Largest byte count a plan may hold (4 EiB).
+constexpr int64_t kMaxBytes = int64_t(1) << 62;
+
+int64_t getInt(const json &obj, const char *key, const std::string &where,
+               int64_t min, int64_t max) {
+  const json &v = field(obj, key, where);
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) ||
+      v.get<int64_t>() < min || v.get<int64_t>() > max)
+    fail(where, std::string("field '") + key + "' must be an integer from " +
+                    std::to_string(min) + " to " + std::to_string(max) +
+                    ", got " + show(v));
+  return v.get<int64_t>();
+}
+
+std::string getChoice(const json &obj, const char *key,
+                      const std::string &where,
+                      std::initializer_list<const char *> allowed) {
+  std::string v = getString(obj, key, where);
+  std::string list;
+  for (const char *a : allowed) {
+    if (v == a)
+      return v;
+    list += std::string(list.empty() ? "" : ", ") + a;
+  }
+  fail(where, std::string("field '") + key + "' must be one of " + list +
+                  ", got '" + v + "'");
+}
+
+/// Fields a command may have besides "op" (and "body" for layers).
+void checkFields(const json &obj, const std::string &where,
+                 std::initializer_list<const char *> known) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    for (const char *k : known)
+      ok |= it.key() == k;
+    if (!ok)
+      fail(where, "unknown field '" + it.key() + "'");
+  }
+}
+
+PlanCommand parseCommand(const json &j, const std::string &where,
+                         const Bundle &b, bool inBody,
+                         const std::string &direction) {
+  if (!j.is_object())
+    fail(where, "expected an object");
+  PlanCommand c;
+  c.op = getString(j, "op", where);
+  const std::string &op = c.op;
+  auto need = [&](bool body) {
+    if (body != inBody)
+      fail(where, "'" + op + "' is " +
+                      (body ? std::string("only valid in a layers body")
+                            : std::string("not valid in a layers body")));
+  };
+  auto dir = [&](const char *d) {
+    if (direction != d)
+      fail(where,
+           "'" + op + "' is only valid in a " + std::string(d) + " loop");
+  };
+  auto nonNeg = [&](const char *key) {
+    c.attrs[key] = getInt(j, key, where, 0, kMaxDim);
+  };
+  auto str = [&](const char *key, std::initializer_list<const char *> allowed) {
+    c.attrs[key] = getChoice(j, key, where, allowed);
+  };
+  if (op == "load_model_weights" || op == "return_model_grads") {
+    need(false);
+    checkFields(j, where, {"op"});
+  } else if (op == "stage") {
+    need(false);
+    checkFields(j, where, {"op", "begin", "end"});
+    int64_t begin = getInt(j, "begin", where, 0, kMaxDim);
+    int64_t end = getInt(j, "end", where, begin, kMaxDim);
+    auto fb = b.functions.find("forward_backward");
+    if (fb == b.functions.end() ||
+        end > static_cast<int64_t>(fb->second.ops.size()))
+      fail(where, "ops [" + std::to_string(begin) + ", " + std::to_string(end) +
+                      ") are not ops of forward_backward");
+    c.attrs["begin"] = begin;
+    c.attrs["end"] = end;
+  } else if (op == "layers") {
+    need(false);
+    checkFields(j, where,
+                {"op", "layer", "first", "count", "direction", "op_index",
+                 "checkpoint_bytes", "body"});
+    std::string name = getString(j, "layer", where);
+    const Layer *l = b.layer(name);
+    if (!l)
+      fail(where, "names no layer of the model: '" + name + "'");
+    int64_t first = getInt(j, "first", where, 0, l->count - 1);
+    int64_t count = getInt(j, "count", where, 1, l->count - first);
+    std::string d = getChoice(j, "direction", where, {"forward", "backward"});
+    auto fb = b.functions.find("forward_backward");
+    int64_t numOps = fb == b.functions.end()
+                         ? 0
+                         : static_cast<int64_t>(fb->second.ops.size());
+    if (numOps == 0)
+      fail(where, "the bundle has no forward_backward function");
+    int64_t index = getInt(j, "op_index", where, 0, numOps - 1);
+    const Op &target = fb->second.ops[index];
+    const char *want = d == "forward" ? "apply_layers" : "apply_layers_grad";
+    if (target.name != want || target.symbol != name)
+      fail(where, "op_index " + std::to_string(index) + " is not an " + want +
+                      " of layer '" + name + "'");
+    c.attrs["layer"] = name;
+    c.attrs["first"] = first;
+    c.attrs["count"] = count;
+    c.attrs["direction"] = d;
+    c.attrs["op_index"] = index;
+    if (j.contains("checkpoint_bytes"))
+      c.attrs["checkpoint_bytes"] =
+          getInt(j, "checkpoint_bytes", where, 0, kMaxBytes);
+    const json &body = field(j, "body", where);
+    if (!body.is_array())
+      fail(where, "'body' must be an array");
+    int computes = 0;
+    for (size_t i = 0; i < body.size(); ++i) {
+      c.body.push_back(parseCommand(
+          body[i], where + ": body " + std::to_string(i), b, true, d));
+      computes += c.body.back().op == "compute";
+    }
+    if (computes != 1)
+      fail(where, "a layers body runs exactly one compute");
+  } else if (op == "optimizer_update") {
+    need(true);
+    dir("forward");
+    checkFields(j, where, {"op", "ahead"});
+    nonNeg("ahead");
+  } else if (op == "prefetch") {
+    need(true);
+    checkFields(j, where, {"op", "ahead", "stream", "event"});
+    nonNeg("ahead");
+    str("stream", {"h2d"});
+    c.attrs["event"] = getString(j, "event", where);
+  } else if (op == "wait_weights") {
+    need(true);
+    checkFields(j, where, {"op", "event"});
+    c.attrs["event"] = getString(j, "event", where);
+  } else if (op == "save") {
+    need(true);
+    dir("forward");
+    checkFields(j, where, {"op", "to"});
+    str("to", {"device", "host"});
+  } else if (op == "restore") {
+    need(true);
+    dir("backward");
+    checkFields(j, where, {"op", "from"});
+    str("from", {"device", "host"});
+  } else if (op == "compute") {
+    need(true);
+    checkFields(j, where, {"op", "fn"});
+    str("fn", {"forward", "backward"});
+    if (c.strAttr("fn") != direction)
+      fail(where, "compute runs '" + c.strAttr("fn") + "' in a " + direction +
+                      " loop");
+  } else if (op == "grad_return") {
+    need(true);
+    dir("backward");
+    checkFields(j, where, {"op", "stream"});
+    str("stream", {"d2h"});
+  } else {
+    fail(where, "unknown command '" + op + "'");
+  }
+  return c;
+}
+
+std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
+                                    const Bundle &b) {
+  if (!j.is_object())
+    fail(where, "must be an object");
+  checkFields(j, where,
+              {"batch", "seq", "micro_batches", "prefetch_depth", "recompute",
+               "checkpoints", "device_budget", "device_peak", "buffers",
+               "program"});
+  auto s = std::make_shared<StepPlan>();
+  s->batch = getInt(j, "batch", where, 1, kMaxDim);
+  s->seq = getInt(j, "seq", where, 1, kMaxDim);
+  s->microBatches = getInt(j, "micro_batches", where, 1, kMaxDim);
+  s->prefetchDepth = getInt(j, "prefetch_depth", where, 1, kMaxDim);
+  s->recompute = getChoice(j, "recompute", where, {"full", "none"});
+  s->checkpoints = getChoice(j, "checkpoints", where, {"device", "host"});
+  s->deviceBudget = getInt(j, "device_budget", where, 0, kMaxBytes);
+  s->devicePeak = getInt(j, "device_peak", where, 0, kMaxBytes);
+  if (s->deviceBudget > 0 && s->devicePeak > s->deviceBudget)
+    fail(where, "device_peak " + std::to_string(s->devicePeak) +
+                    " exceeds device_budget " +
+                    std::to_string(s->deviceBudget));
+  const json &buffers = field(j, "buffers", where);
+  if (!buffers.is_array())
+    fail(where, "'buffers' must be an array");
+  std::vector<std::pair<int64_t, int64_t>> regions; // [offset, end)
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::string w = where + ": buffer " + std::to_string(i);
+    const json &bj = buffers[i];
+    if (!bj.is_object())
+      fail(w, "expected an object");
+    checkFields(bj, w, {"name", "kind", "space", "bytes", "offset"});
+    PlanBuffer buf;
+    buf.name = getString(bj, "name", w);
+    if (buf.name.empty() || s->buffer(buf.name))
+      fail(w, "buffer names must be unique and non-empty: '" + buf.name + "'");
+    buf.kind = getChoice(bj, "kind", w,
+                         {"model_weights", "model_grads", "weights", "grads",
+                          "activations", "checkpoints", "stage", "workspace"});
+    buf.space = getChoice(bj, "space", w, {"device", "host"});
+    buf.bytes = getInt(bj, "bytes", w, 0, kMaxBytes);
+    if (buf.space == "device") {
+      buf.offset = getInt(bj, "offset", w, 0, kMaxBytes);
+      if (buf.offset % 256 != 0)
+        fail(w, "offset " + std::to_string(buf.offset) +
+                    " is not a multiple of 256");
+      if (buf.offset + buf.bytes > s->devicePeak)
+        fail(w, "'" + buf.name + "' ends at byte " +
+                    std::to_string(buf.offset + buf.bytes) +
+                    ", beyond device_peak " + std::to_string(s->devicePeak));
+      regions.emplace_back(buf.offset, buf.offset + buf.bytes);
+    } else {
+      if (bj.contains("offset"))
+        fail(w, "a host buffer has no 'offset'");
+      if (buf.kind != "checkpoints")
+        fail(w, "only checkpoints can live in host memory");
+    }
+    s->buffers.push_back(std::move(buf));
+  }
+  std::sort(regions.begin(), regions.end());
+  for (size_t i = 1; i < regions.size(); ++i)
+    if (regions[i].first < regions[i - 1].second)
+      fail(where, "device buffers overlap at bytes [" +
+                      std::to_string(regions[i].first) + ", " +
+                      std::to_string(regions[i - 1].second) + ")");
+  const json &program = field(j, "program", where);
+  if (!program.is_array())
+    fail(where, "'program' must be an array");
+  for (size_t i = 0; i < program.size(); ++i)
+    s->program.push_back(parseCommand(
+        program[i], where + ": program " + std::to_string(i), b, false, ""));
+  return s;
+}
+
 } // namespace
 
 std::string toJson(const Bundle &b) {
@@ -519,6 +800,8 @@ std::string toJson(const Bundle &b) {
       names[inst] = json{{"tensor", ref.tensor}, {"transpose", ref.transpose}};
     doc["hf_names"] = std::move(names);
   }
+  if (b.step)
+    doc["step"] = stepToJson(*b.step);
   return doc.dump(1) + "\n";
 }
 
@@ -620,6 +903,8 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
         b.hfNames[it.key()] = std::move(ref);
       }
     }
+    if (doc.contains("step"))
+      b.step = parseStep(doc["step"], where + ": step", b);
     out = std::move(b);
     return true;
   } catch (const ReadError &e) {

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-namespace mtc::plan {
+namespace mtc::bundle {
 
 /// Every tensor is held in 4-byte elements (f32, i32; bf16 parameters are
 /// held as f32).
@@ -43,8 +43,8 @@ constexpr int64_t tensorBytes(int64_t numel) {
 
 /// The element count of \p shape with B = \p batch, S = \p seq and T = \p
 /// tokens (the tokens routed to one expert).
-inline int64_t numel(const Shape &shape, int64_t batch, int64_t seq,
-                     int64_t tokens = 0) {
+inline int64_t concreteNumel(const Shape &shape, int64_t batch, int64_t seq,
+                             int64_t tokens = 0) {
   int64_t n = 1;
   for (Dim d : shape)
     n *= d == kDimB ? batch : d == kDimS ? seq : d == kDimT ? tokens : d;
@@ -54,7 +54,7 @@ inline int64_t numel(const Shape &shape, int64_t batch, int64_t seq,
 /// tensorBytes of \p shape at concrete dims.
 inline int64_t tensorBytes(const Shape &shape, int64_t batch, int64_t seq,
                            int64_t tokens = 0) {
-  return tensorBytes(numel(shape, batch, seq, tokens));
+  return tensorBytes(concreteNumel(shape, batch, seq, tokens));
 }
 
 /// The log-sum-exp an `attention` op keeps beside its result: one float per
@@ -63,10 +63,10 @@ inline int64_t attentionLseBytes(const Shape &resultShape, int64_t batch,
                                  int64_t seq) {
   if (resultShape.size() != 4)
     return 0;
-  return tensorBytes(
-      numel({resultShape[0], resultShape[1], resultShape[2]}, batch, seq));
+  return tensorBytes(concreteNumel(
+      {resultShape[0], resultShape[1], resultShape[2]}, batch, seq));
 }
 
-} // namespace mtc::plan
+} // namespace mtc::bundle
 
 #endif // MTC_LIB_BUNDLE_PLAN_H

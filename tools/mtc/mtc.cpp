@@ -5,10 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Analysis/MemoryModel.h"
 #include "compiler/Driver/CompileModel.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
 #include "dialects/mt/MtDialect.h"
+#include "dialects/stream/StreamDialect.h"
 #include "frontend/ASTPrinter.h"
 #include "frontend/HFImport.h"
 #include "frontend/MLIRGen.h"
@@ -16,6 +18,7 @@
 #include "frontend/Sema.h"
 #include "frontend/Summary.h"
 #include "lib/Support/Diagnostics.h"
+#include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/GradCheck.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
@@ -31,6 +34,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -43,6 +47,7 @@ struct Command {
   const char *usage;
   const char *summary;
   int (*run)(const std::vector<std::string> &args);
+  const char *details = nullptr; ///< more help after the usage, if any
 };
 
 int runCompile(const std::vector<std::string> &args);
@@ -51,25 +56,53 @@ int runGradCheck(const std::vector<std::string> &args);
 int runTrain(const std::vector<std::string> &args);
 int runGenerate(const std::vector<std::string> &args);
 int runImportHF(const std::vector<std::string> &args);
+int runPlan(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
     {"compile",
      "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
-     "[-o FILE] [--cpu NAME] [--recompute full|none] [--set NAME=VALUE]...",
+     "[-o FILE] [--cpu NAME] [--recompute full|none|auto] [--set "
+     "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
+     "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
+     "device|host|auto]]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
-     "or parameter summary, or write a bundle (-o model.mtb)",
+     "or parameter summary, or write a bundle (-o model.mtb; with "
+     "--device-memory it carries a streaming step plan)",
      runCompile},
+    {"plan",
+     "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
+     "[--micro-batches N] [--prefetch-depth N] [--recompute auto|full|none] "
+     "[--checkpoints device|host|auto] [--set NAME=VALUE]...",
+     "print the streaming memory plan of a model: device buffers, peak, "
+     "smallest feasible budget, host bytes per parameter",
+     runPlan},
     {"train",
      "mtc train MODEL.mt|MODEL.mtb|--hf DIR --data FILE [--steps N] [--batch "
      "N] "
      "[--seq N] [--micro-batches N] [--lr X] [--warmup N] [--min-lr-ratio X] "
      "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
-     "[--out DIR] [--metrics FILE.jsonl] [--threads N] [--sample-prompt TEXT] "
+     "[--out DIR] [--resume DIR] [--stop-after N] [--metrics FILE.jsonl] "
+     "[--threads N] [--sample-prompt TEXT] "
      "[--sample-tokens N] [--kernels on|off] [--recompute full|none] "
-     "[--cpu NAME] [--set NAME=VALUE]...",
+     "[--cpu NAME] [--set NAME=VALUE]...\n"
+     "       mtc train --resume DIR [--steps N] [flags]...",
      "train a model on a text or token file (CPU, parameters resident)",
-     runTrain},
+     runTrain,
+     "Checkpoints (--out DIR, every --save-every steps and at the end): "
+     "model.mtb, model.safetensors (weights), optimizer.safetensors (AdamW "
+     "<param>.exp_avg / <param>.exp_avg_sq), trainer_state.json (step, "
+     "options, data file identity, RNG, checksums). Written into DIR.tmp, "
+     "then swapped in by renames (DIR -> DIR.bak, DIR.tmp -> DIR): a crash "
+     "leaves DIR, or DIR.bak, complete.\n"
+     "--resume DIR continues a run bit-identically: model (MODEL optional: "
+     "DIR/model.mtb), weights, moments, step, data position. DIR.bak is used "
+     "when DIR is missing. Flags left out take the checkpoint's values; "
+     "--steps is the total; --batch, --seq, --micro-batches, --seed, "
+     "--val-fraction and the data file must match; --steps, --lr, the "
+     "schedule, AdamW and --clip may change (noted). --out defaults to DIR; "
+     "--metrics is appended to. --stop-after N ends the run after step N "
+     "(checkpointed) without changing the schedule."},
     {"generate",
      "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
      "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
@@ -154,10 +187,12 @@ struct Flag {
 };
 
 /// Parses \p args against \p flags; positional arguments go to
-/// \p positional. Prints the error and returns false on bad input.
+/// \p positional, the names of the flags given to \p given (when not null).
+/// Prints the error and returns false on bad input.
 bool parseFlags(const char *command, const std::vector<std::string> &args,
                 const std::vector<Flag> &flags,
-                std::vector<std::string> &positional) {
+                std::vector<std::string> &positional,
+                std::set<std::string> *given = nullptr) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i], value;
     bool hasValue = false;
@@ -188,6 +223,8 @@ bool parseFlags(const char *command, const std::vector<std::string> &args,
       }
       value = args[++i];
     }
+    if (given)
+      given->insert(flag->name);
     std::string bad = std::string(command) + ": " + a + " expects ";
     char *end = nullptr;
     errno = 0;
@@ -253,7 +290,10 @@ bool onePositional(const char *command, const std::vector<std::string> &pos,
 bool wantsHelp(const char *command, const std::vector<std::string> &args) {
   for (const std::string &a : args)
     if (a == "-h" || a == "--help") {
-      std::cout << "usage: " << findCommand(command)->usage << "\n";
+      const Command *c = findCommand(command);
+      std::cout << "usage: " << c->usage << "\n";
+      if (c->details)
+        std::cout << "\n" << c->details << "\n";
       return true;
     }
   return false;
@@ -278,6 +318,175 @@ bool loadInput(const std::string &input, const std::string &hf,
   if (hf.empty())
     return mtc::loadModel(input, copts, std::cerr, b);
   return mtc::compileHFModel(hf, copts, std::cerr, b);
+}
+
+/// The streaming flags of compile and plan.
+void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
+                    std::string &deviceMemory) {
+  flags.push_back({Flag::String, "--device-memory", &deviceMemory});
+  flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
+  flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
+  flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
+  flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1});
+  flags.push_back({Flag::String, "--checkpoints", &stream.checkpoints});
+}
+
+/// Parses --device-memory, turns streaming on when it is given (or \p
+/// always), and picks the recompute default (auto with streaming, else
+/// full). Prints the error and returns false on bad input.
+bool finishStreamFlags(const char *command, const std::string &deviceMemory,
+                       mtc::StreamOptions &stream, std::string &recompute,
+                       bool always = false) {
+  if (!deviceMemory.empty()) {
+    std::string err;
+    if (!mtc::parseDeviceMemory(deviceMemory, stream.deviceMemory, err)) {
+      error(std::string(command) + ": --device-memory: " + err);
+      return false;
+    }
+  }
+  stream.enabled = always || !deviceMemory.empty();
+  if (recompute.empty())
+    recompute = stream.enabled ? "auto" : "full";
+  if (recompute == "auto" && !stream.enabled) {
+    error(std::string(command) +
+          ": --recompute auto needs --device-memory (a streaming plan)");
+    return false;
+  }
+  if (stream.enabled && (stream.batch < 1 || stream.seq < 1)) {
+    error(std::string(command) + ": a streaming plan needs --batch N and "
+                                 "--seq N");
+    return false;
+  }
+  return true;
+}
+
+std::string withCommas(int64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+int runPlan(const std::vector<std::string> &args) {
+  if (wantsHelp("plan", args))
+    return 0;
+  std::string recompute, hf, input, deviceMemory;
+  mtc::CompileOptions copts;
+  std::vector<std::string> pos;
+  std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
+                             {Flag::String, "--hf", &hf},
+                             {Flag::Set, "--set", &copts.overrides}};
+  addStreamFlags(flags, copts.stream, deviceMemory);
+  if (!parseFlags("plan", args, flags, pos) ||
+      !modelInput("plan", pos, hf, input) ||
+      !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
+                         /*always=*/true))
+    return 1;
+  copts.recompute = recompute;
+  std::string source, name;
+  if (!hf.empty()) {
+    if (!mtc::importHFModel(hf, source, name, std::cerr))
+      return 1;
+  } else {
+    std::ifstream in(input, std::ios::binary);
+    struct stat st;
+    if (!in || ::stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      return error("cannot open '" + input + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    source = ss.str();
+    name = input;
+  }
+  mlir::MLIRContext context;
+  mtc::CompiledModel compiled;
+  if (!mtc::compileModelSource(source, name, copts, std::cerr,
+                               mtc::CompileStage::Differentiated, context,
+                               compiled))
+    return 1;
+  int64_t smallest = 0;
+  if (!mtc::smallestDeviceMemory(source, name, copts, std::cerr, smallest))
+    return 1;
+  mtc::bundle::Bundle b;
+  if (mlir::failed(mtc::translateToBundle(*compiled.module, b)) || !b.step)
+    return error("plan: no step plan was built");
+  const mtc::bundle::StepPlan &step = *b.step;
+  mtc::analysis::ModelCost cost;
+  std::string err;
+  auto model = *compiled.module->getBody()->getOps<mtc::mt::ModelOp>().begin();
+  if (!mtc::analysis::analyzeModel(model, {step.batch, step.seq}, cost, err))
+    return error("plan: " + err);
+  using mtc::analysis::formatByteSize;
+  std::ostream &os = std::cout;
+  int64_t params = cost.totalParams();
+  os << "model " << cost.name << ": " << withCommas(params) << " parameters ("
+     << withCommas(cost.modelParams) << " model-level)\n";
+  for (const mtc::analysis::LayerCost &l : cost.layers)
+    os << "  layer " << l.name << " x " << l.count << ": "
+       << withCommas(l.params) << " parameters, "
+       << formatByteSize(l.weightBytes) << " of weights per instance; per "
+       << "micro-batch: checkpoint " << formatByteSize(l.checkpointBytes)
+       << ", workspace " << formatByteSize(l.workspaceBytes) << ", forward "
+       << withCommas(l.forwardFlops) << " FLOPs\n";
+  os << "step: " << step.microBatches << " micro-batch"
+     << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
+     << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
+     << ", recompute " << step.recompute << ", checkpoints " << step.checkpoints
+     << "\n";
+  os << "device budget: "
+     << (step.deviceBudget ? formatByteSize(step.deviceBudget) + " (" +
+                                 std::to_string(step.deviceBudget) + " bytes)"
+                           : std::string("none given"))
+     << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-18s %-14s %-7s %12s %12s  %s\n", "buffer",
+                "kind", "space", "offset", "bytes", "size");
+  os << line;
+  for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
+    std::string offset =
+        buf.space == "device" ? std::to_string(buf.offset) : "-";
+    std::snprintf(line, sizeof line, "%-18s %-14s %-7s %12s %12lld  %s\n",
+                  buf.name.c_str(), buf.kind.c_str(), buf.space.c_str(),
+                  offset.c_str(), (long long)buf.bytes,
+                  formatByteSize(buf.bytes).c_str());
+    os << line;
+  }
+  os << "device peak: " << formatByteSize(step.devicePeak, true) << " ("
+     << step.devicePeak << " bytes)";
+  if (step.deviceBudget)
+    os << " of " << formatByteSize(step.deviceBudget);
+  os << "\n";
+  int64_t n = cost.totalInstances();
+  int64_t resident = std::min<int64_t>(step.prefetchDepth, n);
+  int64_t loads = 2 * n - resident;
+  int64_t loadBytes = 0;
+  for (const mtc::analysis::LayerCost &l : cost.layers)
+    loadBytes += 2 * l.count * l.weightBytes;
+  // The last `resident` instances of the forward stay for the backward;
+  // approximate their bytes with the largest layer's.
+  int64_t largest = 0;
+  for (const mtc::analysis::LayerCost &l : cost.layers)
+    largest = std::max(largest, l.weightBytes);
+  loadBytes -= resident * largest;
+  os << "weight loads per step: " << loads << " layer instances (2 x " << n
+     << " - " << resident << " resident at the forward/backward turnaround), "
+     << formatByteSize(loadBytes) << " host to device, + "
+     << formatByteSize(cost.modelWeightBytes) << " model-level\n";
+  const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
+  int64_t hostCkpt = host ? host->bytes : 0;
+  os << "host memory: 16 B/param (fp32 value, gradient, AdamW m and v) x "
+     << withCommas(params) << " = " << formatByteSize(16 * params)
+     << "; checkpoints.host " << formatByteSize(hostCkpt) << " ("
+     << formatByteSize(hostCkpt / step.microBatches) << " per micro-batch)\n";
+  os << "smallest feasible device memory with these options: "
+     << formatByteSize(smallest, true) << "\n\n";
+  os << "device_peak_bytes: " << step.devicePeak << "\n";
+  os << "min_device_memory: " << smallest << "\n";
+  os << "host_bytes_per_param: 16\n";
+  os << "host_checkpoint_bytes: " << hostCkpt << "\n";
+  return 0;
 }
 
 int runImportHF(const std::vector<std::string> &args) {
@@ -305,20 +514,23 @@ int runImportHF(const std::vector<std::string> &args) {
 int runCompile(const std::vector<std::string> &args) {
   if (wantsHelp("compile", args))
     return 0;
-  std::string emit, output, input, cpu, recompute = "full", hf;
+  std::string emit, output, input, cpu, recompute, hf;
   mtc::ConfigOverrides overrides;
+  mtc::StreamOptions stream;
   std::vector<std::string> pos;
   std::vector<std::string> normalized;
   for (const std::string &a : args) // `-o FILE` is the one short flag
     normalized.push_back(a == "-o" ? "--output" : a);
-  if (!parseFlags("compile", normalized,
-                  {{Flag::String, "--emit", &emit},
-                   {Flag::String, "--output", &output},
-                   {Flag::String, "--cpu", &cpu},
-                   {Flag::String, "--recompute", &recompute},
-                   {Flag::String, "--hf", &hf},
-                   {Flag::Set, "--set", &overrides}},
-                  pos))
+  std::vector<Flag> flags = {{Flag::String, "--emit", &emit},
+                             {Flag::String, "--output", &output},
+                             {Flag::String, "--cpu", &cpu},
+                             {Flag::String, "--recompute", &recompute},
+                             {Flag::String, "--hf", &hf},
+                             {Flag::Set, "--set", &overrides}};
+  std::string deviceMemory;
+  addStreamFlags(flags, stream, deviceMemory);
+  if (!parseFlags("compile", normalized, flags, pos) ||
+      !finishStreamFlags("compile", deviceMemory, stream, recompute))
     return 1;
   if (!hf.empty() && !pos.empty())
     return error("compile: give either a model file or --hf DIR, not both");
@@ -353,7 +565,7 @@ int runCompile(const std::vector<std::string> &args) {
 
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
-  mtc::CompileOptions copts{overrides, cpu, recompute};
+  mtc::CompileOptions copts{overrides, cpu, recompute, stream};
   if (!hf.empty()) {
     std::string source, name;
     mtc::HFNameMap names;
@@ -431,6 +643,7 @@ int runTrain(const std::vector<std::string> &args) {
   int64_t threads = 0;
   std::string kernels = "on";
   std::vector<std::string> pos;
+  std::set<std::string> given;
   std::string input, hf;
   if (!parseFlags("train", args,
                   {{Flag::String, "--data", &opts.data},
@@ -459,9 +672,31 @@ int runTrain(const std::vector<std::string> &args) {
                    {Flag::Set, "--set", &copts.overrides},
                    {Flag::String, "--recompute", &copts.recompute},
                    {Flag::String, "--cpu", &copts.cpu},
-                   {Flag::String, "--hf", &hf}},
-                  pos) ||
-      !modelInput("train", pos, hf, input))
+                   {Flag::String, "--hf", &hf},
+                   {Flag::String, "--resume", &opts.resume},
+                   {Flag::Int, "--stop-after", &opts.stopAfter, 1}},
+                  pos, &given))
+    return 1;
+  if (!opts.resume.empty()) {
+    // Flags left out take the checkpoint's values; the model defaults to the
+    // checkpoint's bundle and --out to the checkpoint directory.
+    std::string dir;
+    if (mtc::Expected<std::string> d =
+            mtc::driver::resolveCheckpoint(opts.resume))
+      dir = *d;
+    else
+      return error(d.message());
+    mtc::Expected<mtc::driver::TrainerState> state =
+        mtc::driver::readTrainerState(dir);
+    if (!state)
+      return error(state.message());
+    mtc::driver::inheritOptions(state->options, given, opts);
+    if (opts.outDir.empty())
+      opts.outDir = opts.resume;
+    if (pos.empty() && hf.empty())
+      pos.push_back(dir + "/model.mtb");
+  }
+  if (!modelInput("train", pos, hf, input))
     return 1;
   opts.threads = static_cast<int>(threads);
   if (kernels != "on" && kernels != "off")
@@ -514,6 +749,8 @@ int runHelp(const std::vector<std::string> &args) {
   if (!c)
     return error("unknown command '" + args[0] + "'");
   std::cout << "usage: " << c->usage << "\n" << c->summary << "\n";
+  if (c->details)
+    std::cout << "\n" << c->details << "\n";
   return 0;
 }
 
