@@ -18,6 +18,7 @@
 
 #include "lib/Format/Safetensors.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
@@ -37,7 +38,6 @@
 #include <fstream>
 #include <iomanip>
 #include <sstream>
-#include <sys/stat.h>
 
 namespace mtc::driver {
 
@@ -46,62 +46,6 @@ namespace {
 double nowSeconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-bool makeDirs(const std::string &path, std::string &err) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/')
-    cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty())
-      continue;
-    cur += part + "/";
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      err = "cannot create directory '" + cur + "': " + std::strerror(errno);
-      return false;
-    }
-  }
-  return true;
-}
-
-/// Writes model.mtb, model.safetensors and trainer_state.json into \p dir.
-Status saveCheckpoint(const std::string &dir, const bundle::Bundle &b,
-                      const exec::ParamStore &store, int64_t step,
-                      const TrainOptions &opts, double loss) {
-  std::string err;
-  if (!makeDirs(dir, err))
-    return Status::error(err);
-  if (!bundle::writeFile(b, dir + "/model.mtb", err))
-    return Status::error(err);
-  std::vector<TensorToWrite> tensors;
-  for (const exec::ParamSlot &s : store.slots()) {
-    TensorToWrite t;
-    t.name = s.name;
-    t.dtype = TensorDType::F32;
-    t.shape.assign(s.decl->shape.begin(), s.decl->shape.end());
-    t.data = s.value.data();
-    tensors.push_back(std::move(t));
-  }
-  Status st = writeSafetensors(dir + "/model.safetensors", tensors,
-                               {{"format", "pt"}, {"producer", "mtc"}});
-  if (!st.ok())
-    return st;
-  nlohmann::json state{{"step", step},      {"loss", loss},
-                       {"seq", opts.seq},   {"batch", opts.batch},
-                       {"seed", opts.seed}, {"lr", opts.lr},
-                       {"data", opts.data}, {"model", b.model}};
-  std::string tmp = dir + "/trainer_state.json.tmp";
-  {
-    std::ofstream out(tmp);
-    out << state.dump(1) << "\n";
-    if (!out)
-      return Status::error("cannot write '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), (dir + "/trainer_state.json").c_str()) != 0)
-    return Status::error("cannot rename '" + tmp + "'");
-  return Status::success();
 }
 
 /// Mean loss over up to \p batches validation batches.
@@ -283,6 +227,40 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     return 1;
   }
 
+  // Checkpoints (driver/Checkpoint.h): the data file's identity, the --out
+  // directory, and with --resume the checkpoint's state against these
+  // options, all checked before anything is allocated.
+  DataIdentity dataId;
+  TrainerState ck;
+  std::string ckDir;
+  std::vector<std::string> notes;
+  if (!opts.outDir.empty() || !opts.resume.empty()) {
+    Expected<DataIdentity> id = identifyData(*data);
+    Status st = id ? checkCheckpointTarget(opts.outDir) : id.status();
+    if (st.ok() && !opts.resume.empty()) {
+      std::string note;
+      Expected<std::string> dir = resolveCheckpoint(opts.resume, &note);
+      Expected<TrainerState> state =
+          dir ? readTrainerState(*dir) : Expected<TrainerState>(dir.status());
+      if (!note.empty())
+        notes.push_back(note);
+      st = state ? checkResume(*state, *dir, opts, *id, notes) : state.status();
+      if (st.ok() && opts.stopAfter > 0 && opts.stopAfter <= state->step)
+        st = Status::error("--stop-after " + std::to_string(opts.stopAfter) +
+                           " is not after the checkpoint's step " +
+                           std::to_string(state->step));
+      if (st.ok()) {
+        ckDir = *dir;
+        ck = *state;
+      }
+    }
+    if (!st.ok()) {
+      err << "mtc: error: " << st.message() << "\n";
+      return 1;
+    }
+    dataId = *id;
+  }
+
   // Checked before allocating: parameters, gradients and AdamW moments
   // (16 bytes per parameter) plus the step's working set.
   {
@@ -315,8 +293,23 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   }
 
   exec::ParamStore store(b);
-  store.initialize(opts.seed);
-  if (!opts.hfWeights.empty()) {
+  int64_t startStep = 0;
+  if (!ckDir.empty()) {
+    Expected<TrainerState> state = readCheckpoint(ckDir, b, store, &notes);
+    if (!state) {
+      err << "mtc: error: " << state.message() << "\n";
+      return 1;
+    }
+    startStep = state->step;
+    if (startStep == opts.steps) {
+      out << "the checkpoint is at --steps " << opts.steps
+          << "; nothing to train (raise --steps to continue)\n";
+      return 0;
+    }
+  } else {
+    store.initialize(opts.seed);
+  }
+  if (!opts.hfWeights.empty() && ckDir.empty()) {
     if (Status st = loadHFWeights(store, b, opts.hfWeights); !st.ok()) {
       err << "mtc: error: " << st.message() << "\n";
       return 1;
@@ -350,7 +343,13 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   train::JsonlWriter metrics;
   bool haveMetrics = !opts.metrics.empty();
   if (haveMetrics) {
-    Expected<train::JsonlWriter> w = train::JsonlWriter::open(opts.metrics);
+    // Resuming appends, after dropping the records of steps after the
+    // checkpoint (an interrupted run may have logged them).
+    Status trimmed = startStep > 0 ? trimMetrics(opts.metrics, startStep)
+                                   : Status::success();
+    Expected<train::JsonlWriter> w =
+        trimmed.ok() ? train::JsonlWriter::open(opts.metrics, startStep > 0)
+                     : Expected<train::JsonlWriter>(trimmed);
     if (!w) {
       err << "mtc: error: " << w.message() << "\n";
       return 1;
@@ -371,12 +370,21 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
               ? std::string("interpreted")
               : "compiled for " + b.cpuKernelsTarget)
       << "\n";
+  for (const std::string &n : notes)
+    out << "note: " << n << "\n";
+  if (startStep > 0)
+    out << "resumed from " << ckDir << " at step " << startStep << " (loss "
+        << ck.loss << ")\n";
   out.flush();
 
   std::vector<int32_t> in(opts.batch * opts.seq), tg(opts.batch * opts.seq);
   train::ProgressReporter progress(opts.steps, stdout, 10);
   double firstLoss = std::nan(""), lastLoss = 0, start = nowSeconds();
-  for (int64_t step = 1; step <= opts.steps; ++step) {
+  int64_t lastStep =
+      opts.stopAfter > 0 ? std::min(opts.stopAfter, opts.steps) : opts.steps;
+  double lastVal = ck.valLoss;
+  int64_t lastValStep = ck.valStep;
+  for (int64_t step = startStep + 1; step <= lastStep; ++step) {
     double t0 = nowSeconds();
     store.zeroGrads();
     double loss = 0;
@@ -433,6 +441,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       }
     }
     if (evalNow && std::isfinite(valLoss)) {
+      lastVal = valLoss;
+      lastValStep = step;
       progress.finish();
       out << "step " << step << ": train loss " << std::fixed
           << std::setprecision(4) << loss << ", val loss " << valLoss
@@ -441,9 +451,10 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     }
     bool saveNow = !opts.outDir.empty() &&
                    ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
-                    step == opts.steps);
+                    step == lastStep);
     if (saveNow) {
-      Status st = saveCheckpoint(opts.outDir, b, store, step, opts, loss);
+      TrainerState state{step, loss, lastVal, lastValStep, opts, dataId};
+      Status st = writeCheckpoint(opts.outDir, b, store, state);
       if (!st.ok()) {
         err << "mtc: error: saving the checkpoint: " << st.message() << "\n";
         return 1;
@@ -452,13 +463,17 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   }
   progress.finish();
   double elapsed = nowSeconds() - start;
-  out << "trained " << opts.steps << " steps in " << std::fixed
-      << std::setprecision(1) << elapsed << " s: loss " << std::setprecision(4)
-      << firstLoss << " -> " << lastLoss << ", " << std::setprecision(0)
-      << opts.steps * tokensPerStep / elapsed << " tokens/s"
-      << std::defaultfloat << "\n";
+  int64_t ran = lastStep - startStep;
+  out << "trained " << ran << " steps in " << std::fixed << std::setprecision(1)
+      << elapsed << " s: loss " << std::setprecision(4) << firstLoss << " -> "
+      << lastLoss << ", " << std::setprecision(0)
+      << ran * tokensPerStep / elapsed << " tokens/s" << std::defaultfloat
+      << "\n";
   if (!opts.outDir.empty())
-    out << "checkpoint: " << opts.outDir << "\n";
+    out << "checkpoint: " << opts.outDir << " (step " << lastStep << ")\n";
+  if (lastStep < opts.steps)
+    out << "stopped after step " << lastStep << " of " << opts.steps
+        << " (--stop-after); continue with --resume\n";
   if (opts.sampleTokens > 0) {
     train::Rng rng(opts.seed, 99);
     std::vector<int32_t> prompt;

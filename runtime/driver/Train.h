@@ -41,6 +41,12 @@ struct TrainOptions {
   /// A HuggingFace checkpoint (driver/HFWeights.h) to start from instead of
   /// the initializers; "" : none.
   std::string hfWeights;
+  /// A checkpoint directory to continue from ("" : none); see
+  /// driver/Checkpoint.h. `steps` stays the total.
+  std::string resume;
+  /// End this run after this optimizer step (writing a checkpoint when outDir
+  /// is set) without changing the schedule; 0: run to `steps`.
+  int64_t stopAfter = 0;
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to

@@ -1,0 +1,938 @@
+//===- Checkpoint.cpp - Full-state checkpoints and exact resume -*- C++ -*-===//
+//
+// Part of mtc. See Checkpoint.h for the files and the atomic protocol.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/driver/Checkpoint.h"
+
+#include "lib/Format/MappedFile.h"
+#include "lib/Format/Safetensors.h"
+#include "runtime/exec/ParamStore.h"
+#include "runtime/train/Data.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mtc::driver {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json; // written in a readable order
+
+namespace {
+
+constexpr const char *kFormat = "mtc-checkpoint";
+constexpr int kVersion = 1;
+constexpr const char *kState = "trainer_state.json";
+constexpr const char *kBundle = "model.mtb";
+constexpr const char *kWeights = "model.safetensors";
+constexpr const char *kMoments = "optimizer.safetensors";
+
+//===----------------------------------------------------------------------===//
+// Small file helpers
+//===----------------------------------------------------------------------===//
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// fsync of a directory (after renames in it); filesystems that cannot
+/// (EINVAL) are fine.
+Status syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error(dir + ": cannot open: " + std::strerror(errno));
+  int rc = ::fsync(fd);
+  int e = errno;
+  ::close(fd);
+  if (rc != 0 && e != EINVAL)
+    return Status::error(dir + ": fsync failed: " + std::strerror(e));
+  return Status::success();
+}
+
+Status removeTree(const std::string &path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec)
+    return Status::error(path + ": cannot remove: " + ec.message());
+  return Status::success();
+}
+
+Status renamePath(const std::string &from, const std::string &to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    return Status::error("cannot rename '" + from + "' to '" + to +
+                         "': " + std::strerror(errno));
+  return Status::success();
+}
+
+Status writeText(const std::string &path, const std::string &text) {
+  Expected<AtomicFileWriter> w = AtomicFileWriter::create(path);
+  if (!w)
+    return w.status();
+  Status s = w->write(text.data(), text.size());
+  if (s.ok())
+    s = w->commit();
+  return s;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// \p path made absolute (so that --resume from another directory finds the
+/// data file the checkpoint records).
+std::string absolutePath(const std::string &path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+/// The path without trailing slashes ("ckpt/" -> "ckpt"), so that DIR.tmp and
+/// DIR.bak are siblings of DIR.
+std::string trimSlashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  return dir;
+}
+
+//===----------------------------------------------------------------------===//
+// The crash test hook
+//===----------------------------------------------------------------------===//
+
+/// MTC_TEST_CRASH_IN_CHECKPOINT=STAGE[@STEP]: exits at \p stage (of the
+/// checkpoint of \p step, or of any step) the way a killed process would: no
+/// destructors, no flushing, nothing cleaned up.
+void crashPoint(const char *stage, int64_t step) {
+  const char *env = std::getenv("MTC_TEST_CRASH_IN_CHECKPOINT");
+  if (!env || !*env)
+    return;
+  std::string spec = env, name = spec;
+  size_t at = spec.find('@');
+  if (at != std::string::npos) {
+    name = spec.substr(0, at);
+    if (std::to_string(step) != spec.substr(at + 1))
+      return;
+  }
+  if (name != stage)
+    return;
+  std::fprintf(stderr,
+               "mtc: test hook MTC_TEST_CRASH_IN_CHECKPOINT=%s: exiting in the "
+               "checkpoint of step %lld\n",
+               env, static_cast<long long>(step));
+  std::fflush(stderr);
+  ::_exit(137);
+}
+
+//===----------------------------------------------------------------------===//
+// Identities
+//===----------------------------------------------------------------------===//
+
+/// xxh64 of the parameter instances' names, dtypes and shapes, in order.
+uint64_t paramsHash(const exec::ParamStore &store) {
+  std::string text;
+  for (const exec::ParamSlot &s : store.slots()) {
+    text += s.name + ":f32:[";
+    for (size_t i = 0; i < s.decl->shape.size(); ++i)
+      text += (i ? "," : "") + std::to_string(s.decl->shape[i]);
+    text += "];";
+  }
+  return xxh64(text.data(), text.size());
+}
+
+/// Size and xxh64 of a file.
+struct FileSum {
+  uint64_t bytes = 0, hash = 0;
+};
+
+Expected<FileSum> sumFile(const std::string &path) {
+  Expected<MappedFile> f = MappedFile::open(path);
+  if (!f)
+    return f.status();
+  return FileSum{f->size(), xxh64(f->data(), f->size())};
+}
+
+//===----------------------------------------------------------------------===//
+// trainer_state.json
+//===----------------------------------------------------------------------===//
+
+ojson optionsJson(const TrainOptions &o) {
+  return ojson{{"data", absolutePath(o.data)},
+               {"steps", o.steps},
+               {"batch", o.batch},
+               {"seq", o.seq},
+               {"micro_batches", o.microBatches},
+               {"lr", o.lr},
+               {"warmup", o.warmup},
+               {"min_lr_ratio", o.minLrRatio},
+               {"weight_decay", o.weightDecay},
+               {"beta1", o.beta1},
+               {"beta2", o.beta2},
+               {"eps", o.eps},
+               {"clip", o.clip},
+               {"seed", o.seed},
+               {"eval_every", o.evalEvery},
+               {"eval_batches", o.evalBatches},
+               {"val_fraction", o.valFraction},
+               {"save_every", o.saveEvery},
+               {"kernels", o.useKernels}};
+}
+
+/// A field error of trainer_state.json.
+struct StateError {
+  std::string message;
+};
+
+/// Typed access to trainer_state.json with messages naming the field.
+class Fields {
+public:
+  Fields(const json &j, std::string where) : j(j), where(std::move(where)) {}
+
+  const json &get(const char *key) const {
+    if (!j.is_object() || !j.contains(key))
+      throw StateError{"missing field '" + name(key) + "'"};
+    return j[key];
+  }
+  Fields object(const char *key) const {
+    const json &v = get(key);
+    if (!v.is_object())
+      throw StateError{"'" + name(key) + "' must be an object"};
+    return Fields(v, name(key));
+  }
+  int64_t integer(const char *key) const {
+    const json &v = get(key);
+    if (!v.is_number_integer())
+      throw StateError{"'" + name(key) + "' must be an integer"};
+    return v.get<int64_t>();
+  }
+  uint64_t unsignedInt(const char *key) const {
+    const json &v = get(key);
+    if (!v.is_number_unsigned())
+      throw StateError{"'" + name(key) + "' must be a non-negative integer"};
+    return v.get<uint64_t>();
+  }
+  double number(const char *key) const {
+    const json &v = get(key);
+    if (!v.is_number())
+      throw StateError{"'" + name(key) + "' must be a number"};
+    return v.get<double>();
+  }
+  /// A number, or null for NaN.
+  double numberOrNull(const char *key) const {
+    const json &v = get(key);
+    if (v.is_null())
+      return std::nan("");
+    return number(key);
+  }
+  std::string string(const char *key) const {
+    const json &v = get(key);
+    if (!v.is_string())
+      throw StateError{"'" + name(key) + "' must be a string"};
+    return v.get<std::string>();
+  }
+  bool boolean(const char *key) const {
+    const json &v = get(key);
+    if (!v.is_boolean())
+      throw StateError{"'" + name(key) + "' must be true or false"};
+    return v.get<bool>();
+  }
+  uint64_t hash(const char *key) const {
+    std::string s = string(key);
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 16);
+    if (s.size() != 16 || errno || *end)
+      throw StateError{"'" + name(key) + "' must be 16 hex digits"};
+    return v;
+  }
+  const json &raw() const { return j; }
+
+private:
+  std::string name(const char *key) const {
+    return where.empty() ? key : where + "." + key;
+  }
+  const json &j;
+  std::string where;
+};
+
+TrainOptions parseOptions(const Fields &f) {
+  TrainOptions o;
+  o.data = f.string("data");
+  o.steps = f.integer("steps");
+  o.batch = f.integer("batch");
+  o.seq = f.integer("seq");
+  o.microBatches = f.integer("micro_batches");
+  o.lr = f.number("lr");
+  o.warmup = f.integer("warmup");
+  o.minLrRatio = f.number("min_lr_ratio");
+  o.weightDecay = f.number("weight_decay");
+  o.beta1 = f.number("beta1");
+  o.beta2 = f.number("beta2");
+  o.eps = f.number("eps");
+  o.clip = f.number("clip");
+  o.seed = f.unsignedInt("seed");
+  o.evalEvery = f.integer("eval_every");
+  o.evalBatches = f.integer("eval_batches");
+  o.valFraction = f.number("val_fraction");
+  o.saveEvery = f.integer("save_every");
+  o.useKernels = f.boolean("kernels");
+  if (o.steps < 1 || o.batch < 1 || o.seq < 1 || o.microBatches < 1)
+    throw StateError{"'options' has a step count, batch, seq or "
+                     "micro-batch count below 1"};
+  return o;
+}
+
+/// The files a checkpoint lists in trainer_state.json, in the order they are
+/// checked.
+const char *const kTensorFiles[] = {kBundle, kWeights, kMoments};
+
+/// "a.b.c" -> the value of the first differing option for messages.
+std::string showNumber(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  // Shortest form that reads back (1e-3, not 0.0010000000000000000208).
+  for (int p = 1; p <= 17; ++p) {
+    std::ostringstream t;
+    t.precision(p);
+    t << v;
+    if (std::strtod(t.str().c_str(), nullptr) == v)
+      return t.str();
+  }
+  return os.str();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// xxh64
+//===----------------------------------------------------------------------===//
+
+uint64_t xxh64(const void *data, size_t n, uint64_t seed) {
+  constexpr uint64_t P1 = 11400714785074694791ULL;
+  constexpr uint64_t P2 = 14029467366897019727ULL;
+  constexpr uint64_t P3 = 1609587929392839161ULL;
+  constexpr uint64_t P4 = 9650029242287828579ULL;
+  constexpr uint64_t P5 = 2870177450012600261ULL;
+  auto rotl = [](uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
+  auto read64 = [](const uint8_t *p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v; // little-endian hosts only (as the safetensors code)
+  };
+  auto read32 = [](const uint8_t *p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return static_cast<uint64_t>(v);
+  };
+  auto round = [&](uint64_t acc, uint64_t input) {
+    acc += input * P2;
+    acc = rotl(acc, 31);
+    return acc * P1;
+  };
+  auto merge = [&](uint64_t acc, uint64_t val) {
+    acc ^= round(0, val);
+    return acc * P1 + P4;
+  };
+  const uint8_t *p = static_cast<const uint8_t *>(data);
+  const uint8_t *end = p + n;
+  uint64_t h;
+  if (n >= 32) {
+    uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
+    const uint8_t *limit = end - 32;
+    do {
+      v1 = round(v1, read64(p));
+      v2 = round(v2, read64(p + 8));
+      v3 = round(v3, read64(p + 16));
+      v4 = round(v4, read64(p + 24));
+      p += 32;
+    } while (p <= limit);
+    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+    h = merge(h, v1);
+    h = merge(h, v2);
+    h = merge(h, v3);
+    h = merge(h, v4);
+  } else {
+    h = seed + P5;
+  }
+  h += static_cast<uint64_t>(n);
+  for (; p + 8 <= end; p += 8) {
+    h ^= round(0, read64(p));
+    h = rotl(h, 27) * P1 + P4;
+  }
+  if (p + 4 <= end) {
+    h ^= read32(p) * P1;
+    h = rotl(h, 23) * P2 + P3;
+    p += 4;
+  }
+  for (; p < end; ++p) {
+    h ^= static_cast<uint64_t>(*p) * P5;
+    h = rotl(h, 11) * P1;
+  }
+  h ^= h >> 33;
+  h *= P2;
+  h ^= h >> 29;
+  h *= P3;
+  h ^= h >> 32;
+  return h;
+}
+
+//===----------------------------------------------------------------------===//
+// Data identity
+//===----------------------------------------------------------------------===//
+
+Expected<DataIdentity> identifyData(const train::TokenDataset &data) {
+  DataIdentity id;
+  id.path = absolutePath(data.path());
+  id.format = train::tokenFileFormatName(data.format());
+  id.tokens = data.numTokens();
+  id.trainTokens = data.trainTokens();
+  id.valTokens = data.valTokens();
+  Expected<MappedFile> f = MappedFile::open(data.path());
+  if (!f)
+    return f.status();
+  id.bytes = f->size();
+  constexpr size_t kWhole = size_t(64) << 20, kBlock = size_t(1) << 20;
+  constexpr int kBlocks = 16;
+  if (f->size() <= kWhole) {
+    id.fingerprint = xxh64(f->data(), f->size());
+  } else {
+    uint64_t sums[kBlocks + 1];
+    for (int i = 0; i < kBlocks; ++i) {
+      size_t off = (f->size() - kBlock) / (kBlocks - 1) * i;
+      if (i == kBlocks - 1)
+        off = f->size() - kBlock;
+      sums[i] = xxh64(f->data() + off, kBlock);
+    }
+    sums[kBlocks] = f->size();
+    id.fingerprint = xxh64(sums, sizeof(sums));
+  }
+  return id;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+Status writeCheckpoint(const std::string &dirArg, const bundle::Bundle &b,
+                       const exec::ParamStore &store,
+                       const TrainerState &state) {
+  std::string dir = trimSlashes(dirArg);
+  std::string tmp = dir + ".tmp", bak = dir + ".bak";
+  std::string parent = dirName(dir);
+  int64_t step = state.step;
+  if (Status s = checkCheckpointTarget(dir); !s.ok())
+    return s;
+  {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec)
+      return Status::error("cannot create directory '" + parent +
+                           "': " + ec.message());
+  }
+  // A DIR.tmp left by an interrupted write is never read: start afresh.
+  if (Status s = removeTree(tmp); !s.ok())
+    return s;
+  if (::mkdir(tmp.c_str(), 0755) != 0)
+    return Status::error("cannot create directory '" + tmp +
+                         "': " + std::strerror(errno));
+
+  if (Status s = writeText(tmp + "/" + kBundle, bundle::toJson(b)); !s.ok())
+    return s;
+  std::vector<TensorToWrite> weights, moments;
+  for (const exec::ParamSlot &s : store.slots()) {
+    std::vector<int64_t> shape(s.decl->shape.begin(), s.decl->shape.end());
+    weights.push_back({s.name, TensorDType::F32, shape, s.value.data()});
+    moments.push_back(
+        {s.name + ".exp_avg", TensorDType::F32, shape, s.m.data()});
+    moments.push_back(
+        {s.name + ".exp_avg_sq", TensorDType::F32, shape, s.v.data()});
+  }
+  if (Status s = writeSafetensors(tmp + "/" + kWeights, weights,
+                                  {{"format", "pt"}, {"producer", "mtc"}});
+      !s.ok())
+    return s;
+  crashPoint("weights", step);
+  if (Status s = writeSafetensors(tmp + "/" + kMoments, moments,
+                                  {{"format", "pt"},
+                                   {"producer", "mtc"},
+                                   {"optimizer", "adamw"},
+                                   {"step", std::to_string(step)}});
+      !s.ok())
+    return s;
+
+  ojson files = ojson::object();
+  for (const char *name : kTensorFiles) {
+    Expected<FileSum> sum = sumFile(tmp + "/" + name);
+    if (!sum)
+      return sum.status();
+    files[name] = {{"bytes", sum->bytes}, {"xxh64", hex64(sum->hash)}};
+  }
+  const TrainOptions &o = state.options;
+  const DataIdentity &d = state.data;
+  ojson j = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"step", step},
+      {"loss", state.loss},
+      {"val_loss", state.valStep > 0 ? ojson(state.valLoss) : ojson(nullptr)},
+      {"val_step", state.valStep},
+      {"model",
+       {{"name", b.model},
+        {"parameters", store.totalParams()},
+        {"tensors", store.slots().size()},
+        {"params_xxh64", hex64(paramsHash(store))}}},
+      {"optimizer",
+       {{"name", "adamw"},
+        {"step", step},
+        {"moments", kMoments},
+        {"names", "<param>.exp_avg, <param>.exp_avg_sq"}}},
+      {"options", optionsJson(o)},
+      {"data",
+       {{"path", d.path},
+        {"format", d.format},
+        {"bytes", d.bytes},
+        {"fingerprint", hex64(d.fingerprint)},
+        {"tokens", d.tokens},
+        {"train_tokens", d.trainTokens},
+        {"val_tokens", d.valTokens},
+        {"next_step", step + 1}}},
+      {"rng",
+       {{"generator", "philox4x32-10"},
+        {"seed", o.seed},
+        {"data_counter",
+         "the windows of step t, micro-batch m, row r come from (seed, t - 1, "
+         "m, r); no other generator state"},
+        {"next_step", step + 1}}},
+      {"files", files}};
+  if (Status s = writeText(tmp + "/" + kState, j.dump(1) + "\n"); !s.ok())
+    return s;
+  if (Status s = syncDirectory(tmp); !s.ok())
+    return s;
+  crashPoint("files", step);
+
+  // Swap. Invariant: DIR, or while DIR is missing DIR.bak, is complete.
+  if (exists(dir)) {
+    // DIR is complete, so an older DIR.bak is not needed.
+    if (Status s = removeTree(bak); !s.ok())
+      return s;
+    if (Status s = renamePath(dir, bak); !s.ok())
+      return s;
+    if (Status s = syncDirectory(parent); !s.ok())
+      return s;
+    crashPoint("swap", step);
+  }
+  // (DIR missing and DIR.bak present: an earlier write stopped here; DIR.bak
+  // stays until the new DIR is in place.)
+  if (Status s = renamePath(tmp, dir); !s.ok())
+    return s;
+  if (Status s = syncDirectory(parent); !s.ok())
+    return s;
+  crashPoint("cleanup", step);
+  return removeTree(bak);
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+Expected<std::string> resolveCheckpoint(const std::string &dirArg,
+                                        std::string *note) {
+  std::string dir = trimSlashes(dirArg);
+  std::string bak = dir + ".bak";
+  if (exists(dir)) {
+    if (!isDirectory(dir))
+      return Status::error("--resume '" + dir + "' is not a directory");
+    if (!exists(dir + "/" + kState))
+      return Status::error("'" + dir + "' is not a checkpoint: it has no " +
+                           kState +
+                           " (give a directory written by mtc train --out)");
+    return dir;
+  }
+  if (isDirectory(bak) && exists(bak + "/" + kState)) {
+    if (note)
+      *note = "'" + dir + "' is missing; resuming from '" + bak +
+              "', the checkpoint before the one whose write was interrupted";
+    return bak;
+  }
+  return Status::error("checkpoint directory '" + dir + "' does not exist");
+}
+
+namespace {
+
+/// trainer_state.json, parsed and checked.
+struct ParsedState {
+  TrainerState state;
+  std::map<std::string, FileSum> files; ///< as recorded
+};
+
+Expected<ParsedState> parseState(const std::string &dir) {
+  std::string path = dir + "/" + kState;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::exception &e) {
+    std::string what = e.what();
+    size_t close = what.find("] ");
+    if (close != std::string::npos)
+      what = what.substr(close + 2);
+    return Status::error(path + ": malformed JSON: " + what);
+  }
+  try {
+    Fields f(j, "");
+    if (!j.is_object() || !j.contains("format") || j["format"] != json(kFormat))
+      throw StateError{"not a resumable checkpoint (no \"format\": \"" +
+                       std::string(kFormat) +
+                       "\"; checkpoints of older mtc versions lack the "
+                       "optimizer state)"};
+    if (f.integer("version") != kVersion)
+      throw StateError{
+          "unsupported version " + std::to_string(f.integer("version")) +
+          " (this mtc reads version " + std::to_string(kVersion) + ")"};
+    ParsedState p;
+    TrainerState &st = p.state;
+    st.step = f.integer("step");
+    if (st.step < 1)
+      throw StateError{"'step' must be at least 1"};
+    st.loss = f.numberOrNull("loss");
+    st.valStep = f.integer("val_step");
+    st.valLoss = f.numberOrNull("val_loss");
+    st.options = parseOptions(f.object("options"));
+    Fields d = f.object("data");
+    st.data.path = d.string("path");
+    st.data.format = d.string("format");
+    st.data.bytes = d.unsignedInt("bytes");
+    st.data.fingerprint = d.hash("fingerprint");
+    st.data.tokens = d.unsignedInt("tokens");
+    st.data.trainTokens = d.unsignedInt("train_tokens");
+    st.data.valTokens = d.unsignedInt("val_tokens");
+    if (d.integer("next_step") != st.step + 1)
+      throw StateError{"'data.next_step' is not step + 1"};
+    Fields files = f.object("files");
+    for (const char *name : kTensorFiles) {
+      Fields e = files.object(name);
+      p.files[name] = FileSum{e.unsignedInt("bytes"), e.hash("xxh64")};
+    }
+    f.object("model").hash("params_xxh64");
+    return p;
+  } catch (const StateError &e) {
+    return Status::error(path + ": " + e.message);
+  }
+}
+
+} // namespace
+
+Expected<TrainerState> readTrainerState(const std::string &dir) {
+  Expected<ParsedState> p = parseState(dir);
+  if (!p)
+    return p.status();
+  return std::move(p->state);
+}
+
+Expected<TrainerState> readCheckpoint(const std::string &dir,
+                                      const bundle::Bundle &b,
+                                      exec::ParamStore &store,
+                                      std::vector<std::string> *notes) {
+  Expected<ParsedState> parsed = parseState(dir);
+  if (!parsed)
+    return parsed.status();
+  // Every file as trainer_state.json recorded it (written last, so these
+  // were complete then): a truncated, extended or altered file is refused.
+  uint64_t bundleHash = parsed->files[kBundle].hash;
+  for (const char *name : kTensorFiles) {
+    std::string path = dir + "/" + name;
+    uint64_t bytes = parsed->files[name].bytes;
+    uint64_t hash = parsed->files[name].hash;
+    if (!exists(path))
+      return Status::error(path + ": missing (the checkpoint is incomplete)");
+    Expected<FileSum> sum = sumFile(path);
+    if (!sum)
+      return sum.status();
+    if (sum->bytes != bytes)
+      return Status::error(path + ": " + std::to_string(sum->bytes) +
+                           " bytes, but " + kState + " records " +
+                           std::to_string(bytes) + " (truncated or replaced)");
+    if (sum->hash != hash)
+      return Status::error(path + ": checksum mismatch (xxh64 " +
+                           hex64(sum->hash) + ", " + kState + " records " +
+                           hex64(hash) + "): the file is corrupt");
+  }
+
+  // The model: parameter instances and config as the checkpoint's.
+  std::string prefix = "checkpoint '" + dir +
+                       "' was written for another model than '" + b.model +
+                       "': ";
+  bundle::Bundle saved;
+  std::string err;
+  if (!bundle::readFile(dir + "/" + kBundle, saved, err))
+    return Status::error(dir + "/" + kBundle + ": " + err);
+  for (const auto &[key, value] : saved.config) {
+    auto it = b.config.find(key);
+    if (it == b.config.end())
+      return Status::error(prefix + "config entry '" + key +
+                           "' is missing in the model");
+    if (it->second != value)
+      return Status::error(prefix + "config entry '" + key + "' is " +
+                           showNumber(value) + " in the checkpoint, " +
+                           showNumber(it->second) + " in the model");
+  }
+  for (const auto &[key, value] : b.config)
+    if (!saved.config.count(key))
+      return Status::error(prefix + "the model's config entry '" + key +
+                           "' is not in the checkpoint's");
+
+  Expected<SafetensorsFile> weights =
+      SafetensorsFile::open(dir + "/" + kWeights);
+  if (!weights)
+    return Status::error("checkpoint '" + dir + "': " + weights.message());
+  Expected<SafetensorsFile> moments =
+      SafetensorsFile::open(dir + "/" + kMoments);
+  if (!moments)
+    return Status::error("checkpoint '" + dir + "': " + moments.message());
+  auto find = [&](const SafetensorsFile &f, const std::string &name,
+                  const exec::ParamSlot &slot) -> Expected<const TensorInfo *> {
+    const TensorInfo *t = f.find(name);
+    std::vector<int64_t> shape(slot.decl->shape.begin(),
+                               slot.decl->shape.end());
+    if (!t)
+      return Status::error(prefix + baseName(f.path()) + " has no tensor '" +
+                           name + "' (the model's " + formatTensorShape(shape) +
+                           ")");
+    if (t->shape != shape)
+      return Status::error(prefix + "'" + name + "' is " +
+                           formatTensorShape(t->shape) + " in " +
+                           baseName(f.path()) + ", " +
+                           formatTensorShape(shape) + " in the model");
+    if (t->dtype != TensorDType::F32)
+      return Status::error(dir + "/" + baseName(f.path()) + ": tensor '" +
+                           name + "' is " + dtypeName(t->dtype) +
+                           ", not F32 (resuming needs the exact fp32 state)");
+    return t;
+  };
+  for (exec::ParamSlot &s : store.slots()) {
+    const std::pair<const SafetensorsFile *, std::pair<std::string, float *>>
+        parts[] = {{&*weights, {s.name, s.value.data()}},
+                   {&*moments, {s.name + ".exp_avg", s.m.data()}},
+                   {&*moments, {s.name + ".exp_avg_sq", s.v.data()}}};
+    for (const auto &[file, target] : parts) {
+      Expected<const TensorInfo *> t = find(*file, target.first, s);
+      if (!t)
+        return t.status();
+      if (Status r =
+              file->readAsF32(target.first, target.second, s.value.size());
+          !r.ok())
+        return Status::error("checkpoint '" + dir + "': " + r.message());
+    }
+  }
+  auto extra = [&](const SafetensorsFile &f,
+                   size_t expected) -> std::optional<std::string> {
+    if (f.tensors().size() == expected)
+      return std::nullopt;
+    for (const TensorInfo &t : f.tensors()) {
+      std::string name = t.name;
+      if (&f == &*moments) {
+        for (const char *suffix : {".exp_avg_sq", ".exp_avg"})
+          if (name.size() > std::strlen(suffix) &&
+              name.compare(name.size() - std::strlen(suffix), std::string::npos,
+                           suffix) == 0) {
+            name.resize(name.size() - std::strlen(suffix));
+            break;
+          }
+      }
+      if (!store.find(name))
+        return prefix + baseName(f.path()) + " holds '" + t.name +
+               "', which is not a parameter of the model";
+    }
+    return prefix + baseName(f.path()) + " holds " +
+           std::to_string(f.tensors().size()) + " tensors, expected " +
+           std::to_string(expected);
+  };
+  if (auto e = extra(*weights, store.slots().size()))
+    return Status::error(*e);
+  if (auto e = extra(*moments, 2 * store.slots().size()))
+    return Status::error(*e);
+
+  if (notes) {
+    if (saved.model != b.model)
+      notes->push_back("the checkpoint's model is named '" + saved.model +
+                       "', this one '" + b.model +
+                       "' (same parameters and config)");
+    std::string text = bundle::toJson(b);
+    if (xxh64(text.data(), text.size()) != bundleHash)
+      notes->push_back("the model's compiled functions differ from the "
+                       "checkpoint's model.mtb (another compiler, --recompute "
+                       "or --cpu?); losses may differ in the last bits from an "
+                       "uninterrupted run");
+  }
+  return std::move(parsed->state);
+}
+
+//===----------------------------------------------------------------------===//
+// Resume checks
+//===----------------------------------------------------------------------===//
+
+Status checkResume(const TrainerState &ck, const std::string &dir,
+                   const TrainOptions &opts, const DataIdentity &data,
+                   std::vector<std::string> &notes) {
+  const TrainOptions &c = ck.options;
+  std::string where = " (" + dir + "/" + kState + ")";
+  auto mustMatch = [&](const char *flag, double now, double then) -> Status {
+    if (now == then)
+      return Status::success();
+    return Status::error(
+        std::string(flag) + " " + showNumber(now) +
+        " differs from the "
+        "checkpoint's " +
+        showNumber(then) + where +
+        ": --batch, --seq, --micro-batches, --seed and --val-fraction must "
+        "match to continue the run exactly (leave them out to use the "
+        "checkpoint's; start a new run to change them)");
+  };
+  const std::tuple<const char *, double, double> exact[] = {
+      {"--batch", double(opts.batch), double(c.batch)},
+      {"--seq", double(opts.seq), double(c.seq)},
+      {"--micro-batches", double(opts.microBatches), double(c.microBatches)},
+      {"--seed", double(opts.seed), double(c.seed)},
+      {"--val-fraction", opts.valFraction, c.valFraction}};
+  for (const auto &[flag, now, then] : exact)
+    if (Status s = mustMatch(flag, now, then); !s.ok())
+      return s;
+  if (opts.seed != c.seed) // beyond 2^53
+    return mustMatch("--seed", 0, 1);
+
+  if (data.bytes != ck.data.bytes || data.fingerprint != ck.data.fingerprint)
+    return Status::error(
+        "data file '" + data.path + "' (" + std::to_string(data.bytes) +
+        " bytes, fingerprint " + hex64(data.fingerprint) +
+        ") is not the one checkpoint '" + dir + "' trained on ('" +
+        ck.data.path + "', " + std::to_string(ck.data.bytes) +
+        " bytes, fingerprint " + hex64(ck.data.fingerprint) +
+        "); resuming needs the same tokens");
+  if (data.path != ck.data.path)
+    notes.push_back("data file '" + data.path + "' has the bytes of '" +
+                    ck.data.path + "', which the checkpoint trained on");
+
+  if (opts.steps < ck.step)
+    return Status::error("--steps " + std::to_string(opts.steps) +
+                         " is below the checkpoint's step " +
+                         std::to_string(ck.step) + where +
+                         " (--steps is the total, not the steps to add)");
+  std::string diverges =
+      ": the run continues with it, no longer identical to an uninterrupted "
+      "run";
+  if (opts.steps != c.steps)
+    notes.push_back("--steps " + std::to_string(opts.steps) +
+                    " (the checkpoint's run: " + std::to_string(c.steps) +
+                    "): the learning-rate schedule now ends at step " +
+                    std::to_string(opts.steps));
+  const std::tuple<const char *, double, double> free[] = {
+      {"--lr", opts.lr, c.lr},
+      {"--warmup", double(opts.warmup), double(c.warmup)},
+      {"--min-lr-ratio", opts.minLrRatio, c.minLrRatio},
+      {"--weight-decay", opts.weightDecay, c.weightDecay},
+      {"--beta1", opts.beta1, c.beta1},
+      {"--beta2", opts.beta2, c.beta2},
+      {"--clip", opts.clip, c.clip}};
+  for (const auto &[flag, now, then] : free)
+    if (now != then)
+      notes.push_back(std::string(flag) + " " + showNumber(now) +
+                      " (checkpoint: " + showNumber(then) + ")" + diverges);
+  if (opts.eps != c.eps)
+    notes.push_back("AdamW eps " + showNumber(opts.eps) +
+                    " (checkpoint: " + showNumber(c.eps) + ")" + diverges);
+  return Status::success();
+}
+
+void inheritOptions(const TrainOptions &recorded,
+                    const std::set<std::string> &given, TrainOptions &opts) {
+  auto take = [&](const char *flag, auto &field, const auto &value) {
+    if (!given.count(flag))
+      field = value;
+  };
+  take("--data", opts.data, recorded.data);
+  take("--steps", opts.steps, recorded.steps);
+  take("--batch", opts.batch, recorded.batch);
+  take("--seq", opts.seq, recorded.seq);
+  take("--micro-batches", opts.microBatches, recorded.microBatches);
+  take("--lr", opts.lr, recorded.lr);
+  take("--warmup", opts.warmup, recorded.warmup);
+  take("--min-lr-ratio", opts.minLrRatio, recorded.minLrRatio);
+  take("--weight-decay", opts.weightDecay, recorded.weightDecay);
+  take("--beta1", opts.beta1, recorded.beta1);
+  take("--beta2", opts.beta2, recorded.beta2);
+  take("--clip", opts.clip, recorded.clip);
+  take("--seed", opts.seed, recorded.seed);
+  take("--eval-every", opts.evalEvery, recorded.evalEvery);
+  take("--eval-batches", opts.evalBatches, recorded.evalBatches);
+  take("--val-fraction", opts.valFraction, recorded.valFraction);
+  take("--save-every", opts.saveEvery, recorded.saveEvery);
+  opts.eps = recorded.eps; // no flag
+}
+
+Status checkCheckpointTarget(const std::string &dirArg) {
+  std::string dir = trimSlashes(dirArg);
+  if (!exists(dir))
+    return Status::success();
+  if (!isDirectory(dir))
+    return Status::error("--out '" + dir + "' exists and is not a directory");
+  if (exists(dir + "/" + kState))
+    return Status::success();
+  std::error_code ec;
+  if (fs::is_empty(dir, ec) && !ec)
+    return Status::success();
+  return Status::error("--out '" + dir +
+                       "' is a directory that holds no checkpoint (no " +
+                       kState +
+                       "); a checkpoint replaces its whole directory, so "
+                       "give a new or empty one");
+}
+
+Status trimMetrics(const std::string &path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::success();
+  std::string line, kept;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    json r = json::parse(line, nullptr, false);
+    if (r.is_object() && r.contains("step") && r["step"].is_number_integer() &&
+        r["step"].get<int64_t>() > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (!dropped)
+    return Status::success();
+  return writeText(path, kept);
+}
+
+} // namespace mtc::driver
