@@ -35,8 +35,8 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
     if (batch < 1 || seq < 1 || microBatches < 1) {
       module.emitError() << "mtc-build-step: batch, seq and micro-batches "
                             "must be >= 1 (got batch="
-                         << batch << ", seq=" << seq
-                         << ", micro-batches=" << microBatches << ")";
+                         << (int64_t)batch << ", seq=" << (int64_t)seq
+                         << ", micro-batches=" << (int64_t)microBatches << ")";
       return signalPassFailure();
     }
     if (!module.getBody()->getOps<stream::StepOp>().empty()) {

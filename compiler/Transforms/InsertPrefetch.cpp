@@ -29,7 +29,7 @@ struct InsertPrefetch : mtc::impl::MtcInsertPrefetchBase<InsertPrefetch> {
       return signalPassFailure();
     if (depth < 1) {
       module.emitError() << "mtc-insert-prefetch: depth must be >= 1, got "
-                         << depth;
+                         << (int64_t)depth;
       return signalPassFailure();
     }
     step.setPrefetchDepth(depth);
