@@ -515,6 +515,9 @@ int generateImpl(const std::string &dir, const GenerateOptions &opts,
   if (context <= 0) {
     std::ifstream in(dir + "/trainer_state.json");
     nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+    // options.seq (driver/Checkpoint.h); older checkpoints: seq.
+    if (state.is_object() && state.contains("options"))
+      state = state["options"];
     context = state.is_object() && state.contains("seq") &&
                       state["seq"].is_number_integer()
                   ? state["seq"].get<int64_t>()

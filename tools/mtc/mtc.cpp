@@ -89,20 +89,24 @@ const Command kCommands[] = {
      "       mtc train --resume DIR [--steps N] [flags]...",
      "train a model on a text or token file (CPU, parameters resident)",
      runTrain,
-     "Checkpoints (--out DIR, every --save-every steps and at the end): "
-     "model.mtb, model.safetensors (weights), optimizer.safetensors (AdamW "
-     "<param>.exp_avg / <param>.exp_avg_sq), trainer_state.json (step, "
-     "options, data file identity, RNG, checksums). Written into DIR.tmp, "
-     "then swapped in by renames (DIR -> DIR.bak, DIR.tmp -> DIR): a crash "
-     "leaves DIR, or DIR.bak, complete.\n"
-     "--resume DIR continues a run bit-identically: model (MODEL optional: "
-     "DIR/model.mtb), weights, moments, step, data position. DIR.bak is used "
-     "when DIR is missing. Flags left out take the checkpoint's values; "
-     "--steps is the total; --batch, --seq, --micro-batches, --seed, "
-     "--val-fraction and the data file must match; --steps, --lr, the "
-     "schedule, AdamW and --clip may change (noted). --out defaults to DIR; "
-     "--metrics is appended to. --stop-after N ends the run after step N "
-     "(checkpointed) without changing the schedule."},
+     "Checkpoints (--out DIR; every --save-every steps, at --stop-after and "
+     "at the end):\n"
+     "  model.mtb, model.safetensors (fp32 weights), optimizer.safetensors\n"
+     "  (AdamW <param>.exp_avg, <param>.exp_avg_sq), trainer_state.json "
+     "(step,\n"
+     "  options, data file size and fingerprint, RNG, file checksums).\n"
+     "  Written into DIR.tmp, then DIR -> DIR.bak, DIR.tmp -> DIR, DIR.bak\n"
+     "  removed: after a crash DIR, or DIR.bak while DIR is missing, is a\n"
+     "  complete checkpoint. --out must be new, empty or a checkpoint.\n"
+     "--resume DIR continues the run bit-identically (DIR.bak when DIR is\n"
+     "  missing). MODEL defaults to DIR/model.mtb, --out to DIR; flags left\n"
+     "  out take the checkpoint's values; --metrics is appended to.\n"
+     "  --steps is the total. Must match: --batch, --seq, --micro-batches,\n"
+     "  --seed, --val-fraction, the data file. May change (with a note):\n"
+     "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
+     "  --beta2, --clip.\n"
+     "--stop-after N ends this run after step N (with a checkpoint) without\n"
+     "  changing the schedule; --resume continues it. See docs/training.md."},
     {"generate",
      "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
      "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
