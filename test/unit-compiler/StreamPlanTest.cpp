@@ -1,0 +1,108 @@
+//===- StreamPlanTest.cpp - Byte rules, sizes and the bundle step ---------===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Analysis/MemoryModel.h"
+#include "compiler/Driver/CompileModel.h"
+#include "lib/Bundle/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace mtc;
+
+TEST(StreamPlan, ParseByteSize) {
+  int64_t v = 0;
+  std::string err;
+  EXPECT_TRUE(analysis::parseByteSize("64MiB", v, err));
+  EXPECT_EQ(v, 64ll << 20);
+  EXPECT_TRUE(analysis::parseByteSize("2GiB", v, err));
+  EXPECT_EQ(v, 2ll << 30);
+  EXPECT_TRUE(analysis::parseByteSize("512KiB", v, err));
+  EXPECT_EQ(v, 512ll << 10);
+  EXPECT_TRUE(analysis::parseByteSize("1.5GiB", v, err));
+  EXPECT_EQ(v, 3ll << 29);
+  EXPECT_TRUE(analysis::parseByteSize("1048576", v, err));
+  EXPECT_EQ(v, 1048576);
+  EXPECT_TRUE(analysis::parseByteSize("8 gb", v, err));
+  EXPECT_EQ(v, 8ll << 30);
+  for (const char *bad : {"", "MiB", "12XB", "-1MiB", "1.5", "1e3", "lots",
+                          "99999999999999999999GiB", "1.2.3MiB"}) {
+    EXPECT_FALSE(analysis::parseByteSize(bad, v, err)) << bad;
+    EXPECT_NE(err.find("invalid size"), std::string::npos) << bad;
+  }
+}
+
+TEST(StreamPlan, FormatByteSize) {
+  EXPECT_EQ(analysis::formatByteSize(412ll << 20), "412 MiB");
+  EXPECT_EQ(analysis::formatByteSize(2ll << 30), "2 GiB");
+  EXPECT_EQ(analysis::formatByteSize(100), "100 B");
+  EXPECT_EQ(analysis::formatByteSize(1536), "1.5 KiB");
+  EXPECT_EQ(analysis::formatByteSize((301ll << 20) + 1, true), "301.1 MiB");
+  EXPECT_EQ(analysis::formatByteSize((301ll << 20) + 1, false), "301 MiB");
+  EXPECT_EQ(analysis::formatByteSize(int64_t(1) << 62), "4294967296 GiB");
+}
+
+TEST(StreamPlan, ByteRules) {
+  EXPECT_EQ(bundle::align64(0), 0);
+  EXPECT_EQ(bundle::align64(1), 64);
+  EXPECT_EQ(bundle::align64(64), 64);
+  EXPECT_EQ(bundle::tensorBytes(int64_t(17)), 128);
+  EXPECT_EQ(bundle::alignOffset(257), 512);
+  EXPECT_EQ(bundle::tensorBytes(Shape{kDimB, kDimS, 3}, 2, 5), 128);
+  EXPECT_EQ(bundle::tensorBytes(Shape{kDimT, 8}, 2, 5, 10), 320);
+  // q [B, S, Hq, D]: one float per (b, s, head).
+  EXPECT_EQ(bundle::attentionLseBytes(Shape{kDimB, kDimS, 8, 32}, 2, 5), 320);
+}
+
+TEST(StreamPlan, BundleStepRoundTrip) {
+  CompileOptions opts;
+  opts.recompute = "auto";
+  opts.stream.enabled = true;
+  opts.stream.deviceMemory = 64ll << 20;
+  opts.stream.batch = 4;
+  opts.stream.seq = 64;
+  opts.stream.microBatches = 2;
+  std::ostringstream errs;
+  bundle::Bundle b;
+  ASSERT_TRUE(compileModelFile("examples/tiny-llama.mt", opts, errs, b))
+      << errs.str();
+  ASSERT_TRUE(b.step);
+  EXPECT_EQ(b.step->deviceBudget, 64ll << 20);
+  EXPECT_LE(b.step->devicePeak, b.step->deviceBudget);
+  ASSERT_NE(b.step->buffer("workspace"), nullptr);
+  std::string text = bundle::toJson(b), err;
+  bundle::Bundle back;
+  ASSERT_TRUE(bundle::fromJson(text, back, err)) << err;
+  ASSERT_TRUE(back.step);
+  EXPECT_EQ(bundle::toJson(back), text);
+  EXPECT_EQ(back.step->program.size(), b.step->program.size());
+
+  auto rejects = [&](const std::string &from, const std::string &to,
+                     const std::string &message) {
+    std::string bad = text;
+    size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    bundle::Bundle out;
+    std::string e;
+    EXPECT_FALSE(bundle::fromJson(bad, out, e)) << from;
+    EXPECT_NE(e.find(message), std::string::npos) << e;
+  };
+  rejects("\"op\": \"load_model_weights\"", "\"op\": \"teleport\"",
+          "unknown command 'teleport'");
+  rejects("\"kind\": \"workspace\"", "\"kind\": \"cache\"",
+          "field 'kind' must be one of");
+  rejects("\"micro_batches\": 2", "\"micro_batches\": \"2\"",
+          "field 'micro_batches' must be an integer");
+  rejects("\"layer\": \"Block\"", "\"layer\": \"Nope\"",
+          "names no layer of the model: 'Nope'");
+  rejects("\"op_index\": 2", "\"op_index\": 3",
+          "op_index 3 is not an apply_layers of layer 'Block'");
+  rejects("\"offset\": 525312", "\"offset\": 256", "device buffers overlap");
+  rejects("\"batch\": 4,", "\"batch\": 4, \"colour\": 1,",
+          "unknown field 'colour'");
+}
