@@ -865,6 +865,12 @@ Status checkResume(const TrainerState &ck, const std::string &dir,
     if (now != then)
       notes.push_back(std::string(flag) + " " + showNumber(now) +
                       " (checkpoint: " + showNumber(then) + ")" + diverges);
+  if (opts.useKernels != c.useKernels)
+    notes.push_back(std::string("--kernels ") +
+                    (opts.useKernels ? "on" : "off") +
+                    " (checkpoint: " + (c.useKernels ? "on" : "off") +
+                    "): losses may differ in the last bits from an "
+                    "uninterrupted run");
   if (opts.eps != c.eps)
     notes.push_back("AdamW eps " + showNumber(opts.eps) +
                     " (checkpoint: " + showNumber(c.eps) + ")" + diverges);
