@@ -1,4 +1,5 @@
-//===- Device.h - The device interface the streaming runtime drives -*- C++ -*-===//
+//===- Device.h - The device interface the streaming runtime drives -*- C++
+//-*-===//
 //
 // Part of mtc. A device has one fixed-capacity memory (the arena: offsets the
 // compiler's memory plan assigned), streams that execute their queued commands
@@ -20,8 +21,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace mtc::device {
+
+class Trace;
 
 struct DeviceError {
   std::string message;
@@ -34,10 +38,45 @@ enum class Convert {
             ///< byte count names the source
 };
 
-/// An opaque event id (created by Device::createEvent).
-using Event = int;
+/// Per-stream counters of DeviceStats.
+struct StreamStats {
+  std::string label;
+  /// Seconds spent executing copies and launches (waits are not busy time).
+  double busySeconds = 0;
+  int64_t commands = 0; ///< copies and launches executed
+};
+
+/// What a device did since construction or the last resetStats().
+struct DeviceStats {
+  int64_t h2dBytes = 0;      ///< bytes written into the arena by copyToDevice
+                             ///< (bytes / 2 for Convert::F32ToBF16)
+  int64_t d2hBytes = 0;      ///< bytes copied out of the arena by copyToHost
+  int64_t copies = 0;        ///< copy commands executed (both directions)
+  int64_t launches = 0;      ///< launch commands executed
+  double copySeconds = 0;    ///< time spent executing copies, all streams
+  double computeSeconds = 0; ///< time spent executing launches, all streams
+  /// The fraction of copySeconds during which a launch was executing on
+  /// another stream (0 when there were no copies).
+  double overlap = 0;
+  double elapsedSeconds = 0;        ///< wall time since construction / reset
+  std::vector<StreamStats> streams; ///< indexed by Stream id
+};
+
+/// An opaque event id (created by Device::createEvent). Event and Stream are
+/// distinct types, so that synchronize(Event) and synchronize(Stream) are
+/// distinct overloads (with two `int` aliases they were one function); each
+/// converts implicitly from and to its int id, but never into the other.
+struct Event {
+  constexpr Event(int id = -1) : id(id) {}
+  constexpr operator int() const { return id; }
+  int id;
+};
 /// An opaque stream id (created by Device::createStream).
-using Stream = int;
+struct Stream {
+  constexpr Stream(int id = -1) : id(id) {}
+  constexpr operator int() const { return id; }
+  int id;
+};
 
 class Device {
 public:
@@ -79,6 +118,15 @@ public:
   virtual void synchronize(Stream s) = 0;
   /// Blocks until all streams are idle.
   virtual void synchronize() = 0;
+
+  /// Telemetry: bytes moved, busy time, copy/compute overlap. The default
+  /// implementation (a device without counters) returns zeros.
+  virtual DeviceStats stats() const { return {}; }
+  virtual void resetStats() {}
+  /// Every executed command becomes one span on its stream's track of
+  /// \p trace (nullptr: no tracing). The trace must outlive the device or
+  /// the next setTrace(). The default implementation ignores it.
+  virtual void setTrace(Trace *trace) { (void)trace; }
 };
 
 } // namespace mtc::device

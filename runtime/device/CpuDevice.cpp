@@ -1,0 +1,503 @@
+//===- CpuDevice.cpp - The device of machines without a GPU -----*- C++ -*-===//
+//
+// Part of mtc. One mutex guards the queues, the events and the statistics;
+// it is never held while a command's memcpy or function runs. Commands are
+// coarse (a layer's weights, a kernel), so contention is negligible.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/CpuDevice.h"
+
+#include "runtime/device/Trace.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <sys/mman.h>
+
+namespace mtc::device {
+
+namespace {
+
+/// The device whose command the current thread is running (nullptr on host
+/// threads): synchronize() from inside a command would wait for itself.
+thread_local const CpuDevice *currentDevice = nullptr;
+
+std::string formatBytes(int64_t bytes) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u],
+                static_cast<long long>(bytes));
+  return buf;
+}
+
+template <typename D> double toSeconds(D d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+/// Sorts and merges intervals into a disjoint ascending list.
+template <typename I> void mergeIntervals(std::vector<I> &v) {
+  std::sort(v.begin(), v.end());
+  size_t out = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (out > 0 && v[i].first <= v[out - 1].second)
+      v[out - 1].second = std::max(v[out - 1].second, v[i].second);
+    else
+      v[out++] = v[i];
+  }
+  v.resize(out);
+}
+
+} // namespace
+
+void convertF32ToBF16(const void *src, void *dst, int64_t n) {
+  const unsigned char *s = static_cast<const unsigned char *>(src);
+  unsigned char *d = static_cast<unsigned char *>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, s + 4 * i, 4);
+    uint16_t h;
+    if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep the sign, force quiet
+      h = static_cast<uint16_t>((u >> 16) | 0x0040u);
+    else
+      h = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    std::memcpy(d + 2 * i, &h, 2);
+  }
+}
+
+void CpuDevice::EventState::markReached(uint64_t g) {
+  if (g != reached + 1) {
+    if (g > reached)
+      reachedAhead.insert(g);
+    return;
+  }
+  reached = g;
+  while (!reachedAhead.empty() && *reachedAhead.begin() == reached + 1) {
+    reachedAhead.erase(reachedAhead.begin());
+    ++reached;
+  }
+}
+
+CpuDevice::CpuDevice(int64_t capacityBytes)
+    : capacityBytes(capacityBytes), statsOrigin(Clock::now()) {
+  if (capacityBytes < 0)
+    throw DeviceError{"cpu device: negative arena capacity " +
+                      std::to_string(capacityBytes)};
+  // An anonymous mapping: page-aligned (so 64-byte aligned), zero-filled,
+  // committed lazily as the arena is touched.
+  arenaMapped = static_cast<size_t>(std::max<int64_t>(capacityBytes, 1));
+  void *p = ::mmap(nullptr, arenaMapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw DeviceError{"cpu device: cannot allocate the " +
+                      formatBytes(capacityBytes) +
+                      " arena: " + std::strerror(errno)};
+  arena = p;
+}
+
+CpuDevice::~CpuDevice() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    for (auto &st : streams)
+      st->wake.notify_all();
+    changed.notify_all();
+  }
+  for (auto &st : streams)
+    if (st->worker.joinable())
+      st->worker.join();
+  if (arena)
+    ::munmap(arena, arenaMapped);
+}
+
+void CpuDevice::checkRange(const std::string &what, int64_t offset,
+                           int64_t bytes) const {
+  if (offset >= 0 && bytes >= 0 && offset <= capacityBytes &&
+      bytes <= capacityBytes - offset)
+    return;
+  std::string range = bytes >= 0 && offset >= 0 && offset <= INT64_MAX - bytes
+                          ? " [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + bytes) + ")"
+                          : "";
+  throw DeviceError{"cpu device: " + what + ": " + std::to_string(bytes) +
+                    " bytes at offset " + std::to_string(offset) + range +
+                    " are outside the arena (capacity " +
+                    std::to_string(capacityBytes) + " bytes)"};
+}
+
+void *CpuDevice::at(int64_t offset, int64_t bytes) {
+  checkRange("at()", offset, bytes);
+  return static_cast<char *>(arena) + offset;
+}
+
+Stream CpuDevice::createStream(const std::string &label) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto st = std::make_unique<StreamState>();
+  st->id = static_cast<int>(streams.size());
+  st->label = label;
+  std::string base = label.empty() ? "stream " + std::to_string(st->id) : label;
+  st->trackName = base;
+  for (auto &other : streams)
+    if (other->trackName == base)
+      st->trackName = base + " #" + std::to_string(st->id);
+  if (trace)
+    st->traceTrack = trace->track(st->trackName);
+  StreamState *p = st.get();
+  streams.push_back(std::move(st));
+  p->worker = std::thread([this, p] { run(*p); });
+  return p->id;
+}
+
+Event CpuDevice::createEvent() {
+  std::lock_guard<std::mutex> lock(mu);
+  events.emplace_back();
+  return static_cast<Event>(events.size() - 1);
+}
+
+CpuDevice::StreamState &CpuDevice::streamLocked(Stream s, const char *what) {
+  if (s < 0 || static_cast<size_t>(s) >= streams.size())
+    throw DeviceError{std::string("cpu device: ") + what + ": no stream " +
+                      std::to_string(s) + " (" +
+                      std::to_string(streams.size()) + " created)"};
+  return *streams[s];
+}
+
+CpuDevice::EventState &CpuDevice::eventLocked(Event e, const char *what) {
+  if (e < 0 || static_cast<size_t>(e) >= events.size())
+    throw DeviceError{std::string("cpu device: ") + what + ": no event " +
+                      std::to_string(e) + " (" + std::to_string(events.size()) +
+                      " created)"};
+  return events[e];
+}
+
+void CpuDevice::enqueue(StreamState &st, Command cmd) {
+  st.queue.push_back(std::move(cmd));
+  ++st.queued;
+  st.wake.notify_one();
+}
+
+void CpuDevice::copyToDevice(Stream s, int64_t dst, const void *src,
+                             int64_t bytes, Convert c,
+                             const std::string &label) {
+  Command cmd;
+  cmd.kind = Kind::CopyH2D;
+  cmd.label = label;
+  int64_t written = bytes;
+  if (c == Convert::F32ToBF16) {
+    if (bytes % 4 != 0)
+      throw DeviceError{"cpu device: copyToDevice f32->bf16 of " +
+                        std::to_string(bytes) +
+                        " bytes: not a whole number of fp32 values"};
+    written = bytes / 2;
+  }
+  std::string what = "copyToDevice" + (label.empty() ? "" : " '" + label + "'");
+  if (cmd.label.empty())
+    cmd.label = "copy h2d " + std::to_string(bytes) + " bytes" +
+                (c == Convert::F32ToBF16 ? " f32->bf16" : "");
+  checkRange(what, dst, written);
+  if (!src && bytes > 0)
+    throw DeviceError{"cpu device: " + what + ": null host source"};
+  cmd.hostSrc = src;
+  cmd.offset = dst;
+  cmd.bytes = bytes;
+  cmd.convert = c;
+  std::lock_guard<std::mutex> lock(mu);
+  enqueue(streamLocked(s, "copyToDevice"), std::move(cmd));
+}
+
+void CpuDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
+                           const std::string &label) {
+  Command cmd;
+  cmd.kind = Kind::CopyD2H;
+  cmd.label =
+      label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
+  std::string what = "copyToHost" + (label.empty() ? "" : " '" + label + "'");
+  checkRange(what, src, bytes);
+  if (!dst && bytes > 0)
+    throw DeviceError{"cpu device: " + what + ": null host destination"};
+  cmd.host = dst;
+  cmd.offset = src;
+  cmd.bytes = bytes;
+  std::lock_guard<std::mutex> lock(mu);
+  enqueue(streamLocked(s, "copyToHost"), std::move(cmd));
+}
+
+void CpuDevice::launch(Stream s, std::function<void()> fn,
+                       const std::string &label) {
+  if (!fn)
+    throw DeviceError{"cpu device: launch '" + label + "': empty function"};
+  Command cmd;
+  cmd.kind = Kind::Launch;
+  cmd.label = label.empty() ? "launch" : label;
+  cmd.fn = std::move(fn);
+  std::lock_guard<std::mutex> lock(mu);
+  enqueue(streamLocked(s, "launch"), std::move(cmd));
+}
+
+void CpuDevice::record(Event e, Stream s) {
+  std::lock_guard<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "record");
+  EventState &ev = eventLocked(e, "record");
+  Command cmd;
+  cmd.kind = Kind::Record;
+  cmd.label = "record event " + std::to_string(e);
+  cmd.event = e;
+  cmd.generation = ++ev.recorded;
+  enqueue(st, std::move(cmd));
+}
+
+void CpuDevice::wait(Stream s, Event e) {
+  std::lock_guard<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "wait");
+  EventState &ev = eventLocked(e, "wait");
+  if (ev.recorded == 0)
+    return; // never recorded: nothing to wait for (CUDA semantics)
+  Command cmd;
+  cmd.kind = Kind::Wait;
+  cmd.label = "wait event " + std::to_string(e);
+  cmd.event = e;
+  cmd.generation = ev.recorded;
+  enqueue(st, std::move(cmd));
+}
+
+void CpuDevice::checkNotOnStream(const char *what) const {
+  if (currentDevice == this)
+    throw DeviceError{std::string("cpu device: ") + what +
+                      " called from a command running on a stream of the "
+                      "same device (it would wait for itself)"};
+}
+
+void CpuDevice::throwIfFailedLocked() const {
+  if (isFailed)
+    throw firstError;
+}
+
+void CpuDevice::synchronize(Event e) {
+  checkNotOnStream("synchronize(event)");
+  std::unique_lock<std::mutex> lock(mu);
+  EventState &ev = eventLocked(e, "synchronize");
+  uint64_t g = ev.recorded;
+  if (g > 0)
+    changed.wait(lock, [&] { return events[e].hasReached(g); });
+  throwIfFailedLocked();
+}
+
+void CpuDevice::synchronize(Stream s) {
+  checkNotOnStream("synchronize(stream)");
+  std::unique_lock<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "synchronize");
+  int64_t target = st.queued;
+  changed.wait(lock, [&] { return st.done >= target; });
+  throwIfFailedLocked();
+}
+
+void CpuDevice::synchronize() {
+  checkNotOnStream("synchronize()");
+  std::unique_lock<std::mutex> lock(mu);
+  // Streams created meanwhile by other threads are not waited for.
+  size_t n = streams.size();
+  std::vector<int64_t> targets(n);
+  for (size_t i = 0; i < n; ++i)
+    targets[i] = streams[i]->queued;
+  changed.wait(lock, [&] {
+    for (size_t i = 0; i < n; ++i)
+      if (streams[i]->done < targets[i])
+        return false;
+    return true;
+  });
+  throwIfFailedLocked();
+}
+
+bool CpuDevice::failed() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return isFailed;
+}
+
+void CpuDevice::run(StreamState &st) {
+  currentDevice = this;
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    st.wake.wait(lock, [&] { return stopping || !st.queue.empty(); });
+    if (stopping)
+      break; // queued commands are discarded (see CpuDevice.h)
+    Command cmd = std::move(st.queue.front());
+    st.queue.pop_front();
+    Trace *tr = trace;
+    int track = st.traceTrack;
+    Clock::time_point begin = Clock::now();
+    const char *category = "sync";
+    switch (cmd.kind) {
+    case Kind::Record:
+      events[cmd.event].markReached(cmd.generation);
+      break;
+    case Kind::Wait:
+      changed.wait(lock, [&] {
+        return stopping || isFailed ||
+               events[cmd.event].hasReached(cmd.generation);
+      });
+      break;
+    case Kind::CopyH2D:
+    case Kind::CopyD2H:
+    case Kind::Launch: {
+      category = cmd.kind == Kind::Launch ? "compute" : "copy";
+      if (isFailed)
+        break; // skipped: the device has failed
+      lock.unlock();
+      begin = Clock::now();
+      std::string error;
+      bool threw = false;
+      try {
+        execute(st, cmd);
+      } catch (const DeviceError &e) {
+        threw = true;
+        error = e.message;
+      } catch (const std::exception &e) {
+        threw = true;
+        error = e.what();
+      } catch (...) {
+        threw = true;
+        error = "unknown exception";
+      }
+      Clock::time_point end = Clock::now();
+      if (tr)
+        tr->span(track, cmd.label, begin, end, category);
+      lock.lock();
+      if (threw && !isFailed) {
+        isFailed = true;
+        firstError = DeviceError{"cpu device: stream '" + st.trackName +
+                                 "': " + cmd.label + ": " + error};
+      }
+      Interval iv{std::max(begin, statsOrigin), end};
+      if (iv.first < iv.second) {
+        st.busySeconds += toSeconds(iv.second - iv.first);
+        if (cmd.kind == Kind::Launch)
+          st.launchIntervals.push_back(iv);
+        else
+          st.copyIntervals.push_back(iv);
+      }
+      ++st.commands;
+      if (cmd.kind == Kind::Launch) {
+        ++launches;
+      } else {
+        ++copies;
+        if (cmd.kind == Kind::CopyD2H)
+          d2hBytes += cmd.bytes;
+        else
+          h2dBytes +=
+              cmd.convert == Convert::F32ToBF16 ? cmd.bytes / 2 : cmd.bytes;
+      }
+      ++st.done;
+      changed.notify_all();
+      continue;
+    }
+    }
+    if (tr && (cmd.kind == Kind::Record || cmd.kind == Kind::Wait)) {
+      Clock::time_point end = Clock::now();
+      lock.unlock();
+      tr->span(track, cmd.label, begin, end, category);
+      lock.lock();
+    } else if (tr) {
+      // a skipped copy or launch: a zero-length span keeps one per command
+      lock.unlock();
+      tr->span(track, cmd.label + " (skipped)", begin, begin, category);
+      lock.lock();
+    }
+    ++st.done;
+    changed.notify_all();
+  }
+  currentDevice = nullptr;
+}
+
+void CpuDevice::execute(StreamState &st, Command &cmd) {
+  (void)st;
+  char *base = static_cast<char *>(arena);
+  switch (cmd.kind) {
+  case Kind::CopyH2D:
+    if (cmd.convert == Convert::F32ToBF16)
+      convertF32ToBF16(cmd.hostSrc, base + cmd.offset, cmd.bytes / 4);
+    else if (cmd.bytes > 0)
+      std::memcpy(base + cmd.offset, cmd.hostSrc, cmd.bytes);
+    break;
+  case Kind::CopyD2H:
+    if (cmd.bytes > 0)
+      std::memcpy(cmd.host, base + cmd.offset, cmd.bytes);
+    break;
+  case Kind::Launch:
+    cmd.fn();
+    break;
+  default:
+    break;
+  }
+}
+
+DeviceStats CpuDevice::stats() const {
+  std::lock_guard<std::mutex> lock(mu);
+  DeviceStats out;
+  out.h2dBytes = h2dBytes;
+  out.d2hBytes = d2hBytes;
+  out.copies = copies;
+  out.launches = launches;
+  out.elapsedSeconds = toSeconds(Clock::now() - statsOrigin);
+  double covered = 0;
+  for (const auto &st : streams) {
+    out.streams.push_back({st->trackName, st->busySeconds, st->commands});
+    for (const Interval &iv : st->launchIntervals)
+      out.computeSeconds += toSeconds(iv.second - iv.first);
+    if (st->copyIntervals.empty())
+      continue;
+    // the union of the launches running on the other streams
+    std::vector<Interval> compute;
+    for (const auto &other : streams)
+      if (other.get() != st.get())
+        compute.insert(compute.end(), other->launchIntervals.begin(),
+                       other->launchIntervals.end());
+    mergeIntervals(compute);
+    for (const Interval &c : st->copyIntervals) {
+      out.copySeconds += toSeconds(c.second - c.first);
+      auto it = std::lower_bound(compute.begin(), compute.end(), c.first,
+                                 [](const Interval &iv, Clock::time_point t) {
+                                   return iv.second < t;
+                                 });
+      for (; it != compute.end() && it->first < c.second; ++it) {
+        auto lo = std::max(it->first, c.first);
+        auto hi = std::min(it->second, c.second);
+        if (lo < hi)
+          covered += toSeconds(hi - lo);
+      }
+    }
+  }
+  out.overlap = out.copySeconds > 0 ? covered / out.copySeconds : 0;
+  return out;
+}
+
+void CpuDevice::resetStats() {
+  std::lock_guard<std::mutex> lock(mu);
+  statsOrigin = Clock::now();
+  h2dBytes = d2hBytes = copies = launches = 0;
+  for (auto &st : streams) {
+    st->copyIntervals.clear();
+    st->launchIntervals.clear();
+    st->busySeconds = 0;
+    st->commands = 0;
+  }
+}
+
+void CpuDevice::setTrace(Trace *t) {
+  std::lock_guard<std::mutex> lock(mu);
+  trace = t;
+  if (t)
+    for (auto &st : streams)
+      st->traceTrack = t->track(st->trackName);
+}
+
+} // namespace mtc::device

@@ -1,0 +1,189 @@
+//===- HostStore.cpp - Page-aligned host memory for persistent state ------===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/HostStore.h"
+
+#include "runtime/device/Device.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mtc::device {
+
+namespace {
+
+std::string formatBytes(int64_t bytes) {
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u],
+                static_cast<long long>(bytes));
+  return buf;
+}
+
+std::string quoted(const std::string &what) {
+  return what.empty() ? std::string() : " for '" + what + "'";
+}
+
+} // namespace
+
+HostBuffer::HostBuffer(HostBuffer &&other) noexcept
+    : ptr(other.ptr), bytes(other.bytes), mapped(other.mapped),
+      isPinned(other.isPinned), isFile(other.isFile),
+      name(std::move(other.name)), counters(std::move(other.counters)) {
+  other.ptr = nullptr;
+  other.bytes = 0;
+  other.mapped = 0;
+  other.isPinned = other.isFile = false;
+}
+
+HostBuffer &HostBuffer::operator=(HostBuffer &&other) noexcept {
+  if (this != &other) {
+    release();
+    ptr = other.ptr;
+    bytes = other.bytes;
+    mapped = other.mapped;
+    isPinned = other.isPinned;
+    isFile = other.isFile;
+    name = std::move(other.name);
+    counters = std::move(other.counters);
+    other.ptr = nullptr;
+    other.bytes = 0;
+    other.mapped = 0;
+    other.isPinned = other.isFile = false;
+  }
+  return *this;
+}
+
+HostBuffer::~HostBuffer() { release(); }
+
+void HostBuffer::release() {
+  if (ptr) {
+    if (isPinned)
+      ::munlock(ptr, mapped);
+    ::munmap(ptr, mapped);
+  }
+  if (counters) {
+    (isFile ? counters->file : counters->host) -= bytes;
+    if (isPinned)
+      counters->pinned -= bytes;
+  }
+  ptr = nullptr;
+  bytes = 0;
+  mapped = 0;
+  isPinned = isFile = false;
+  counters.reset();
+}
+
+bool HostBuffer::sync(std::string &err) {
+  if (!isFile || !ptr)
+    return true;
+  if (::msync(ptr, mapped, MS_SYNC) != 0) {
+    err = "host store: msync of '" + name + "' failed: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+HostStore::HostStore() : counters(std::make_shared<HostBuffer::Counters>()) {}
+
+HostBuffer HostStore::allocate(int64_t bytes, const std::string &what) {
+  if (bytes < 0)
+    throw DeviceError{"host store: negative size " + std::to_string(bytes) +
+                      quoted(what)};
+  HostBuffer b;
+  b.name = what;
+  if (bytes == 0)
+    return b;
+  void *p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw DeviceError{"host store: cannot allocate " + formatBytes(bytes) +
+                      quoted(what) + ": " + std::strerror(errno)};
+  b.ptr = p;
+  b.bytes = bytes;
+  b.mapped = static_cast<size_t>(bytes);
+  b.counters = counters;
+  counters->host += bytes;
+  return b;
+}
+
+HostBuffer HostStore::allocateFileBacked(const std::string &path, int64_t bytes,
+                                         const std::string &what) {
+  std::string where = "host store: " + path + quoted(what);
+  if (bytes < 0)
+    throw DeviceError{where + ": negative size " + std::to_string(bytes)};
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw DeviceError{where + ": cannot open: " + std::strerror(errno)};
+  auto fail = [&](const std::string &msg) {
+    int saved = errno;
+    ::close(fd);
+    return DeviceError{where + ": " + msg + ": " + std::strerror(saved)};
+  };
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    throw fail("cannot stat");
+  if (st.st_size != bytes && ::ftruncate(fd, bytes) != 0)
+    throw fail("cannot resize to " + formatBytes(bytes));
+  if (bytes > 0) {
+    int rc = ::posix_fallocate(fd, 0, bytes);
+    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+      errno = rc;
+      throw fail("cannot reserve " + formatBytes(bytes) + " of disk");
+    }
+  }
+  HostBuffer b;
+  b.name = what.empty() ? path : what;
+  b.isFile = true;
+  if (bytes > 0) {
+    void *p = ::mmap(nullptr, static_cast<size_t>(bytes),
+                     PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      throw fail("cannot map " + formatBytes(bytes));
+    b.ptr = p;
+    b.bytes = bytes;
+    b.mapped = static_cast<size_t>(bytes);
+    b.counters = counters;
+    counters->file += bytes;
+  }
+  ::close(fd);
+  return b;
+}
+
+bool HostStore::pin(HostBuffer &buf, std::string *reason) {
+  if (buf.isPinned || !buf.ptr)
+    return true;
+  if (::mlock(buf.ptr, buf.mapped) != 0) {
+    if (reason)
+      *reason = "cannot pin " + formatBytes(buf.bytes) + quoted(buf.name) +
+                ": " + std::strerror(errno) +
+                " (the locked-memory limit, ulimit -l, may be too low)";
+    return false;
+  }
+  buf.isPinned = true;
+  if (buf.counters)
+    buf.counters->pinned += buf.bytes;
+  return true;
+}
+
+int64_t HostStore::hostBytes() const { return counters->host; }
+int64_t HostStore::fileBytes() const { return counters->file; }
+int64_t HostStore::pinnedBytes() const { return counters->pinned; }
+
+} // namespace mtc::device

@@ -1,0 +1,148 @@
+//===- Trace.cpp - Chrome trace-event timelines -----------------*- C++ -*-===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/Trace.h"
+
+#include "lib/Format/MappedFile.h"
+
+#include <cstdio>
+
+namespace mtc::device {
+
+namespace {
+
+void appendEscaped(std::string &out, const std::string &s) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    default:
+      if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+  }
+  out += '"';
+}
+
+void appendNumber(std::string &out, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  out += buf;
+}
+
+} // namespace
+
+Trace::Trace(size_t maxEvents) : origin(Clock::now()), maxEvents(maxEvents) {}
+
+int Trace::track(const std::string &name) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = trackIds.find(name);
+  if (it != trackIds.end())
+    return it->second;
+  tracks.push_back(name);
+  int id = static_cast<int>(tracks.size());
+  trackIds.emplace(name, id);
+  return id;
+}
+
+void Trace::span(int track, const std::string &name, Clock::time_point begin,
+                 Clock::time_point end, const std::string &category) {
+  using Us = std::chrono::duration<double, std::micro>;
+  double ts = Us(begin - origin).count();
+  double dur = Us(end - begin).count();
+  std::lock_guard<std::mutex> lock(mu);
+  if (spans.size() >= maxEvents) {
+    ++droppedCount;
+    return;
+  }
+  spans.push_back({track, name, category, ts, dur < 0 ? 0 : dur});
+}
+
+size_t Trace::size() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return spans.size();
+}
+
+size_t Trace::dropped() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return droppedCount;
+}
+
+void Trace::clear() {
+  std::lock_guard<std::mutex> lock(mu);
+  spans.clear();
+  droppedCount = 0;
+}
+
+std::string Trace::json() const {
+  std::lock_guard<std::mutex> lock(mu);
+  std::string out;
+  out.reserve(128 * (spans.size() + tracks.size()) + 64);
+  out += "{\"traceEvents\":[\n";
+  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
+         "\"args\":{\"name\":\"mtc\"}}";
+  for (size_t i = 0; i < tracks.size(); ++i) {
+    std::string tid = std::to_string(i + 1);
+    out +=
+        ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + tid +
+        ",\"args\":{\"name\":";
+    appendEscaped(out, tracks[i]);
+    out += "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,"
+           "\"tid\":" +
+           tid + ",\"args\":{\"sort_index\":" + tid + "}}";
+  }
+  for (const Span &s : spans) {
+    out += ",\n{\"name\":";
+    appendEscaped(out, s.name);
+    out += ",\"cat\":";
+    appendEscaped(out, s.category);
+    out += ",\"ph\":\"X\",\"ts\":";
+    appendNumber(out, s.ts);
+    out += ",\"dur\":";
+    appendNumber(out, s.dur);
+    out += ",\"pid\":1,\"tid\":" + std::to_string(s.track) + "}";
+  }
+  out += "\n],\"displayTimeUnit\":\"ms\"}\n";
+  return out;
+}
+
+bool Trace::write(const std::string &path, std::string &err) const {
+  std::string text = json();
+  auto writer = AtomicFileWriter::create(path);
+  if (!writer) {
+    err = writer.status().message();
+    return false;
+  }
+  Status st = writer->write(text.data(), text.size());
+  if (st.ok())
+    st = writer->commit();
+  if (!st.ok()) {
+    err = st.message();
+    return false;
+  }
+  return true;
+}
+
+} // namespace mtc::device
