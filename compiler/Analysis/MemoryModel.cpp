@@ -210,8 +210,15 @@ bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
     FunctionType type = fwd.getFunctionType();
     l.boundaryBytes = valueBytes(type.getInput(0), dims);
     l.checkpointBytes = l.boundaryBytes;
-    for (unsigned i = 1; i < type.getNumResults(); ++i)
+    // A kept attention output keeps its log-sum-exp with it (the backward
+    // needs both).
+    Operation *ret = fwd.getBody().front().getTerminator();
+    for (unsigned i = 1; i < type.getNumResults(); ++i) {
       l.checkpointBytes += valueBytes(type.getResult(i), dims);
+      if (isa_and_nonnull<mt::AttentionOp>(ret->getOperand(i).getDefiningOp()))
+        l.checkpointBytes += bundle::attentionLseBytes(
+            shapeOf(type.getResult(i)), dims.batch, dims.seq);
+    }
     l.keepsIntermediates = type.getNumResults() > 1;
     l.recomputes = backwardRecomputes(bwd);
     l.workspaceBytes =

@@ -18,10 +18,13 @@
 
 #include "lib/Format/Safetensors.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/device/CpuDevice.h"
+#include "runtime/device/Trace.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
+#include "runtime/stream/StreamExecutor.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/Metrics.h"
 #include "runtime/train/Optimizer.h"
@@ -278,6 +281,16 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     }
     double need = params * exec::ParamStore::kBytesPerParam +
                   stepBytes(b, opts.batch, opts.seq);
+    if (b.step) {
+      // The CPU device's memory and offloaded checkpoints are host memory
+      // too.
+      need += static_cast<double>(opts.deviceMemory > 0
+                                      ? opts.deviceMemory
+                                      : b.step->deviceBudget);
+      for (const bundle::PlanBuffer &buf : b.step->buffers)
+        if (buf.space == "host")
+          need += static_cast<double>(buf.bytes);
+    }
     double avail = availableHostBytes();
     if (avail > 0 && need > avail) {
       err << "mtc: error: training may need up to " << humanBytes(need)
@@ -321,6 +334,49 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       !st.ok()) {
     err << "mtc: error: " << st.message() << "\n";
     return 1;
+  }
+  // Streaming: the bundle's step plan runs on the CPU device, with its own
+  // executor (the host executor `ex` serves validation and sampling).
+  std::unique_ptr<device::CpuDevice> cpuDevice;
+  std::unique_ptr<exec::Executor> streamEx;
+  std::unique_ptr<stream::StreamExecutor> streamer;
+  device::Trace trace;
+  if (b.step) {
+    const bundle::StepPlan &plan = *b.step;
+    if (plan.batch != opts.batch || plan.seq != opts.seq ||
+        plan.microBatches != opts.microBatches) {
+      err << "mtc: error: the bundle's step plan is for --batch "
+          << plan.batch << " --seq " << plan.seq << " --micro-batches "
+          << plan.microBatches << ", not " << opts.batch << " / " << opts.seq
+          << " / " << opts.microBatches
+          << "; pass those or recompile the plan (mtc compile "
+             "--device-memory ...)\n";
+      return 1;
+    }
+    int64_t budget =
+        opts.deviceMemory > 0 ? opts.deviceMemory : plan.deviceBudget;
+    if (budget < plan.devicePeak) {
+      err << "mtc: error: the step plan needs " << plan.devicePeak
+          << " bytes of device memory; the device has " << budget << "\n";
+      return 1;
+    }
+    try {
+      cpuDevice = std::make_unique<device::CpuDevice>(budget);
+    } catch (const device::DeviceError &e) {
+      err << "mtc: error: " << e.message << "\n";
+      return 1;
+    }
+    if (!opts.trace.empty())
+      cpuDevice->setTrace(&trace);
+    streamEx = std::make_unique<exec::Executor>(b, store);
+    if (Status st = opts.useKernels ? streamEx->useBundleKernels()
+                                    : Status::success();
+        !st.ok()) {
+      err << "mtc: error: " << st.message() << "\n";
+      return 1;
+    }
+    streamer = std::make_unique<stream::StreamExecutor>(b, store, *streamEx,
+                                                        *cpuDevice);
   }
   train::ThreadPool pool(cpu::threads());
   train::AdamWConfig acfg;
@@ -378,6 +434,19 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   out.flush();
 
   std::vector<int32_t> in(opts.batch * opts.seq), tg(opts.batch * opts.seq);
+  std::vector<std::vector<int32_t>> streamIn, streamTg;
+  int64_t hostBytes = store.totalParams() * exec::ParamStore::kBytesPerParam;
+  if (streamer) {
+    streamIn.assign(opts.microBatches, in);
+    streamTg.assign(opts.microBatches, tg);
+    hostBytes += streamer->hostBytes();
+    const bundle::StepPlan &plan = streamer->plan();
+    out << "streaming: device memory " << cpuDevice->capacity()
+        << " bytes (plan peak " << plan.devicePeak << "), prefetch depth "
+        << plan.prefetchDepth << ", recompute " << plan.recompute
+        << ", checkpoints " << plan.checkpoints << ", host "
+        << hostBytes << " bytes\n";
+  }
   train::ProgressReporter progress(opts.steps, stdout, 10);
   double firstLoss = std::nan(""), lastLoss = 0, start = nowSeconds();
   int64_t lastStep =
@@ -386,11 +455,23 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   int64_t lastValStep = ck.valStep;
   for (int64_t step = startStep + 1; step <= lastStep; ++step) {
     double t0 = nowSeconds();
-    store.zeroGrads();
     double loss = 0;
-    for (int64_t m = 0; m < opts.microBatches; ++m) {
-      sampler.sample(step - 1, m, in.data(), tg.data());
-      loss += ex.forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+    if (streamer) {
+      // Layer-major: every micro-batch's tokens at once.
+      std::vector<const int32_t *> ins, tgs;
+      for (int64_t m = 0; m < opts.microBatches; ++m) {
+        sampler.sample(step - 1, m, streamIn[m].data(), streamTg[m].data());
+        ins.push_back(streamIn[m].data());
+        tgs.push_back(streamTg[m].data());
+      }
+      for (double l : streamer->step(ins, tgs))
+        loss += l;
+    } else {
+      store.zeroGrads();
+      for (int64_t m = 0; m < opts.microBatches; ++m) {
+        sampler.sample(step - 1, m, in.data(), tg.data());
+        loss += ex.forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+      }
     }
     loss /= opts.microBatches;
     double sumsq = 0;
@@ -401,8 +482,23 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
     double lr = sched.at(step);
-    adamw.step(tensors, step, static_cast<float>(lr),
-               static_cast<float>(scale / opts.microBatches));
+    if (streamer) {
+      // Deferred: each layer instance's update runs just before its weights
+      // are next loaded (bit-identical to updating here).
+      float flr = static_cast<float>(lr);
+      float fscale = static_cast<float>(scale / opts.microBatches);
+      streamer->deferUpdate([&adamw, step, flr,
+                             fscale](const std::vector<exec::ParamSlot *> &ss) {
+        for (exec::ParamSlot *s : ss)
+          adamw.step(train::AdamWTensor{s->value.data(), s->m.data(),
+                                        s->v.data(), s->grad.data(),
+                                        s->value.size(), s->decay()},
+                     step, flr, fscale);
+      });
+    } else {
+      adamw.step(tensors, step, static_cast<float>(lr),
+                 static_cast<float>(scale / opts.microBatches));
+    }
     double dt = nowSeconds() - t0;
     if (!std::isfinite(loss)) {
       progress.finish();
@@ -417,10 +513,38 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
 
     bool evalNow = (opts.evalEvery > 0 && step % opts.evalEvery == 0) ||
                    step == opts.steps;
+    bool saveNow = !opts.outDir.empty() &&
+                   ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
+                    step == lastStep);
+    // The host executor and checkpoints read updated weights.
+    if (streamer && (evalNow || saveNow || step == lastStep))
+      streamer->flush();
     double valLoss =
         evalNow ? evaluate(ex, *data, opts.batch, opts.seq, opts.evalBatches)
                 : std::nan("");
-    if (haveMetrics) {
+    if (haveMetrics && streamer) {
+      const stream::StepStats &ss = streamer->lastStats();
+      std::vector<std::pair<std::string, train::JsonValue>> f = {
+          {"step", step},
+          {"loss", loss},
+          {"lr", lr},
+          {"grad_norm", norm},
+          {"tokens_per_s", tokensPerStep / dt},
+          {"step_time_s", dt}};
+      if (evalNow && std::isfinite(valLoss))
+        f.push_back({"val_loss", valLoss});
+      f.push_back({"h2d_bytes", ss.h2dBytes});
+      f.push_back({"d2h_bytes", ss.d2hBytes});
+      f.push_back({"weight_loads", ss.weightLoads});
+      f.push_back({"device_peak_bytes", ss.devicePeakBytes});
+      f.push_back({"device_budget_bytes", ss.deviceBudgetBytes});
+      f.push_back({"host_bytes", hostBytes});
+      f.push_back({"overlap", ss.overlap});
+      if (Status st = metrics.write(f); !st.ok()) {
+        err << "mtc: error: " << st.message() << "\n";
+        return 1;
+      }
+    } else if (haveMetrics) {
       Status st = evalNow && std::isfinite(valLoss)
                       ? metrics.write({{"step", step},
                                        {"loss", loss},
@@ -449,9 +573,6 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
           << std::defaultfloat << "\n";
       out.flush();
     }
-    bool saveNow = !opts.outDir.empty() &&
-                   ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
-                    step == lastStep);
     if (saveNow) {
       TrainerState state{step, loss, lastVal, lastValStep, opts, dataId};
       Status st = writeCheckpoint(opts.outDir, b, store, state);
@@ -462,6 +583,16 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     }
   }
   progress.finish();
+  if (streamer)
+    streamer->flush();
+  if (!opts.trace.empty() && cpuDevice) {
+    std::string msg;
+    if (!trace.write(opts.trace, msg)) {
+      err << "mtc: error: " << msg << "\n";
+      return 1;
+    }
+    out << "trace: " << opts.trace << "\n";
+  }
   double elapsed = nowSeconds() - start;
   int64_t ran = lastStep - startStep;
   out << "trained " << ran << " steps in " << std::fixed << std::setprecision(1)
@@ -556,6 +687,8 @@ int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
     return trainImpl(b, opts, out, err);
   } catch (const exec::ExecError &e) {
     err << "mtc: error: " << e.message << "\n";
+  } catch (const device::DeviceError &e) {
+    err << "mtc: error: device: " << e.message << "\n";
   } catch (const std::bad_alloc &) {
     err << "mtc: error: out of host memory (batch " << opts.batch << " x seq "
         << opts.seq << "); lower --batch or --seq\n";

@@ -47,6 +47,11 @@ struct TrainOptions {
   /// End this run after this optimizer step (writing a checkpoint when outDir
   /// is set) without changing the schedule; 0: run to `steps`.
   int64_t stopAfter = 0;
+  /// Streaming (bundles with a step plan, docs/streaming.md): the CPU
+  /// device's memory in bytes (0: the plan's budget).
+  int64_t deviceMemory = 0;
+  /// Chrome-trace JSON of every device stream ("" : none).
+  std::string trace;
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to

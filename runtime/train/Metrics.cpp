@@ -136,6 +136,25 @@ Status JsonlWriter::write(
   return Status::success();
 }
 
+Status JsonlWriter::write(
+    const std::vector<std::pair<std::string, JsonValue>> &fields) {
+  if (!f)
+    return Status::error("metrics writer is not open");
+  std::string text = "{";
+  for (size_t k = 0; k < fields.size(); ++k) {
+    if (k)
+      text += ", ";
+    text += jsonQuote(fields[k].first);
+    text += ": ";
+    fields[k].second.appendTo(text);
+  }
+  text += "}\n";
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size() ||
+      std::fflush(f) != 0)
+    return Status::error(file + ": write failed: " + std::strerror(errno));
+  return Status::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Formatting
 //===----------------------------------------------------------------------===//

@@ -20,6 +20,8 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace mtc::train {
 
@@ -71,6 +73,8 @@ public:
   /// Writes one line and flushes it.
   Status
   write(std::initializer_list<std::pair<std::string_view, JsonValue>> fields);
+  /// The same for a field list built at run time.
+  Status write(const std::vector<std::pair<std::string, JsonValue>> &fields);
 
 private:
   FILE *f = nullptr;

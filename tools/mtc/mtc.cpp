@@ -84,10 +84,13 @@ const Command kCommands[] = {
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
      "[--out DIR] [--resume DIR] [--stop-after N] [--metrics FILE.jsonl] "
      "[--threads N] [--sample-prompt TEXT] "
-     "[--sample-tokens N] [--kernels on|off] [--recompute full|none] "
-     "[--cpu NAME] [--set NAME=VALUE]...\n"
+     "[--sample-tokens N] [--kernels on|off] [--recompute auto|full|none] "
+     "[--cpu NAME] [--set NAME=VALUE]... [--device-memory SIZE "
+     "[--prefetch-depth N] [--checkpoints device|host|auto] [--trace "
+     "FILE.json]]\n"
      "       mtc train --resume DIR [--steps N] [flags]...",
-     "train a model on a text or token file (CPU, parameters resident)",
+     "train a model on a text or token file (CPU; with --device-memory the "
+     "layers stream through a CPU device of that size)",
      runTrain,
      "Checkpoints (--out DIR; every --save-every steps, at --stop-after and "
      "at the end):\n"
@@ -648,7 +651,8 @@ int runTrain(const std::vector<std::string> &args) {
   std::string kernels = "on";
   std::vector<std::string> pos;
   std::set<std::string> given;
-  std::string input, hf;
+  std::string input, hf, deviceMemory;
+  copts.recompute.clear();
   if (!parseFlags("train", args,
                   {{Flag::String, "--data", &opts.data},
                    {Flag::Int, "--steps", &opts.steps, 1},
@@ -678,7 +682,12 @@ int runTrain(const std::vector<std::string> &args) {
                    {Flag::String, "--cpu", &copts.cpu},
                    {Flag::String, "--hf", &hf},
                    {Flag::String, "--resume", &opts.resume},
-                   {Flag::Int, "--stop-after", &opts.stopAfter, 1}},
+                   {Flag::Int, "--stop-after", &opts.stopAfter, 1},
+                   {Flag::String, "--device-memory", &deviceMemory},
+                   {Flag::Int, "--prefetch-depth",
+                    &copts.stream.prefetchDepth, 1},
+                   {Flag::String, "--checkpoints", &copts.stream.checkpoints},
+                   {Flag::String, "--trace", &opts.trace}},
                   pos, &given))
     return 1;
   if (!opts.resume.empty()) {
@@ -713,9 +722,35 @@ int runTrain(const std::vector<std::string> &args) {
     return error("train: --beta1 and --beta2 must be below 1");
   if (opts.valFraction >= 1)
     return error("train: --val-fraction must be below 1");
+  // Streaming: the step plan is compiled for this run's micro-batch shape.
+  copts.stream.batch = opts.batch;
+  copts.stream.seq = opts.seq;
+  copts.stream.microBatches = opts.microBatches;
+  bool isBundle = hf.empty() && input.size() > 4 &&
+                  input.compare(input.size() - 4, 4, ".mtb") == 0;
+  if (isBundle) {
+    // A bundle brings its own plan (if any); --device-memory sizes the
+    // device it runs on.
+    if (!deviceMemory.empty()) {
+      std::string err;
+      if (!mtc::parseDeviceMemory(deviceMemory, opts.deviceMemory, err))
+        return error("train: --device-memory: " + err);
+    }
+    if (copts.recompute.empty())
+      copts.recompute = "full";
+  } else {
+    if (!finishStreamFlags("train", deviceMemory, copts.stream,
+                           copts.recompute))
+      return 1;
+    opts.deviceMemory = copts.stream.deviceMemory;
+  }
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
     return 1;
+  if (!b.step && (!deviceMemory.empty() || !opts.trace.empty()))
+    return error("train: --device-memory and --trace need a step plan; '" +
+                 input + "' is a bundle without one (compile it with "
+                 "mtc compile --device-memory ...)");
   if (!hf.empty())
     opts.hfWeights = mtc::driver::hfWeightsPath(hf);
   return mtc::driver::train(b, opts, std::cout, std::cerr);

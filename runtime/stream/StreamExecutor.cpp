@@ -1,0 +1,782 @@
+//===- StreamExecutor.cpp - Runs a bundle's step plan on a device ---------===//
+//
+// Part of mtc. See StreamExecutor.h and docs/streaming.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/stream/StreamExecutor.h"
+
+#include "lib/Bundle/Plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+namespace mtc::stream {
+
+using exec::ExecError;
+using exec::ParamSlot;
+using exec::Tensor;
+using exec::Workspace;
+
+namespace {
+
+[[noreturn]] void planError(const std::string &msg) {
+  throw ExecError{"step plan: " + msg};
+}
+
+const bundle::StepPlan &planOf(const bundle::Bundle &b) {
+  if (!b.step)
+    planError("the bundle has no step plan (compile it with --device-memory)");
+  return *b.step;
+}
+
+/// Whether value \p v of \p f is the result of an attention op (which
+/// carries its log-sum-exp).
+bool isAttentionResult(const bundle::Function &f, int v) {
+  for (const bundle::Op &op : f.ops)
+    if (op.name == "attention" && !op.results.empty() && op.results[0] == v)
+      return true;
+  return false;
+}
+
+double now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
+                               exec::ParamStore &store, exec::Executor &ex,
+                               device::Device &target)
+    : b(bundle), p(planOf(bundle)), store(store), ex(ex), device(target) {
+  auto it = b.functions.find("forward_backward");
+  if (it == b.functions.end())
+    planError("the bundle has no forward_backward function");
+  fb = &it->second;
+  validate();
+
+  compute = device.createStream("compute");
+  h2d = device.createStream("h2d");
+  d2h = device.createStream("d2h");
+  opt = device.createStream("optimizer");
+  for (int64_t s = 0; s < p.prefetchDepth; ++s) {
+    evWeights.push_back(device.createEvent());
+    evSlotFree.push_back(device.createEvent());
+    evUpdated.push_back(device.createEvent());
+  }
+  for (int k = 0; k < 2; ++k) {
+    evGradReady[k] = device.createEvent();
+    evGradFree[k] = device.createEvent();
+    evStaged[k] = device.createEvent();
+    evStagingFree[k] = device.createEvent();
+    evRestored[k] = device.createEvent();
+    evStagingRead[k] = device.createEvent();
+  }
+  evModelUpdated = device.createEvent();
+  evModelWeights = device.createEvent();
+  evModelGrads = device.createEvent();
+  slotHolds.assign(static_cast<size_t>(p.prefetchDepth), {});
+
+  ex.setParamLocator([this](const ParamSlot &s, bool grad) -> float * {
+    auto it = where.find(&s);
+    if (it == where.end())
+      throw ExecError{"parameter '" + s.name + "' is not in the step plan"};
+    const Group *g = it->second.first;
+    int64_t off = it->second.second;
+    int64_t bytes = 4 * static_cast<int64_t>(s.value.size());
+    if (g == &modelGroup)
+      return dev((grad ? modelGradsOff : modelWeightsOff) + off, bytes);
+    if (g != boundWeights)
+      throw ExecError{"parameter '" + s.name +
+                      "' is used while its layer instance's weights are not "
+                      "on the device"};
+    if (grad) {
+      if (boundGradsOff < 0)
+        throw ExecError{"gradient of '" + s.name +
+                        "' outside a backward computation"};
+      return dev(boundGradsOff + off, bytes);
+    }
+    return dev(boundWeightsOff + off, bytes);
+  });
+}
+
+StreamExecutor::~StreamExecutor() {
+  try {
+    device.synchronize();
+  } catch (...) {
+  }
+  ex.setParamLocator(nullptr);
+}
+
+float *StreamExecutor::dev(int64_t offset, int64_t bytes) {
+  return static_cast<float *>(device.at(offset, bytes));
+}
+
+StreamExecutor::Group &StreamExecutor::group(const std::string &layer,
+                                             int64_t instance) {
+  return groups.at({layer, instance});
+}
+
+int64_t StreamExecutor::bufferOffset(const std::string &name,
+                                     int64_t need) const {
+  const bundle::PlanBuffer *buf = p.buffer(name);
+  if (!buf)
+    planError("no buffer '" + name + "'");
+  if (buf->space != "device")
+    planError("buffer '" + name + "' is not in device memory");
+  if (buf->bytes < need)
+    planError("buffer '" + name + "' has " + std::to_string(buf->bytes) +
+              " bytes; the runtime needs " + std::to_string(need));
+  if (buf->offset < 0 || buf->offset + buf->bytes > device.capacity())
+    planError("buffer '" + name + "' [" + std::to_string(buf->offset) + ", +" +
+              std::to_string(buf->bytes) + ") lies outside the device's " +
+              std::to_string(device.capacity()) + " bytes");
+  return buf->offset;
+}
+
+int64_t StreamExecutor::checkpointBytes(const std::string &layer) const {
+  return ckptBytes.at(layer);
+}
+
+int64_t StreamExecutor::checkpointIndex(const std::string &layer,
+                                        int64_t instance) const {
+  auto it = ckptIndex.find({layer, instance});
+  if (it == ckptIndex.end())
+    throw ExecError{"no checkpoint for instance " + std::to_string(instance) +
+                    " of layer '" + layer + "'"};
+  return it->second;
+}
+
+void StreamExecutor::validate() {
+  const int64_t M = p.microBatches;
+  if (p.batch <= 0 || p.seq <= 0 || M <= 0 || p.prefetchDepth <= 0)
+    planError("batch, seq, micro_batches and prefetch_depth must be positive");
+  if (p.devicePeak > device.capacity())
+    planError("needs " + std::to_string(p.devicePeak) +
+              " bytes of device memory; the device has " +
+              std::to_string(device.capacity()));
+  if (p.recompute != "full" && p.recompute != "none")
+    planError("recompute must be 'full' or 'none'");
+  hostCheckpoints = p.checkpoints == "host";
+
+  // Parameter groups and their layout inside a weight slot.
+  auto addSlot = [&](Group &g, ParamSlot *s) {
+    if (!s)
+      planError("a parameter of the bundle is missing from the store");
+    g.slots.push_back(s);
+    g.offsets.push_back(g.bytes);
+    g.bytes += bundle::tensorBytes(static_cast<int64_t>(s->value.size()));
+  };
+  for (const bundle::Param &pr : b.params)
+    addSlot(modelGroup, store.model(pr.name));
+  for (const bundle::Layer &l : b.layers)
+    for (int64_t i = 0; i < l.count; ++i) {
+      Group &g = groups[{l.name, i}];
+      g.layer = l.name;
+      g.instance = i;
+      for (const bundle::Param &pr : l.params)
+        addSlot(g, store.layer(l.name, i, pr.name));
+      for (const bundle::Expert &x : l.experts)
+        for (int64_t e = 0; e < x.count; ++e)
+          for (const bundle::Param &pr : x.params)
+            addSlot(g, store.expert(l.name, i, x.name, e, pr.name));
+      slotBytes = std::max(slotBytes, g.bytes);
+    }
+  for (size_t k = 0; k < modelGroup.slots.size(); ++k)
+    where[modelGroup.slots[k]] = {&modelGroup, modelGroup.offsets[k]};
+  for (auto &[key, g] : groups)
+    for (size_t k = 0; k < g.slots.size(); ++k)
+      where[g.slots[k]] = {&g, g.offsets[k]};
+
+  // The program: commands, loops and what they carry.
+  auto concrete = [&](const bundle::ValueType &t) {
+    std::vector<int64_t> out;
+    for (Dim d : t.shape)
+      out.push_back(d == kDimB ? p.batch : d == kDimS ? p.seq : d);
+    return out;
+  };
+  auto numel = [](const std::vector<int64_t> &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  int64_t ckptTotal = 0, positions = 0;
+  std::set<std::string> commands = {"load_model_weights", "stage", "layers",
+                                    "return_model_grads"};
+  for (const bundle::PlanCommand &c : p.program) {
+    if (!commands.count(c.op))
+      planError("unknown command '" + c.op + "' in the program");
+    if (c.op == "stage") {
+      int64_t begin = c.intAttr("begin", -1), end = c.intAttr("end", -1);
+      if (begin < 0 || end < begin ||
+          end > static_cast<int64_t>(fb->ops.size()))
+        planError("stage [" + std::to_string(begin) + ", " +
+                  std::to_string(end) + ") is outside forward_backward's " +
+                  std::to_string(fb->ops.size()) + " ops");
+      continue;
+    }
+    if (c.op != "layers")
+      continue;
+    int64_t index = c.intAttr("op_index", -1);
+    if (index < 0 || index >= static_cast<int64_t>(fb->ops.size()))
+      planError("layers loop names op " + std::to_string(index) +
+                ", outside forward_backward");
+    const bundle::Op &op = fb->ops[index];
+    bool forward = c.strAttr("direction") == "forward";
+    if (op.name != (forward ? "apply_layers" : "apply_layers_grad") ||
+        op.symbol != c.strAttr("layer") ||
+        op.intAttr("first") != c.intAttr("first", -1) ||
+        op.intAttr("count") != c.intAttr("count", -1))
+      planError("layers loop over '" + c.strAttr("layer") +
+                "' does not match op " + std::to_string(index) + " ('" +
+                op.name + " @" + op.symbol + "')");
+    const bundle::Layer *layer = b.layer(op.symbol);
+    if (!layer || !layer->functions.count("forward") ||
+        !layer->functions.count("backward"))
+      planError("no layer '" + op.symbol + "' with forward and backward");
+    int64_t boundary = numel(concrete(fb->values.at(op.operands.at(0))));
+    activationBytes = std::max(activationBytes, bundle::tensorBytes(boundary));
+    if (forward) {
+      const bundle::Function &f = layer->functions.at("forward");
+      int64_t bytes = 0;
+      for (size_t r = 0; r < f.results.size(); ++r) {
+        std::vector<int64_t> shape = concrete(f.values.at(f.results[r]));
+        bytes += bundle::tensorBytes(numel(shape));
+        if (r > 0 && isAttentionResult(f, f.results[r]))
+          bytes += bundle::tensorBytes(shape[0] * shape[1] * shape[2]);
+      }
+      if (p.recompute == "full" && f.results.size() != 1)
+        planError("recompute 'full' but layer '" + layer->name +
+                  "' keeps intermediates");
+      ckptBytes[layer->name] = bytes;
+      maxCkptBytes = std::max(maxCkptBytes, bytes);
+      for (int64_t i = op.intAttr("first");
+           i < op.intAttr("first") + op.intAttr("count"); ++i) {
+        ckptIndex[{layer->name, i}] = ckptTotal;
+        ckptTotal += M * bytes;
+        ++positions;
+      }
+    }
+    for (const bundle::PlanCommand &bc : c.body) {
+      static const std::set<std::string> body = {
+          "optimizer_update", "prefetch", "wait_weights", "save",
+          "restore",          "compute",  "grad_return"};
+      if (!body.count(bc.op))
+        planError("unknown command '" + bc.op + "' in a layers loop");
+    }
+  }
+
+  // Buffers.
+  modelWeightsOff = bufferOffset("model.weights", modelGroup.bytes);
+  modelGradsOff = bufferOffset("model.grads", modelGroup.bytes);
+  for (int64_t s = 0; s < p.prefetchDepth; ++s)
+    weightsOff.push_back(bufferOffset("weights." + std::to_string(s),
+                                      slotBytes));
+  gradsOff[0] = bufferOffset("grads.0", slotBytes);
+  gradsOff[1] = bufferOffset("grads.1", slotBytes);
+  activationsOff = bufferOffset("activations", 2 * M * activationBytes);
+  if (hostCheckpoints) {
+    stagingOff = bufferOffset("checkpoints", 2 * M * maxCkptBytes);
+    hostCkptBytes = ckptTotal;
+    hostCkpt.reset(new char[static_cast<size_t>(std::max<int64_t>(
+        hostCkptBytes, 1))]);
+  } else {
+    checkpointsOff = bufferOffset("checkpoints", ckptTotal);
+  }
+  const bundle::PlanBuffer *stage = p.buffer("stage");
+  stageOff = bufferOffset("stage", 0);
+  stageBytes = stage->bytes / M / 64 * 64;
+  for (int64_t mb = 0; mb < M; ++mb)
+    stageWs.emplace_back(dev(stageOff + mb * stageBytes, stageBytes),
+                         stageBytes, "stage");
+  const bundle::PlanBuffer *ws = p.buffer("workspace");
+  workspaceOff = bufferOffset("workspace", 0);
+  workspaceBytes = ws->bytes;
+  workspace = Workspace(dev(workspaceOff, workspaceBytes), workspaceBytes,
+                        "workspace");
+  (void)positions;
+}
+
+void StreamExecutor::launchWork(device::Stream s, std::function<void()> fn,
+                                const std::string &label) {
+  // Errors of the executor (ExecError) reach the device as std::exceptions
+  // so that synchronize() reports their message.
+  device.launch(
+      s,
+      [fn = std::move(fn)] {
+        try {
+          fn();
+        } catch (const ExecError &e) {
+          throw std::runtime_error(e.message);
+        }
+      },
+      label);
+}
+
+int64_t StreamExecutor::actOff(int64_t side, int64_t mb) const {
+  return activationsOff + (side * p.microBatches + mb) * activationBytes;
+}
+
+int64_t StreamExecutor::hostBytes() const { return hostCkptBytes; }
+
+void StreamExecutor::launchUpdate(Group &g, device::Event done) {
+  if (g.layer.empty())
+    modelPending = false;
+  else
+    pendingGroups.erase({g.layer, g.instance});
+  UpdateFn fn = pendingFn;
+  std::vector<ParamSlot *> slots = g.slots;
+  std::string label = g.layer.empty()
+                          ? std::string("adamw model")
+                          : "adamw " + g.layer + "." +
+                                std::to_string(g.instance);
+  launchWork(
+      opt,
+      [this, fn, slots] {
+        double t0 = now();
+        fn(slots);
+        stats.optimizerSeconds += now() - t0;
+      },
+      label);
+  device.record(done, opt);
+}
+
+void StreamExecutor::loadWeights(const std::string &layer, int64_t j) {
+  size_t s = static_cast<size_t>(j % p.prefetchDepth);
+  SlotContent &held = slotHolds[s];
+  if (held.layer == layer && held.instance == j && held.step == stepCounter) {
+    ++stats.residentReuses;
+    return;
+  }
+  Group &g = group(layer, j);
+  device.wait(h2d, evSlotFree[s]);
+  for (size_t q = 0; q < g.slots.size(); ++q)
+    device.copyToDevice(h2d, weightsOff[s] + g.offsets[q],
+                        g.slots[q]->value.data(),
+                        4 * static_cast<int64_t>(g.slots[q]->value.size()),
+                        device::Convert::None,
+                        "weights " + g.slots[q]->name);
+  device.record(evWeights[s], h2d);
+  held = {layer, j, stepCounter};
+  ++stats.weightLoads;
+}
+
+void StreamExecutor::deferUpdate(UpdateFn fn) {
+  if (hasPendingUpdates() || modelPending)
+    flush();
+  pendingFn = std::move(fn);
+  for (auto &[key, g] : groups)
+    pendingGroups.insert(key);
+  modelPending = true;
+}
+
+void StreamExecutor::flush() {
+  device.synchronize();
+  if (modelPending)
+    pendingFn(modelGroup.slots);
+  modelPending = false;
+  for (const auto &key : pendingGroups)
+    pendingFn(groups.at(key).slots);
+  pendingGroups.clear();
+}
+
+std::vector<double>
+StreamExecutor::step(const std::vector<const int32_t *> &tokens,
+                     const std::vector<const int32_t *> &targets) {
+  const int64_t M = p.microBatches;
+  if (static_cast<int64_t>(tokens.size()) != M ||
+      static_cast<int64_t>(targets.size()) != M)
+    throw ExecError{"the step plan runs " + std::to_string(M) +
+                    " micro-batches; got " + std::to_string(tokens.size())};
+  ++stepCounter;
+  stats = StepStats{};
+  stats.deviceBudgetBytes = device.capacity();
+  device.resetStats();
+  measuredWorkspacePeak = 0;
+
+  std::vector<std::vector<Tensor>> vals(static_cast<size_t>(M));
+  std::vector<double> aux(static_cast<size_t>(M), 0.0);
+  std::vector<double> loss(static_cast<size_t>(M), 0.0);
+  std::vector<bool> haveLoss(static_cast<size_t>(M), false);
+  launchWork(
+      compute,
+      [&] {
+        ex.beginStep(p.batch, p.seq);
+        for (int64_t mb = 0; mb < M; ++mb) {
+          stageWs[mb].reset();
+          stageWs[mb].resetPeak();
+          Workspace::Scope scope(&stageWs[mb]);
+          vals[mb].assign(fb->values.size(), Tensor{});
+          vals[mb][fb->args.at(0)] =
+              Tensor::ints({p.batch, p.seq}, tokens[mb]);
+          vals[mb][fb->args.at(1)] =
+              Tensor::ints({p.batch, p.seq}, targets[mb]);
+        }
+      },
+      "step inputs");
+
+  // Queued commands refer to this frame: if queueing fails, wait for what
+  // was queued before unwinding.
+  try {
+  for (const bundle::PlanCommand &c : p.program) {
+    if (c.op == "load_model_weights") {
+      if (modelPending) {
+        launchUpdate(modelGroup, evModelUpdated);
+        device.wait(h2d, evModelUpdated);
+      }
+      for (size_t q = 0; q < modelGroup.slots.size(); ++q)
+        device.copyToDevice(
+            h2d, modelWeightsOff + modelGroup.offsets[q],
+            modelGroup.slots[q]->value.data(),
+            4 * static_cast<int64_t>(modelGroup.slots[q]->value.size()),
+            device::Convert::None, "weights " + modelGroup.slots[q]->name);
+      device.record(evModelWeights, h2d);
+      device.wait(compute, evModelWeights);
+      launchWork(
+          compute,
+          [this] {
+            std::memset(dev(modelGradsOff, modelGroup.bytes), 0,
+                        static_cast<size_t>(modelGroup.bytes));
+          },
+          "zero model grads");
+      ++stats.modelWeightLoads;
+    } else if (c.op == "stage") {
+      size_t begin = static_cast<size_t>(c.intAttr("begin"));
+      size_t end = static_cast<size_t>(c.intAttr("end"));
+      launchWork(
+          compute,
+          [&, begin, end] {
+            for (int64_t mb = 0; mb < M; ++mb) {
+              Workspace::Scope scope(&stageWs[mb]);
+              ex.runOps(*fb, vals[mb], begin, end);
+              const Tensor &r = vals[mb][fb->results.at(0)];
+              if (!haveLoss[mb] && r.f) {
+                ex.resetAux();
+                loss[mb] = ex.lossOf(r);
+                haveLoss[mb] = true;
+              }
+            }
+          },
+          "stage ops [" + std::to_string(begin) + ", " + std::to_string(end) +
+              ")");
+    } else if (c.op == "layers") {
+      LoopInfo loop;
+      loop.cmd = &c;
+      loop.op = &fb->ops.at(static_cast<size_t>(c.intAttr("op_index")));
+      loop.forward = c.strAttr("direction") == "forward";
+      loop.first = c.intAttr("first");
+      loop.count = c.intAttr("count");
+      for (Dim d : fb->values.at(loop.op->operands.at(0)).shape)
+        loop.boundaryShape.push_back(d == kDimB   ? p.batch
+                                     : d == kDimS ? p.seq
+                                                  : d);
+      loop.boundaryNumel = 1;
+      for (int64_t d : loop.boundaryShape)
+        loop.boundaryNumel *= d;
+      runLoop(loop, vals, aux);
+    } else if (c.op == "return_model_grads") {
+      device.record(evModelGrads, compute);
+      device.wait(d2h, evModelGrads);
+      for (size_t q = 0; q < modelGroup.slots.size(); ++q)
+        device.copyToHost(
+            d2h, modelGroup.slots[q]->grad.data(),
+            modelGradsOff + modelGroup.offsets[q],
+            4 * static_cast<int64_t>(modelGroup.slots[q]->grad.size()),
+            "grads " + modelGroup.slots[q]->name);
+    }
+  }
+  } catch (...) {
+    try {
+      device.synchronize();
+    } catch (...) {
+    }
+    throw;
+  }
+  device.synchronize();
+
+  device::DeviceStats ds = device.stats();
+  stats.h2dBytes = ds.h2dBytes;
+  stats.d2hBytes = ds.d2hBytes;
+  stats.overlap = ds.overlap;
+  // Measured peak: the end of the highest region in use, with the bump
+  // regions counted as far as they were used.
+  int64_t peak = std::max(modelWeightsOff + modelGroup.bytes,
+                          modelGradsOff + modelGroup.bytes);
+  for (int64_t off : weightsOff)
+    peak = std::max(peak, off + slotBytes);
+  for (int64_t off : gradsOff)
+    peak = std::max(peak, off + slotBytes);
+  peak = std::max(peak, activationsOff + 2 * M * activationBytes);
+  if (hostCheckpoints)
+    peak = std::max(peak, stagingOff + 2 * M * maxCkptBytes);
+  else if (!ckptIndex.empty())
+    peak = std::max(peak,
+                    checkpointsOff + static_cast<int64_t>(ckptIndex.size()) *
+                                         M * maxCkptBytes);
+  for (int64_t mb = 0; mb < M; ++mb)
+    peak = std::max(peak, stageOff + mb * stageBytes + stageWs[mb].peak());
+  peak = std::max(peak, workspaceOff + measuredWorkspacePeak);
+  stats.devicePeakBytes = peak;
+
+  std::vector<double> out(static_cast<size_t>(M));
+  for (int64_t mb = 0; mb < M; ++mb) {
+    if (!haveLoss[mb])
+      throw ExecError{"the step program computed no loss"};
+    out[mb] = loss[mb] + aux[mb];
+  }
+  return out;
+}
+
+void StreamExecutor::runLoop(const LoopInfo &loop,
+                             std::vector<std::vector<Tensor>> &vals,
+                             std::vector<double> &aux) {
+  const int64_t M = p.microBatches, depth = p.prefetchDepth;
+  const std::string layer = loop.op->symbol;
+  const int64_t boundaryBytes = 4 * loop.boundaryNumel;
+  std::vector<int64_t> order;
+  for (int64_t k = 0; k < loop.count; ++k)
+    order.push_back(loop.forward ? loop.first + k
+                                 : loop.first + loop.count - 1 - k);
+  const bundle::Op *op = loop.op;
+  std::vector<int64_t> shape = loop.boundaryShape;
+
+  // The loop's input, per micro-batch, into the activation buffer.
+  launchWork(
+      compute,
+      [this, &vals, op, boundaryBytes, M] {
+        for (int64_t mb = 0; mb < M; ++mb) {
+          const Tensor &x = vals[mb][op->operands.at(0)];
+          if (!x.f || x.numel() * 4 != boundaryBytes)
+            throw ExecError{"layers loop input has the wrong shape"};
+          std::memcpy(dev(actOff(0, mb), boundaryBytes), x.data(),
+                      static_cast<size_t>(boundaryBytes));
+        }
+      },
+      "loop input");
+
+  // Extra results a `--recompute none` forward keeps, and their layout after
+  // the input inside a checkpoint.
+  const bundle::Layer *l = b.layer(layer);
+  std::vector<std::vector<int64_t>> extraShapes;
+  std::vector<int64_t> extraOffsets, extraLse;
+  {
+    const bundle::Function &f = l->functions.at("forward");
+    int64_t off = bundle::tensorBytes(loop.boundaryNumel);
+    for (size_t r = 1; r < f.results.size(); ++r) {
+      std::vector<int64_t> s;
+      int64_t n = 1;
+      for (Dim d : f.values.at(f.results[r]).shape) {
+        s.push_back(d == kDimB ? p.batch : d == kDimS ? p.seq : d);
+        n *= s.back();
+      }
+      extraShapes.push_back(s);
+      extraOffsets.push_back(off);
+      off += bundle::tensorBytes(n);
+      if (isAttentionResult(f, f.results[r])) {
+        // [B, S, Hq] log-sum-exp after the output.
+        extraLse.push_back(off);
+        off += bundle::tensorBytes(s[0] * s[1] * s[2]);
+      } else {
+        extraLse.push_back(-1);
+      }
+    }
+  }
+  const int64_t ckpt = ckptBytes.count(layer) ? ckptBytes.at(layer) : 0;
+
+  auto targets = [&](int64_t k, int64_t ahead) {
+    std::vector<int64_t> t;
+    if (k == 0) {
+      for (int64_t a = 0; a <= ahead && a < loop.count; ++a)
+        t.push_back(order[a]);
+    } else if (k + ahead < loop.count) {
+      t.push_back(order[k + ahead]);
+    }
+    return t;
+  };
+
+  for (int64_t k = 0; k < loop.count; ++k) {
+    const int64_t i = order[k];
+    const size_t s = static_cast<size_t>(i % depth);
+    const int64_t st = k % 2;
+    const int64_t in = k % 2, out = (k + 1) % 2;
+    bool saveHost = false, restoreHost = false, returnGrads = false;
+    for (const bundle::PlanCommand &c : loop.cmd->body) {
+      if (c.op == "optimizer_update") {
+        for (int64_t j : targets(k, c.intAttr("ahead"))) {
+          if (!pendingGroups.count({layer, j}))
+            continue;
+          size_t sj = static_cast<size_t>(j % depth);
+          launchUpdate(group(layer, j), evUpdated[sj]);
+          device.wait(h2d, evUpdated[sj]);
+        }
+      } else if (c.op == "prefetch") {
+        for (int64_t j : targets(k, c.intAttr("ahead")))
+          loadWeights(layer, j);
+      } else if (c.op == "wait_weights") {
+        loadWeights(layer, i); // a no-op when prefetched
+        device.wait(compute, evWeights[s]);
+      } else if (c.op == "save") {
+        saveHost = c.strAttr("to") == "host";
+      } else if (c.op == "restore") {
+        restoreHost = c.strAttr("from") == "host";
+        if (restoreHost) {
+          int64_t pos = checkpointIndex(layer, i);
+          device.wait(h2d, evStagingRead[st]);
+          device.wait(h2d, evStagingFree[st]);
+          for (int64_t mb = 0; mb < M; ++mb)
+            device.copyToDevice(h2d, stagingOff + (st * M + mb) * maxCkptBytes,
+                                hostCkpt.get() + pos + mb * ckpt, ckpt,
+                                device::Convert::None,
+                                "restore " + layer + "." + std::to_string(i));
+          device.record(evRestored[st], h2d);
+          device.wait(compute, evRestored[st]);
+        }
+      } else if (c.op == "grad_return") {
+        returnGrads = true;
+      } else if (c.op == "compute") {
+        Group *g = &group(layer, i);
+        const int64_t wOff = weightsOff[s];
+        const int64_t pos = checkpointIndex(layer, i);
+        if (loop.forward) {
+          if (saveHost)
+            device.wait(compute, evStagingFree[st]);
+          launchWork(
+              compute,
+              [this, &aux, layer, M, g, wOff, pos, i, in, out, st, saveHost,
+               shape, shapes = extraShapes, extraOffsets, extraLse,
+               boundaryBytes, ckpt] {
+                boundWeights = g;
+                boundWeightsOff = wOff;
+                boundGradsOff = -1;
+                for (int64_t mb = 0; mb < M; ++mb) {
+                  int64_t dest =
+                      saveHost ? stagingOff + (st * M + mb) * maxCkptBytes
+                               : checkpointsOff + pos + mb * ckpt;
+                  char *d = reinterpret_cast<char *>(dev(dest, ckpt));
+                  float *x = dev(actOff(in, mb), boundaryBytes);
+                  std::memcpy(d, x, static_cast<size_t>(boundaryBytes));
+                  workspace.reset();
+                  Workspace::Scope scope(&workspace);
+                  ex.resetAux();
+                  std::vector<Tensor> outs =
+                      ex.runLayer(layer, i, "forward", {Tensor::view(shape, x)});
+                  aux[mb] += ex.auxLoss();
+                  std::memcpy(dev(actOff(out, mb), boundaryBytes),
+                              outs.at(0).data(),
+                              static_cast<size_t>(boundaryBytes));
+                  for (size_t r = 1; r < outs.size(); ++r) {
+                    std::memcpy(d + extraOffsets.at(r - 1), outs[r].data(),
+                                static_cast<size_t>(4 * outs[r].numel()));
+                    if (extraLse.at(r - 1) >= 0) {
+                      if (!outs[r].lse)
+                        throw ExecError{"a kept attention output has no "
+                                        "log-sum-exp"};
+                      const std::vector<int64_t> &sh = shapes.at(r - 1);
+                      std::memcpy(d + extraLse[r - 1], outs[r].lse.get(),
+                                  static_cast<size_t>(4 * sh[0] * sh[1] *
+                                                      sh[2]));
+                    }
+                  }
+                  measuredWorkspacePeak =
+                      std::max(measuredWorkspacePeak, workspace.peak());
+                }
+                boundWeights = nullptr;
+              },
+              "forward " + layer + "." + std::to_string(i));
+          device.record(evSlotFree[s], compute);
+          if (saveHost) {
+            device.record(evStaged[st], compute);
+            device.wait(d2h, evStaged[st]);
+            for (int64_t mb = 0; mb < M; ++mb)
+              device.copyToHost(d2h, hostCkpt.get() + pos + mb * ckpt,
+                                stagingOff + (st * M + mb) * maxCkptBytes,
+                                ckpt,
+                                "offload " + layer + "." + std::to_string(i));
+            device.record(evStagingFree[st], d2h);
+          }
+        } else {
+          const int64_t gs = k % 2;
+          const int64_t gOff = gradsOff[gs];
+          device.wait(compute, evGradFree[gs]);
+          launchWork(
+              compute,
+              [this, layer, M, g, wOff, gOff, pos, i, in, out, st,
+               restoreHost, shape, extraShapes, extraOffsets, extraLse,
+               boundaryBytes, ckpt] {
+                boundWeights = g;
+                boundWeightsOff = wOff;
+                boundGradsOff = gOff;
+                std::memset(dev(gOff, g->bytes), 0,
+                            static_cast<size_t>(g->bytes));
+                for (int64_t mb = 0; mb < M; ++mb) {
+                  int64_t src =
+                      restoreHost ? stagingOff + (st * M + mb) * maxCkptBytes
+                                  : checkpointsOff + pos + mb * ckpt;
+                  char *c = reinterpret_cast<char *>(dev(src, ckpt));
+                  std::vector<Tensor> args{
+                      Tensor::view(shape, reinterpret_cast<float *>(c)),
+                      Tensor::view(shape, dev(actOff(in, mb), boundaryBytes))};
+                  for (size_t r = 0; r < extraShapes.size(); ++r) {
+                    args.push_back(Tensor::view(
+                        extraShapes[r],
+                        reinterpret_cast<float *>(c + extraOffsets[r])));
+                    if (extraLse[r] >= 0)
+                      args.back().lse = std::shared_ptr<float>(
+                          reinterpret_cast<float *>(c + extraLse[r]),
+                          [](float *) {});
+                  }
+                  workspace.reset();
+                  Workspace::Scope scope(&workspace);
+                  std::vector<Tensor> outs =
+                      ex.runLayer(layer, i, "backward", std::move(args));
+                  std::memcpy(dev(actOff(out, mb), boundaryBytes),
+                              outs.at(0).data(),
+                              static_cast<size_t>(boundaryBytes));
+                  measuredWorkspacePeak =
+                      std::max(measuredWorkspacePeak, workspace.peak());
+                }
+                boundWeights = nullptr;
+                boundGradsOff = -1;
+              },
+              "backward " + layer + "." + std::to_string(i));
+          device.record(evSlotFree[s], compute);
+          device.record(evGradReady[gs], compute);
+          if (restoreHost)
+            device.record(evStagingRead[st], compute);
+        }
+      }
+    }
+    if (returnGrads) {
+      const int64_t gs = k % 2;
+      Group &g = group(layer, i);
+      device.wait(d2h, evGradReady[gs]);
+      for (size_t q = 0; q < g.slots.size(); ++q)
+        device.copyToHost(d2h, g.slots[q]->grad.data(),
+                          gradsOff[gs] + g.offsets[q],
+                          4 * static_cast<int64_t>(g.slots[q]->grad.size()),
+                          "grads " + g.slots[q]->name);
+      device.record(evGradFree[gs], d2h);
+    }
+  }
+
+  // The loop's result, per micro-batch, into the stage's values.
+  const int64_t last = loop.count % 2;
+  launchWork(
+      compute,
+      [this, &vals, op, shape, boundaryBytes, last, M] {
+        for (int64_t mb = 0; mb < M; ++mb) {
+          Workspace::Scope scope(&stageWs[mb]);
+          Tensor y = Tensor::zeros(shape);
+          std::memcpy(y.data(), dev(actOff(last, mb), boundaryBytes),
+                      static_cast<size_t>(boundaryBytes));
+          vals[mb][op->results.at(0)] = std::move(y);
+        }
+      },
+      "loop result");
+}
+
+} // namespace mtc::stream

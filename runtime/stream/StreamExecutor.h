@@ -1,0 +1,181 @@
+//===- StreamExecutor.h - Runs a bundle's step plan on a device -*- C++ -*-===//
+//
+// Part of mtc. Executes the "step" program of a bundle (docs/streaming.md):
+// the model's forward_backward cut into model-level stages and loops over
+// layer instances, with every layer instance's weights copied from host
+// memory into a weight slot of the device arena ahead of use, activation
+// checkpoints kept in device memory or offloaded to the host, gradients
+// returned to the host on their own stream, and the exact AdamW update of
+// each layer instance deferred to just before its weights are next loaded.
+//
+// Streams: `compute` (layer and stage work), `h2d` (weights, restored
+// checkpoints), `d2h` (gradients, offloaded checkpoints) and `optimizer` (the
+// deferred AdamW updates, host work ordered by events like any other
+// command). The host thread only queues commands; step() waits for the end.
+//
+// Every buffer is the plan's: the runtime computes what it will put into each
+// and refuses a plan whose buffers are too small before running anything, and
+// layer temporaries are allocated from the plan's workspace region (an
+// overrun is an error, not an overflow).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_STREAM_STREAMEXECUTOR_H
+#define MTC_RUNTIME_STREAM_STREAMEXECUTOR_H
+
+#include "lib/Bundle/Bundle.h"
+#include "runtime/device/Device.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/ParamStore.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mtc::stream {
+
+/// What one step moved and used.
+struct StepStats {
+  int64_t weightLoads = 0;      ///< layer-instance weight loads (h2d)
+  int64_t modelWeightLoads = 0; ///< loads of the model-level parameters
+  int64_t residentReuses = 0;   ///< loads skipped: instance still resident
+  int64_t h2dBytes = 0, d2hBytes = 0;
+  int64_t devicePeakBytes = 0;   ///< highest arena byte in use (measured)
+  int64_t deviceBudgetBytes = 0; ///< the arena's capacity
+  double overlap = 0; ///< fraction of copy time hidden under compute
+  double optimizerSeconds = 0; ///< deferred AdamW work run during the step
+};
+
+class StreamExecutor {
+public:
+  /// \p ex runs the layer and stage functions (its parameter locator is
+  /// pointed at device memory); \p dev must have at least the plan's
+  /// device_peak bytes. Throws exec::ExecError when the plan does not fit the
+  /// bundle, the device or itself.
+  StreamExecutor(const bundle::Bundle &b, exec::ParamStore &store,
+                 exec::Executor &ex, device::Device &dev);
+  ~StreamExecutor();
+
+  const bundle::StepPlan &plan() const { return p; }
+  /// Bytes of host memory the runtime allocates beyond the ParamStore
+  /// (offloaded checkpoints).
+  int64_t hostBytes() const;
+
+  /// One optimizer step's forward and backward over plan().microBatches
+  /// micro-batches, each [batch, seq] tokens and targets. Gradients (of the
+  /// sum over micro-batches) land in the store's grad buffers; returns each
+  /// micro-batch's loss (aux losses included).
+  std::vector<double> step(const std::vector<const int32_t *> &tokens,
+                           const std::vector<const int32_t *> &targets);
+
+  /// An optimizer update over a group of parameters (a layer instance with
+  /// its experts, or the model-level parameters).
+  using UpdateFn = std::function<void(const std::vector<exec::ParamSlot *> &)>;
+  /// Defers \p fn for every parameter: each group's update runs on the
+  /// optimizer stream just before the group's weights are next loaded (the
+  /// plan's optimizer_update commands), or at flush(). Runs any update still
+  /// pending first.
+  void deferUpdate(UpdateFn fn);
+  /// Runs every pending update now (before reading weights on the host:
+  /// checkpoints, validation, generation, the end of training).
+  void flush();
+  bool hasPendingUpdates() const { return !pendingGroups.empty(); }
+
+  const StepStats &lastStats() const { return stats; }
+
+private:
+  struct Group {
+    std::string layer; ///< empty: model-level parameters
+    int64_t instance = 0;
+    std::vector<exec::ParamSlot *> slots;
+    std::vector<int64_t> offsets; ///< of each slot inside the group's buffer
+    int64_t bytes = 0;
+  };
+  struct LoopInfo {
+    const bundle::PlanCommand *cmd = nullptr;
+    const bundle::Op *op = nullptr; ///< its apply_layers(_grad) op
+    bool forward = true;
+    int64_t first = 0, count = 0;
+    int64_t boundaryNumel = 0;
+    std::vector<int64_t> boundaryShape;
+  };
+
+  void validate();
+  Group &group(const std::string &layer, int64_t instance);
+  int64_t bufferOffset(const std::string &name, int64_t need) const;
+  void runProgram(std::vector<std::vector<exec::Tensor>> &vals,
+                  std::vector<double> &aux);
+  void runLoop(const LoopInfo &loop,
+               std::vector<std::vector<exec::Tensor>> &vals,
+               std::vector<double> &aux);
+  void loadWeights(const std::string &layer, int64_t instance);
+  void launchUpdate(Group &g, device::Event done);
+  int64_t checkpointBytes(const std::string &layer) const;
+  int64_t checkpointIndex(const std::string &layer, int64_t instance) const;
+  float *dev(int64_t offset, int64_t bytes);
+  void launchWork(device::Stream s, std::function<void()> fn,
+                  const std::string &label);
+  /// Activation buffer of micro-batch \p mb, side 0 or 1 (ping-pong).
+  int64_t actOff(int64_t side, int64_t mb) const;
+
+  const bundle::Bundle &b;
+  const bundle::StepPlan &p;
+  exec::ParamStore &store;
+  exec::Executor &ex;
+  device::Device &device;
+  const bundle::Function *fb = nullptr;
+
+  device::Stream compute = 0, h2d = 0, d2h = 0, opt = 0;
+  std::vector<device::Event> evWeights, evSlotFree, evUpdated;
+  device::Event evGradReady[2] = {0, 0}, evGradFree[2] = {0, 0};
+  device::Event evStaged[2] = {0, 0}, evStagingFree[2] = {0, 0};
+  device::Event evRestored[2] = {0, 0}, evStagingRead[2] = {0, 0};
+  device::Event evModelUpdated = 0, evModelWeights = 0, evModelGrads = 0;
+
+  std::map<std::pair<std::string, int64_t>, Group> groups;
+  Group modelGroup;
+  std::map<const exec::ParamSlot *, std::pair<Group *, int64_t>> where;
+  /// What each weight slot holds: (layer, instance, step) or empty.
+  struct SlotContent {
+    std::string layer;
+    int64_t instance = -1, step = -1;
+  };
+  std::vector<SlotContent> slotHolds;
+  int64_t stepCounter = 0;
+
+  /// Buffers (offsets into the arena) and sizes.
+  int64_t modelWeightsOff = 0, modelGradsOff = 0;
+  std::vector<int64_t> weightsOff;
+  int64_t gradsOff[2] = {0, 0}, slotBytes = 0;
+  int64_t activationsOff = 0, activationBytes = 0; ///< per micro-batch
+  int64_t checkpointsOff = 0, stagingOff = 0;
+  int64_t stageOff = 0, stageBytes = 0; ///< per micro-batch
+  int64_t workspaceOff = 0, workspaceBytes = 0;
+  bool hostCheckpoints = false;
+  std::unique_ptr<char[]> hostCkpt;
+  int64_t hostCkptBytes = 0;
+  /// Checkpoint position of each (layer, instance), in forward order.
+  std::map<std::pair<std::string, int64_t>, int64_t> ckptIndex;
+  std::map<std::string, int64_t> ckptBytes;
+  int64_t maxCkptBytes = 0;
+
+  exec::Workspace workspace;
+  std::vector<exec::Workspace> stageWs;
+  /// The layer instance whose weights (and gradients) compute is bound to.
+  const Group *boundWeights = nullptr;
+  int64_t boundWeightsOff = 0, boundGradsOff = -1;
+
+  UpdateFn pendingFn;
+  std::set<std::pair<std::string, int64_t>> pendingGroups;
+  bool modelPending = false;
+
+  StepStats stats;
+  int64_t measuredWorkspacePeak = 0;
+};
+
+} // namespace mtc::stream
+
+#endif // MTC_RUNTIME_STREAM_STREAMEXECUTOR_H
