@@ -625,8 +625,13 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         restoreHost = c.strAttr("from") == "host";
         if (restoreHost) {
           int64_t pos = checkpointIndex(layer, i);
+          // The staging slot is free once compute has read it, and the
+          // host copy is complete once every offload queued before it has
+          // run (d2h runs in order; the latest record of either staging
+          // slot's event covers them all).
           device.wait(h2d, evStagingRead[st]);
-          device.wait(h2d, evStagingFree[st]);
+          device.wait(h2d, evStagingFree[0]);
+          device.wait(h2d, evStagingFree[1]);
           for (int64_t mb = 0; mb < M; ++mb)
             device.copyToDevice(h2d, stagingOff + (st * M + mb) * maxCkptBytes,
                                 hostCkpt.get() + pos + mb * ckpt, ckpt,
