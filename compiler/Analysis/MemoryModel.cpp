@@ -102,6 +102,11 @@ int64_t opWorkspaceBytes(Operation *op, const Dims &dims, int64_t tokens) {
       if (isa<mt::MoeGradOp>(op))
         if (func::FuncOp bwd = functionIn(expert, "backward"))
           inner += workspaceBytes(bwd, dims, n);
+      // The expert's gathered input rows [T, D] (and, for moe_grad, its
+      // output gradient rows), T <= N.
+      Shape in = shapeOf(op->getOperand(0).getType());
+      int64_t rows = bundle::tensorBytes(n * (in.empty() ? 0 : in.back()));
+      inner += isa<mt::MoeGradOp>(op) ? 2 * rows : rows;
       bytes += inner;
     }
   }
