@@ -80,7 +80,7 @@ def main():
                     help="small budget = weights / FRACTION")
     args = ap.parse_args()
     sets = args.set if args.set is not None else [
-        "n_layers=48", "dim=128", "ffn=344"]
+        "n_layers=128", "dim=256", "ffn=688"]
 
     wbytes = weight_bytes(args.mtc, args.model, sets)
     small = int(wbytes / args.fraction)
