@@ -158,6 +158,13 @@ Stream CpuDevice::createStream(const std::string &label) {
   return p->id;
 }
 
+Stream CpuDevice::createHostStream(const std::string &label) {
+  Stream s = createStream(label);
+  std::lock_guard<std::mutex> lock(mu);
+  streams[static_cast<size_t>(static_cast<int>(s))]->hostWork = true;
+  return s;
+}
+
 Event CpuDevice::createEvent() {
   std::lock_guard<std::mutex> lock(mu);
   events.emplace_back();
@@ -458,7 +465,7 @@ DeviceStats CpuDevice::stats() const {
     // the union of the launches running on the other streams
     std::vector<Interval> compute;
     for (const auto &other : streams)
-      if (other.get() != st.get())
+      if (other.get() != st.get() && !other->hostWork)
         compute.insert(compute.end(), other->launchIntervals.begin(),
                        other->launchIntervals.end());
     mergeIntervals(compute);

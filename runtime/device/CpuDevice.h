@@ -59,6 +59,7 @@ public:
   void *at(int64_t offset, int64_t bytes) override;
 
   Stream createStream(const std::string &label) override;
+  Stream createHostStream(const std::string &label) override;
   Event createEvent() override;
 
   void copyToDevice(Stream s, int64_t dst, const void *src, int64_t bytes,
@@ -103,6 +104,7 @@ private:
   struct StreamState {
     int id = 0;
     std::string label, trackName;
+    bool hostWork = false; ///< launches are host work, not device compute
     std::deque<Command> queue;
     int64_t queued = 0, done = 0;
     std::condition_variable wake; // commands arrived, or stopping

@@ -56,7 +56,7 @@ struct DeviceStats {
   double copySeconds = 0;    ///< time spent executing copies, all streams
   double computeSeconds = 0; ///< time spent executing launches, all streams
   /// The fraction of copySeconds during which a launch was executing on
-  /// another stream (0 when there were no copies).
+  /// another stream that is not a host stream (0 when there were no copies).
   double overlap = 0;
   double elapsedSeconds = 0;        ///< wall time since construction / reset
   std::vector<StreamStats> streams; ///< indexed by Stream id
@@ -92,6 +92,12 @@ public:
   virtual void *at(int64_t offset, int64_t bytes) = 0;
 
   virtual Stream createStream(const std::string &label) = 0;
+  /// A stream whose launches are host work (on a GPU: host functions, e.g.
+  /// the CPU optimizer), not device compute: DeviceStats::overlap does not
+  /// count them as compute hiding a copy.
+  virtual Stream createHostStream(const std::string &label) {
+    return createStream(label);
+  }
   virtual Event createEvent() = 0;
 
   /// Queues a copy of \p bytes host bytes at \p src to arena offset \p dst.

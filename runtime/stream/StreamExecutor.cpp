@@ -61,7 +61,7 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
   compute = device.createStream("compute");
   h2d = device.createStream("h2d");
   d2h = device.createStream("d2h");
-  opt = device.createStream("optimizer");
+  opt = device.createHostStream("optimizer");
   for (int64_t s = 0; s < p.prefetchDepth; ++s) {
     evWeights.push_back(device.createEvent());
     evSlotFree.push_back(device.createEvent());

@@ -343,6 +343,20 @@ TEST(CpuDevice, OverlapIsHighWhenACopyRunsUnderALaunch) {
   EXPECT_GT(st.computeSeconds, 0.4);
 }
 
+TEST(CpuDevice, HostStreamWorkDoesNotCountAsOverlap) {
+  CpuDevice dev(kBig);
+  Stream copy = dev.createStream("copy");
+  Stream host = dev.createHostStream("optimizer");
+  std::vector<char> bytes(kBig, 1);
+  dev.launch(host, [] { std::this_thread::sleep_for(300ms); });
+  std::this_thread::sleep_for(10ms);
+  dev.copyToDevice(copy, 0, bytes.data(), kBig);
+  dev.synchronize();
+  DeviceStats st = dev.stats();
+  EXPECT_EQ(st.copies, 1);
+  EXPECT_LT(st.overlap, 0.1) << "copy " << st.copySeconds << " s";
+}
+
 TEST(CpuDevice, OverlapIsZeroWhenSerializedOnOneStream) {
   CpuDevice dev(kBig);
   Stream s = dev.createStream("only");
