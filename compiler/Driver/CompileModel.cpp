@@ -214,6 +214,13 @@ void attachHFNames(bundle::Bundle &b, const HFNameMap &names) {
     }
 }
 
+void attachHFConfig(bundle::Bundle &b, const std::string &dirOrConfig) {
+  std::ifstream in(hfConfigPath(dirOrConfig), std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  b.hfConfig = in ? text.str() : std::string();
+}
+
 bool compileHFModel(const std::string &dirOrConfig,
                     const CompileOptions &options, std::ostream &errs,
                     bundle::Bundle &out) {
@@ -223,6 +230,7 @@ bool compileHFModel(const std::string &dirOrConfig,
       !compileModelSource(source, name, options, errs, out))
     return false;
   attachHFNames(out, names);
+  attachHFConfig(out, dirOrConfig);
   return true;
 }
 

@@ -800,6 +800,8 @@ std::string toJson(const Bundle &b) {
       names[inst] = json{{"tensor", ref.tensor}, {"transpose", ref.transpose}};
     doc["hf_names"] = std::move(names);
   }
+  if (!b.hfConfig.empty())
+    doc["hf_config"] = b.hfConfig;
   if (b.step)
     doc["step"] = stepToJson(*b.step);
   return doc.dump(1) + "\n";
@@ -866,6 +868,11 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
         fail(w, "'data' is not valid base64");
       if (b.cpuKernels.compare(0, 4, "\177ELF") != 0)
         fail(w, "'data' is not an ELF file");
+    }
+    if (doc.contains("hf_config")) {
+      if (!doc["hf_config"].is_string())
+        fail(where + ": hf_config", "must be a string (config.json text)");
+      b.hfConfig = doc["hf_config"].get<std::string>();
     }
     if (doc.contains("hf_names")) {
       const json &names = doc["hf_names"];

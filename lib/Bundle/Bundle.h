@@ -160,6 +160,10 @@ struct Bundle {
   /// tensor. Empty otherwise. JSON: optional "hf_names": {instance:
   /// {"tensor": NAME, "transpose": BOOL}}; every key must be an instance.
   std::map<std::string, HFTensorRef> hfNames;
+  /// The HuggingFace config.json the model was imported from (its text), so
+  /// that `mtc export-hf` can write it back beside the weights; empty
+  /// otherwise. JSON: optional "hf_config": string.
+  std::string hfConfig;
   /// The streaming step plan, if the bundle was compiled for a device budget
   /// (JSON: optional "step", docs/streaming.md).
   std::shared_ptr<StepPlan> step;
