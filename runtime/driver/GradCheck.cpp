@@ -118,8 +118,8 @@ static int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   int failures = 0;
   double worst = 0;
   for (exec::ParamSlot &s : store.slots()) {
-    std::vector<float> &p = s.value;
-    const std::vector<float> g = s.grad;
+    exec::HostArray &p = s.value;
+    const std::vector<float> g = s.grad.toVector();
     size_t len = p.size();
     double gmax = 0;
     for (size_t i = 0; i < len; ++i)
@@ -142,14 +142,14 @@ static int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
       dir[i] = static_cast<float>(dir[i] / norm);
       an += double(g[i]) * dir[i];
     }
-    std::vector<float> saved = p;
+    std::vector<float> saved = p.toVector();
     auto lossAlong = [&](double t) {
       for (size_t i = 0; i < len; ++i)
         p[i] = static_cast<float>(saved[i] + t * dir[i]);
       return lossAt();
     };
     double fdDir = fivePoint(lossAlong, h);
-    p = saved;
+    std::copy(saved.begin(), saved.end(), p.begin());
     double dirErr = relError(fdDir, an, floor), coordErr = 0;
 
     // Coordinate checks on the largest gradients.

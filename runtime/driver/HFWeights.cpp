@@ -8,6 +8,7 @@
 
 #include "lib/Format/Safetensors.h"
 
+#include <algorithm>
 #include <set>
 #include <sys/stat.h>
 #include <vector>
@@ -142,7 +143,8 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
     return Status::error(path + ": cannot load into model '" + b.model +
                          "': " + msg);
   for (size_t k = 0; k < store.slots().size(); ++k)
-    store.slots()[k].value = std::move(values[k]);
+    std::copy(values[k].begin(), values[k].end(),
+              store.slots()[k].value.begin());
   return Status::success();
 }
 

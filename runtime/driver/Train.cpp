@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 namespace mtc::driver {
@@ -279,8 +280,11 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
           per += static_cast<double>(p.numel()) * static_cast<double>(e.count);
       params += per * static_cast<double>(l.count);
     }
-    double need = params * exec::ParamStore::kBytesPerParam +
-                  stepBytes(b, opts.batch, opts.seq);
+    // A file-backed state is paged to its file, not held in RAM.
+    double need =
+        (opts.hostStateFile.empty() ? params * exec::ParamStore::kBytesPerParam
+                                    : 0.0) +
+        stepBytes(b, opts.batch, opts.seq);
     if (b.step) {
       // The CPU device's memory and offloaded checkpoints are host memory
       // too.
@@ -305,7 +309,19 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     }
   }
 
-  exec::ParamStore store(b);
+  std::optional<exec::ParamStore> stateStore;
+  try {
+    stateStore.emplace(b, exec::HostStateOptions{opts.hostStateFile});
+  } catch (const device::DeviceError &e) {
+    err << "mtc: error: " << e.message << "\n";
+    return 1;
+  }
+  exec::ParamStore &store = *stateStore;
+  // Streaming copies weights from and gradients to this memory: pinned, they
+  // can be asynchronous on a GPU (best effort).
+  std::string unpinned;
+  if (b.step)
+    store.pin(&unpinned);
   int64_t startStep = 0;
   if (!ckDir.empty()) {
     Expected<TrainerState> state = readCheckpoint(ckDir, b, store, &notes);
@@ -435,7 +451,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
 
   std::vector<int32_t> in(opts.batch * opts.seq), tg(opts.batch * opts.seq);
   std::vector<std::vector<int32_t>> streamIn, streamTg;
-  int64_t hostBytes = store.totalParams() * exec::ParamStore::kBytesPerParam;
+  int64_t hostBytes = store.hostBytes();
   if (streamer) {
     streamIn.assign(opts.microBatches, in);
     streamTg.assign(opts.microBatches, tg);
@@ -446,6 +462,14 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
         << plan.prefetchDepth << ", recompute " << plan.recompute
         << ", checkpoints " << plan.checkpoints << ", host "
         << hostBytes << " bytes\n";
+  }
+  if (streamer || store.fileBacked()) {
+    out << "host state: " << store.hostBytes() << " bytes";
+    if (store.fileBacked())
+      out << " mapped from " << opts.hostStateFile;
+    if (streamer)
+      out << (unpinned.empty() ? ", pinned" : ", not pinned: " + unpinned);
+    out << "\n";
   }
   train::ProgressReporter progress(opts.steps, stdout, 10);
   double firstLoss = std::nan(""), lastLoss = 0, start = nowSeconds();

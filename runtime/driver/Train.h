@@ -52,6 +52,10 @@ struct TrainOptions {
   int64_t deviceMemory = 0;
   /// Chrome-trace JSON of every device stream ("" : none).
   std::string trace;
+  /// Map the parameters, gradients and AdamW moments from a scratch file
+  /// created at this path (which must not exist) instead of RAM ("" : RAM);
+  /// see exec::HostStateOptions.
+  std::string hostStateFile;
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to

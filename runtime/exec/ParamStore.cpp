@@ -6,23 +6,36 @@
 
 #include "runtime/exec/ParamStore.h"
 
+#include "runtime/device/Device.h"
 #include "runtime/train/Random.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace mtc::exec {
 
-ParamStore::ParamStore(const bundle::Bundle &b) : bundle(b) {
+namespace {
+
+size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+const char *const kKindNames[4] = {"parameter values", "gradients", "adamw m",
+                                   "adamw v"};
+
+} // namespace
+
+ParamStore::ParamStore(const bundle::Bundle &b, const HostStateOptions &options)
+    : bundle(b) {
+  // The slots first, with their offsets; the views once the memory exists.
   auto add = [&](const std::string &name, const bundle::Param &p) {
     ParamSlot s;
     s.name = name;
     s.decl = &p;
-    size_t n = static_cast<size_t>(p.numel());
-    s.value.assign(n, 0.0f);
-    s.grad.assign(n, 0.0f);
-    s.m.assign(n, 0.0f);
-    s.v.assign(n, 0.0f);
+    s.offset = elements;
+    elements += roundUp(static_cast<size_t>(p.numel()), kAlignFloats);
     index[name] = all.size();
     all.push_back(std::move(s));
   };
@@ -39,6 +52,44 @@ ParamStore::ParamStore(const bundle::Bundle &b) : bundle(b) {
           for (const bundle::Param &p : x.params)
             add(prefix + x.name + "." + std::to_string(e) + "." + p.name, p);
     }
+
+  size_t blockBytes = elements * sizeof(float);
+  if (options.file.empty()) {
+    for (int k = 0; k < 4; ++k) {
+      buffers.push_back(
+          host.allocate(static_cast<int64_t>(blockBytes), kKindNames[k]));
+      base[k] = buffers.back().as<float>();
+    }
+  } else {
+    statePath = options.file;
+    struct stat st;
+    if (::lstat(statePath.c_str(), &st) == 0)
+      throw device::DeviceError{
+          "host state file '" + statePath +
+          "' exists; give a path that does not (the file is scratch space, "
+          "removed as soon as it is mapped)"};
+    size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    size_t stride = roundUp(blockBytes, page);
+    buffers.push_back(host.allocateFileBacked(
+        statePath, static_cast<int64_t>(4 * stride), "parameter state"));
+    if (::unlink(statePath.c_str()) != 0)
+      throw device::DeviceError{
+          "host state file '" + statePath +
+          "': cannot remove it after mapping: " + std::strerror(errno)};
+    char *p = buffers.back().as<char>();
+    for (int k = 0; k < 4; ++k)
+      base[k] = p ? reinterpret_cast<float *>(p + k * stride) : nullptr;
+  }
+  for (ParamSlot &s : all) {
+    size_t n = static_cast<size_t>(s.decl->numel());
+    float *at[4];
+    for (int k = 0; k < 4; ++k)
+      at[k] = base[k] ? base[k] + s.offset : nullptr;
+    s.value = HostArray(at[0], n);
+    s.grad = HostArray(at[1], n);
+    s.m = HostArray(at[2], n);
+    s.v = HostArray(at[3], n);
+  }
 }
 
 void ParamStore::initialize(uint64_t seed) {
@@ -92,8 +143,8 @@ ParamSlot *ParamStore::expert(const std::string &layer, int64_t instance,
 }
 
 void ParamStore::zeroGrads() {
-  for (ParamSlot &s : all)
-    std::fill(s.grad.begin(), s.grad.end(), 0.0f);
+  if (float *g = block(Kind::Grad))
+    std::fill(g, g + elements, 0.0f);
 }
 
 int64_t ParamStore::totalParams() const {
@@ -102,5 +153,45 @@ int64_t ParamStore::totalParams() const {
     n += static_cast<int64_t>(s.value.size());
   return n;
 }
+
+int64_t ParamStore::hostBytes() const {
+  int64_t n = 0;
+  for (const device::HostBuffer &b : buffers)
+    n += b.size();
+  return n;
+}
+
+bool ParamStore::fileBacked() const { return !statePath.empty(); }
+
+int64_t ParamStore::pin(std::string *reason) {
+  if (fileBacked()) {
+    if (reason)
+      *reason = "the state is mapped from the file '" + statePath +
+                "' (--host-state-file)";
+    return pinnedBytes();
+  }
+  // Locking most of RAM would starve everything else (with CAP_IPC_LOCK
+  // the locked-memory limit does not apply).
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 &&
+      hostBytes() - pinnedBytes() > static_cast<int64_t>(pages) * page / 2) {
+    if (reason)
+      *reason = std::to_string(hostBytes()) +
+                " bytes are more than half of the physical memory (" +
+                std::to_string(static_cast<int64_t>(pages) * page) + " bytes)";
+    return pinnedBytes();
+  }
+  std::string why;
+  for (device::HostBuffer &b : buffers) {
+    std::string r;
+    if (!host.pin(b, &r) && why.empty())
+      why = r;
+  }
+  if (reason && !why.empty())
+    *reason = why;
+  return pinnedBytes();
+}
+
+int64_t ParamStore::pinnedBytes() const { return host.pinnedBytes(); }
 
 } // namespace mtc::exec

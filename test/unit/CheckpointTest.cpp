@@ -101,7 +101,7 @@ protected:
   std::string root, dir;
 };
 
-bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+bool sameBits(const exec::HostArray &a, const exec::HostArray &b) {
   return a.size() == b.size() &&
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

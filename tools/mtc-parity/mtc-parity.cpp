@@ -422,7 +422,8 @@ int run(const Options &o) {
   auto gradsRef = readAll(o.fixture + "/grads.safetensors", store);
   auto afterRef = readAll(o.fixture + "/after_step.safetensors", store);
   for (size_t k = 0; k < store.slots().size(); ++k)
-    store.slots()[k].value = weights[k];
+    std::copy(weights[k].begin(), weights[k].end(),
+              store.slots()[k].value.begin());
 
   std::cout << "mtc-parity: " << b.model << " vs PyTorch " << torchVersion
             << ": B " << B << ", S " << S << ", " << store.slots().size()
@@ -438,10 +439,9 @@ int run(const Options &o) {
             << lossRef << ", rel error " << sci(lossErr) << " (tol "
             << sci(o.lossTol) << ") " << (lossOk ? "PASS" : "FAIL") << "\n";
 
-  int gradFail = compareAll("grad", store, gradsRef, o.gradTol,
-                            [&](size_t k) -> const std::vector<float> & {
-                              return store.slots()[k].grad;
-                            });
+  int gradFail = compareAll("grad", store, gradsRef, o.gradTol, [&](size_t k) {
+    return store.slots()[k].grad.toVector();
+  });
 
   // AdamW alone: from the fixture's weights and PyTorch's gradients.
   mtc::train::AdamW adamw(acfg, nullptr);
@@ -484,18 +484,15 @@ int run(const Options &o) {
     allow[k].resize(s.value.size());
     for (size_t i = 0; i < s.value.size(); ++i)
       allow[k][i] = std::fabs(update(s.grad[i]) - update(gradsRef[k][i]));
-    s.m.assign(s.value.size(), 0.0f);
-    s.v.assign(s.value.size(), 0.0f);
+    std::fill(s.m.begin(), s.m.end(), 0.0f);
+    std::fill(s.v.begin(), s.v.end(), 0.0f);
     ts.push_back({s.value.data(), s.m.data(), s.v.data(), s.grad.data(),
                   s.value.size(), s.decay()});
   }
   adamw.step(ts, step, lr);
   int stepFail = compareAll(
       "step", store, afterRef, o.stepTol,
-      [&](size_t k) -> const std::vector<float> & {
-        return store.slots()[k].value;
-      },
-      &allow);
+      [&](size_t k) { return store.slots()[k].value.toVector(); }, &allow);
 
   bool ok = lossOk && !gradFail && !adamwFail && !stepFail;
   std::cout << "parity: " << (ok ? "PASS" : "FAIL") << "\n";

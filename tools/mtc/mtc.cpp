@@ -85,7 +85,8 @@ const Command kCommands[] = {
      "[--out DIR] [--resume DIR] [--stop-after N] [--metrics FILE.jsonl] "
      "[--threads N] [--sample-prompt TEXT] "
      "[--sample-tokens N] [--kernels on|off] [--recompute auto|full|none] "
-     "[--cpu NAME] [--set NAME=VALUE]... [--device-memory SIZE "
+     "[--cpu NAME] [--set NAME=VALUE]... [--host-state-file PATH] "
+     "[--device-memory SIZE "
      "[--prefetch-depth N] [--checkpoints device|host|auto] [--trace "
      "FILE.json]]\n"
      "       mtc train --resume DIR [--steps N] [flags]...",
@@ -109,7 +110,11 @@ const Command kCommands[] = {
      "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
      "  --beta2, --clip.\n"
      "--stop-after N ends this run after step N (with a checkpoint) without\n"
-     "  changing the schedule; --resume continues it. See docs/training.md."},
+     "  changing the schedule; --resume continues it. See docs/training.md.\n"
+     "--host-state-file PATH maps the parameters, gradients and AdamW\n"
+     "  moments (16 bytes per parameter) from a scratch file created at PATH\n"
+     "  (which must not exist; removed at once, its space freed at exit)\n"
+     "  instead of RAM, for state larger than memory."},
     {"generate",
      "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
      "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
@@ -687,7 +692,9 @@ int runTrain(const std::vector<std::string> &args) {
                    {Flag::Int, "--prefetch-depth",
                     &copts.stream.prefetchDepth, 1},
                    {Flag::String, "--checkpoints", &copts.stream.checkpoints},
-                   {Flag::String, "--trace", &opts.trace}},
+                   {Flag::String, "--trace", &opts.trace},
+                   {Flag::String, "--host-state-file",
+                    &opts.hostStateFile}},
                   pos, &given))
     return 1;
   if (!opts.resume.empty()) {
