@@ -369,6 +369,12 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
              "--device-memory ...)\n";
       return 1;
     }
+    if (!opts.useKernels) {
+      err << "mtc: error: --kernels off cannot run a step plan: interpreted "
+             "fused regions allocate temporaries the memory plan does not "
+             "count (use --kernels on, or train without --device-memory)\n";
+      return 1;
+    }
     int64_t budget =
         opts.deviceMemory > 0 ? opts.deviceMemory : plan.deviceBudget;
     if (budget < plan.devicePeak) {

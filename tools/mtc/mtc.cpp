@@ -20,6 +20,7 @@
 #include "lib/Support/Diagnostics.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/GradCheck.h"
+#include "runtime/driver/HFExport.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
 
@@ -57,6 +58,7 @@ int runTrain(const std::vector<std::string> &args);
 int runGenerate(const std::vector<std::string> &args);
 int runImportHF(const std::vector<std::string> &args);
 int runPlan(const std::vector<std::string> &args);
+int runExportHF(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
     {"compile",
@@ -132,6 +134,12 @@ const Command kCommands[] = {
      "write .mt source for a HuggingFace config.json (docs/hf.md); "
      "compile, train and gradcheck take --hf DIR to import in memory",
      runImportHF},
+    {"export-hf",
+     "mtc export-hf CHECKPOINT -o DIR [--dtype f32|bf16] [--max-shard-size "
+     "SIZE]",
+     "write a checkpoint of a HuggingFace-imported model back in HF layout: "
+     "model.safetensors (HF names) and config.json (docs/hf.md)",
+     runExportHF},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
 };
@@ -523,6 +531,47 @@ int runImportHF(const std::vector<std::string> &args) {
   return writeOutput(output, source) ? 0 : 1;
 }
 
+int runExportHF(const std::vector<std::string> &args) {
+  if (wantsHelp("export-hf", args))
+    return 0;
+  std::string output, input, dtype = "f32", shard;
+  std::vector<std::string> pos, normalized;
+  for (const std::string &a : args)
+    normalized.push_back(a == "-o" ? "--output" : a);
+  if (!parseFlags("export-hf", normalized,
+                  {{Flag::String, "--output", &output},
+                   {Flag::String, "--dtype", &dtype},
+                   {Flag::String, "--max-shard-size", &shard}},
+                  pos) ||
+      !onePositional("export-hf", pos, input))
+    return 1;
+  if (output.empty())
+    return error("export-hf: -o DIR is required");
+  mtc::driver::HFExportOptions opts;
+  if (dtype == "f32")
+    opts.dtype = mtc::TensorDType::F32;
+  else if (dtype == "bf16")
+    opts.dtype = mtc::TensorDType::BF16;
+  else
+    return error("export-hf: --dtype expects f32 or bf16, got '" + dtype +
+                 "'");
+  if (!shard.empty()) {
+    int64_t bytes = 0;
+    std::string err;
+    if (!mtc::parseDeviceMemory(shard, bytes, err) || bytes <= 0)
+      return error("export-hf: --max-shard-size: " +
+                   (err.empty() ? std::string("must be positive") : err));
+    opts.maxShardBytes = static_cast<uint64_t>(bytes);
+  }
+  std::vector<std::string> written;
+  if (mtc::Status st = mtc::driver::exportHF(input, output, opts, &written);
+      !st.ok())
+    return error(st.message());
+  for (const std::string &f : written)
+    std::cout << "wrote " << f << "\n";
+  return 0;
+}
+
 int runCompile(const std::vector<std::string> &args) {
   if (wantsHelp("compile", args))
     return 0;
@@ -585,8 +634,10 @@ int runCompile(const std::vector<std::string> &args) {
         !mtc::compileModelSource(source, name, copts, std::cerr, *stage,
                                  context, compiled))
       return 1;
-    if (*stage == Stage::Bundled)
+    if (*stage == Stage::Bundled) {
       mtc::attachHFNames(compiled.bundle, names);
+      mtc::attachHFConfig(compiled.bundle, hf);
+    }
   } else if (!mtc::compileModelFile(input, copts, std::cerr, *stage, context,
                                     compiled)) {
     return 1;
