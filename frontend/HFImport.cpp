@@ -218,6 +218,8 @@ struct Arch {
   std::string actField = "hidden_act", actValue = "silu";
   bool embScale = false;
   double attnSoftcap = 0, finalSoftcap = 0, queryPreAttnScalar = 0;
+  /// gemma3_text's attn_logit_softcapping: in the config, not in the model.
+  double unreadAttnSoftcap = 0;
   int64_t window = 0; // for layers whose kind is sliding
   Rope rope, ropeLocal;
   bool hasLocalRope = false;
@@ -670,7 +672,14 @@ Arch readArch(const json &cfg, const std::string &file) {
   if (mt == "gemma2" || mt == "gemma3_text") {
     a.norms = NormPlacement::Sandwich;
     a.queryPreAttnScalar = f.number("query_pre_attn_scalar", true, 256);
-    a.attnSoftcap = f.number("attn_logit_softcapping", false, 0);
+    // transformers' Gemma3Attention never passes attn_logit_softcapping to
+    // its attention (Gemma 3 has q/k norms instead; the published configs
+    // set it to null): gemma3_text models compute without it whatever its
+    // value, so it is a field the model does not read.
+    if (mt == "gemma2")
+      a.attnSoftcap = f.number("attn_logit_softcapping", false, 0);
+    else
+      a.unreadAttnSoftcap = f.number("attn_logit_softcapping", false, 0);
     a.finalSoftcap = f.number("final_logit_softcapping", false, 0);
   }
   if (mt == "olmo2") {
@@ -1077,6 +1086,10 @@ private:
     }
     if (a.attnSoftcap > 0)
       entry("attn_softcap", fmtFloat(a.attnSoftcap), "attn_logit_softcapping");
+    if (a.unreadAttnSoftcap > 0)
+      os << "    # attn_logit_softcapping (" << fmtFloat(a.unreadAttnSoftcap)
+         << ") is not applied: transformers' Gemma 3 attention does not "
+            "read it\n";
     if (a.finalSoftcap > 0)
       entry("final_softcap", fmtFloat(a.finalSoftcap),
             "final_logit_softcapping");

@@ -4,12 +4,17 @@
   edit_hf_weights.py SRC DST drop NAME          remove tensor NAME
   edit_hf_weights.py SRC DST add NAME FROM      add NAME, a copy of FROM
   edit_hf_weights.py SRC DST shape NAME D0,D1   relabel NAME's shape (same size)
+  edit_hf_weights.py SRC DST scale NAME F       multiply F32 tensor NAME by F
+  edit_hf_weights.py SRC DST transpose NAME     transpose 2-D F32 tensor NAME
+  edit_hf_weights.py SRC DST config KEY JSON    set config.json's KEY to JSON
 
-SRC/DST are directories (config.json, inputs.json, expected.json and
-model.safetensors). Pure Python: the safetensors layout is an 8-byte
+--file F before SRC edits SRC/F (e.g. grads.safetensors, the reference
+gradients) instead of model.safetensors. SRC/DST are directories (the
+fixture's files are copied). Pure Python: the safetensors layout is an 8-byte
 little-endian header length, the JSON header, then the data.
 """
 
+import array
 import json
 import os
 import shutil
@@ -18,15 +23,26 @@ import sys
 
 
 def main():
-    src, dst, op = sys.argv[1], sys.argv[2], sys.argv[3]
-    args = sys.argv[4:]
+    argv = sys.argv[1:]
+    target = "model.safetensors"
+    if argv[0] == "--file":
+        target, argv = argv[1], argv[2:]
+    src, dst, op = argv[0], argv[1], argv[2]
+    args = argv[3:]
     if os.path.isdir(dst):
         shutil.rmtree(dst)
     os.makedirs(dst)
     for f in os.listdir(src):
-        if f != "model.safetensors":
-            shutil.copy(os.path.join(src, f), os.path.join(dst, f))
-    with open(os.path.join(src, "model.safetensors"), "rb") as f:
+        shutil.copy(os.path.join(src, f), os.path.join(dst, f))
+    if op == "config":
+        path = os.path.join(dst, "config.json")
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg[args[0]] = json.loads(args[1])
+        with open(path, "w") as f:
+            json.dump(cfg, f, indent=2)
+        return
+    with open(os.path.join(src, target), "rb") as f:
         raw = f.read()
     n = struct.unpack("<Q", raw[:8])[0]
     header = json.loads(raw[8:8 + n])
@@ -41,6 +57,18 @@ def main():
         tensors[args[0]] = (dict(info), blob)
     elif op == "shape":
         tensors[args[0]][0]["shape"] = [int(d) for d in args[1].split(",")]
+    elif op in ("scale", "transpose"):
+        info, blob = tensors[args[0]]
+        assert info["dtype"] == "F32" and sys.byteorder == "little"
+        a = array.array("f", blob)
+        if op == "scale":
+            a = array.array("f", (x * float(args[1]) for x in a))
+        else:
+            rows, cols = info["shape"]
+            a = array.array("f", (a[r * cols + c] for c in range(cols)
+                                  for r in range(rows)))
+            info = dict(info, shape=[cols, rows])
+        tensors[args[0]] = (info, a.tobytes())
     else:
         sys.exit("unknown operation " + op)
     out_header, blobs, off = {}, [], 0
@@ -53,7 +81,7 @@ def main():
         off += len(blob)
     text = json.dumps(out_header).encode()
     text += b" " * (-len(text) % 8)
-    with open(os.path.join(dst, "model.safetensors"), "wb") as f:
+    with open(os.path.join(dst, target), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
