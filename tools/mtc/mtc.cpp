@@ -18,6 +18,8 @@
 #include "frontend/Sema.h"
 #include "frontend/Summary.h"
 #include "lib/Support/Diagnostics.h"
+#include "lib/Tokenizer/TokenFile.h"
+#include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/GradCheck.h"
 #include "runtime/driver/HFExport.h"
@@ -58,6 +60,7 @@ int runTrain(const std::vector<std::string> &args);
 int runGenerate(const std::vector<std::string> &args);
 int runImportHF(const std::vector<std::string> &args);
 int runPlan(const std::vector<std::string> &args);
+int runTokenize(const std::vector<std::string> &args);
 int runExportHF(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
@@ -140,6 +143,26 @@ const Command kCommands[] = {
      "write a checkpoint of a HuggingFace-imported model back in HF layout: "
      "model.safetensors (HF names) and config.json (docs/hf.md)",
      runExportHF},
+    {"tokenize",
+     "mtc tokenize --tokenizer DIR|tokenizer.json INPUT.txt|--text TEXT "
+     "[-o OUT.bin] [--print] [--add-special-tokens]\n"
+     "       mtc tokenize --tokenizer DIR|tokenizer.json --decode "
+     "IDS.bin|IDS.txt|--text IDS [-o OUT.txt] [--skip-special-tokens]",
+     "encode text with a HuggingFace tokenizer.json into an llm.c token file "
+     "for train --data (--print shows the ids, --decode turns ids into text)",
+     runTokenize,
+     "Encodes exactly as the HuggingFace `tokenizers` library does\n"
+     "(Tokenizer.encode(text, add_special_tokens).ids) for byte-level BPE\n"
+     "(GPT-2, Llama 3, Qwen2) and SentencePiece-style BPE (Llama 2, Mistral,\n"
+     "Gemma); see docs/hf.md. The whole input is one text (UTF-8).\n"
+     "-o OUT.bin writes the llm.c layout mtc train --data reads: a 256-int32\n"
+     "  header (magic 20240520, version 1: uint16 tokens, or 2: uint32 when\n"
+     "  the vocabulary exceeds 65536), then the tokens.\n"
+     "--print writes the ids to stdout, separated by spaces.\n"
+     "--add-special-tokens applies the post-processor (e.g. BOS first).\n"
+     "--decode reads ids (an llm.c .bin, or integers separated by spaces,\n"
+     "  commas or newlines) and writes the text; --skip-special-tokens\n"
+     "  leaves out special tokens."},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
 };
@@ -569,6 +592,153 @@ int runExportHF(const std::vector<std::string> &args) {
     return error(st.message());
   for (const std::string &f : written)
     std::cout << "wrote " << f << "\n";
+  return 0;
+}
+
+/// The ids of --decode's input: an llm.c token file, or integers separated
+/// by whitespace or commas.
+bool parseIds(const std::string &name, const std::string &bytes,
+              std::vector<uint32_t> &ids) {
+  size_t pos = 0, n = bytes.size();
+  while (pos < n) {
+    char c = bytes[pos];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',') {
+      ++pos;
+      continue;
+    }
+    size_t start = pos;
+    uint64_t v = 0;
+    while (pos < n && bytes[pos] >= '0' && bytes[pos] <= '9' &&
+           v <= 0xFFFFFFFFull)
+      v = v * 10 + static_cast<uint64_t>(bytes[pos++] - '0');
+    bool sep = pos == n || bytes[pos] == ' ' || bytes[pos] == '\t' ||
+               bytes[pos] == '\n' || bytes[pos] == '\r' || bytes[pos] == ',';
+    if (pos == start || !sep || v > 0xFFFFFFFFull) {
+      size_t end = bytes.find_first_of(" \t\r\n,", start);
+      error("tokenize: " + name + ": '" +
+            bytes.substr(start, std::min<size_t>(end - start, 20)) +
+            "' at byte " + std::to_string(start) + " is not a token id");
+      return false;
+    }
+    ids.push_back(static_cast<uint32_t>(v));
+  }
+  return true;
+}
+
+int runTokenize(const std::vector<std::string> &args) {
+  if (wantsHelp("tokenize", args))
+    return 0;
+  bool print = false, decode = false, addSpecial = false, skipSpecial = false;
+  std::vector<std::string> normalized, pos;
+  for (const std::string &a : args) {
+    if (a == "--print")
+      print = true;
+    else if (a == "--decode")
+      decode = true;
+    else if (a == "--add-special-tokens")
+      addSpecial = true;
+    else if (a == "--skip-special-tokens")
+      skipSpecial = true;
+    else
+      normalized.push_back(a == "-o" ? "--output" : a);
+  }
+  std::string tokPath, output, text;
+  std::set<std::string> given;
+  if (!parseFlags("tokenize", normalized,
+                  {{Flag::String, "--tokenizer", &tokPath},
+                   {Flag::String, "--output", &output},
+                   {Flag::String, "--text", &text}},
+                  pos, &given))
+    return 1;
+  if (tokPath.empty())
+    return error("tokenize: --tokenizer DIR|tokenizer.json is required\n"
+                 "usage: " +
+                 std::string(findCommand("tokenize")->usage));
+  bool fromText = given.count("--text") != 0;
+  std::string input;
+  if (fromText) {
+    if (!pos.empty())
+      return error("tokenize: give either an input file or --text, not both");
+    input = "--text";
+  } else if (!onePositional("tokenize", pos, input)) {
+    return 1;
+  }
+  if (decode && addSpecial)
+    return error("tokenize: --add-special-tokens is for encoding; --decode "
+                 "takes --skip-special-tokens");
+  if (!decode && skipSpecial)
+    return error("tokenize: --skip-special-tokens needs --decode");
+  if (!decode && output.empty() && !print)
+    return error("tokenize: nothing to do: give -o OUT.bin and/or --print");
+
+  mtc::Expected<mtc::tok::Tokenizer> tok = mtc::tok::Tokenizer::load(tokPath);
+  if (!tok)
+    return error(tok.message());
+
+  std::string bytes;
+  if (fromText) {
+    bytes = text;
+  } else {
+    std::ifstream in(input, std::ios::binary);
+    struct stat st;
+    if (::stat(input.c_str(), &st) != 0)
+      return error("tokenize: cannot open '" + input +
+                   "': " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode) || !in)
+      return error("tokenize: cannot read '" + input + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    bytes = ss.str();
+  }
+
+  if (decode) {
+    std::vector<uint32_t> ids;
+    int32_t magic = 0;
+    if (bytes.size() >= 4)
+      std::memcpy(&magic, bytes.data(), 4);
+    if (!fromText && magic == mtc::tok::kTokenFileMagic) {
+      mtc::Expected<std::vector<uint32_t>> r = mtc::tok::readTokenFile(input);
+      if (!r)
+        return error(r.message());
+      ids = std::move(*r);
+    } else if (!parseIds(input, bytes, ids)) {
+      return 1;
+    }
+    uint32_t vocab = tok->vocabSize();
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= vocab || !tok->idToToken(ids[i]))
+        return error("tokenize: " + input + ": token " +
+                     std::to_string(ids[i]) + " at position " +
+                     std::to_string(i) + " is not in the vocabulary of " +
+                     tok->name() + " (size " + std::to_string(vocab) + ")");
+    std::string out = tok->decode(ids, skipSpecial);
+    return writeOutput(output, out) ? 0 : 1;
+  }
+
+  mtc::Expected<std::vector<uint32_t>> ids = tok->encode(bytes, addSpecial);
+  if (!ids)
+    return error("tokenize: " + input + ": " + ids.message());
+  if (print) {
+    std::string line;
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if (i)
+        line += ' ';
+      line += std::to_string((*ids)[i]);
+    }
+    std::cout << line << "\n";
+  }
+  if (!output.empty()) {
+    int version = 0;
+    mtc::Status s =
+        mtc::tok::writeTokenFile(output, *ids, tok->vocabSize(), &version);
+    if (!s)
+      return error(s.message());
+    (print ? std::cerr : std::cout)
+        << "wrote " << output << ": " << ids->size() << " tokens ("
+        << (version == 1 ? "uint16" : "uint32") << ", llm.c version " << version
+        << ") from " << bytes.size() << " bytes; vocabulary "
+        << tok->vocabSize() << " (" << tok->describe() << ")\n";
+  }
   return 0;
 }
 
