@@ -215,10 +215,19 @@ void attachHFNames(bundle::Bundle &b, const HFNameMap &names) {
 }
 
 void attachHFConfig(bundle::Bundle &b, const std::string &dirOrConfig) {
-  std::ifstream in(hfConfigPath(dirOrConfig), std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  b.hfConfig = in ? text.str() : std::string();
+  auto slurp = [](const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      return std::string();
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  std::string config = hfConfigPath(dirOrConfig);
+  b.hfConfig = slurp(config);
+  size_t slash = config.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : config.substr(0, slash);
+  b.hfTokenizer = slurp(dir + "/tokenizer.json");
 }
 
 bool compileHFModel(const std::string &dirOrConfig,

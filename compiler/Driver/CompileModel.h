@@ -118,8 +118,9 @@ bool importHFModel(const std::string &dirOrConfig, std::string &source,
 /// whose instance the compiled model has (a `--set` may have changed counts).
 void attachHFNames(bundle::Bundle &b, const HFNameMap &names);
 
-/// Keeps the text of the HF config.json (DIR or the file) in the bundle, for
-/// `mtc export-hf`.
+/// Keeps the text of the HF config.json (DIR or the file) and of the
+/// tokenizer.json beside it (if any) in the bundle, for `mtc export-hf`,
+/// tokenised training text and generation.
 void attachHFConfig(bundle::Bundle &b, const std::string &dirOrConfig);
 
 /// `--hf DIR`: the compiled bundle with its HF names, in one call.

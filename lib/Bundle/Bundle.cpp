@@ -802,6 +802,8 @@ std::string toJson(const Bundle &b) {
   }
   if (!b.hfConfig.empty())
     doc["hf_config"] = b.hfConfig;
+  if (!b.hfTokenizer.empty())
+    doc["hf_tokenizer"] = b.hfTokenizer;
   if (b.step)
     doc["step"] = stepToJson(*b.step);
   return doc.dump(1) + "\n";
@@ -873,6 +875,12 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
       if (!doc["hf_config"].is_string())
         fail(where + ": hf_config", "must be a string (config.json text)");
       b.hfConfig = doc["hf_config"].get<std::string>();
+    }
+    if (doc.contains("hf_tokenizer")) {
+      if (!doc["hf_tokenizer"].is_string())
+        fail(where + ": hf_tokenizer",
+             "must be a string (tokenizer.json text)");
+      b.hfTokenizer = doc["hf_tokenizer"].get<std::string>();
     }
     if (doc.contains("hf_names")) {
       const json &names = doc["hf_names"];

@@ -164,6 +164,11 @@ struct Bundle {
   /// that `mtc export-hf` can write it back beside the weights; empty
   /// otherwise. JSON: optional "hf_config": string.
   std::string hfConfig;
+  /// The HuggingFace tokenizer.json found beside that config (its text), used
+  /// to tokenise .txt training data, prompts and generated text, and written
+  /// back by `mtc export-hf`; empty if there was none. JSON: optional
+  /// "hf_tokenizer": string.
+  std::string hfTokenizer;
   /// The streaming step plan, if the bundle was compiled for a device budget
   /// (JSON: optional "step", docs/streaming.md).
   std::shared_ptr<StepPlan> step;

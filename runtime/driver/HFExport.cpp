@@ -153,6 +153,19 @@ Status exportHF(const std::string &ckptDir, const std::string &outDir,
     if (written)
       written->push_back(outDir + "/config.json");
   }
+  if (!b.hfTokenizer.empty()) {
+    Expected<AtomicFileWriter> w =
+        AtomicFileWriter::create(outDir + "/tokenizer.json");
+    if (!w)
+      return Status::error(w.message());
+    if (Status st = w->write(b.hfTokenizer.data(), b.hfTokenizer.size());
+        !st.ok())
+      return st;
+    if (Status st = w->commit(); !st.ok())
+      return st;
+    if (written)
+      written->push_back(outDir + "/tokenizer.json");
+  }
   return Status::success();
 }
 

@@ -17,6 +17,7 @@
 #include "runtime/driver/Train.h"
 
 #include "lib/Format/Safetensors.h"
+#include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/device/CpuDevice.h"
 #include "runtime/device/Trace.h"
@@ -145,6 +146,50 @@ std::string bytesToText(const std::vector<int32_t> &tokens) {
   return s;
 }
 
+/// The tokenizer text is turned into ids with: \p path (a tokenizer.json or
+/// a directory holding one) if given, else the one the bundle carries (models
+/// imported from HuggingFace), else none (bytes are tokens).
+Expected<std::shared_ptr<tok::Tokenizer>> modelTokenizer(const bundle::Bundle &b,
+                                                    const std::string &path) {
+  if (!path.empty()) {
+    Expected<tok::Tokenizer> t = tok::Tokenizer::load(path);
+    if (!t)
+      return t.status();
+    return std::make_shared<tok::Tokenizer>(std::move(*t));
+  }
+  if (b.hfTokenizer.empty())
+    return std::shared_ptr<tok::Tokenizer>();
+  Expected<tok::Tokenizer> t =
+      tok::Tokenizer::fromJson(b.hfTokenizer, "the model's tokenizer.json");
+  if (!t)
+    return t.status();
+  return std::make_shared<tok::Tokenizer>(std::move(*t));
+}
+
+/// \p text as token ids: with the tokenizer, or its bytes.
+Expected<std::vector<int32_t>> encodeText(const tok::Tokenizer *tok,
+                                          const std::string &text) {
+  std::vector<int32_t> ids;
+  if (!tok) {
+    for (unsigned char c : text)
+      ids.push_back(c);
+    return ids;
+  }
+  Expected<std::vector<uint32_t>> e = tok->encode(text);
+  if (!e)
+    return e.status();
+  for (uint32_t id : *e)
+    ids.push_back(static_cast<int32_t>(id));
+  return ids;
+}
+
+std::string decodeText(const tok::Tokenizer *tok, const std::vector<int32_t> &ids) {
+  if (!tok)
+    return bytesToText(ids);
+  std::vector<uint32_t> u(ids.begin(), ids.end());
+  return tok->decode(u);
+}
+
 /// Bytes of the values of \p fn with B and S bound (the executor keeps every
 /// value of a function alive while it runs, so this bounds its working set).
 /// T (tokens per expert) is bounded by B * S.
@@ -220,10 +265,26 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     return 1;
   }
 
+  Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =
+      modelTokenizer(b, opts.tokenizer);
+  if (!tokenizer) {
+    err << "mtc: error: " << tokenizer.message() << "\n";
+    return 1;
+  }
+  std::shared_ptr<tok::Tokenizer> tok = *tokenizer;
+  if (tok && tok->vocabSize() > static_cast<uint32_t>(vocab)) {
+    err << "mtc: error: " << tok->name() << " has " << tok->vocabSize()
+        << " tokens, more than the model's vocabulary of " << vocab << "\n";
+    return 1;
+  }
   train::TokenDatasetOptions dopts;
   dopts.vocabSize = static_cast<uint32_t>(vocab);
   dopts.seqLen = opts.seq;
   dopts.valFraction = opts.valFraction;
+  if (tok)
+    dopts.tokenize = [tok](std::string_view text) {
+      return tok->encode(text);
+    };
   Expected<train::TokenDataset> data =
       train::TokenDataset::open(opts.data, dopts);
   if (!data) {
@@ -637,14 +698,18 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
         << " (--stop-after); continue with --resume\n";
   if (opts.sampleTokens > 0) {
     train::Rng rng(opts.seed, 99);
-    std::vector<int32_t> prompt;
-    for (unsigned char c : opts.samplePrompt)
-      prompt.push_back(c);
-    if (prompt.empty())
-      prompt.push_back('\n');
+    Expected<std::vector<int32_t>> prompt =
+        encodeText(tok.get(), opts.samplePrompt);
+    if (!prompt) {
+      err << "mtc: error: --sample-prompt: " << prompt.message() << "\n";
+      return 1;
+    }
+    if (prompt->empty())
+      prompt->push_back(tok ? 0 : '\n');
     std::vector<int32_t> gen =
-        continueTokens(ex, prompt, opts.sampleTokens, opts.seq, 0.8, 40, rng);
-    out << "sample:\n" << opts.samplePrompt << bytesToText(gen) << "\n";
+        continueTokens(ex, *prompt, opts.sampleTokens, opts.seq, 0.8, 40, rng);
+    out << "sample:\n"
+        << opts.samplePrompt << decodeText(tok.get(), gen) << "\n";
   }
   return 0;
 }
@@ -685,10 +750,23 @@ int generateImpl(const std::string &dir, const GenerateOptions &opts,
                   : 256;
   }
   int64_t vocab = b.vocabulary();
-  if (vocab != 256) {
-    err << "mtc: error: generation decodes bytes; model '" << b.model
-        << "' has a vocabulary of " << vocab
-        << " (tokenizer support comes with HuggingFace import)\n";
+  Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =
+      modelTokenizer(b, opts.tokenizer);
+  if (!tokenizer) {
+    err << "mtc: error: " << tokenizer.message() << "\n";
+    return 1;
+  }
+  std::shared_ptr<tok::Tokenizer> tok = *tokenizer;
+  if (!tok && vocab != 256) {
+    err << "mtc: error: model '" << b.model << "' has a vocabulary of "
+        << vocab
+        << " and no tokenizer: give --tokenizer tokenizer.json (models "
+           "imported with --hf DIR carry DIR/tokenizer.json)\n";
+    return 1;
+  }
+  if (tok && tok->vocabSize() > static_cast<uint32_t>(vocab)) {
+    err << "mtc: error: " << tok->name() << " has " << tok->vocabSize()
+        << " tokens, more than the model's vocabulary of " << vocab << "\n";
     return 1;
   }
   exec::Executor ex(b, store);
@@ -697,15 +775,17 @@ int generateImpl(const std::string &dir, const GenerateOptions &opts,
     return 1;
   }
   train::Rng rng(opts.seed, 99);
-  std::vector<int32_t> prompt;
-  for (unsigned char c : opts.prompt)
-    prompt.push_back(c);
-  if (prompt.empty())
-    prompt.push_back('\n');
+  Expected<std::vector<int32_t>> prompt = encodeText(tok.get(), opts.prompt);
+  if (!prompt) {
+    err << "mtc: error: --prompt: " << prompt.message() << "\n";
+    return 1;
+  }
+  if (prompt->empty())
+    prompt->push_back(tok ? 0 : '\n');
   std::vector<int32_t> gen =
-      continueTokens(ex, prompt, opts.tokens, context, opts.temperature,
+      continueTokens(ex, *prompt, opts.tokens, context, opts.temperature,
                      opts.topK, rng, opts.useCache);
-  out << opts.prompt << bytesToText(gen) << "\n";
+  out << opts.prompt << decodeText(tok.get(), gen) << "\n";
   return 0;
 }
 

@@ -52,6 +52,9 @@ struct TrainOptions {
   int64_t deviceMemory = 0;
   /// Chrome-trace JSON of every device stream ("" : none).
   std::string trace;
+  /// tokenizer.json (or a directory holding one) for .txt data and the
+  /// sample; "" : the bundle's (HF imports), else bytes.
+  std::string tokenizer;
   /// Map the parameters, gradients and AdamW moments from a scratch file
   /// created at this path (which must not exist) instead of RAM ("" : RAM);
   /// see exec::HostStateOptions.
@@ -71,6 +74,9 @@ struct GenerateOptions {
   uint64_t seed = 1;
   int64_t context = 0;  ///< 0: the sequence length the checkpoint trained at
   bool useCache = true; ///< false: recompute the whole context per token
+  /// tokenizer.json (or its directory) for the prompt and the output; "" :
+  /// the checkpoint bundle's (HF imports), else bytes.
+  std::string tokenizer;
 };
 
 /// Loads a checkpoint directory written by train() and prints the prompt

@@ -23,6 +23,8 @@ const char *tokenFileFormatName(TokenFileFormat f) {
     return "raw uint16 tokens";
   case TokenFileFormat::Text:
     return "text (byte tokens)";
+  case TokenFileFormat::TokenizedText:
+    return "text (the model's tokenizer)";
   }
   return "?";
 }
@@ -81,7 +83,17 @@ Expected<TokenDataset> TokenDataset::open(const std::string &path,
   if (size == 0)
     return Status::error(path + ": file is empty");
 
-  if (endsWith(path, ".txt")) {
+  if (endsWith(path, ".txt") && opts.tokenize) {
+    d.fmt = TokenFileFormat::TokenizedText;
+    Expected<std::vector<uint32_t>> ids = opts.tokenize(
+        std::string_view(reinterpret_cast<const char *>(base), size));
+    if (!ids)
+      return Status::error(path + ": " + ids.message());
+    d.owned = std::make_shared<std::vector<uint32_t>>(std::move(*ids));
+    d.tokBytes = 4;
+    d.tokens = reinterpret_cast<const uint8_t *>(d.owned->data());
+    d.count = d.owned->size();
+  } else if (endsWith(path, ".txt")) {
     d.fmt = TokenFileFormat::Text;
     d.tokBytes = 1;
     d.tokens = base;

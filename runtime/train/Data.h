@@ -32,10 +32,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+#include <string_view>
+#include <memory>
+#include <functional>
 
 namespace mtc::train {
 
-enum class TokenFileFormat { LlmcBin, RawU16, Text };
+enum class TokenFileFormat { LlmcBin, RawU16, Text, TokenizedText };
 const char *tokenFileFormatName(TokenFileFormat f);
 
 constexpr int32_t kLlmcMagic = 20240520;
@@ -48,6 +52,9 @@ struct TokenDatasetOptions {
   /// Token ids are checked against vocabSize at open for files up to this
   /// many bytes (larger ones are not scanned; 0 = always scan).
   uint64_t validateUpToBytes = uint64_t(8) << 30;
+  /// A .txt file is tokenised with this (the model's tokenizer) instead of
+  /// taking its bytes as tokens; errors name the file.
+  std::function<Expected<std::vector<uint32_t>>(std::string_view)> tokenize;
 };
 
 class TokenDataset {
@@ -82,6 +89,8 @@ private:
   uint64_t count = 0;
   uint64_t valCount = 0;
   bool checked = false;
+  /// The ids of a tokenised .txt file (tokens points into it).
+  std::shared_ptr<std::vector<uint32_t>> owned;
 };
 
 /// Random training windows. inputs and targets are [B, S] row-major int32:

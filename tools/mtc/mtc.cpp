@@ -93,7 +93,7 @@ const Command kCommands[] = {
      "[--cpu NAME] [--set NAME=VALUE]... [--host-state-file PATH] "
      "[--device-memory SIZE "
      "[--prefetch-depth N] [--checkpoints device|host|auto] [--trace "
-     "FILE.json]]\n"
+     "FILE.json]] [--tokenizer tokenizer.json]\n"
      "       mtc train --resume DIR [--steps N] [flags]...",
      "train a model on a text or token file (CPU; with --device-memory the "
      "layers stream through a CPU device of that size)",
@@ -123,7 +123,7 @@ const Command kCommands[] = {
     {"generate",
      "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
      "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
-     "on|off]",
+     "on|off] [--tokenizer tokenizer.json]",
      "continue a prompt with a trained checkpoint", runGenerate},
     {"gradcheck",
      "mtc gradcheck MODEL.mt|MODEL.mtb|--hf DIR [--batch N] [--seq N] [--seed "
@@ -914,6 +914,7 @@ int runTrain(const std::vector<std::string> &args) {
                     &copts.stream.prefetchDepth, 1},
                    {Flag::String, "--checkpoints", &copts.stream.checkpoints},
                    {Flag::String, "--trace", &opts.trace},
+                   {Flag::String, "--tokenizer", &opts.tokenizer},
                    {Flag::String, "--host-state-file",
                     &opts.hostStateFile}},
                   pos, &given))
@@ -997,7 +998,8 @@ int runGenerate(const std::vector<std::string> &args) {
                    {Flag::Int, "--top-k", &opts.topK, 0},
                    {Flag::Uint, "--seed", &opts.seed, 0},
                    {Flag::Int, "--context", &opts.context, 1},
-                   {Flag::String, "--kv-cache", &cache}},
+                   {Flag::String, "--kv-cache", &cache},
+                   {Flag::String, "--tokenizer", &opts.tokenizer}},
                   pos) ||
       !onePositional("generate", pos, dir))
     return 1;
