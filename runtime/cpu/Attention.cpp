@@ -38,6 +38,12 @@
 //   keeps every output written by one task in a fixed order: deterministic
 //   and independent of the thread count.
 //
+// Tiles: products of a row block with a [K][16V] panel run four rows at a
+// time with the 4 x 16V accumulators in registers (16 zmm for a 64-key tile
+// on AVX-512), so each panel row is loaded once per four query (or key) rows;
+// every accumulator still adds its terms in order, one per k. P^T dO and
+// dS^T Q read P and dS by column, so no transposed copies are made.
+//
 // Numerics: fp32 tiles; softcap's tanh is detail::ftanh; exp in the tiles is
 // detail::fexp (FastMath.h: a
 // vectorisable polynomial, ~2 ulp, exactly 0 for -inf so masked scores vanish);
@@ -136,33 +142,72 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 using detail::fexp;
 
-/// c[0, W) (+)= sum_k a[k] * b[k * ldb + (0, W)]: a row times a panel, with
-/// the W accumulators kept in registers.
-template <int W>
-MTC_INLINE void rowPanel(const float *a, int64_t K, const float *b, int64_t ldb,
-                         float *c, bool accumulate) {
-  float t[W];
-  for (int w = 0; w < W; ++w)
-    t[w] = accumulate ? c[w] : 0.0f;
+/// 16 floats; unaligned loads and stores through memcpy. Each clone of the
+/// tile loops maps it to one zmm, two ymm or four xmm registers.
+typedef float vf16 __attribute__((vector_size(64)));
+
+MTC_INLINE vf16 load16(const float *p) {
+  vf16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+MTC_INLINE void store16(float *p, vf16 v) { std::memcpy(p, &v, sizeof v); }
+
+/// c[r][0, 16V) (+)= sum_k a[r * ars + k * aks] * b[k * ldb + (0, 16V)] for
+/// r < R: R rows times a panel, the R x 16V accumulators in registers and
+/// each b row loaded once for all R rows. Every accumulator adds its terms in
+/// k order, as rowPanel does (the same result as R rowPanel calls).
+template <int R, int V>
+MTC_INLINE void tile(const float *a, int64_t ars, int64_t aks, int64_t K,
+                     const float *b, int64_t ldb, float *c, int64_t ldc,
+                     bool accumulate) {
+  vf16 t[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      t[r][v] = accumulate ? load16(c + r * ldc + 16 * v) : vf16{};
   for (int64_t k = 0; k < K; ++k) {
-    float av = a[k];
-    const float *bp = b + k * ldb;
-    for (int w = 0; w < W; ++w)
-      t[w] += av * bp[w];
+    vf16 bv[V];
+    for (int v = 0; v < V; ++v)
+      bv[v] = load16(b + k * ldb + 16 * v);
+    for (int r = 0; r < R; ++r) {
+      float av = a[r * ars + k * aks];
+      for (int v = 0; v < V; ++v)
+        t[r][v] += av * bv[v];
+    }
   }
-  for (int w = 0; w < W; ++w)
-    c[w] = t[w];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v)
+      store16(c + r * ldc + 16 * v, t[r][v]);
 }
 
-/// c[0, N) (+)= a[0, K) @ b[K, ldb](:, 0..N); N a multiple of 16.
-MTC_INLINE void rowTimesMatrix(const float *a, int64_t K, const float *b,
-                               int64_t ldb, int64_t N, float *c,
-                               bool accumulate) {
+/// c[r][0, N) (+)= sum_k a[r * ars + k * aks] b[k * ldb + (0, N)] for r < R,
+/// N a multiple of 16: panels of 64, 32 and 16 columns.
+template <int R>
+MTC_INLINE void rowsTimesMatrix(const float *a, int64_t ars, int64_t aks,
+                                int64_t K, const float *b, int64_t ldb,
+                                int64_t N, float *c, int64_t ldc,
+                                bool accumulate) {
   int64_t n = 0;
   for (; n + 64 <= N; n += 64)
-    rowPanel<64>(a, K, b + n, ldb, c + n, accumulate);
+    tile<R, 4>(a, ars, aks, K, b + n, ldb, c + n, ldc, accumulate);
+  for (; n + 32 <= N; n += 32)
+    tile<R, 2>(a, ars, aks, K, b + n, ldb, c + n, ldc, accumulate);
   for (; n + 16 <= N; n += 16)
-    rowPanel<16>(a, K, b + n, ldb, c + n, accumulate);
+    tile<R, 1>(a, ars, aks, K, b + n, ldb, c + n, ldc, accumulate);
+}
+
+/// Rows of R = 4 at a time, then single rows: c[i] (+)= a[i] @ b for i < rows.
+MTC_INLINE void blockTimesMatrix(const float *a, int64_t ars, int64_t aks,
+                                 int64_t rows, int64_t K, const float *b,
+                                 int64_t ldb, int64_t N, float *c, int64_t ldc,
+                                 bool accumulate) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4)
+    rowsTimesMatrix<4>(a + i * ars, ars, aks, K, b, ldb, N, c + i * ldc, ldc,
+                       accumulate);
+  for (; i < rows; ++i)
+    rowsTimesMatrix<1>(a + i * ars, ars, aks, K, b, ldb, N, c + i * ldc, ldc,
+                       accumulate);
 }
 
 struct Geometry {
@@ -221,12 +266,11 @@ MTC_INLINE void gatherKeys(const Geometry &g, const float *src, int64_t b,
   }
 }
 
-/// Scores of one tile for row a (length Dp) against keys t[Dp][Bk]:
-/// s = a . k (a is pre-scaled), softcap, mask to [lo, hi) relative to j0.
-/// If tanhOut != null it receives tanh(raw / cap) (softcap only).
-MTC_INLINE void scoreRow(const Geometry &g, const float *a, const float *t,
-                         float *s, int64_t jlo, int64_t jhi, float *tanhOut) {
-  rowPanel<Bk>(a, g.Dp, t, Bk, s, false);
+/// Softcap and mask of one row of raw scores s = a . k (a is pre-scaled) to
+/// [jlo, jhi) relative to the tile. If tanhOut != null it receives
+/// tanh(raw / cap) (softcap only).
+MTC_INLINE void finishScores(const Geometry &g, float *s, int64_t jlo,
+                             int64_t jhi, float *tanhOut) {
   if (g.cap > 0) {
     float inv = 1.0f / g.cap;
     for (int64_t j = 0; j < Bk; ++j) {
@@ -240,6 +284,13 @@ MTC_INLINE void scoreRow(const Geometry &g, const float *a, const float *t,
     s[j] = kNegInf;
   for (int64_t j = std::max<int64_t>(jhi, 0); j < Bk; ++j)
     s[j] = kNegInf;
+}
+
+/// Raw scores of query rows [0, rows) of a [.][Dp] against keys t[Dp][Bk]
+/// into s[.][Bk].
+MTC_INLINE void scoreRows(const Geometry &g, const float *a, int64_t rows,
+                          const float *t, float *s) {
+  blockTimesMatrix(a, g.Dp, 1, rows, g.Dp, t, Bk, Bk, s, Bk, false);
 }
 
 MTC_INLINE float maxOf64(const float *s) {
@@ -281,6 +332,7 @@ void forwardTask(const Geometry &g, const float *q, const float *k,
   float *Vb = Kt + Dp * Bk; // [Bk][Dp]
   float *St = Vb + Bk * Dp; // [Bq][Bk]
   float m[Bq], l[Bq];
+  bool active[Bq];
   std::memset(Qs, 0, sizeof(float) * Bq * Dp);
   std::memset(Oa, 0, sizeof(float) * Bq * Dp);
   for (int64_t ii = 0; ii < nq; ++ii) {
@@ -298,13 +350,19 @@ void forwardTask(const Geometry &g, const float *q, const float *k,
     for (int64_t jj = 0; jj < nk; ++jj)
       std::memcpy(Vb + jj * Dp, g.kvRow(v, b, hk, j0 + jj),
                   sizeof(float) * g.D);
+    // Scores of every row (rows that see no key of this tile are ignored).
+    scoreRows(g, Qs, nq, Kt, St);
+    bool allActive = true;
     for (int64_t ii = 0; ii < nq; ++ii) {
       int64_t pos = g.qOffset + i0 + ii;
       int64_t jlo = g.lo(pos) - j0, jhi = std::min(g.hi(pos) - j0, nk);
-      if (jhi <= 0 || jlo >= nk)
+      active[ii] = jhi > 0 && jlo < nk;
+      if (!active[ii]) {
+        allActive = false;
         continue;
+      }
       float *s = St + ii * Bk;
-      scoreRow(g, Qs + ii * Dp, Kt, s, jlo, jhi, nullptr);
+      finishScores(g, s, jlo, jhi, nullptr);
       float mNew = std::max(m[ii], maxOf64(s));
       float corr = fexp(m[ii] - mNew); // 0 when m was -inf
       float sum = expSum64(s, mNew);
@@ -314,7 +372,15 @@ void forwardTask(const Geometry &g, const float *q, const float *k,
       if (corr != 1.0f)
         for (int64_t d = 0; d < Dp; ++d)
           orow[d] *= corr;
-      rowTimesMatrix(s, Bk, Vb, Dp, Dp, orow, true);
+    }
+    // O += P V, four rows at a time when all of them take part.
+    if (allActive) {
+      blockTimesMatrix(St, Bk, 1, nq, Bk, Vb, Dp, Dp, Oa, Dp, true);
+    } else {
+      for (int64_t ii = 0; ii < nq; ++ii)
+        if (active[ii])
+          rowsTimesMatrix<1>(St + ii * Bk, Bk, 1, Bk, Vb, Dp, Dp,
+                             Oa + ii * Dp, Dp, true);
     }
   }
   for (int64_t ii = 0; ii < nq; ++ii) {
@@ -345,14 +411,15 @@ void gradKVTask(const Geometry &g, const float *q, const float *k,
   float *P = dOb + Bq * Dp;   // [Bq][Bk]
   float *dP = P + Bq * Bk;    // [Bq][Bk]
   float *Th = dP + Bq * Bk;   // [Bq][Bk] tanh (softcap)
-  float *Pt = Th + Bq * Bk;   // [Bk][Bq]
-  float *dSt = Pt + Bk * Bq;  // [Bk][Bq]
   gatherKeys(g, k, b, hk, j0, nk, Kt, nullptr);
   gatherKeys(g, v, b, hk, j0, nk, Vt, nullptr);
   std::memset(dKa, 0, sizeof(float) * Bk * Dp);
   std::memset(dVa, 0, sizeof(float) * Bk * Dp);
   std::memset(Qs, 0, sizeof(float) * Bq * Dp);
   std::memset(dOb, 0, sizeof(float) * Bq * Dp);
+  // Key rows [0, nkr) of the accumulators are updated: nk rounded up to the
+  // 4-row blocks (rows past nk see P = dS = 0 and are never written out).
+  const int64_t nkr = std::min<int64_t>(Bk, (nk + 3) / 4 * 4);
   for (int64_t gi = 0; gi < g.G; ++gi) {
     int64_t h = hk * g.G + gi;
     for (int64_t i0 = 0; i0 < g.S; i0 += Bq) {
@@ -369,6 +436,9 @@ void gradKVTask(const Geometry &g, const float *q, const float *k,
           dOb[ii * Dp + d] = gr[d];
         }
       }
+      // Raw scores S = Qs K^T and dP = dO V^T for every row of the block.
+      scoreRows(g, Qs, nq, Kt, P);
+      scoreRows(g, dOb, nq, Vt, dP);
       for (int64_t ii = 0; ii < nq; ++ii) {
         int64_t i = i0 + ii, pos = g.qOffset + i;
         float *p = P + ii * Bk, *dp = dP + ii * Bk, *th = Th + ii * Bk;
@@ -380,10 +450,9 @@ void gradKVTask(const Geometry &g, const float *q, const float *k,
             p[j] = dp[j] = 0.0f;
           continue;
         }
-        scoreRow(g, Qs + ii * Dp, Kt, p, jlo, jhi, th);
+        finishScores(g, p, jlo, jhi, th);
         for (int64_t j = 0; j < Bk; ++j)
           p[j] = fexp(p[j] - L);
-        rowPanel<Bk>(dOb + ii * Dp, Dp, Vt, Bk, dp, false);
         // dp <- dS = P (dP - Delta) [* (1 - tanh^2)]
         if (g.cap > 0)
           for (int64_t j = 0; j < Bk; ++j)
@@ -392,18 +461,9 @@ void gradKVTask(const Geometry &g, const float *q, const float *k,
           for (int64_t j = 0; j < Bk; ++j)
             dp[j] = p[j] * (dp[j] - Di);
       }
-      for (int64_t ii = nq; ii < Bq; ++ii)
-        for (int64_t j = 0; j < Bk; ++j)
-          P[ii * Bk + j] = dP[ii * Bk + j] = 0.0f;
-      for (int64_t ii = 0; ii < Bq; ++ii)
-        for (int64_t j = 0; j < Bk; ++j) {
-          Pt[j * Bq + ii] = P[ii * Bk + j];
-          dSt[j * Bq + ii] = dP[ii * Bk + j];
-        }
-      for (int64_t jj = 0; jj < nk; ++jj) {
-        rowTimesMatrix(Pt + jj * Bq, nq, dOb, Dp, Dp, dVa + jj * Dp, true);
-        rowTimesMatrix(dSt + jj * Bq, nq, Qs, Dp, Dp, dKa + jj * Dp, true);
-      }
+      // dV += P^T dO, dK += dS^T Qs: key rows of P^T are P's columns.
+      blockTimesMatrix(P, 1, Bk, nkr, nq, dOb, Dp, Dp, dVa, Dp, true);
+      blockTimesMatrix(dP, 1, Bk, nkr, nq, Qs, Dp, Dp, dKa, Dp, true);
     }
   }
   for (int64_t jj = 0; jj < nk; ++jj) {
@@ -426,9 +486,10 @@ void gradQTask(const Geometry &g, const float *q, const float *k,
   float *Qs = Kb + Bk * Dp;   // [Bq][Dp]
   float *dOb = Qs + Bq * Dp;  // [Bq][Dp]
   float *dQa = dOb + Bq * Dp; // [Bq][Dp]
-  float *p = dQa + Bq * Dp;   // [Bk]
-  float *dp = p + Bk;         // [Bk]
-  float *th = dp + Bk;        // [Bk]
+  float *P = dQa + Bq * Dp;   // [Bq][Bk]
+  float *dP = P + Bq * Bk;    // [Bq][Bk]
+  float *Th = dP + Bq * Bk;   // [Bq][Bk]
+  bool active[Bq];
   std::memset(Qs, 0, sizeof(float) * Bq * Dp);
   std::memset(dOb, 0, sizeof(float) * Bq * Dp);
   std::memset(dQa, 0, sizeof(float) * Bq * Dp);
@@ -445,24 +506,38 @@ void gradQTask(const Geometry &g, const float *q, const float *k,
     int64_t nk = std::min(Bk, g.Sk - j0);
     gatherKeys(g, k, b, hk, j0, nk, Kt, Kb);
     gatherKeys(g, v, b, hk, j0, nk, Vt, nullptr);
+    scoreRows(g, Qs, nq, Kt, P);
+    scoreRows(g, dOb, nq, Vt, dP);
+    bool allActive = true;
     for (int64_t ii = 0; ii < nq; ++ii) {
       int64_t i = i0 + ii, pos = g.qOffset + i;
       float L = lse[(b * g.Hq + h) * g.S + i];
       float Di = delta[(b * g.Hq + h) * g.S + i];
       int64_t jlo = g.lo(pos) - j0, jhi = std::min(g.hi(pos) - j0, nk);
-      if (jhi <= 0 || jlo >= nk || L == kNegInf)
+      active[ii] = !(jhi <= 0 || jlo >= nk || L == kNegInf);
+      if (!active[ii]) {
+        allActive = false;
         continue;
-      scoreRow(g, Qs + ii * Dp, Kt, p, jlo, jhi, th);
+      }
+      float *p = P + ii * Bk, *dp = dP + ii * Bk, *th = Th + ii * Bk;
+      finishScores(g, p, jlo, jhi, th);
       for (int64_t j = 0; j < Bk; ++j)
         p[j] = fexp(p[j] - L);
-      rowPanel<Bk>(dOb + ii * Dp, Dp, Vt, Bk, dp, false);
       if (g.cap > 0)
         for (int64_t j = 0; j < Bk; ++j)
           dp[j] = p[j] * (dp[j] - Di) * (1.0f - th[j] * th[j]);
       else
         for (int64_t j = 0; j < Bk; ++j)
           dp[j] = p[j] * (dp[j] - Di);
-      rowTimesMatrix(dp, nk, Kb, Dp, Dp, dQa + ii * Dp, true);
+    }
+    // dQ += dS K, four rows at a time when all of them take part.
+    if (allActive) {
+      blockTimesMatrix(dP, Bk, 1, nq, nk, Kb, Dp, Dp, dQa, Dp, true);
+    } else {
+      for (int64_t ii = 0; ii < nq; ++ii)
+        if (active[ii])
+          rowsTimesMatrix<1>(dP + ii * Bk, Bk, 1, nk, Kb, Dp, Dp,
+                             dQa + ii * Dp, Dp, true);
     }
   }
   for (int64_t ii = 0; ii < nq; ++ii) {
@@ -513,7 +588,7 @@ void attentionGrad(const float *q, const float *k, const float *v,
     }
   });
   int64_t kBlocks = (S + Bk - 1) / Bk;
-  size_t buf1 = 2 * g.Dp * Bk + 2 * Bk * g.Dp + 2 * Bq * g.Dp + 5 * Bq * Bk;
+  size_t buf1 = 2 * g.Dp * Bk + 2 * Bk * g.Dp + 2 * Bq * g.Dp + 3 * Bq * Bk;
   parallelFor(B * Hkv * kBlocks, [&](int64_t t0, int64_t t1) {
     std::vector<float> buf(buf1);
     for (int64_t t = t0; t < t1; ++t) {
@@ -525,7 +600,7 @@ void attentionGrad(const float *q, const float *k, const float *v,
     }
   });
   int64_t qBlocks = (S + Bq - 1) / Bq;
-  size_t buf2 = 2 * g.Dp * Bk + Bk * g.Dp + 3 * Bq * g.Dp + 3 * Bk;
+  size_t buf2 = 2 * g.Dp * Bk + Bk * g.Dp + 3 * Bq * g.Dp + 3 * Bq * Bk;
   parallelFor(B * Hq * qBlocks, [&](int64_t t0, int64_t t1) {
     std::vector<float> buf(buf2);
     for (int64_t t = t0; t < t1; ++t) {

@@ -50,6 +50,9 @@ void batchedMatmul(const float *x, const float *w, float *y, int64_t batch,
 /// dx[rows, K] = dy[rows, N] @ w^T.
 void matmulGradInput(const float *dy, const float *w, float *dx, int64_t rows,
                      int64_t K, int64_t N);
+/// dw[K, N] = x^T @ dy (overwrites).
+void matmulGradWeight(const float *x, const float *dy, float *dw, int64_t rows,
+                      int64_t K, int64_t N);
 /// dw[K, N] += x^T @ dy (accumulates: weights used several times sum up).
 void matmulGradWeightAcc(const float *x, const float *dy, float *dw,
                          int64_t rows, int64_t K, int64_t N);

@@ -19,15 +19,15 @@
 //   job inline (same chunks) instead of queueing behind it.
 // - The default thread count is MTC_NUM_THREADS if set (> 0), else the
 //   hardware concurrency; setThreads(n <= 0) goes back to that default.
-// - setThreads also sets OpenBLAS's thread count, so sgemm (called from the
-//   top level, never from inside a parallelFor body) and our own loops use
-//   the same number of cores and do not oversubscribe.
+// - OpenBLAS is kept single-threaded: gemm (Gemm.cpp) splits large products
+//   over this pool instead, so one set of threads serves every kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -56,7 +56,7 @@ void initOnce() {
     int n = defaultThreads();
     int expected = 0;
     gThreads.compare_exchange_strong(expected, n);
-    openblas_set_num_threads(gThreads.load());
+    openblas_set_num_threads(1);
   });
 }
 
@@ -90,6 +90,43 @@ void runInline(int64_t n, int64_t chunks,
   tInsideBody = saved;
 }
 
+/// Spin-then-sleep waiting. A worker that finished a job keeps polling for
+/// the next one for a while before it blocks on the condition variable:
+/// consecutive kernels follow each other within microseconds, and waking a
+/// blocked thread costs tens of microseconds on a virtual machine (an IPI),
+/// which is more than many of the kernels take. While spinning it first
+/// executes `pause`, then yields the core to any other runnable thread.
+constexpr auto kSpinPause = std::chrono::microseconds(50);
+constexpr auto kSpinYield = std::chrono::milliseconds(2);
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Polls \p ready with pause, then sched_yield; returns true when it held,
+/// false when the spin budget ran out.
+template <typename Ready> bool spinUntil(Ready ready) {
+  auto start = std::chrono::steady_clock::now();
+  for (unsigned i = 0;; ++i) {
+    if (ready())
+      return true;
+    if ((i & 255) == 255) {
+      auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > kSpinYield)
+        return false;
+      if (waited > kSpinPause) {
+        std::this_thread::yield();
+        continue;
+      }
+    }
+    cpuRelax();
+  }
+}
+
 class Pool {
 public:
   ~Pool() { resize(0); }
@@ -98,20 +135,26 @@ public:
   void run(Job &job, int workers) {
     if (static_cast<int>(threads_.size()) != workers)
       resize(workers);
-    {
+    job_.store(&job);
+    generation_.fetch_add(1);
+    if (sleepers_.load() > 0) {
+      // Taking the mutex orders this notify after a sleeper's predicate
+      // check (no lost wake-up).
       std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &job;
-      ++generation_;
+      cv_.notify_all();
     }
-    cv_.notify_all();
     work(job);
-    // Wait for the chunks other threads claimed.
-    {
+    // The chunks other threads claimed: they take about as long as ours.
+    auto finished = [&] { return job.done.load() == job.chunks; };
+    if (!spinUntil(finished)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      doneCv_.wait(
-          lock, [&] { return job.done.load() == job.chunks && active_ == 0; });
-      job_ = nullptr;
+      doneCv_.wait(lock, finished);
     }
+    // No worker may still hold the job when it goes out of scope: a worker
+    // announces itself in active_ before it reads job_ (both seq_cst).
+    job_.store(nullptr);
+    while (active_.load() != 0)
+      cpuRelax();
   }
 
   std::mutex dispatchMutex;
@@ -129,59 +172,52 @@ private:
       ++finished;
     }
     tInsideBody = saved;
-    if (finished > 0)
-      job.done.fetch_add(finished);
+    if (finished > 0 && job.done.fetch_add(finished) + finished == job.chunks) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      doneCv_.notify_all();
+    }
   }
 
   void workerLoop() {
-    uint64_t seen = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      seen = generation_;
-    }
+    uint64_t seen = generation_.load();
     for (;;) {
-      Job *job;
-      {
+      auto changed = [&] { return stop_.load() || generation_.load() != seen; };
+      if (!spinUntil(changed)) {
         std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_)
-          return;
-        seen = generation_;
-        job = job_;
-        if (job)
-          ++active_; // the caller keeps the job alive while active_ > 0
+        sleepers_.fetch_add(1);
+        cv_.wait(lock, changed);
+        sleepers_.fetch_sub(1);
       }
-      if (!job)
-        continue;
-      work(*job);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        --active_;
-      }
-      doneCv_.notify_all();
+      if (stop_.load())
+        return;
+      seen = generation_.load();
+      active_.fetch_add(1);
+      if (Job *job = job_.load())
+        work(*job);
+      active_.fetch_sub(1);
     }
   }
 
   void resize(int workers) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+      stop_.store(true);
     }
     cv_.notify_all();
     for (auto &t : threads_)
       t.join();
     threads_.clear();
-    stop_ = false;
+    stop_.store(false);
     for (int i = 0; i < workers; ++i)
       threads_.emplace_back([this] { workerLoop(); });
   }
 
   std::mutex mutex_;
   std::condition_variable cv_, doneCv_;
-  Job *job_ = nullptr;
-  uint64_t generation_ = 0;
-  int active_ = 0;
-  bool stop_ = false;
+  std::atomic<Job *> job_{nullptr};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> active_{0}, sleepers_{0};
+  std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };
 
@@ -202,7 +238,6 @@ void setThreads(int n) {
   if (n <= 0)
     n = defaultThreads();
   gThreads.store(n);
-  openblas_set_num_threads(n);
 }
 
 void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &body) {

@@ -34,7 +34,7 @@ namespace {
 thread_local Workspace *currentWorkspace = nullptr;
 } // namespace
 
-void *Workspace::allocate(int64_t bytes) {
+void *Workspace::allocate(int64_t bytes, bool zero) {
   int64_t size = bundle::align64(bytes);
   if (size < 0 || top + size > cap)
     throw ExecError{"device memory plan violated: the " + name + " region (" +
@@ -44,7 +44,8 @@ void *Workspace::allocate(int64_t bytes) {
   char *p = base + top;
   top += size;
   high = std::max(high, top);
-  std::memset(p, 0, static_cast<size_t>(size));
+  if (zero)
+    std::memset(p, 0, static_cast<size_t>(size));
   return p;
 }
 
@@ -56,18 +57,33 @@ Workspace::Scope::Scope(Workspace *w) : saved(currentWorkspace) {
 
 Workspace::Scope::~Scope() { currentWorkspace = saved; }
 
-std::shared_ptr<float> Tensor::allocate(int64_t n) {
+std::shared_ptr<float> Tensor::allocate(int64_t n, bool zero) {
   if (Workspace *w = Workspace::current())
-    return std::shared_ptr<float>(static_cast<float *>(w->allocate(4 * n)),
-                                  [](float *) {});
-  return std::shared_ptr<float>(new float[static_cast<size_t>(n)](),
-                                std::default_delete<float[]>());
+    return std::shared_ptr<float>(
+        static_cast<float *>(w->allocate(4 * n, zero)), [](float *) {});
+  // Heap buffers come from malloc's free lists (keepFreedMemory below), so
+  // an uninitialised one costs no memset and, in steady state, no page
+  // faults. 64-byte alignment: whole cache lines for the vector kernels.
+  size_t bytes = sizeof(float) * static_cast<size_t>(std::max<int64_t>(n, 1));
+  auto *p = static_cast<float *>(::operator new(bytes, std::align_val_t(64)));
+  if (zero)
+    std::memset(p, 0, bytes);
+  return std::shared_ptr<float>(p, [](float *q) {
+    ::operator delete(q, std::align_val_t(64));
+  });
 }
 
 Tensor Tensor::zeros(std::vector<int64_t> shape) {
   Tensor t;
   t.shape = std::move(shape);
   t.f = allocate(t.numel());
+  return t;
+}
+
+Tensor Tensor::empty(std::vector<int64_t> shape) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.f = allocate(t.numel(), false);
   return t;
 }
 
@@ -348,7 +364,7 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
       int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
       std::vector<int64_t> shape = x.shape;
       shape.back() = V;
-      *logitsOut = Tensor::zeros(shape);
+      *logitsOut = Tensor::empty(shape);
       cpu::linearLogits(x.data(), w.data(), tw, x.numel() / D, D, V,
                         op.floatAttr("softcap"), logitsOut->data());
       return {};
@@ -374,7 +390,11 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
   auto setResult = [&](Tensor t, size_t i = 0) {
     values[op.results.at(i)] = std::move(t);
   };
+  // newResult: zero-filled, for kernels that accumulate into (or only partly
+  // write) their result; newOutput: uninitialised, for kernels that write
+  // every element (audited per op below).
   auto newResult = [&](size_t i = 0) { return Tensor::zeros(resultShape(i)); };
+  auto newOutput = [&](size_t i = 0) { return Tensor::empty(resultShape(i)); };
   const std::string &name = op.name;
 
   if (name == "param_ref") {
@@ -396,14 +416,14 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     for (size_t k = 0; k < s->grad.size(); ++k)
       dst[k] += src[k];
   } else if (name == "constant") {
-    Tensor t = newResult();
+    Tensor t = newOutput();
     t.data()[0] = static_cast<float>(op.floatAttr("value"));
     setResult(std::move(t));
   } else if (name == "zeros") {
     setResult(newResult());
   } else if (name == "embedding") {
     const Tensor &ids = in(0), &table = in(1);
-    Tensor y = newResult();
+    Tensor y = newOutput();
     int64_t V = table.shape[0], D = table.shape[1], bad = 0;
     if (!cpu::embedding(ids.ints(), table.data(), y.data(), ids.numel(), V,
                         D, &bad))
@@ -419,7 +439,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(dt));
   } else if (name == "matmul") {
     const Tensor &a = in(0), &w = in(1);
-    Tensor y = newResult();
+    Tensor y = newOutput();
     if (w.shape.size() == 2) {
       int64_t K = w.shape[0], N = w.shape[1];
       const float *bias = op.operands.size() > 2 ? in(2).data() : nullptr;
@@ -433,10 +453,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(y));
   } else if (name == "weight_grad") {
     const Tensor &x = in(0), &dy = in(1);
-    Tensor dw = newResult();
+    Tensor dw = newOutput();
     int64_t K = x.shape.back(), N = dy.shape.back();
-    cpu::matmulGradWeightAcc(x.data(), dy.data(), dw.data(), x.numel() / K, K,
-                             N);
+    cpu::matmulGradWeight(x.data(), dy.data(), dw.data(), x.numel() / K, K, N);
     setResult(std::move(dw));
   } else if (name == "add" || name == "sub" || name == "mul" || name == "div") {
     cpu::Binary kind = name == "add"   ? cpu::Binary::Add
@@ -444,7 +463,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
                        : name == "mul" ? cpu::Binary::Mul
                                        : cpu::Binary::Div;
     const Tensor &a = in(0), &b = in(1);
-    Tensor y = newResult();
+    Tensor y = newOutput();
     cpu::binary(kind, a.data(), a.shape, b.data(), b.shape, y.data(), y.shape);
     setResult(std::move(y));
   } else if (name == "reduce_to") {
@@ -464,12 +483,12 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     if (name == "softcap")
       param = static_cast<float>(op.floatAttr("cap"));
     const Tensor &x = in(0);
-    Tensor y = newResult();
+    Tensor y = newOutput();
     cpu::unary(unaryKind(op, kind), x.data(), y.data(), x.numel(), param);
     setResult(std::move(y));
   } else if (name == "unary_grad") {
     const Tensor &x = in(0), &dy = in(1);
-    Tensor dx = newResult();
+    Tensor dx = newOutput();
     cpu::unaryGrad(unaryKind(op, op.strAttr("kind")), x.data(), dy.data(),
                    dx.data(), x.numel(),
                    static_cast<float>(op.floatAttr("param")));
@@ -507,7 +526,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(y));
   } else if (name == "rmsnorm") {
     const Tensor &x = in(0), &w = in(1);
-    Tensor y = newResult();
+    Tensor y = newOutput();
     int64_t D = x.shape.back();
     cpu::rmsnorm(x.data(), w.data(), y.data(), x.numel() / D, D,
                  static_cast<float>(op.floatAttr("eps")),
@@ -515,7 +534,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(y));
   } else if (name == "rmsnorm_grad") {
     const Tensor &x = in(0), &w = in(1), &dy = in(2);
-    Tensor dx = newResult(0), dw = newResult(1);
+    Tensor dx = newOutput(0), dw = newResult(1);
     int64_t D = x.shape.back();
     cpu::rmsnormGrad(x.data(), w.data(), dy.data(), dx.data(), dw.data(),
                      x.numel() / D, D, static_cast<float>(op.floatAttr("eps")),
@@ -525,14 +544,14 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
   } else if (name == "layernorm") {
     const Tensor &x = in(0), &w = in(1);
     const float *b = op.operands.size() > 2 ? in(2).data() : nullptr;
-    Tensor y = newResult();
+    Tensor y = newOutput();
     int64_t D = x.shape.back();
     cpu::layernorm(x.data(), w.data(), b, y.data(), x.numel() / D, D,
                    static_cast<float>(op.floatAttr("eps")));
     setResult(std::move(y));
   } else if (name == "layernorm_grad") {
     const Tensor &x = in(0), &w = in(1), &dy = in(2);
-    Tensor dx = newResult(0), dw = newResult(1), db = newResult(2);
+    Tensor dx = newOutput(0), dw = newResult(1), db = newResult(2);
     int64_t D = x.shape.back();
     cpu::layernormGrad(x.data(), w.data(), dy.data(), dx.data(), dw.data(),
                        db.data(), x.numel() / D, D,
@@ -552,7 +571,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     y.isInt = x.isInt;
     if (x.isInt)
       fail(op, "transposing integer tensors is not supported");
-    y.f = Tensor::allocate(x.numel());
+    y.f = Tensor::allocate(x.numel(), false);
     cpu::transpose(x.data(), x.shape, op.listAttr("perm"), y.data());
     setResult(std::move(y));
   } else if (name == "split") {
@@ -561,14 +580,14 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     split3(x.shape, axis, outer, n, inner);
     int64_t start = 0;
     for (size_t r = 0; r < op.results.size(); ++r) {
-      Tensor y = newResult(r);
+      Tensor y = newOutput(r);
       int64_t size = y.shape[axis];
       cpu::slice(x.data(), y.data(), outer, n, inner, start, start + size);
       start += size;
       setResult(std::move(y), r);
     }
   } else if (name == "concat") {
-    Tensor y = newResult();
+    Tensor y = newOutput();
     int64_t axis = op.intAttr("axis"), outer, n, inner;
     split3(y.shape, axis, outer, n, inner);
     std::vector<const float *> parts;
@@ -581,7 +600,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(y));
   } else if (name == "slice" || name == "pad") {
     const Tensor &x = in(0);
-    Tensor y = newResult();
+    Tensor y = newOutput();
     int64_t axis = op.intAttr("axis"), outer, n, inner;
     int64_t start = op.intAttr("start"), end = op.intAttr("end");
     if (name == "slice") {
@@ -594,7 +613,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(y));
   } else if (name == "rope") {
     const Tensor &x = in(0);
-    Tensor y = newResult();
+    Tensor y = newOutput();
     cpu::rope(x.data(), y.data(), x.shape[0], x.shape[1], x.shape[2],
               x.shape[3], ropeParams(op), op.boolAttr("inverse"),
               decoding ? cacheLength : 0);
@@ -607,16 +626,16 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     kv.v.insert(kv.v.end(), v.data(), v.data() + v.numel());
     int64_t hkv = k.shape[2], d = k.shape[3];
     int64_t sk = static_cast<int64_t>(kv.k.size()) / (hkv * d);
-    Tensor o = newResult();
+    Tensor o = newOutput();
     cpu::attention(q.data(), kv.k.data(), kv.v.data(), o.data(), nullptr, 1,
                    q.shape[1], sk, q.shape[2], hkv, d, attentionParams(op),
                    cacheLength);
     setResult(std::move(o));
   } else if (name == "attention") {
     const Tensor &q = in(0), &k = in(1), &v = in(2);
-    Tensor o = newResult();
+    Tensor o = newOutput();
     int64_t b = q.shape[0], s = q.shape[1], hq = q.shape[2], d = q.shape[3];
-    o.lse = Tensor::allocate(b * hq * s);
+    o.lse = Tensor::allocate(b * hq * s, false);
     cpu::attention(q.data(), k.data(), v.data(), o.data(), o.lse.get(), b, s,
                    k.shape[1], hq, k.shape[2], d, attentionParams(op));
     setResult(std::move(o));
@@ -624,7 +643,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &q = in(0), &k = in(1), &v = in(2), &o = in(3), &dO = in(4);
     if (!o.lse)
       fail(op, "the attention output lost its log-sum-exp");
-    Tensor dq = newResult(0), dk = newResult(1), dv = newResult(2);
+    Tensor dq = newOutput(0), dk = newOutput(1), dv = newOutput(2);
     cpu::attentionGrad(q.data(), k.data(), v.data(), o.data(), o.lse.get(),
                        dO.data(), dq.data(), dk.data(), dv.data(), q.shape[0],
                        q.shape[1], q.shape[2], k.shape[2], q.shape[3],
@@ -639,12 +658,12 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
         cpu::crossEntropy(logits.data(), targets.ints(), logits.numel() / V,
                           V, op.intAttr("ignore_index", -100), &count);
     lastLoss = loss;
-    Tensor y = newResult();
+    Tensor y = newOutput();
     y.data()[0] = static_cast<float>(loss);
     setResult(std::move(y));
   } else if (name == "cross_entropy_grad") {
     const Tensor &logits = in(0), &targets = in(1), &dl = in(2);
-    Tensor dx = newResult();
+    Tensor dx = newOutput();
     int64_t V = logits.shape.back();
     cpu::crossEntropyGrad(logits.data(), targets.ints(), dl.data()[0],
                           dx.data(), logits.numel() / V, V,
@@ -658,14 +677,14 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
         x.data(), w.data(), tw, targets.ints(), x.numel() / D, D, V,
         op.intAttr("ignore_index", -100), op.floatAttr("softcap"), &count);
     lastLoss = loss;
-    Tensor y = newResult();
+    Tensor y = newOutput();
     y.data()[0] = static_cast<float>(loss);
     setResult(std::move(y));
   } else if (name == "linear_cross_entropy_grad") {
     const Tensor &x = in(0), &w = in(1), &targets = in(2), &dl = in(3);
     bool tw = op.boolAttr("transpose_weight");
     int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
-    Tensor dx = newResult(0), dw = newResult(1);
+    Tensor dx = newOutput(0), dw = newResult(1);
     cpu::linearCrossEntropyGrad(
         x.data(), w.data(), tw, targets.ints(), dl.data()[0], dx.data(),
         dw.data(), x.numel() / D, D, V, op.intAttr("ignore_index", -100),
@@ -733,7 +752,7 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
         ins.push_back(t.data());
       std::vector<float *> outPtrs;
       for (size_t r = 0; r < op.results.size(); ++r) {
-        outs.push_back(newResult(r));
+        outs.push_back(newOutput(r));
         outPtrs.push_back(outs.back().data());
       }
       kernel(ins.data(), outPtrs.data(), n);
@@ -781,7 +800,7 @@ private:
 /// Rows \p slots[j].first of src [N, D], stacked: [slots.size(), D].
 Tensor gatherRows(const float *src, int64_t D,
                   const std::vector<std::pair<int64_t, int64_t>> &slots) {
-  Tensor x = Tensor::zeros({static_cast<int64_t>(slots.size()), D});
+  Tensor x = Tensor::empty({static_cast<int64_t>(slots.size()), D});
   for (size_t j = 0; j < slots.size(); ++j)
     std::copy(src + slots[j].first * D, src + (slots[j].first + 1) * D,
               x.data() + static_cast<int64_t>(j) * D);
@@ -970,7 +989,7 @@ void Executor::moeGrad(const bundle::Op &op, std::vector<Tensor> &values,
     Tensor out = runExpert(op, expert, "forward", e, {xe}, scope).at(0);
     if (out.numel() != Te * D)
       fail(op, "expert '" + expert.name + "' returned a wrong shape");
-    Tensor dye = Tensor::zeros({Te, D});
+    Tensor dye = Tensor::empty({Te, D});
     for (int64_t j = 0; j < Te; ++j) {
       auto [t, k] = slots[j];
       float g = r.gate[t * K + k];

@@ -47,9 +47,9 @@ public:
   Workspace(void *base, int64_t capacity, std::string what)
       : base(static_cast<char *>(base)), cap(capacity), name(std::move(what)) {
   }
-  /// \p bytes (rounded up to 64), zero-filled. Throws ExecError when the
-  /// region is exhausted.
-  void *allocate(int64_t bytes);
+  /// \p bytes (rounded up to 64), zero-filled unless \p zero is false.
+  /// Throws ExecError when the region is exhausted.
+  void *allocate(int64_t bytes, bool zero = true);
   int64_t mark() const { return top; }
   void release(int64_t mark) { top = mark; }
   void reset() { top = 0; }
@@ -95,9 +95,13 @@ struct Tensor {
   const int32_t *ints() const { return i.get(); }
   /// Zero-filled, from the current Workspace or the heap.
   static Tensor zeros(std::vector<int64_t> shape);
+  /// Uninitialised (for results a kernel writes in full), from the current
+  /// Workspace or the heap.
+  static Tensor empty(std::vector<int64_t> shape);
   static Tensor ints(std::vector<int64_t> shape, const int32_t *src);
-  /// \p n zero-filled floats, from the current Workspace or the heap.
-  static std::shared_ptr<float> allocate(int64_t n);
+  /// \p n floats, zero-filled unless \p zero is false, 64-byte aligned,
+  /// from the current Workspace or the heap.
+  static std::shared_ptr<float> allocate(int64_t n, bool zero = true);
   /// A tensor over memory it does not own.
   static Tensor view(std::vector<int64_t> shape, float *data);
 };
