@@ -38,6 +38,7 @@ enum class Mode : uint8_t { Greedy, Lazy, Possessive };
 struct ClassItem {
   enum Type : uint8_t { Range, Categories, Space, Word, Digit, Hex } type;
   bool negated = false;
+  bool inClass = false;    // Word: \w inside [...] (no Latin-1 quirk)
   uint32_t lo = 0, hi = 0; // Range
   uint32_t mask = 0;       // Categories: bit i = Category i
 };
@@ -83,7 +84,7 @@ bool itemMatches(const ClassItem &it, uint32_t c) {
     m = isWhiteSpace(c);
     break;
   case ClassItem::Word:
-    m = isWordChar(c);
+    m = it.inClass ? isClassWordChar(c) : isWordChar(c);
     break;
   case ClassItem::Digit:
     m = category(c) == Category::Nd;
@@ -606,6 +607,7 @@ private:
         char e = p[pos++];
         ClassItem item{};
         if (classEscape(e, item, itemStart)) {
+          item.inClass = true;
           cc.items.push_back(item);
           continue;
         }
@@ -650,6 +652,8 @@ private:
     return cc;
   }
 };
+
+thread_local uint64_t *currentBudget = nullptr;
 
 bool isSingle(const Node &n) {
   return n.kind == Kind::Char || n.kind == Kind::Class || n.kind == Kind::Any;
@@ -697,9 +701,11 @@ private:
   };
 
   void tick() {
-    if (++steps > Regex::kMaxSteps)
+    if (++steps > Regex::kMaxSteps || (currentBudget && *currentBudget == 0))
       throw RegexLimitError("the pattern needs too many backtracking steps "
                             "on this input");
+    if (currentBudget)
+      --*currentBudget;
   }
 
   size_t prevBoundary(size_t pos) const {
@@ -789,8 +795,8 @@ private:
       if (isSingle(g.nodes[n.child]))
         return repeatSingle(n, pos, k);
       return repeat(n, 0, pos, k);
-    case Kind::LineStart:
-      return (pos == 0 || s[pos - 1] == '\n') && k(pos);
+    case Kind::LineStart: // not after a newline that ends the text
+      return (pos == 0 || (s[pos - 1] == '\n' && pos < s.size())) && k(pos);
     case Kind::LineEnd:
       return (pos == s.size() || s[pos] == '\n') && k(pos);
     case Kind::TextStart:
@@ -845,8 +851,10 @@ private:
   bool repeat(const Node &r, int count, size_t pos, Cont k) {
     DepthGuard guard(depth);
     auto more = [&](size_t p) {
-      if (p == pos) // an empty iteration ends the loop
-        return count + 1 >= r.min ? k(p) : repeat(r, count + 1, p, k);
+      // An iteration that matched nothing ends the loop, the minimum count
+      // included (Oniguruma's empty-loop check).
+      if (p == pos)
+        return k(p);
       return repeat(r, count + 1, p, k);
     };
     bool canMore = r.max < 0 || count < r.max;
@@ -862,6 +870,11 @@ private:
 };
 
 } // namespace
+
+Regex::Budget::Budget(uint64_t steps) : left(steps), outer(currentBudget) {
+  currentBudget = &left;
+}
+Regex::Budget::~Budget() { currentBudget = outer; }
 
 Regex::Regex() = default;
 Regex::~Regex() = default;

@@ -21,8 +21,12 @@
 // the construct and its offset in the pattern.
 //
 // Matching is bounded: more than kMaxSteps backtracking steps in one search,
-// or nesting deeper than kMaxDepth, throws RegexLimitError (the tokenizer
-// turns it into an error for that input).
+// more steps than the budget of the enclosing Regex::Budget scope (the
+// tokenizer gives each text a budget proportional to its length), or nesting
+// deeper than kMaxDepth throws RegexLimitError (the tokenizer turns it into
+// an error for that input). Patterns with nested quantifiers can need
+// exponentially many steps here where Oniguruma's optimizations avoid them;
+// the patterns of published tokenizers need a few steps per character.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_TOKENIZER_REGEX_H
@@ -70,6 +74,20 @@ public:
   std::vector<std::pair<size_t, size_t>> findAll(std::string_view text) const;
 
   const std::string &pattern() const { return source; }
+
+  /// While alive, every search on this thread draws its steps from \p steps
+  /// (nested scopes replace the outer one until they end).
+  class Budget {
+  public:
+    explicit Budget(uint64_t steps);
+    ~Budget();
+    Budget(const Budget &) = delete;
+    Budget &operator=(const Budget &) = delete;
+
+  private:
+    uint64_t left;
+    uint64_t *outer;
+  };
 
   struct Program;
 

@@ -152,6 +152,8 @@ uint32_t charField(const json &obj, const std::string &path, const char *key) {
 }
 
 std::string typeOf(const json &obj, const std::string &path) {
+  if (std::count(path.begin(), path.end(), '[') > 32)
+    fail(path, "Sequence nesting deeper than 32 levels");
   expectObject(obj, path);
   return stringField(obj, path, "type");
 }
@@ -1384,14 +1386,14 @@ bool endsWithWord(std::string_view s) {
   do
     --q;
   while (q > 0 && (static_cast<uint8_t>(s[q]) & 0xC0) == 0x80);
-  return isWordChar(nextCodePoint(s, q));
+  return isRustWordChar(nextCodePoint(s, q));
 }
 
 bool startsWithWord(std::string_view s) {
   if (s.empty())
     return false;
   size_t q = 0;
-  return isWordChar(nextCodePoint(s, q));
+  return isRustWordChar(nextCodePoint(s, q));
 }
 
 } // namespace
@@ -1399,6 +1401,10 @@ bool startsWithWord(std::string_view s) {
 //===----------------------------------------------------------------------===//
 // Tokenizer
 //===----------------------------------------------------------------------===//
+
+/// The regex steps one encode or decode may take: published patterns need a
+/// few per byte.
+constexpr uint64_t kBudgetBase = 10'000'000, kBudgetPerByte = 2000;
 
 struct Tokenizer::Impl {
   std::string name;
@@ -1668,6 +1674,7 @@ Expected<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
   ids.reserve(text.size() / 3 + 4);
   Bpe::Cache cache;
   try {
+    Regex::Budget budget(kBudgetBase + kBudgetPerByte * text.size());
     for (const Segment &seg : m.findMatches(text, m.rawTrie)) {
       if (seg.token >= 0) {
         if (seg.end > seg.start)
@@ -1702,6 +1709,18 @@ Expected<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
 
 std::string Tokenizer::decode(const std::vector<uint32_t> &ids,
                               bool skipSpecialTokens) const {
+  Expected<std::string> r = decodeChecked(ids, skipSpecialTokens);
+  if (r)
+    return std::move(*r);
+  std::string raw;
+  for (uint32_t id : ids)
+    if (std::optional<std::string> t = idToToken(id))
+      raw += *t;
+  return raw;
+}
+
+Expected<std::string> Tokenizer::decodeChecked(const std::vector<uint32_t> &ids,
+                                               bool skipSpecialTokens) const {
   const Impl &m = *impl;
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
@@ -1729,7 +1748,15 @@ std::string Tokenizer::decode(const std::vector<uint32_t> &ids,
     }
     return out;
   }
-  m.decoder->chain(tokens);
+  size_t bytes = 0;
+  for (const std::string &t : tokens)
+    bytes += t.size();
+  try {
+    Regex::Budget budget(kBudgetBase + kBudgetPerByte * bytes);
+    m.decoder->chain(tokens);
+  } catch (const RegexLimitError &e) {
+    return Status::error(std::string("cannot decode these ids: ") + e.what());
+  }
   std::string out;
   for (const std::string &t : tokens)
     out += t;

@@ -79,6 +79,10 @@ public:
   /// the library does.
   std::string decode(const std::vector<uint32_t> &ids,
                      bool skipSpecialTokens = false) const;
+  /// decode, with its one possible error: a Replace decoder regex that needs
+  /// too much backtracking (decode then returns the tokens concatenated).
+  Expected<std::string> decodeChecked(const std::vector<uint32_t> &ids,
+                                      bool skipSpecialTokens = false) const;
 
   /// 1 + the largest id of the vocabulary, the added tokens and the
   /// post-processor's tokens.
@@ -89,7 +93,7 @@ public:
   const std::vector<AddedToken> &addedTokens() const;
   /// The file it was loaded from (as given).
   const std::string &name() const;
-  /// One line: "BPE, 412 tokens (+5 added), byte-level, decoder ByteLevel".
+  /// One line: "BPE, 500 tokens (7 added), 243 merges".
   std::string describe() const;
 
   struct Impl;

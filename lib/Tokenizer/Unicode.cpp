@@ -29,33 +29,25 @@ static_assert(std::size(kCategoryNames) ==
                   static_cast<size_t>(Category::NumCategories),
               "one name per category");
 
-/// The canonical decomposition of \p cp (one level): false when it has none.
-bool decomposition(uint32_t cp, uint32_t &first, uint32_t &second) {
-  uint64_t key = static_cast<uint64_t>(cp) << 42;
-  const uint64_t *end = std::end(kDecompositions);
-  const uint64_t *it = std::lower_bound(std::begin(kDecompositions), end, key);
-  if (it == end || (*it >> 42) != cp)
-    return false;
-  first = static_cast<uint32_t>((*it >> 21) & 0x1FFFFF);
-  second = static_cast<uint32_t>(*it & 0x1FFFFF);
-  return true;
-}
-
-const std::unordered_map<uint64_t, uint32_t> &compositions() {
-  static const std::unordered_map<uint64_t, uint32_t> map = [] {
-    std::unordered_map<uint64_t, uint32_t> m;
-    for (uint64_t d : kDecompositions) {
-      uint32_t cp = static_cast<uint32_t>(d >> 42);
-      uint32_t a = static_cast<uint32_t>((d >> 21) & 0x1FFFFF);
-      uint32_t b = static_cast<uint32_t>(d & 0x1FFFFF);
-      if (b == 0 || std::binary_search(std::begin(kCompositionExclusions),
-                                       std::end(kCompositionExclusions), cp))
-        continue;
-      m.emplace((static_cast<uint64_t>(a) << 21) | b, cp);
-    }
+/// The library's full canonical decomposition of \p cp: a pointer into
+/// kDecompositions and a length, or a null pointer.
+const uint32_t *decomposition(uint32_t cp, size_t &len) {
+  struct Entry {
+    uint32_t offset, len;
+  };
+  static const std::unordered_map<uint32_t, Entry> index = [] {
+    std::unordered_map<uint32_t, Entry> m;
+    size_t n = std::size(kDecompositions);
+    for (size_t i = 0; i + 1 < n; i += 2 + kDecompositions[i + 1])
+      m.emplace(kDecompositions[i],
+                Entry{static_cast<uint32_t>(i + 2), kDecompositions[i + 1]});
     return m;
   }();
-  return map;
+  auto it = index.find(cp);
+  if (it == index.end())
+    return nullptr;
+  len = it->second.len;
+  return kDecompositions + it->second.offset;
 }
 
 /// The primary composite of \p a and \p b, or 0.
@@ -66,9 +58,13 @@ uint32_t compose(uint32_t a, uint32_t b) {
   if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 &&
       b > kTBase && b < kTBase + kTCount)
     return a + (b - kTBase);
-  const auto &m = compositions();
-  auto it = m.find((static_cast<uint64_t>(a) << 21) | b);
-  return it == m.end() ? 0 : it->second;
+  uint64_t key =
+      (static_cast<uint64_t>(a) << 42) | (static_cast<uint64_t>(b) << 21);
+  const uint64_t *end = std::end(kCompositions);
+  const uint64_t *it = std::lower_bound(std::begin(kCompositions), end, key);
+  if (it == end || (*it >> 21) != (key >> 21))
+    return 0;
+  return static_cast<uint32_t>(*it & 0x1FFFFF);
 }
 
 void decomposeInto(uint32_t cp, std::vector<uint32_t> &out) {
@@ -80,14 +76,13 @@ void decomposeInto(uint32_t cp, std::vector<uint32_t> &out) {
       out.push_back(kTBase + s % kTCount);
     return;
   }
-  uint32_t a, b;
-  if (!decomposition(cp, a, b)) {
+  size_t len = 0;
+  const uint32_t *d = decomposition(cp, len);
+  if (!d) {
     out.push_back(cp);
     return;
   }
-  decomposeInto(a, out);
-  if (b)
-    decomposeInto(b, out);
+  out.insert(out.end(), d, d + len);
 }
 
 /// The canonical decomposition of \p s, canonically ordered.
@@ -152,20 +147,40 @@ bool isWhiteSpace(uint32_t cp) {
          cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-bool isWordChar(uint32_t cp) {
-  if (cp < 0x80)
-    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') ||
-           (cp >= 'A' && cp <= 'Z') || cp == '_';
+namespace {
+/// Alphabetic, marks, decimal numbers and connector punctuation: the core of
+/// both regex engines' \w. Alphabetic is the letters, the letter numbers
+/// and Other_Alphabetic, whose members outside the marks are the circled and
+/// squared Latin letters.
+bool wordCore(uint32_t cp) {
   Category c = category(cp);
   char major = majorClass(c);
   if (major == 'L' || major == 'M' || c == Category::Nd || c == Category::Nl ||
       c == Category::Pc)
     return true;
-  // Join_Control and the symbols that are Other_Alphabetic (circled and
-  // squared Latin letters).
-  return cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) ||
-         (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
-         (cp >= 0x1F170 && cp <= 0x1F189);
+  return (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+         (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189);
+}
+} // namespace
+
+bool isClassWordChar(uint32_t cp) {
+  if (cp < 0x80)
+    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') ||
+           (cp >= 'A' && cp <= 'Z') || cp == '_';
+  return wordCore(cp);
+}
+
+bool isWordChar(uint32_t cp) {
+  // Oniguruma's Latin-1 table also counts the superscripts and fractions.
+  if (cp == 0xB2 || cp == 0xB3 || cp == 0xB9 || (cp >= 0xBC && cp <= 0xBE))
+    return true;
+  return isClassWordChar(cp);
+}
+
+bool isRustWordChar(uint32_t cp) {
+  if (cp < 0x80)
+    return isClassWordChar(cp);
+  return cp == 0x200C || cp == 0x200D || wordCore(cp);
 }
 
 uint8_t combiningClass(uint32_t cp) {

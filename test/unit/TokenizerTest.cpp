@@ -56,9 +56,9 @@ std::vector<uint32_t> idsOf(const json &v) {
 /// A printable form of a test string for failure messages.
 std::string shown(const std::string &s) { return json(s).dump(); }
 
-const char *const kFixtures[] = {"bytelevel-gpt2",  "bytelevel-llama3",
-                                 "bytelevel-qwen2", "sp-llama2",
-                                 "sp-metaspace",    "sp-gemma"};
+const char *const kFixtures[] = {
+    "bytelevel-gpt2", "bytelevel-llama3", "bytelevel-qwen2",  "sp-llama2",
+    "sp-metaspace",   "sp-gemma",         "misc-normalizers", "misc-subword"};
 
 class FixtureTest : public ::testing::TestWithParam<const char *> {};
 
@@ -302,6 +302,16 @@ TEST(TokenizerRegex, Constructs) {
             (std::vector<std::string>{"\xE6\x97\xA5", "\xE6\x9C\xAC"}));
   Regex re;
   std::string err;
+  // Oniguruma: ^ does not match after a newline that ends the text; an
+  // iteration that matches nothing ends a loop, its minimum included.
+  EXPECT_EQ(splits("\n^", "a\nb\n"), (std::vector<std::string>{"\n"}));
+  EXPECT_EQ(splits("\\W(?:\\h\\r|x??\\b){2}", "\rA\r!"),
+            (std::vector<std::string>{"\r"}));
+  // \w outside a class counts U+00B2 (Oniguruma's Latin-1 table), inside not.
+  EXPECT_EQ(splits("\\w+|[^\\w\\s]+", "&\xC2\xB2x"),
+            (std::vector<std::string>{"&\xC2\xB2", "x"}));
+  EXPECT_EQ(splits("\\w+", "&\xC2\xB2x"),
+            (std::vector<std::string>{"\xC2\xB2x"}));
   EXPECT_FALSE(re.compile("(a", err));
   EXPECT_EQ(err, "missing ')' at offset 0");
   EXPECT_FALSE(re.compile("a)", err));
@@ -321,6 +331,11 @@ TEST(TokenizerUnicode, Categories) {
   EXPECT_TRUE(isWhiteSpace(0x3000));
   EXPECT_FALSE(isWhiteSpace(0x1C)); // Python's isspace() says yes
   EXPECT_TRUE(isWordChar(0x24B6));  // circled A: Other_Alphabetic
+  EXPECT_TRUE(isWordChar(0xB2));
+  EXPECT_FALSE(isClassWordChar(0xB2));
+  EXPECT_FALSE(isWordChar(0x200D));
+  EXPECT_TRUE(isRustWordChar(0x200D));        // Join_Control
+  EXPECT_EQ(category(0x1CCF0), Category::Nd); // new in Unicode 16.0
 }
 
 TEST(TokenizerUnicode, Normalization) {

@@ -711,8 +711,10 @@ int runTokenize(const std::vector<std::string> &args) {
                      std::to_string(ids[i]) + " at position " +
                      std::to_string(i) + " is not in the vocabulary of " +
                      tok->name() + " (size " + std::to_string(vocab) + ")");
-    std::string out = tok->decode(ids, skipSpecial);
-    return writeOutput(output, out) ? 0 : 1;
+    mtc::Expected<std::string> out = tok->decodeChecked(ids, skipSpecial);
+    if (!out)
+      return error("tokenize: " + input + ": " + out.message());
+    return writeOutput(output, *out) ? 0 : 1;
   }
 
   mtc::Expected<std::vector<uint32_t>> ids = tok->encode(bytes, addSpecial);
