@@ -113,6 +113,57 @@ int64_t opWorkspaceBytes(Operation *op, const Dims &dims, int64_t tokens) {
   return bytes;
 }
 
+int64_t plannedWorkspaceBytes(func::FuncOp fn, const Dims &dims) {
+  // The same liveness and packing as bundle::planLayerFunction, which the
+  // runtime uses to place the values: op k is the k-th op of the body
+  // (func.return excluded), views (param_ref, reshape) take no space, a
+  // reshape keeps its operand alive, results live to the end.
+  Block &body = fn.getBody().front();
+  llvm::DenseMap<Value, int64_t> def, last, bytes;
+  std::vector<Value> order;
+  int64_t k = 0, scratch = 0;
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op)) {
+      for (Value v : op.getOperands())
+        last[v] = -1; // set below
+      continue;
+    }
+    for (Value v : op.getOperands())
+      last[v] = std::max(last.lookup(v), k);
+    bool view = isa<mt::ParamRefOp, mt::ReshapeOp>(op);
+    for (auto [r, v] : llvm::enumerate(op.getResults())) {
+      def[v] = k;
+      last[v] = std::max(last.lookup(v), k);
+      if (view)
+        continue;
+      int64_t b = valueBytes(v.getType(), dims);
+      if (isa<mt::AttentionOp>(op) && r == 0)
+        b += bundle::attentionLseBytes(shapeOf(v.getType()), dims.batch,
+                                       dims.seq);
+      bytes[v] = b;
+      order.push_back(v);
+    }
+    scratch = std::max(scratch, opWorkspaceBytes(&op, dims, 0));
+    ++k;
+  }
+  if (Operation *ret = body.getTerminator())
+    for (Value v : ret->getOperands())
+      last[v] = k;
+  std::vector<Operation *> ops;
+  for (Operation &op : body)
+    if (!isa<func::ReturnOp>(op))
+      ops.push_back(&op);
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+    if (auto r = dyn_cast<mt::ReshapeOp>(*it))
+      last[r->getOperand(0)] =
+          std::max(last.lookup(r->getOperand(0)), last.lookup(r->getResult(0)));
+  std::vector<bundle::LiveValue> live;
+  for (Value v : order)
+    live.push_back({bytes.lookup(v), def.lookup(v), last.lookup(v)});
+  std::vector<int64_t> offsets;
+  return bundle::packLiveValues(live, offsets) + scratch;
+}
+
 int64_t workspaceBytes(func::FuncOp fn, const Dims &dims, int64_t tokens) {
   int64_t bytes = 0;
   for (Operation &op : fn.getBody().front())
@@ -226,8 +277,8 @@ bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
     }
     l.keepsIntermediates = type.getNumResults() > 1;
     l.recomputes = backwardRecomputes(bwd);
-    l.workspaceBytes =
-        std::max(workspaceBytes(fwd, dims), workspaceBytes(bwd, dims));
+    l.workspaceBytes = std::max(plannedWorkspaceBytes(fwd, dims),
+                                plannedWorkspaceBytes(bwd, dims));
     l.forwardFlops = flops(fwd, dims);
     out.layers.push_back(std::move(l));
   }

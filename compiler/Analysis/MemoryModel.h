@@ -41,6 +41,11 @@ int64_t opWorkspaceBytes(mlir::Operation *op, const Dims &dims,
                          int64_t tokens = 0);
 
 /// The sum of opWorkspaceBytes over the ops of \p fn.
+/// The workspace a layer function needs when its values are placed by
+/// liveness (bundle::planLayerFunction: packed values + the largest op's
+/// scratch).
+int64_t plannedWorkspaceBytes(mlir::func::FuncOp fn, const Dims &dims);
+
 int64_t workspaceBytes(mlir::func::FuncOp fn, const Dims &dims,
                        int64_t tokens = 0);
 

@@ -12,6 +12,8 @@
 #include "lib/Support/Shape.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace mtc::bundle {
 
@@ -66,6 +68,43 @@ inline int64_t attentionLseBytes(const Shape &resultShape, int64_t batch,
   return tensorBytes(concreteNumel(
       {resultShape[0], resultShape[1], resultShape[2]}, batch, seq));
 }
+
+/// A value of a function for the workspace packing: its bytes and the op
+/// indices [begin, end] during which it must stay intact.
+struct LiveValue {
+  int64_t bytes = 0;
+  int64_t begin = 0, end = 0;
+};
+
+/// Offsets for \p values such that two values whose live ranges overlap never
+/// share a byte; deterministic (largest first, then earliest, then index;
+/// each at the lowest 64-byte-aligned offset that fits). \p offsets gets one
+/// offset per value; returns the bytes the packing spans.
+int64_t packLiveValues(const std::vector<LiveValue> &values,
+                       std::vector<int64_t> &offsets);
+
+struct Function;
+struct Bundle;
+
+/// The workspace plan of one layer function at concrete dims (docs/
+/// streaming.md, "Workspace"): every value an op produces (except views:
+/// param_ref, reshape) has a fixed offset in the packed region, reused once
+/// the value is dead (its last use, through reshape aliases; function
+/// results live to the end); after it, a scratch area for what one op
+/// allocates while it runs (its results before they are copied into place,
+/// an attention's log-sum-exp, a moe op's expert calls), reset after every
+/// op.
+struct FunctionPlan {
+  std::vector<int64_t> offset; ///< per value id; -1: not in the workspace
+  int64_t packedBytes = 0;     ///< the packed region [0, packedBytes)
+  int64_t scratchBytes = 0;    ///< the largest single op's scratch
+  int64_t bytes() const { return packedBytes + scratchBytes; }
+};
+
+/// Plans \p fn, a function of layer \p layer of \p b (its experts serve the
+/// moe ops), for micro-batches of [batch, seq].
+FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
+                               const Function &fn, int64_t batch, int64_t seq);
 
 } // namespace mtc::bundle
 

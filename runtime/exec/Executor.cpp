@@ -49,6 +49,23 @@ void *Workspace::allocate(int64_t bytes, bool zero) {
   return p;
 }
 
+void Workspace::reserve(int64_t bytes) {
+  if (bytes > cap)
+    throw ExecError{"device memory plan violated: the " + name + " region (" +
+                    std::to_string(cap) + " bytes) cannot hold the " +
+                    std::to_string(bytes) + " bytes of planned values"};
+  top = bytes;
+  high = std::max(high, top);
+}
+
+char *Workspace::at(int64_t offset, int64_t bytes) {
+  if (offset < 0 || bytes < 0 || offset + bytes > cap)
+    throw ExecError{"device memory plan violated: [" + std::to_string(offset) +
+                    ", +" + std::to_string(bytes) + ") lies outside the " +
+                    name + " region (" + std::to_string(cap) + " bytes)"};
+  return base + offset;
+}
+
 Workspace *Workspace::current() { return currentWorkspace; }
 
 Workspace::Scope::Scope(Workspace *w) : saved(currentWorkspace) {
@@ -353,7 +370,52 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
   std::vector<Tensor> values(fn.values.size());
   for (size_t i = 0; i < fn.args.size() && i < args.size(); ++i)
     values[fn.args[i]] = std::move(args[i]);
+  // Planned placement (the streaming runtime's workspace).
+  Workspace *ws = Workspace::current();
+  const bundle::FunctionPlan *plan = nullptr;
+  if (ws && !functionPlans.empty()) {
+    auto it = functionPlans.find(&fn);
+    if (it != functionPlans.end()) {
+      plan = &it->second;
+      ws->reserve(plan->packedBytes);
+    }
+  }
+  std::vector<Tensor> planned;
   for (const bundle::Op &op : fn.ops) {
+    if (plan) {
+      // Results start at their planned place, zero-filled; whatever an op
+      // builds elsewhere (in the scratch after the packed region) is copied
+      // there after it.
+      planned.assign(op.results.size(), Tensor{});
+      for (size_t r = 0; r < op.results.size(); ++r) {
+        int v = op.results[r];
+        int64_t off = plan->offset.at(v);
+        if (off < 0)
+          continue;
+        Tensor t;
+        t.shape = concrete(fn.values[v]);
+        int64_t bytes = bundle::tensorBytes(t.numel());
+        char *p = ws->at(off, bytes);
+        std::memset(p, 0, static_cast<size_t>(bytes));
+        if (fn.values[v].dtype == DType::I32) {
+          t.isInt = true;
+          t.i = std::shared_ptr<int32_t>(reinterpret_cast<int32_t *>(p),
+                                         [](int32_t *) {});
+        } else {
+          t.f = std::shared_ptr<float>(reinterpret_cast<float *>(p),
+                                       [](float *) {});
+        }
+        if (op.name == "attention" && r == 0 && t.shape.size() == 4) {
+          int64_t lse = bundle::tensorBytes(t.shape[0] * t.shape[1] *
+                                            t.shape[2]);
+          t.lse = std::shared_ptr<float>(
+              reinterpret_cast<float *>(ws->at(off + bytes, lse)),
+              [](float *) {});
+        }
+        planned[r] = t;
+        values[v] = t;
+      }
+    }
     if (mode == Mode::LogitsOnly && op.name == "cross_entropy") {
       *logitsOut = values[op.operands[0]];
       return {};
@@ -370,6 +432,31 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
       return {};
     }
     exec(op, values, fn, scope);
+    if (plan) {
+      for (size_t r = 0; r < op.results.size(); ++r) {
+        Tensor &want = planned[r];
+        if (!want.f && !want.i)
+          continue;
+        Tensor &got = values[op.results[r]];
+        if (want.isInt) {
+          if (got.i.get() != want.i.get())
+            std::memcpy(want.i.get(), got.i.get(),
+                        static_cast<size_t>(4 * want.numel()));
+        } else {
+          if (got.f.get() != want.f.get())
+            std::memcpy(want.f.get(), got.data(),
+                        static_cast<size_t>(4 * want.numel()));
+          if (want.lse && got.lse && got.lse.get() != want.lse.get())
+            std::memcpy(want.lse.get(), got.lse.get(),
+                        static_cast<size_t>(4 * want.shape[0] *
+                                            want.shape[1] * want.shape[2]));
+          if (!got.lse)
+            want.lse.reset();
+        }
+        got = want;
+      }
+      ws->release(plan->packedBytes);
+    }
   }
   std::vector<Tensor> out;
   for (int r : fn.results)
@@ -393,8 +480,15 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
   // newResult: zero-filled, for kernels that accumulate into (or only partly
   // write) their result; newOutput: uninitialised, for kernels that write
   // every element (audited per op below).
-  auto newResult = [&](size_t i = 0) { return Tensor::zeros(resultShape(i)); };
-  auto newOutput = [&](size_t i = 0) { return Tensor::empty(resultShape(i)); };
+  // A planned result is already in place (zero-filled): use it.
+  auto newResult = [&](size_t i = 0) {
+    const Tensor &pre = values[op.results.at(i)];
+    return pre.f ? pre : Tensor::zeros(resultShape(i));
+  };
+  auto newOutput = [&](size_t i = 0) {
+    const Tensor &pre = values[op.results.at(i)];
+    return pre.f ? pre : Tensor::empty(resultShape(i));
+  };
   const std::string &name = op.name;
 
   if (name == "param_ref") {
@@ -635,7 +729,8 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &q = in(0), &k = in(1), &v = in(2);
     Tensor o = newOutput();
     int64_t b = q.shape[0], s = q.shape[1], hq = q.shape[2], d = q.shape[3];
-    o.lse = Tensor::allocate(b * hq * s, false);
+    if (!o.lse)
+      o.lse = Tensor::allocate(b * hq * s, false);
     cpu::attention(q.data(), k.data(), v.data(), o.data(), o.lse.get(), b, s,
                    k.shape[1], hq, k.shape[2], d, attentionParams(op));
     setResult(std::move(o));

@@ -22,6 +22,7 @@
 #define MTC_RUNTIME_EXEC_EXECUTOR_H
 
 #include "lib/Bundle/Bundle.h"
+#include "lib/Bundle/Plan.h"
 #include "lib/Support/Status.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/ParamStore.h"
@@ -57,6 +58,11 @@ public:
   int64_t peak() const { return high; }
   int64_t capacity() const { return cap; }
   void resetPeak() { high = top; }
+  /// Bytes [0, bytes) hold planned values (FunctionPlan offsets); bump
+  /// allocation continues after them. Throws ExecError if they do not fit.
+  void reserve(int64_t bytes);
+  /// The region's byte at \p offset (bounds-checked).
+  char *at(int64_t offset, int64_t bytes);
 
   /// The workspace tensors of this thread are allocated from (null: heap).
   static Workspace *current();
@@ -165,6 +171,15 @@ public:
   double lossOf(const Tensor &result) const;
   void resetAux() { auxLossSum = 0; }
 
+  /// Value placement for functions run while a Workspace is current: each
+  /// planned value lives at its FunctionPlan offset, each op's scratch after
+  /// the packed region (released after the op). Functions without a plan
+  /// bump-allocate. The plans must outlive the executor's use of them.
+  void setFunctionPlans(
+      std::map<const bundle::Function *, bundle::FunctionPlan> plans) {
+    functionPlans = std::move(plans);
+  }
+
   /// Where parameter values and gradients live (default: the ParamStore's
   /// host vectors). The streaming executor points them at device memory:
   /// \p grad false asks for the value, true for the gradient accumulator.
@@ -267,6 +282,7 @@ private:
   bool decoding = false;
   std::function<FusedKernel(const std::string &)> kernels;
   ParamLocator paramLocator;
+  std::map<const bundle::Function *, bundle::FunctionPlan> functionPlans;
   std::unique_ptr<KernelLibrary> kernelLibrary;
   int64_t cacheLength = 0; ///< positions already in the cache
 };

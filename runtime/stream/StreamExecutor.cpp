@@ -293,8 +293,20 @@ void StreamExecutor::validate() {
   for (int64_t mb = 0; mb < M; ++mb)
     stageWs.emplace_back(dev(stageOff + mb * stageBytes, stageBytes),
                          stageBytes, "stage");
+  // Layer functions place their values by liveness (bundle::
+  // planLayerFunction, the plan the compiler sized the workspace with).
+  std::map<const bundle::Function *, bundle::FunctionPlan> plans;
+  int64_t wsNeed = 0;
+  for (const bundle::Layer &l : b.layers)
+    for (const auto &[name, fn] : l.functions) {
+      bundle::FunctionPlan fp =
+          bundle::planLayerFunction(b, l.name, fn, p.batch, p.seq);
+      wsNeed = std::max(wsNeed, fp.bytes());
+      plans[&fn] = std::move(fp);
+    }
+  ex.setFunctionPlans(std::move(plans));
   const bundle::PlanBuffer *ws = p.buffer("workspace");
-  workspaceOff = bufferOffset("workspace", 0);
+  workspaceOff = bufferOffset("workspace", wsNeed);
   workspaceBytes = ws->bytes;
   workspace = Workspace(dev(workspaceOff, workspaceBytes), workspaceBytes,
                         "workspace");

@@ -1,0 +1,164 @@
+//===- Plan.cpp - Workspace packing shared by compiler and runtime --------===//
+//
+// Part of mtc. See Plan.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Bundle/Plan.h"
+
+#include "lib/Bundle/Bundle.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace mtc::bundle {
+
+int64_t packLiveValues(const std::vector<LiveValue> &values,
+                       std::vector<int64_t> &offsets) {
+  const size_t n = values.size();
+  offsets.assign(n, 0);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (values[a].bytes != values[b].bytes)
+      return values[a].bytes > values[b].bytes;
+    if (values[a].begin != values[b].begin)
+      return values[a].begin < values[b].begin;
+    return a < b;
+  });
+  std::vector<size_t> placed;
+  int64_t total = 0;
+  std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
+  for (size_t v : order) {
+    const LiveValue &lv = values[v];
+    int64_t size = align64(lv.bytes);
+    busy.clear();
+    for (size_t p : placed)
+      if (values[p].begin <= lv.end && lv.begin <= values[p].end)
+        busy.push_back({offsets[p], offsets[p] + align64(values[p].bytes)});
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto &[lo, hi] : busy) {
+      if (at + size <= lo)
+        break;
+      at = std::max(at, hi);
+    }
+    offsets[v] = at;
+    total = std::max(total, at + size);
+    placed.push_back(v);
+  }
+  return total;
+}
+
+namespace {
+
+int64_t numelOf(const ValueType &t, int64_t batch, int64_t seq,
+                int64_t tokens) {
+  return concreteNumel(t.shape, batch, seq, tokens);
+}
+
+/// What a call of \p fn allocates when every value is bump-allocated (the
+/// expert functions a moe op runs): its ops' scratch, summed.
+int64_t bumpBytes(const Bundle &b, const std::string &layer,
+                  const Function &fn, int64_t batch, int64_t seq,
+                  int64_t tokens);
+
+/// What op \p op allocates while it runs: its results (an op may build them
+/// before they are copied into place), an attention's log-sum-exp, and a moe
+/// op's expert calls with their gathered rows (T <= N tokens per expert).
+int64_t opScratchBytes(const Bundle &b, const std::string &layer,
+                       const Function &fn, const Op &op, int64_t batch,
+                       int64_t seq, int64_t tokens) {
+  if (op.name == "param_ref" || op.name == "reshape")
+    return 0;
+  int64_t bytes = 0;
+  for (int r : op.results)
+    bytes += tensorBytes(numelOf(fn.values.at(r), batch, seq, tokens));
+  if (op.name == "attention" && !op.results.empty())
+    bytes += attentionLseBytes(fn.values.at(op.results[0]).shape, batch, seq);
+  if (op.name == "moe" || op.name == "moe_grad") {
+    const Layer *l = b.layer(layer);
+    const Expert *e = l ? l->expert(op.symbol) : nullptr;
+    if (e && !op.operands.empty()) {
+      int64_t n = batch * seq;
+      const Shape &in = fn.values.at(op.operands[0]).shape;
+      int64_t rows = tensorBytes(n * (in.empty() ? 0 : in.back()));
+      int64_t inner = 0;
+      auto f = e->functions.find("forward");
+      if (f != e->functions.end())
+        inner += bumpBytes(b, layer, f->second, batch, seq, n);
+      if (op.name == "moe_grad") {
+        auto g = e->functions.find("backward");
+        if (g != e->functions.end())
+          inner += bumpBytes(b, layer, g->second, batch, seq, n);
+      }
+      bytes += inner + (op.name == "moe_grad" ? 2 * rows : rows);
+    }
+  }
+  return bytes;
+}
+
+int64_t bumpBytes(const Bundle &b, const std::string &layer,
+                  const Function &fn, int64_t batch, int64_t seq,
+                  int64_t tokens) {
+  int64_t bytes = 0;
+  for (const Op &op : fn.ops)
+    bytes += opScratchBytes(b, layer, fn, op, batch, seq, tokens);
+  return bytes;
+}
+
+} // namespace
+
+FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
+                               const Function &fn, int64_t batch,
+                               int64_t seq) {
+  FunctionPlan plan;
+  const int64_t nops = static_cast<int64_t>(fn.ops.size());
+  const size_t nvals = fn.values.size();
+  std::vector<int64_t> def(nvals, -1), last(nvals, -1);
+  std::vector<int64_t> bytes(nvals, 0);
+  std::vector<bool> placedValue(nvals, false);
+  for (int64_t k = 0; k < nops; ++k) {
+    const Op &op = fn.ops[k];
+    for (int v : op.operands)
+      last[v] = std::max(last[v], k);
+    bool view = op.name == "param_ref" || op.name == "reshape";
+    for (size_t r = 0; r < op.results.size(); ++r) {
+      int v = op.results[r];
+      def[v] = k;
+      last[v] = std::max(last[v], k);
+      if (view)
+        continue;
+      placedValue[v] = true;
+      bytes[v] = tensorBytes(numelOf(fn.values[v], batch, seq, 0));
+      if (op.name == "attention" && r == 0)
+        bytes[v] += attentionLseBytes(fn.values[v].shape, batch, seq);
+    }
+    plan.scratchBytes = std::max(
+        plan.scratchBytes, opScratchBytes(b, layer, fn, op, batch, seq, 0));
+  }
+  for (int v : fn.results)
+    last[v] = nops;
+  // A reshape's result is its operand's storage: the operand lives as long.
+  for (int64_t k = nops - 1; k >= 0; --k) {
+    const Op &op = fn.ops[k];
+    if (op.name == "reshape" && !op.operands.empty() && !op.results.empty())
+      last[op.operands[0]] =
+          std::max(last[op.operands[0]], last[op.results[0]]);
+  }
+  std::vector<LiveValue> live;
+  std::vector<int> ids;
+  for (size_t v = 0; v < nvals; ++v)
+    if (placedValue[v]) {
+      live.push_back({bytes[v], def[v], last[v]});
+      ids.push_back(static_cast<int>(v));
+    }
+  std::vector<int64_t> offsets;
+  plan.packedBytes = packLiveValues(live, offsets);
+  plan.offset.assign(nvals, -1);
+  for (size_t k = 0; k < ids.size(); ++k)
+    plan.offset[ids[k]] = offsets[k];
+  return plan;
+}
+
+} // namespace mtc::bundle
