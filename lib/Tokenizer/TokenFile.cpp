@@ -84,4 +84,58 @@ Expected<std::vector<uint32_t>> readTokenFile(const std::string &path) {
   return ids;
 }
 
+std::string lossMaskPath(const std::string &tokenPath) {
+  return tokenPath + ".mask";
+}
+
+Status writeLossMask(const std::string &path,
+                     const std::vector<uint8_t> &mask) {
+  uint8_t header[kLossMaskHeaderBytes] = {};
+  int32_t magic = kLossMaskMagic, version = 1;
+  int64_t count = static_cast<int64_t>(mask.size());
+  std::memcpy(header, &magic, 4);
+  std::memcpy(header + 4, &version, 4);
+  std::memcpy(header + 8, &count, 8);
+  Expected<AtomicFileWriter> w = AtomicFileWriter::create(path);
+  if (!w)
+    return w.status();
+  if (Status s = w->write(header, sizeof header); !s)
+    return s;
+  if (Status s = w->write(mask.data(), mask.size()); !s)
+    return s;
+  return w->commit();
+}
+
+Expected<std::vector<uint8_t>> readLossMask(const std::string &path) {
+  Expected<MappedFile> mf = MappedFile::open(path);
+  if (!mf)
+    return mf.status();
+  const uint8_t *p = mf->data();
+  size_t size = mf->size();
+  int32_t magic = 0, version = 0;
+  int64_t count = -1;
+  if (size >= 4)
+    std::memcpy(&magic, p, 4);
+  if (magic != kLossMaskMagic)
+    return Status::error(path + ": not a loss mask (no magic 'MASK')");
+  if (size < kLossMaskHeaderBytes)
+    return Status::error(path + ": loss mask header is truncated");
+  std::memcpy(&version, p + 4, 4);
+  std::memcpy(&count, p + 8, 8);
+  if (version != 1)
+    return Status::error(path + ": unsupported loss mask version " +
+                         std::to_string(version) + " (1)");
+  size_t body = size - kLossMaskHeaderBytes;
+  if (count < 0 || static_cast<uint64_t>(count) != body)
+    return Status::error(path + ": header says " + std::to_string(count) +
+                         " tokens but the file holds " + std::to_string(body));
+  std::vector<uint8_t> mask(p + kLossMaskHeaderBytes, p + size);
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] > 1)
+      return Status::error(path + ": byte " + std::to_string(mask[i]) +
+                           " at token " + std::to_string(i) +
+                           " is neither 0 (masked) nor 1 (trained)");
+  return mask;
+}
+
 } // namespace mtc::tok
