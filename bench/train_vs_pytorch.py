@@ -213,7 +213,7 @@ def run_torch(torch, cfg, tokens, args, compiled):
 # --- mtc side -----------------------------------------------------------------
 
 
-def run_mtc(args, sets):
+def run_mtc(args, sets, extra=()):
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "metrics.jsonl")
         cmd = [args.mtc, "train", args.model, "--data", args.data,
@@ -226,11 +226,42 @@ def run_mtc(args, sets):
                "--metrics", metrics]
         for s in sets:
             cmd += ["--set", s]
+        for a in list(args.mtc_arg) + list(extra):
+            cmd += a.split()
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"mtc failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
         recs = [json.loads(l) for l in open(metrics) if l.strip()]
     return [x["step_time_s"] for x in recs], [x["loss"] for x in recs], cmd
+
+
+# --- waiting for a quiet machine ---------------------------------------------
+
+
+def cpu_idle_fraction(seconds):
+    """The fraction of CPU time (all cpus) spent idle over `seconds`, from
+    /proc/stat (None where there is none)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    try:
+        t0, i0 = sample()
+        time.sleep(seconds)
+        t1, i1 = sample()
+    except OSError:
+        return None
+    return (i1 - i0) / max(t1 - t0, 1)
+
+
+def wait_quiet(max_wait, threshold=0.9):
+    """Waits (at most max_wait seconds) until the machine was at least
+    `threshold` idle over 2 s; returns the idle fraction last seen."""
+    end = time.time() + max_wait
+    while True:
+        idle = cpu_idle_fraction(2.0)
+        if idle is None or idle >= threshold or time.time() >= end:
+            return idle
 
 
 # --- reporting ----------------------------------------------------------------
@@ -292,6 +323,18 @@ def main():
                     default="default",
                     help="torch.optim.AdamW implementation (default: torch's "
                          "own choice, the per-tensor loop on CPU)")
+    ap.add_argument("--mtc-arg", action="append", default=[], metavar="ARGS",
+                    help="extra `mtc train` arguments, split at spaces "
+                         "(e.g. --mtc-arg='--recompute none')")
+    ap.add_argument("--mtc-variant", action="append", default=[],
+                    metavar="LABEL=ARGS",
+                    help="also time `mtc train ARGS` as variant 'mtc LABEL', "
+                         "in the same alternation (e.g. "
+                         "--mtc-variant='none=--recompute none')")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
+                    help="before every run, wait up to SECONDS until the "
+                         "machine was >= 90%% idle over 2 s (a shared machine: "
+                         "other users' jobs distort single runs)")
     ap.add_argument("--no-mtc", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -345,8 +388,13 @@ def main():
         variants.append("torch")
         if args.compile:
             variants.append("torch.compile")
+    extra_args = {}
     if not args.no_mtc:
         variants.append("mtc")
+        for spec in args.mtc_variant:
+            label, _, extra = spec.partition("=")
+            variants.append(f"mtc {label}")
+            extra_args[f"mtc {label}"] = [extra]
     runs = {v: [] for v in variants}
     failed = {}
     final_loss = {}
@@ -354,9 +402,15 @@ def main():
         for v in variants:
             if v in failed:
                 continue
+            if args.wait_quiet > 0:
+                idle = wait_quiet(args.wait_quiet)
+                if idle is not None and idle < 0.9:
+                    print(f"  (machine still busy before this run: "
+                          f"{idle:.0%} idle)")
             try:
-                if v == "mtc":
-                    times, losses, cmd = run_mtc(args, args.set)
+                if v.startswith("mtc"):
+                    times, losses, cmd = run_mtc(args, args.set,
+                                                 extra_args.get(v, ()))
                 else:
                     times, losses = run_torch(torch, cfg, tokens, args,
                                               v == "torch.compile")
@@ -388,16 +442,16 @@ def main():
               f"{tok_per_step / best:10.0f}   "
               + " ".join(f"{x * 1e3:.1f}" for x in runs[v]))
     ratios = {}
-    if "mtc" in summary:
+    for mv in [v for v in variants if v.startswith("mtc") and v in summary]:
         for v in ("torch", "torch.compile"):
             if v in summary:
-                ratio = summary[v]["median_step_s"] / summary["mtc"]["median_step_s"]
-                ratios[f"mtc/{v}"] = ratio
+                ratio = summary[v]["median_step_s"] / summary[mv]["median_step_s"]
+                ratios[f"{mv}/{v}"] = ratio
                 # Per-run ratios (run i of each side ran back to back).
-                pr = [t / m for t, m in zip(runs[v], runs["mtc"])]
-                ratios[f"mtc/{v} per run"] = pr
-                print(f"ratio mtc/{v} (tokens/s): {ratio:.2f}x   "
-                      f"(best/best {min(runs[v]) / min(runs['mtc']):.2f}x; per run "
+                pr = [t / m for t, m in zip(runs[v], runs[mv])]
+                ratios[f"{mv}/{v} per run"] = pr
+                print(f"ratio {mv}/{v} (tokens/s): {ratio:.2f}x   "
+                      f"(best/best {min(runs[v]) / min(runs[mv]):.2f}x; per run "
                       + " ".join(f"{x:.2f}" for x in pr) + ")")
     for v, why in failed.items():
         print(f"{v}: did not run: {why}")

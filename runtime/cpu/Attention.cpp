@@ -8,8 +8,9 @@
 //   theta^(-2i / rot), optionally rescaled by the llama3 rule (wavelengths
 //   above originalMaxPosition / lowFreqFactor divided by `factor`, below
 //   originalMaxPosition / highFreqFactor kept, smooth interpolation between).
-//   Angles, cos and sin are computed in double once per call into a
-//   [S, half] table, then applied in float. inverse rotates by -angle, which
+//   Angles, cos and sin are computed in double into a [S, half] table (kept
+//   in a small per-thread cache keyed by S, offset and parameters), then
+//   applied in float. inverse rotates by -angle, which
 //   is both the inverse and the VJP (rotation matrices are orthogonal).
 //
 // attention (forward)
@@ -62,6 +63,10 @@
 
 #include "runtime/cpu/FastMath.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 namespace mtc::cpu {
 
 //===----------------------------------------------------------------------===//
@@ -94,22 +99,68 @@ std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot) {
 }
 } // namespace
 
+namespace {
+/// cos and sin tables [S, half] of one rope configuration.
+struct RopeTables {
+  int64_t S = -1, posOffset = 0, rot = 0;
+  RopeParams p;
+  bool inverse = false;
+  std::vector<float> cosT, sinT;
+
+  bool matches(int64_t s, int64_t off, int64_t r, const RopeParams &q,
+               bool inv) const {
+    return S == s && posOffset == off && rot == r && inverse == inv &&
+           p.theta == q.theta && p.fraction == q.fraction &&
+           p.llama3 == q.llama3 && p.factor == q.factor &&
+           p.lowFreqFactor == q.lowFreqFactor &&
+           p.highFreqFactor == q.highFreqFactor &&
+           p.originalMaxPosition == q.originalMaxPosition;
+  }
+};
+
+/// The tables for (S, posOffset, rot, p, inverse): computed in double, kept
+/// in a small per-thread cache (a training step applies the same few
+/// configurations over and over).
+const RopeTables &ropeTables(int64_t S, int64_t posOffset, int64_t rot,
+                             const RopeParams &p, bool inverse) {
+  constexpr size_t kEntries = 4;
+  thread_local RopeTables cache[kEntries];
+  thread_local size_t nextSlot = 0;
+  for (const RopeTables &t : cache)
+    if (t.matches(S, posOffset, rot, p, inverse))
+      return t;
+  RopeTables &t = cache[nextSlot];
+  nextSlot = (nextSlot + 1) % kEntries;
+  int64_t half = rot / 2;
+  std::vector<double> invFreq = ropeInvFreq(p, rot);
+  t.S = -1; // invalid until filled
+  t.cosT.assign(S * half, 0.0f);
+  t.sinT.assign(S * half, 0.0f);
+  parallelFor(S, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s)
+      for (int64_t i = 0; i < half; ++i) {
+        double a = double(s + posOffset) * invFreq[i];
+        t.cosT[s * half + i] = static_cast<float>(std::cos(a));
+        t.sinT[s * half + i] =
+            static_cast<float>(inverse ? -std::sin(a) : std::sin(a));
+      }
+  });
+  t.S = S;
+  t.posOffset = posOffset;
+  t.rot = rot;
+  t.p = p;
+  t.inverse = inverse;
+  return t;
+}
+} // namespace
+
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t D,
           const RopeParams &p, bool inverse, int64_t posOffset) {
   int64_t rot = static_cast<int64_t>(std::llround(p.fraction * double(D)));
   rot = std::min<int64_t>(std::max<int64_t>(rot, 0), D) & ~int64_t(1);
   int64_t half = rot / 2;
-  std::vector<double> invFreq = ropeInvFreq(p, rot);
-  std::vector<float> cosT(S * half), sinT(S * half);
-  parallelFor(S, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s)
-      for (int64_t i = 0; i < half; ++i) {
-        double a = double(s + posOffset) * invFreq[i];
-        cosT[s * half + i] = static_cast<float>(std::cos(a));
-        sinT[s * half + i] =
-            static_cast<float>(inverse ? -std::sin(a) : std::sin(a));
-      }
-  });
+  const RopeTables &tables = ropeTables(S, posOffset, rot, p, inverse);
+  const std::vector<float> &cosT = tables.cosT, &sinT = tables.sinT;
   parallelFor(B * S, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t s = r % S;
@@ -251,19 +302,51 @@ Geometry makeGeometry(int64_t B, int64_t S, int64_t Sk, int64_t Hq, int64_t Hkv,
 
 /// Gathers rows [j0, j0 + nk) of one kv head: transposed into t[Dp][Bk]
 /// (zero padded) and, if rows != null, row-major into rows[Bk][Dp].
+/// The transpose goes through 4 x 4 register blocks (a plain loop becomes
+/// scatter stores, which are slow).
 MTC_INLINE void gatherKeys(const Geometry &g, const float *src, int64_t b,
                            int64_t hk, int64_t j0, int64_t nk, float *t,
                            float *rows) {
-  std::memset(t, 0, sizeof(float) * g.Dp * Bk);
-  if (rows)
+  if (nk < Bk || g.D < g.Dp)
+    std::memset(t, 0, sizeof(float) * g.Dp * Bk);
+  if (rows && (nk < Bk || g.D < g.Dp))
     std::memset(rows, 0, sizeof(float) * Bk * g.Dp);
-  for (int64_t jj = 0; jj < nk; ++jj) {
+  int64_t jj = 0;
+#if defined(__SSE__)
+  const int64_t D4 = g.D / 4 * 4;
+  for (; jj + 4 <= nk; jj += 4) {
+    const float *r0 = g.kvRow(src, b, hk, j0 + jj);
+    const float *r1 = g.kvRow(src, b, hk, j0 + jj + 1);
+    const float *r2 = g.kvRow(src, b, hk, j0 + jj + 2);
+    const float *r3 = g.kvRow(src, b, hk, j0 + jj + 3);
+    int64_t d = 0;
+    for (; d < D4; d += 4) {
+      __m128 x0 = _mm_loadu_ps(r0 + d), x1 = _mm_loadu_ps(r1 + d);
+      __m128 x2 = _mm_loadu_ps(r2 + d), x3 = _mm_loadu_ps(r3 + d);
+      _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+      _mm_storeu_ps(t + d * Bk + jj, x0);
+      _mm_storeu_ps(t + (d + 1) * Bk + jj, x1);
+      _mm_storeu_ps(t + (d + 2) * Bk + jj, x2);
+      _mm_storeu_ps(t + (d + 3) * Bk + jj, x3);
+    }
+    for (; d < g.D; ++d) {
+      t[d * Bk + jj] = r0[d];
+      t[d * Bk + jj + 1] = r1[d];
+      t[d * Bk + jj + 2] = r2[d];
+      t[d * Bk + jj + 3] = r3[d];
+    }
+  }
+#endif
+  for (; jj < nk; ++jj) {
     const float *r = g.kvRow(src, b, hk, j0 + jj);
+#pragma clang loop vectorize(disable)
     for (int64_t d = 0; d < g.D; ++d)
       t[d * Bk + jj] = r[d];
-    if (rows)
-      std::memcpy(rows + jj * g.Dp, r, sizeof(float) * g.D);
   }
+  if (rows)
+    for (jj = 0; jj < nk; ++jj)
+      std::memcpy(rows + jj * g.Dp, g.kvRow(src, b, hk, j0 + jj),
+                  sizeof(float) * g.D);
 }
 
 /// Softcap and mask of one row of raw scores s = a . k (a is pre-scaled) to
@@ -346,7 +429,8 @@ void forwardTask(const Geometry &g, const float *q, const float *k,
   for (int64_t j0 = jBegin; j0 < jEnd; j0 += Bk) {
     int64_t nk = std::min(Bk, g.Sk - j0);
     gatherKeys(g, k, b, hk, j0, nk, Kt, nullptr);
-    std::memset(Vb, 0, sizeof(float) * Bk * Dp);
+    if (nk < Bk || g.D < Dp)
+      std::memset(Vb, 0, sizeof(float) * Bk * Dp);
     for (int64_t jj = 0; jj < nk; ++jj)
       std::memcpy(Vb + jj * Dp, g.kvRow(v, b, hk, j0 + jj),
                   sizeof(float) * g.D);
@@ -379,8 +463,8 @@ void forwardTask(const Geometry &g, const float *q, const float *k,
     } else {
       for (int64_t ii = 0; ii < nq; ++ii)
         if (active[ii])
-          rowsTimesMatrix<1>(St + ii * Bk, Bk, 1, Bk, Vb, Dp, Dp,
-                             Oa + ii * Dp, Dp, true);
+          rowsTimesMatrix<1>(St + ii * Bk, Bk, 1, Bk, Vb, Dp, Dp, Oa + ii * Dp,
+                             Dp, true);
     }
   }
   for (int64_t ii = 0; ii < nq; ++ii) {
@@ -536,8 +620,8 @@ void gradQTask(const Geometry &g, const float *q, const float *k,
     } else {
       for (int64_t ii = 0; ii < nq; ++ii)
         if (active[ii])
-          rowsTimesMatrix<1>(dP + ii * Bk, Bk, 1, nk, Kb, Dp, Dp,
-                             dQa + ii * Dp, Dp, true);
+          rowsTimesMatrix<1>(dP + ii * Bk, Bk, 1, nk, Kb, Dp, Dp, dQa + ii * Dp,
+                             Dp, true);
     }
   }
   for (int64_t ii = 0; ii < nq; ++ii) {

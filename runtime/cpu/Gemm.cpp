@@ -18,8 +18,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 
-#include <cblas.h>
 #include <algorithm>
+#include <cblas.h>
 #include <cstring>
 
 namespace mtc::cpu {
@@ -118,8 +118,8 @@ void matmulGradInput(const float *dy, const float *w, float *dx, int64_t rows,
   gemm(false, true, rows, K, N, 1.0f, dy, w, 0.0f, dx);
 }
 
-void matmulGradWeight(const float *x, const float *dy, float *dw,
-                      int64_t rows, int64_t K, int64_t N) {
+void matmulGradWeight(const float *x, const float *dy, float *dw, int64_t rows,
+                      int64_t K, int64_t N) {
   // dw[K, N] = x[rows, K]^T @ dy[rows, N]
   gemm(true, false, K, N, rows, 1.0f, x, dy, 0.0f, dw);
 }
