@@ -258,8 +258,7 @@ std::string pyRepr(const Value &v) {
 }
 
 // json.dumps(x, ensure_ascii=False, indent=indent).
-void toJson(const Value &v, int indent, int depth, std::string &out,
-            int line) {
+void toJson(const Value &v, int indent, int depth, std::string &out, int line) {
   auto newline = [&](int d) {
     out += '\n';
     out.append(static_cast<size_t>(indent * d), ' ');
@@ -552,8 +551,7 @@ std::vector<Piece> splitTemplate(const std::string &raw) {
   while (pos <= src.size()) {
     size_t open = src.find('{', pos);
     while (open != std::string::npos && open + 1 < src.size() &&
-           src[open + 1] != '{' && src[open + 1] != '%' &&
-           src[open + 1] != '#')
+           src[open + 1] != '{' && src[open + 1] != '%' && src[open + 1] != '#')
       open = src.find('{', open + 1);
     if (open != std::string::npos && open + 1 >= src.size())
       open = std::string::npos;
@@ -565,7 +563,8 @@ std::vector<Piece> splitTemplate(const std::string &raw) {
       text.erase(0, 1);
     if (stripNext) {
       size_t k = 0;
-      while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k])))
+      while (k < text.size() &&
+             std::isspace(static_cast<unsigned char>(text[k])))
         ++k;
       text.erase(0, k);
     }
@@ -758,10 +757,9 @@ std::vector<Token> lexExpr(const std::string &s, int line) {
       toks.push_back({Tok::String, v});
       continue;
     }
-    static const char *ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-",
-                                "*",  "/",  "%",  "~",  "<",  ">",  "(", ")",
-                                "[",  "]",  "{",  "}",  ",",  ".",  ":", "|",
-                                "="};
+    static const char *ops[] = {
+        "//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+        ">",  "(",  ")",  "[",  "]",  "{",  "}", ",", ".", ":", "|", "="};
     bool matched = false;
     for (const char *op : ops) {
       size_t n = std::strlen(op);
@@ -898,9 +896,8 @@ private:
     ExprP cmp;
     while (true) {
       std::string op;
-      if (peek().kind == Tok::Op &&
-          (isOp("==") || isOp("!=") || isOp("<") || isOp(">") || isOp("<=") ||
-           isOp(">="))) {
+      if (peek().kind == Tok::Op && (isOp("==") || isOp("!=") || isOp("<") ||
+                                     isOp(">") || isOp("<=") || isOp(">="))) {
         op = toks[pos++].text;
       } else if (isName("in")) {
         ++pos;
@@ -1176,9 +1173,9 @@ struct Node {
   std::string text;
   ExprP expr; // Output, Set value, For iterable
   std::vector<std::pair<ExprP, Body>> branches; // If (null cond: else)
-  std::vector<std::string> vars;                // For targets; Set: name[, attr]
-  ExprP filter;                                 // For ... if cond
-  Body body, elseBody;                          // For
+  std::vector<std::string> vars; // For targets; Set: name[, attr]
+  ExprP filter;                  // For ... if cond
+  Body body, elseBody;           // For
   int line = 0;
 };
 
@@ -1208,8 +1205,8 @@ private:
     if (b == std::string::npos)
       return "";
     size_t e = b;
-    while (e < s.size() && (std::isalnum(static_cast<unsigned char>(s[e])) ||
-                            s[e] == '_'))
+    while (e < s.size() &&
+           (std::isalnum(static_cast<unsigned char>(s[e])) || s[e] == '_'))
       ++e;
     return s.substr(b, e - b);
   }
@@ -1670,10 +1667,12 @@ private:
       }
     }
     if (!l.isNumber() || !r.isNumber())
-      fail(e.line, "unsupported operand types for " + op + ": '" +
-                       typeName(l) + "' and '" + typeName(r) + "'");
+      fail(e.line, "unsupported operand types for " + op + ": '" + typeName(l) +
+                       "' and '" + typeName(r) + "'");
     bool ints = l.kind != Value::Float && r.kind != Value::Float;
-    auto asInt = [](const Value &v) { return v.kind == Value::Int ? v.i : v.b; };
+    auto asInt = [](const Value &v) {
+      return v.kind == Value::Int ? v.i : v.b;
+    };
     if (op == "/") {
       if (r.number() == 0)
         fail(e.line, "division by zero");
@@ -1785,9 +1784,8 @@ private:
     const std::string &fn = e.args[0]->name;
     std::vector<Value> a = evalArgs(e, 1);
     if (fn == "raise_exception")
-      throw TemplateError{"template raised: " +
-                              (a.empty() ? std::string() : pyStr(a[0])),
-                          -1};
+      throw TemplateError{
+          "template raised: " + (a.empty() ? std::string() : pyStr(a[0])), -1};
     if (fn == "range") {
       int64_t start = 0, stop = 0, step = 1;
       if (a.size() == 1)
@@ -1837,8 +1835,7 @@ private:
       const std::string &s = obj.s;
       if (m == "strip" || m == "lstrip" || m == "rstrip") {
         const Value *chars = a.empty() ? nullptr : &a[0];
-        return Value::str(
-            pyStrip(s, m != "rstrip", m != "lstrip", chars));
+        return Value::str(pyStrip(s, m != "rstrip", m != "lstrip", chars));
       }
       if (m == "upper")
         return Value::str(asciiMap(s, 0));
@@ -1859,9 +1856,9 @@ private:
         }
         for (const std::string &c : cands)
           if (s.size() >= c.size() &&
-              (m == "startswith" ? s.compare(0, c.size(), c) == 0
-                                 : s.compare(s.size() - c.size(), c.size(),
-                                             c) == 0))
+              (m == "startswith"
+                   ? s.compare(0, c.size(), c) == 0
+                   : s.compare(s.size() - c.size(), c.size(), c) == 0))
             return Value::boolean(true);
         return Value::boolean(false);
       }
@@ -1886,8 +1883,8 @@ private:
         size_t p = 0;
         int64_t done = 0;
         while (true) {
-          size_t q = (count < 0 || done < count) ? s.find(from, p)
-                                                 : std::string::npos;
+          size_t q =
+              (count < 0 || done < count) ? s.find(from, p) : std::string::npos;
           if (q == std::string::npos) {
             out += s.substr(p);
             break;
@@ -1900,9 +1897,8 @@ private:
       }
       if (m == "split") {
         Value sep = kwarg(e, "sep", a, 0, Value::none());
-        int64_t maxsplit =
-            toInt(kwarg(e, "maxsplit", a, 1, Value::integer(-1)), e.line,
-                  "maxsplit");
+        int64_t maxsplit = toInt(kwarg(e, "maxsplit", a, 1, Value::integer(-1)),
+                                 e.line, "maxsplit");
         List parts;
         if (sep.kind == Value::None || sep.kind == Value::Undefined) {
           std::vector<std::string> cps = codePoints(s);
@@ -1921,8 +1917,7 @@ private:
               parts.push_back(Value::str(w));
               break;
             }
-            while (k < cps.size() &&
-                   !pySpace(utf8At(cps[k], 0, cps[k].size())))
+            while (k < cps.size() && !pySpace(utf8At(cps[k], 0, cps[k].size())))
               w += cps[k++];
             parts.push_back(Value::str(w));
           }
@@ -1932,10 +1927,10 @@ private:
           fail(e.line, "split() separator must be a non-empty string");
         size_t p = 0;
         while (true) {
-          size_t q = (maxsplit < 0 ||
-                      static_cast<int64_t>(parts.size()) < maxsplit)
-                         ? s.find(sep.s, p)
-                         : std::string::npos;
+          size_t q =
+              (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit)
+                  ? s.find(sep.s, p)
+                  : std::string::npos;
           if (q == std::string::npos) {
             parts.push_back(Value::str(s.substr(p)));
             break;
@@ -1968,8 +1963,8 @@ private:
     }
     if (obj.kind == Value::Undefined)
       fail(e.line, "cannot call '" + m + "' of an undefined value");
-    fail(e.line, std::string("unsupported method '") + m + "' of a " +
-                     typeName(obj));
+    fail(e.line,
+         std::string("unsupported method '") + m + "' of a " + typeName(obj));
   }
 
   Value applyFilter(const Expr &e) {
@@ -1977,8 +1972,8 @@ private:
     std::vector<Value> a = evalArgs(e, 1);
     const std::string &f = e.name;
     if (f == "trim")
-      return Value::str(pyStrip(pyStr(v), true, true, a.empty() ? nullptr
-                                                                : &a[0]));
+      return Value::str(
+          pyStrip(pyStr(v), true, true, a.empty() ? nullptr : &a[0]));
     if (f == "length" || f == "count") {
       if (v.kind == Value::Str)
         return Value::integer(static_cast<int64_t>(codePoints(v.s).size()));
@@ -1988,8 +1983,8 @@ private:
         return Value::integer(static_cast<int64_t>(v.dict->size()));
       if (v.kind == Value::Undefined)
         return Value::integer(0);
-      fail(e.line, std::string("object of type '") + typeName(v) +
-                       "' has no len()");
+      fail(e.line,
+           std::string("object of type '") + typeName(v) + "' has no len()");
     }
     if (f == "tojson") {
       Value ind = kwarg(e, "indent", a, 0, Value::none());
@@ -2080,8 +2075,8 @@ private:
       if (v.kind == Value::Undefined)
         return Value::makeList();
       if (v.kind != Value::DictK && v.kind != Value::Ns)
-        fail(e.line, std::string("'items' needs a mapping, not ") +
-                         typeName(v));
+        fail(e.line,
+             std::string("'items' needs a mapping, not ") + typeName(v));
       List l;
       for (const auto &kv : *v.dict)
         l.push_back(Value::makeList({Value::str(kv.first), kv.second}));
@@ -2163,8 +2158,8 @@ public:
     case Expr::Attr: {
       Value obj = eval(*e.args[0]);
       if (obj.kind == Value::Undefined)
-        fail(e.line, "cannot read attribute '" + e.name +
-                         "' of an undefined value");
+        fail(e.line,
+             "cannot read attribute '" + e.name + "' of an undefined value");
       if (obj.kind == Value::DictK || obj.kind == Value::Ns) {
         const Value *v = obj.find(e.name);
         return v ? *v : Value();
@@ -2198,8 +2193,8 @@ public:
                                           : (v.kind == Value::Int ? v.i : v.b));
       if (v.kind == Value::Float)
         return Value::real(e.op == "-" ? -v.f : v.f);
-      fail(e.line, "bad operand type for unary " + e.op + ": '" +
-                       typeName(v) + "'");
+      fail(e.line,
+           "bad operand type for unary " + e.op + ": '" + typeName(v) + "'");
     }
     case Expr::Binary:
       return evalBinary(e);

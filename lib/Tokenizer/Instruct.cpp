@@ -51,9 +51,8 @@ std::string dirOf(const std::string &file) {
 
 // A special token of tokenizer_config.json: a string, {"content": ...}, or
 // null / absent.
-Expected<std::optional<std::string>> configToken(const json &cfg,
-                                                 const char *key,
-                                                 const std::string &name) {
+Expected<std::optional<std::string>>
+configToken(const json &cfg, const char *key, const std::string &name) {
   auto it = cfg.find(key);
   if (it == cfg.end() || it->is_null())
     return std::optional<std::string>();
@@ -66,8 +65,8 @@ Expected<std::optional<std::string>> configToken(const json &cfg,
                        " must be a string or an object with \"content\"");
 }
 
-std::optional<std::string> addedSpecial(const Tokenizer &tok,
-                                        std::initializer_list<const char *> names) {
+std::optional<std::string>
+addedSpecial(const Tokenizer &tok, std::initializer_list<const char *> names) {
   for (const char *n : names)
     for (const AddedToken &t : tok.addedTokens())
       if (t.special && t.content == n)
@@ -94,8 +93,9 @@ Expected<ChatFormat> loadChatFormat(const Tokenizer &tok,
     } catch (const json::exception &e) {
       std::string what = e.what();
       size_t p = what.find("] ");
-      return Status::error(cfgPath + ": malformed JSON: " +
-                           (p == std::string::npos ? what : what.substr(p + 2)));
+      return Status::error(
+          cfgPath + ": malformed JSON: " +
+          (p == std::string::npos ? what : what.substr(p + 2)));
     }
     if (!cfg.is_object())
       return Status::error(cfgPath + ": not a JSON object");
@@ -111,8 +111,8 @@ Expected<ChatFormat> loadChatFormat(const Tokenizer &tok,
     f.unkToken = *unk;
     f.padToken = *pad;
   } else {
-    f.bosToken = addedSpecial(tok, {"<s>", "<bos>", "<|begin_of_text|>",
-                                    "<|startoftext|>"});
+    f.bosToken = addedSpecial(
+        tok, {"<s>", "<bos>", "<|begin_of_text|>", "<|startoftext|>"});
     f.eosToken = addedSpecial(
         tok, {"</s>", "<eos>", "<|end_of_text|>", "<|endoftext|>"});
   }
@@ -178,8 +178,11 @@ Expected<std::vector<ChatMessage>> parseInstructionLine(std::string_view line) {
   } catch (const json::exception &e) {
     std::string what = e.what();
     size_t p = what.find("] ");
-    return Status::error("malformed JSON: " +
-                         (p == std::string::npos ? what : what.substr(p + 2)));
+    what = p == std::string::npos ? what : what.substr(p + 2);
+    // One line: the column is what locates it.
+    if (size_t l = what.find("at line 1, column "); l != std::string::npos)
+      what.replace(l, 18, "at column ");
+    return Status::error("malformed JSON: " + what);
   }
   if (!j.is_object())
     return Status::error("expected a JSON object, found " +
@@ -191,8 +194,8 @@ Expected<std::vector<ChatMessage>> parseInstructionLine(std::string_view line) {
     if (it == obj.end())
       return Status::error(where + "missing field '" + key + "'");
     if (!it->is_string())
-      return Status::error(where + "field '" + key + "' must be a string, not " +
-                           it->type_name());
+      return Status::error(where + "field '" + key +
+                           "' must be a string, not " + it->type_name());
     return it->get<std::string>();
   };
   if (j.contains("messages")) {
@@ -297,7 +300,8 @@ encodeConversation(const Tokenizer &tok, const ChatFormat &format,
     if (messages[i].role != "assistant")
       continue;
     std::vector<ChatMessage> before(messages.begin(), messages.begin() + i);
-    std::vector<ChatMessage> through(messages.begin(), messages.begin() + i + 1);
+    std::vector<ChatMessage> through(messages.begin(),
+                                     messages.begin() + i + 1);
     Expected<std::string> p = renderChat(format, before, true);
     if (!p)
       return p.status();

@@ -430,6 +430,15 @@ Expected<DataIdentity> identifyData(const train::TokenDataset &data) {
     sums[kBlocks] = f->size();
     id.fingerprint = xxh64(sums, sizeof(sums));
   }
+  // A loss mask changes what is trained: it is part of the data's identity.
+  if (data.hasMask()) {
+    Expected<MappedFile> m = MappedFile::open(data.maskPath());
+    if (!m)
+      return m.status();
+    uint64_t both[2] = {id.fingerprint, xxh64(m->data(), m->size())};
+    id.fingerprint = xxh64(both, sizeof(both));
+    id.format += " + loss mask";
+  }
   return id;
 }
 

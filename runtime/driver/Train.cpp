@@ -40,9 +40,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <optional>
 #include <sstream>
+#include <sys/stat.h>
 
 namespace mtc::driver {
 
@@ -58,16 +60,60 @@ double evaluate(exec::Executor &ex, const train::TokenDataset &data, int64_t B,
                 int64_t S, int64_t batches) {
   train::ValIterator it(data, B);
   std::vector<int32_t> in(B * S), tg(B * S);
-  double sum = 0;
-  int64_t n = 0;
+  double sum = 0, n = 0;
   for (int64_t i = 0; i < batches; ++i) {
     int64_t rows = it.next(in.data(), tg.data());
     if (rows <= 0)
       break;
-    sum += ex.loss(in.data(), tg.data(), rows, S);
-    ++n;
+    // With a loss mask, each batch's mean is weighted by its trained
+    // targets (a batch without any is skipped): the mean over trained
+    // targets.
+    double w = 1;
+    if (data.hasMask()) {
+      w = static_cast<double>(
+          std::count_if(tg.begin(), tg.begin() + rows * S,
+                        [&](int32_t t) { return t != data.ignoreIndex(); }));
+      if (w == 0)
+        continue;
+    }
+    sum += w * ex.loss(in.data(), tg.data(), rows, S);
+    n += w;
   }
-  return n ? sum / n : std::nan("");
+  return n > 0 ? sum / n : std::nan("");
+}
+
+/// The ignore_index of the model's loss (cross_entropy or
+/// linear_cross_entropy in its forward): masked targets are set to it. Errors
+/// when the forward has no such op or two with different values.
+Expected<int32_t> lossIgnoreIndex(const bundle::Bundle &b) {
+  std::optional<int64_t> found;
+  std::string clash;
+  std::function<void(const bundle::Function &)> scan =
+      [&](const bundle::Function &fn) {
+        for (const bundle::Op &op : fn.ops) {
+          if (op.region)
+            scan(*op.region);
+          if (op.name != "cross_entropy" && op.name != "linear_cross_entropy")
+            continue;
+          int64_t v = op.intAttr("ignore_index", -100);
+          if (found && *found != v)
+            clash = std::to_string(*found) + " and " + std::to_string(v);
+          found = v;
+        }
+      };
+  auto it = b.functions.find("forward");
+  if (it != b.functions.end())
+    scan(it->second);
+  if (!clash.empty())
+    return Status::error("the model's losses ignore different targets (" +
+                         clash + "), so a loss mask cannot be applied");
+  if (!found)
+    return Status::error("the model's forward computes no cross_entropy, so a "
+                         "loss mask cannot be applied");
+  if (*found < INT32_MIN || *found > INT32_MAX)
+    return Status::error("the model's ignore_index " + std::to_string(*found) +
+                         " does not fit an int32 target");
+  return static_cast<int32_t>(*found);
 }
 
 /// Samples the next token from logits [V] with temperature and top-k.
@@ -285,6 +331,20 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     dopts.tokenize = [tok](std::string_view text) {
       return tok->encode(text);
     };
+  {
+    // A loss mask beside the data (instruction data, docs/hf.md) writes the
+    // model's own ignore_index into masked targets.
+    struct stat st;
+    if (::stat((opts.data + ".mask").c_str(), &st) == 0) {
+      Expected<int32_t> ignore = lossIgnoreIndex(b);
+      if (!ignore) {
+        err << "mtc: error: " << opts.data << ".mask: " << ignore.message()
+            << "\n";
+        return 1;
+      }
+      dopts.ignoreIndex = *ignore;
+    }
+  }
   Expected<train::TokenDataset> data =
       train::TokenDataset::open(opts.data, dopts);
   if (!data) {
@@ -501,8 +561,15 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       << b.totalLayerInstances() << " layer instances\n"
       << "data " << opts.data << ": " << data->trainTokens()
       << " training tokens, " << data->valTokens() << " validation tokens ("
-      << train::tokenFileFormatName(data->format()) << ")\n"
-      << "step: " << opts.microBatches << " x " << opts.batch << " x "
+      << train::tokenFileFormatName(data->format()) << ")\n";
+  if (data->hasMask())
+    out << "loss mask " << data->maskPath() << ": "
+        << data->trainedTokens(1, data->trainTokens())
+        << " trained training targets, "
+        << data->trainedTokens(data->trainTokens() + 1, data->numTokens())
+        << " trained validation targets; masked targets are "
+        << data->ignoreIndex() << " (the model's ignore_index)\n";
+  out << "step: " << opts.microBatches << " x " << opts.batch << " x "
       << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
       << " threads, fused kernels "
       << (b.cpuKernels.empty() || !opts.useKernels

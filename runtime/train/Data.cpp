@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sys/stat.h>
 #include <vector>
 
 namespace mtc::train {
@@ -170,6 +171,51 @@ Expected<TokenDataset> TokenDataset::open(const std::string &path,
                            std::to_string(vocab) + ")");
     d.checked = true;
   }
+  std::string maskPath = path + ".mask";
+  struct stat st;
+  if (opts.useMask && ::stat(maskPath.c_str(), &st) == 0) {
+    Expected<MappedFile> mm = MappedFile::open(maskPath);
+    if (!mm)
+      return mm.status();
+    const uint8_t *mb = mm->data();
+    uint64_t msize = mm->size();
+    if (msize < 4 || readI32(mb) != kLossMaskMagic)
+      return Status::error(maskPath + ": not a loss mask (no magic 'MASK')");
+    if (msize < kLossMaskHeaderBytes)
+      return Status::error(maskPath + ": loss mask header is truncated");
+    int32_t version = readI32(mb + 4);
+    int64_t declared;
+    std::memcpy(&declared, mb + 8, 8);
+    if (version != 1)
+      return Status::error(maskPath + ": unsupported loss mask version " +
+                           std::to_string(version) + " (1)");
+    uint64_t body = msize - kLossMaskHeaderBytes;
+    if (declared < 0 || static_cast<uint64_t>(declared) != body)
+      return Status::error(
+          maskPath + ": header says " + std::to_string(declared) +
+          " tokens but the file holds " + std::to_string(body));
+    if (body != d.count)
+      return Status::error(maskPath + ": " + std::to_string(body) +
+                           " mask bytes for the " + std::to_string(d.count) +
+                           " tokens of " + path);
+    d.mask = mb + kLossMaskHeaderBytes;
+    for (uint64_t i = 0; i < d.count; ++i)
+      if (d.mask[i] > 1)
+        return Status::error(maskPath + ": byte " + std::to_string(d.mask[i]) +
+                             " at token " + std::to_string(i) +
+                             " is neither 0 (masked) nor 1 (trained)");
+    d.maskFile = std::move(mm.value());
+    // Targets are tokens 1.. of a window.
+    if (d.trainedTokens(1, d.trainTokens()) == 0)
+      return Status::error(maskPath + ": no trainable tokens in the training "
+                                      "split (every target is masked)");
+    if (d.valCount > 0 && d.trainedTokens(d.trainTokens() + 1, d.count) == 0)
+      return Status::error(maskPath +
+                           ": no trainable tokens in the validation split (the "
+                           "last " +
+                           std::to_string(d.valCount) +
+                           " tokens); use --val-fraction 0 or a larger one");
+  }
   d.file = std::move(mf.value());
   return Expected<TokenDataset>(std::move(d));
 }
@@ -208,6 +254,28 @@ void TokenDataset::read(uint64_t offset, size_t n, int32_t *dst) const {
   }
 }
 
+uint64_t TokenDataset::trainedTokens(uint64_t begin, uint64_t end) const {
+  if (end <= begin)
+    return 0;
+  if (!mask)
+    return end - begin;
+  uint64_t n = 0;
+  for (uint64_t i = begin; i < end; ++i)
+    n += mask[i];
+  return n;
+}
+
+void TokenDataset::window(uint64_t offset, int32_t *inputs,
+                          int32_t *targets) const {
+  size_t S = static_cast<size_t>(opts.seqLen);
+  read(offset, S, inputs);
+  read(offset + 1, S, targets);
+  if (mask)
+    for (size_t k = 0; k < S; ++k)
+      if (!mask[offset + 1 + k])
+        targets[k] = opts.ignoreIndex;
+}
+
 //===----------------------------------------------------------------------===//
 // Sampling
 //===----------------------------------------------------------------------===//
@@ -226,18 +294,22 @@ uint64_t BatchSampler::offset(int64_t step, int64_t micro, int64_t row) const {
   rng.setPosition((static_cast<uint64_t>(micro) * static_cast<uint64_t>(B) +
                    static_cast<uint64_t>(row)) *
                   (uint64_t(1) << 20));
-  return rng.below(range);
+  uint64_t off = rng.below(range);
+  // With a loss mask, a window without a trained target is redrawn (the
+  // same stream continues, so this stays a function of (seed, step, micro,
+  // row)).
+  for (int tries = 0; data.hasMask() && tries < 64 &&
+                      data.trainedTokens(off + 1, off + S + 1) == 0;
+       ++tries)
+    off = rng.below(range);
+  return off;
 }
 
 void BatchSampler::sample(int64_t step, int64_t micro, int32_t *inputs,
                           int32_t *targets) const {
   size_t S = static_cast<size_t>(data.seqLen());
-  std::vector<int32_t> window(S + 1);
-  for (int64_t b = 0; b < B; ++b) {
-    data.read(offset(step, micro, b), S + 1, window.data());
-    std::memcpy(inputs + b * S, window.data(), S * 4);
-    std::memcpy(targets + b * S, window.data() + 1, S * 4);
-  }
+  for (int64_t b = 0; b < B; ++b)
+    data.window(offset(step, micro, b), inputs + b * S, targets + b * S);
 }
 
 ValIterator::ValIterator(const TokenDataset &data, int64_t batch)
@@ -248,12 +320,10 @@ ValIterator::ValIterator(const TokenDataset &data, int64_t batch)
 
 int64_t ValIterator::next(int32_t *inputs, int32_t *targets) {
   size_t S = static_cast<size_t>(data.seqLen());
-  std::vector<int32_t> window(S + 1);
   int64_t rows = 0;
   while (rows < B && pos < windows) {
-    data.read(data.trainTokens() + pos * S, S + 1, window.data());
-    std::memcpy(inputs + rows * S, window.data(), S * 4);
-    std::memcpy(targets + rows * S, window.data() + 1, S * 4);
+    data.window(data.trainTokens() + pos * S, inputs + rows * S,
+                targets + rows * S);
     ++rows;
     ++pos;
   }

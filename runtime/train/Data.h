@@ -14,6 +14,16 @@
 // header count disagreeing with the file size, fewer tokens than seqLen + 1,
 // a token id >= vocab (the first offending position is reported).
 //
+// Loss mask: when `<file>.mask` exists beside the file (written by `mtc
+// tokenize` for instruction data; layout in lib/Tokenizer/TokenFile.h: 16-byte
+// header "MASK", version 1, int64 token count, then one byte per token, 1 =
+// trained, 0 = masked), targets whose token is masked are set to
+// ignoreIndex, so the loss skips them. Errors name the mask file: bad header,
+// a count other than the token file's, a byte other than 0/1, no trained
+// target in the training split (or in the validation split when there is
+// one). Training rows are redrawn (up to 64 times, deterministically) when
+// their window has no trained target.
+//
 // Split: the last valFraction of the tokens (at least seqLen + 1 of them when
 // valFraction > 0) is validation, the rest training.
 //
@@ -55,7 +65,14 @@ struct TokenDatasetOptions {
   /// A .txt file is tokenised with this (the model's tokenizer) instead of
   /// taking its bytes as tokens; errors name the file.
   std::function<Expected<std::vector<uint32_t>>(std::string_view)> tokenize;
+  /// The target written for a masked token: the model loss's ignore_index.
+  int32_t ignoreIndex = -1;
+  /// Read `<path>.mask` when it exists.
+  bool useMask = true;
 };
+
+constexpr int32_t kLossMaskMagic = 0x4B53414D; // "MASK"
+constexpr size_t kLossMaskHeaderBytes = 16;
 
 class TokenDataset {
 public:
@@ -79,6 +96,19 @@ public:
   /// dst[k] = token(offset + k) for k < n.
   void read(uint64_t offset, size_t n, int32_t *dst) const;
 
+  /// True when a loss mask was read (maskPath()).
+  bool hasMask() const { return mask != nullptr; }
+  const std::string &maskPath() const { return maskFile.path(); }
+  /// Whether token \p i is trained (always true without a mask).
+  bool trained(uint64_t i) const { return !mask || mask[i]; }
+  /// Tokens marked trained in [begin, end).
+  uint64_t trainedTokens(uint64_t begin, uint64_t end) const;
+  int32_t ignoreIndex() const { return opts.ignoreIndex; }
+  /// Fills a window's inputs and targets from tokens [offset, offset + S]:
+  /// inputs[k] = token(offset + k), targets[k] = token(offset + k + 1), or
+  /// ignoreIndex where that token is masked.
+  void window(uint64_t offset, int32_t *inputs, int32_t *targets) const;
+
 private:
   TokenDataset() = default;
   MappedFile file;
@@ -91,6 +121,8 @@ private:
   bool checked = false;
   /// The ids of a tokenised .txt file (tokens points into it).
   std::shared_ptr<std::vector<uint32_t>> owned;
+  MappedFile maskFile;
+  const uint8_t *mask = nullptr;
 };
 
 /// Random training windows. inputs and targets are [B, S] row-major int32:

@@ -101,8 +101,7 @@ TEST(ChatTemplate, WhitespaceControl) {
 }
 
 TEST(ChatTemplate, Expressions) {
-  json ctx = {{"m", {{"role", "user"}, {"content", " Hi "}}},
-              {"l", {1, 2, 3}}};
+  json ctx = {{"m", {{"role", "user"}, {"content", " Hi "}}}, {"l", {1, 2, 3}}};
   EXPECT_EQ(renderSimple("{{ m.role + '|' + m['content'] | trim }}", ctx),
             "user|Hi");
   EXPECT_EQ(renderSimple("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 "
@@ -205,8 +204,8 @@ TEST(Instruct, IdsAndMasksMatchTransformers) {
 }
 
 TEST(Instruct, DefaultTemplate) {
-  std::string dir = std::string(MTC_SOURCE_DIR) +
-                    "/test/fixtures/tokenizers/sp-llama2";
+  std::string dir =
+      std::string(MTC_SOURCE_DIR) + "/test/fixtures/tokenizers/sp-llama2";
   Expected<Tokenizer> tok = Tokenizer::load(dir);
   ASSERT_TRUE(tok.ok()) << tok.message();
   Expected<ChatFormat> fmt = loadChatFormat(*tok, dir);

@@ -265,3 +265,96 @@ TEST(ValIterator, WalksTheHeldOutTokens) {
 }
 
 } // namespace
+
+namespace {
+
+std::string maskBytes(int64_t declared, const std::vector<uint8_t> &mask) {
+  std::string bytes(16, '\0');
+  int32_t magic = kLossMaskMagic, version = 1;
+  std::memcpy(&bytes[0], &magic, 4);
+  std::memcpy(&bytes[4], &version, 4);
+  std::memcpy(&bytes[8], &declared, 8);
+  bytes.append(reinterpret_cast<const char *>(mask.data()), mask.size());
+  return bytes;
+}
+
+} // namespace
+
+// A `<file>.mask` companion: masked targets become ignoreIndex in training and
+// validation windows; inputs are unchanged.
+TEST(DataMask, TargetsOfMaskedTokensAreIgnored) {
+  std::string p = tempPath("sft.bin");
+  std::vector<uint32_t> toks = iota(64, 50);
+  std::string f = llmcFile(1, 64, toks);
+  writeBytes(p, f.data(), f.size());
+  std::vector<uint8_t> mask(64, 0);
+  for (size_t i = 0; i < 64; ++i)
+    mask[i] = (i % 4 == 3) ? 1 : 0;
+  std::string m = maskBytes(64, mask);
+  writeBytes(p + ".mask", m.data(), m.size());
+  TokenDatasetOptions o;
+  o.vocabSize = 64;
+  o.seqLen = 8;
+  o.valFraction = 0.25;
+  o.ignoreIndex = -100;
+  Expected<TokenDataset> d = TokenDataset::open(p, o);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_TRUE(d->hasMask());
+  BatchSampler s(*d, 3, 7);
+  std::vector<int32_t> in(24), tg(24);
+  s.sample(5, 0, in.data(), tg.data());
+  for (int64_t b = 0; b < 3; ++b) {
+    uint64_t off = s.offset(5, 0, b);
+    for (uint64_t k = 0; k < 8; ++k) {
+      EXPECT_EQ(in[b * 8 + k], static_cast<int32_t>(toks[off + k]));
+      int32_t want =
+          mask[off + k + 1] ? static_cast<int32_t>(toks[off + k + 1]) : -100;
+      EXPECT_EQ(tg[b * 8 + k], want) << b << " " << k;
+    }
+  }
+  ValIterator it(*d, 4);
+  int64_t rows = it.next(in.data(), tg.data());
+  ASSERT_GT(rows, 0);
+  for (uint64_t k = 0; k < 8; ++k)
+    EXPECT_EQ(tg[k], mask[d->trainTokens() + k + 1]
+                         ? static_cast<int32_t>(toks[d->trainTokens() + k + 1])
+                         : -100);
+  // Without the companion (or with useMask off) nothing is masked.
+  o.useMask = false;
+  Expected<TokenDataset> plain = TokenDataset::open(p, o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->hasMask());
+}
+
+TEST(DataMask, Errors) {
+  std::string p = tempPath("sft.bin");
+  std::string f = llmcFile(1, 64, iota(64, 50));
+  writeBytes(p, f.data(), f.size());
+  TokenDatasetOptions o;
+  o.vocabSize = 64;
+  o.seqLen = 8;
+  o.valFraction = 0;
+  auto err = [&](const std::string &maskFile) {
+    writeBytes(p + ".mask", maskFile.data(), maskFile.size());
+    Expected<TokenDataset> d = TokenDataset::open(p, o);
+    return d ? std::string("ok") : d.message();
+  };
+  EXPECT_EQ(err(maskBytes(64, std::vector<uint8_t>(64, 1))), "ok");
+  EXPECT_EQ(err(maskBytes(64, std::vector<uint8_t>(64, 0))),
+            p + ".mask: no trainable tokens in the training split (every "
+                "target is masked)");
+  // Only the first token trained: it is never a target.
+  std::vector<uint8_t> first(64, 0);
+  first[0] = 1;
+  EXPECT_EQ(err(maskBytes(64, first)),
+            p + ".mask: no trainable tokens in the training split (every "
+                "target is masked)");
+  EXPECT_EQ(err(maskBytes(10, std::vector<uint8_t>(10, 1))),
+            p + ".mask: 10 mask bytes for the 64 tokens of " + p);
+  EXPECT_EQ(err(maskBytes(64, std::vector<uint8_t>(63, 1))),
+            p + ".mask: header says 64 tokens but the file holds 63");
+  EXPECT_EQ(err(maskBytes(64, std::vector<uint8_t>(64, 2))),
+            p + ".mask: byte 2 at token 0 is neither 0 (masked) nor 1 "
+                "(trained)");
+  EXPECT_EQ(err("junk"), p + ".mask: not a loss mask (no magic 'MASK')");
+}

@@ -18,6 +18,7 @@
 #include "frontend/Sema.h"
 #include "frontend/Summary.h"
 #include "lib/Support/Diagnostics.h"
+#include "lib/Tokenizer/Instruct.h"
 #include "lib/Tokenizer/TokenFile.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/driver/Checkpoint.h"
@@ -146,6 +147,8 @@ const Command kCommands[] = {
     {"tokenize",
      "mtc tokenize --tokenizer DIR|tokenizer.json INPUT.txt|--text TEXT "
      "[-o OUT.bin] [--print] [--add-special-tokens]\n"
+     "       mtc tokenize --tokenizer DIR|tokenizer.json DATA.jsonl "
+     "[-o OUT.bin] [--print] [--chat-template FILE.jinja]\n"
      "       mtc tokenize --tokenizer DIR|tokenizer.json --decode "
      "IDS.bin|IDS.txt|--text IDS [-o OUT.txt] [--skip-special-tokens]",
      "encode text with a HuggingFace tokenizer.json into an llm.c token file "
@@ -162,7 +165,16 @@ const Command kCommands[] = {
      "--add-special-tokens applies the post-processor (e.g. BOS first).\n"
      "--decode reads ids (an llm.c .bin, or integers separated by spaces,\n"
      "  commas or newlines) and writes the text; --skip-special-tokens\n"
-     "  leaves out special tokens."},
+     "  leaves out special tokens.\n"
+     "A .jsonl input is instruction data: one example a line,\n"
+     "  {\"prompt\": ..., \"response\": ...[, \"system\": ...]} or\n"
+     "  {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}, rendered "
+     "with\n"
+     "  the tokenizer's chat template (chat_template.jinja or\n"
+     "  tokenizer_config.json beside tokenizer.json; --chat-template FILE\n"
+     "  overrides it) or mtc's default template (docs/hf.md). -o also writes\n"
+     "  OUT.bin.mask, the loss mask: only assistant tokens are trained.\n"
+     "  --print shows one example a line, masked ids in brackets."},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
 };
@@ -625,6 +637,79 @@ bool parseIds(const std::string &name, const std::string &bytes,
   return true;
 }
 
+/// `mtc tokenize` of instruction data (a .jsonl): ids and a loss mask.
+int tokenizeInstructions(const mtc::tok::Tokenizer &tok,
+                         const std::string &tokPath,
+                         const std::string &chatTemplate,
+                         const std::string &input, const std::string &output,
+                         bool print) {
+  mtc::Expected<mtc::tok::ChatFormat> fmt =
+      mtc::tok::loadChatFormat(tok, tokPath, chatTemplate);
+  if (!fmt)
+    return error("tokenize: " + fmt.message());
+  std::ifstream in(input, std::ios::binary);
+  struct stat st;
+  if (::stat(input.c_str(), &st) != 0)
+    return error("tokenize: cannot open '" + input +
+                 "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || !in)
+    return error("tokenize: cannot read '" + input + "'");
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> mask;
+  std::string line;
+  size_t lineNo = 0, examples = 0;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+      continue;
+    std::string where = input + ":" + std::to_string(lineNo) + ": ";
+    mtc::Expected<std::vector<mtc::tok::ChatMessage>> msgs =
+        mtc::tok::parseInstructionLine(line);
+    if (!msgs)
+      return error("tokenize: " + where + msgs.message());
+    mtc::Expected<mtc::tok::EncodedConversation> enc =
+        mtc::tok::encodeConversation(tok, *fmt, *msgs);
+    if (!enc)
+      return error("tokenize: " + where + enc.message());
+    if (print) {
+      std::string out;
+      for (size_t i = 0; i < enc->ids.size(); ++i) {
+        if (i)
+          out += ' ';
+        std::string id = std::to_string(enc->ids[i]);
+        out += enc->mask[i] ? id : "[" + id + "]";
+      }
+      std::cout << out << "\n";
+    }
+    ids.insert(ids.end(), enc->ids.begin(), enc->ids.end());
+    mask.insert(mask.end(), enc->mask.begin(), enc->mask.end());
+    ++examples;
+  }
+  if (examples == 0)
+    return error("tokenize: " + input + ": no examples");
+  size_t trained = 0;
+  for (uint8_t m : mask)
+    trained += m;
+  if (!output.empty()) {
+    int version = 0;
+    mtc::Status s =
+        mtc::tok::writeTokenFile(output, ids, tok.vocabSize(), &version);
+    if (s.ok())
+      s = mtc::tok::writeLossMask(mtc::tok::lossMaskPath(output), mask);
+    if (!s)
+      return error(s.message());
+    (print ? std::cerr : std::cout)
+        << "wrote " << output << ": " << ids.size() << " tokens ("
+        << (version == 1 ? "uint16" : "uint32") << ", llm.c version " << version
+        << ") from " << examples << " examples, " << trained
+        << " trained; loss mask " << mtc::tok::lossMaskPath(output)
+        << "; chat template: " << fmt->origin << "\n";
+  }
+  return 0;
+}
+
 int runTokenize(const std::vector<std::string> &args) {
   if (wantsHelp("tokenize", args))
     return 0;
@@ -642,12 +727,13 @@ int runTokenize(const std::vector<std::string> &args) {
     else
       normalized.push_back(a == "-o" ? "--output" : a);
   }
-  std::string tokPath, output, text;
+  std::string tokPath, output, text, chatTemplate;
   std::set<std::string> given;
   if (!parseFlags("tokenize", normalized,
                   {{Flag::String, "--tokenizer", &tokPath},
                    {Flag::String, "--output", &output},
-                   {Flag::String, "--text", &text}},
+                   {Flag::String, "--text", &text},
+                   {Flag::String, "--chat-template", &chatTemplate}},
                   pos, &given))
     return 1;
   if (tokPath.empty())
@@ -671,9 +757,23 @@ int runTokenize(const std::vector<std::string> &args) {
   if (!decode && output.empty() && !print)
     return error("tokenize: nothing to do: give -o OUT.bin and/or --print");
 
+  bool jsonl = !fromText && input.size() > 6 &&
+               input.compare(input.size() - 6, 6, ".jsonl") == 0;
+  if (given.count("--chat-template") && !jsonl)
+    return error("tokenize: --chat-template is for instruction data "
+                 "(a .jsonl input)");
+  if (jsonl && (decode || addSpecial))
+    return error(std::string("tokenize: ") +
+                 (decode ? "--decode" : "--add-special-tokens") +
+                 " does not apply to instruction data (.jsonl): the chat "
+                 "template places the special tokens");
+
   mtc::Expected<mtc::tok::Tokenizer> tok = mtc::tok::Tokenizer::load(tokPath);
   if (!tok)
     return error(tok.message());
+  if (jsonl)
+    return tokenizeInstructions(*tok, tokPath, chatTemplate, input, output,
+                                print);
 
   std::string bytes;
   if (fromText) {
