@@ -68,8 +68,15 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
 
   std::vector<std::string> unmapped, missing, shapeErrors;
   std::set<std::string> used;
-  std::vector<std::vector<float>> values(store.slots().size());
-  std::vector<float> buf;
+  // Pass 1 checks every name and shape from the headers (no tensor data is
+  // read); pass 2 converts each tensor straight into the store, through one
+  // tensor-sized buffer only where a transpose is needed.
+  struct Load {
+    size_t slot;
+    const bundle::HFTensorRef *ref;
+    int64_t rows, cols; ///< HF shape, for transposed matrices
+  };
+  std::vector<Load> loads;
   for (size_t k = 0; k < store.slots().size(); ++k) {
     const exec::ParamSlot &s = store.slots()[k];
     auto it = b.hfNames.find(s.name);
@@ -102,22 +109,15 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
                             (ref.transpose ? ", transposed)" : ")"));
       continue;
     }
-    size_t n = s.value.size();
-    std::vector<float> &dst = values[k];
-    dst.resize(n);
-    if (!ref.transpose) {
-      if (Status st = ckpt->readAsF32(ref.tensor, dst.data(), n); !st.ok())
-        return st;
+    if (t->dtype != TensorDType::F32 && t->dtype != TensorDType::BF16 &&
+        t->dtype != TensorDType::F16 && t->dtype != TensorDType::F64) {
+      shapeErrors.push_back("tensor '" + ref.tensor + "' has dtype " +
+                            dtypeName(t->dtype) +
+                            " (expected F32, BF16, F16 or F64)");
       continue;
     }
-    buf.resize(n);
-    if (Status st = ckpt->readAsF32(ref.tensor, buf.data(), n); !st.ok())
-      return st;
-    // HF [out, in] row-major to mtc [in, out].
-    int64_t rows = hfWant[0], cols = hfWant[1];
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        dst[c * rows + r] = buf[r * cols + c];
+    loads.push_back({k, &ref, hfWant.size() == 2 ? hfWant[0] : 0,
+                     hfWant.size() == 2 ? hfWant[1] : 0});
   }
 
   // Tensors no parameter reads. Rotary inv_freq is a buffer; a tied model's
@@ -142,9 +142,25 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
   if (!msg.empty())
     return Status::error(path + ": cannot load into model '" + b.model +
                          "': " + msg);
-  for (size_t k = 0; k < store.slots().size(); ++k)
-    std::copy(values[k].begin(), values[k].end(),
-              store.slots()[k].value.begin());
+  std::vector<float> buf;
+  for (const Load &l : loads) {
+    exec::ParamSlot &s = store.slots()[l.slot];
+    size_t n = s.value.size();
+    if (!l.ref->transpose) {
+      if (Status st = ckpt->readAsF32(l.ref->tensor, s.value.data(), n);
+          !st.ok())
+        return st;
+      continue;
+    }
+    buf.resize(n);
+    if (Status st = ckpt->readAsF32(l.ref->tensor, buf.data(), n); !st.ok())
+      return st;
+    // HF [out, in] row-major to mtc [in, out].
+    float *dst = s.value.data();
+    for (int64_t r = 0; r < l.rows; ++r)
+      for (int64_t c = 0; c < l.cols; ++c)
+        dst[c * l.rows + r] = buf[r * l.cols + c];
+  }
   return Status::success();
 }
 
