@@ -10,6 +10,8 @@
 
 #include "lib/Tokenizer/ChatTemplate.h"
 
+#include "lib/Support/JsonString.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -279,44 +281,9 @@ void toJson(const Value &v, int indent, int depth, std::string &out, int line) {
            : std::isinf(v.f) ? (v.f > 0 ? "Infinity" : "-Infinity")
                              : floatRepr(v.f);
     return;
-  case Value::Str: {
-    out += '"';
-    for (unsigned char c : v.s) {
-      switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-      }
-    }
-    out += '"';
+  case Value::Str:
+    appendJsonString(out, v.s);
     return;
-  }
   case Value::ListK: {
     if (v.list->empty()) {
       out += "[]";

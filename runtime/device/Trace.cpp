@@ -6,6 +6,8 @@
 
 #include "runtime/device/Trace.h"
 
+#include "lib/Support/JsonString.h"
+
 #include "lib/Format/MappedFile.h"
 
 #include <cstdio>
@@ -15,35 +17,7 @@ namespace mtc::device {
 namespace {
 
 void appendEscaped(std::string &out, const std::string &s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out += static_cast<char>(c);
-      }
-    }
-  }
-  out += '"';
+  appendJsonString(out, s);
 }
 
 void appendNumber(std::string &out, double v) {

@@ -6,6 +6,8 @@
 
 #include "runtime/train/Metrics.h"
 
+#include "lib/Support/JsonString.h"
+
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -27,38 +29,7 @@ std::string formatJsonNumber(double d) {
   return std::string(buf, res.ptr);
 }
 
-std::string jsonQuote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (u < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\u%04x", u);
-        out += buf;
-      } else {
-        out += c;
-      }
-    }
-  }
-  return out + "\"";
-}
+std::string jsonQuote(std::string_view s) { return jsonString(s); }
 
 void JsonValue::appendTo(std::string &out) const {
   switch (kind) {
