@@ -213,10 +213,10 @@ def run_torch(torch, cfg, tokens, args, compiled):
 # --- mtc side -----------------------------------------------------------------
 
 
-def run_mtc(args, sets, extra=()):
+def run_mtc(args, sets, extra=(), binary=None):
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "metrics.jsonl")
-        cmd = [args.mtc, "train", args.model, "--data", args.data,
+        cmd = [binary or args.mtc, "train", args.model, "--data", args.data,
                "--steps", str(args.steps), "--batch", str(args.batch),
                "--seq", str(args.seq), "--threads", str(args.threads),
                "--lr", str(args.lr), "--warmup", str(args.warmup),
@@ -331,6 +331,10 @@ def main():
                     help="also time `mtc train ARGS` as variant 'mtc LABEL', "
                          "in the same alternation (e.g. "
                          "--mtc-variant='none=--recompute none')")
+    ap.add_argument("--mtc-baseline", metavar="PATH",
+                    help="also time this mtc binary (e.g. a build of an older "
+                         "commit) as variant 'mtc baseline', in the same "
+                         "alternation")
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
                     help="before every run, wait up to SECONDS until the "
                          "machine was >= 90%% idle over 2 s (a shared machine: "
@@ -373,6 +377,9 @@ def main():
         print(f"  working tree differs from that commit in: "
               f"{', '.join(ver['modified_files'])}")
     print(f"  binary {ver['binary']}, built {ver['binary_mtime']}")
+    if args.mtc_baseline:
+        bver = mtc_version(args.mtc_baseline)
+        print(f"  baseline binary {bver['binary']}, built {bver['binary_mtime']}")
     if ver.get("binary_older_than_commit"):
         print("  WARNING: the binary is older than that commit: it was built "
               "from an earlier tree (rebuild, or quote the commit it was built at)")
@@ -390,6 +397,8 @@ def main():
             variants.append("torch.compile")
     extra_args = {}
     if not args.no_mtc:
+        if args.mtc_baseline:
+            variants.append("mtc baseline")
         variants.append("mtc")
         for spec in args.mtc_variant:
             label, _, extra = spec.partition("=")
@@ -409,8 +418,9 @@ def main():
                           f"{idle:.0%} idle)")
             try:
                 if v.startswith("mtc"):
-                    times, losses, cmd = run_mtc(args, args.set,
-                                                 extra_args.get(v, ()))
+                    times, losses, cmd = run_mtc(
+                        args, args.set, extra_args.get(v, ()),
+                        args.mtc_baseline if v == "mtc baseline" else None)
                 else:
                     times, losses = run_torch(torch, cfg, tokens, args,
                                               v == "torch.compile")
