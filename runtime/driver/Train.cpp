@@ -16,6 +16,7 @@
 
 #include "runtime/driver/Train.h"
 
+#include "lib/Bundle/Plan.h"
 #include "lib/Format/Safetensors.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/cpu/Kernels.h"
@@ -39,6 +40,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iomanip>
@@ -262,9 +264,17 @@ double stepBytes(const bundle::Bundle &b, int64_t B, int64_t S) {
     double checkpoint = 0;
     for (const auto &[name, fn] : l.functions) {
       layerMax = std::max(layerMax, functionBytes(fn, B, S));
-      if (name == "forward" && !fn.args.empty())
-        checkpoint =
-            functionBytes(fn, B, S) / std::max<size_t>(fn.values.size(), 1);
+      if (name == "forward" && !fn.args.empty()) {
+        // What an instance keeps: its input, and with save=all the extra
+        // results of its forward (the intermediates its backward reads).
+        std::vector<int> kept = {fn.args[0]};
+        for (size_t r = 1; r < fn.results.size(); ++r)
+          kept.push_back(fn.results[r]);
+        checkpoint = 0;
+        for (int v : kept)
+          checkpoint += 4.0 * static_cast<double>(bundle::concreteNumel(
+                                  fn.values.at(v).shape, B, S, B * S));
+      }
     }
     bytes += checkpoint * static_cast<double>(l.count);
   }
@@ -282,8 +292,11 @@ std::string humanBytes(double bytes) {
   return os.str();
 }
 
-/// MemAvailable from /proc/meminfo in bytes, or 0 if unknown.
+/// MemAvailable from /proc/meminfo in bytes, or 0 if unknown. Test hook:
+/// MTC_TEST_MEM_AVAILABLE=BYTES replaces it (docs/testing.md).
 double availableHostBytes() {
+  if (const char *forced = std::getenv("MTC_TEST_MEM_AVAILABLE"))
+    return std::strtod(forced, nullptr);
   std::ifstream in("/proc/meminfo");
   std::string key;
   double kb = 0;
@@ -293,6 +306,28 @@ double availableHostBytes() {
       return kb * 1024;
   return 0;
 }
+
+} // namespace
+
+double trainingHostBytes(const bundle::Bundle &b, int64_t batch, int64_t seq) {
+  double params = 0;
+  for (const bundle::Param &p : b.params)
+    params += static_cast<double>(p.numel());
+  for (const bundle::Layer &l : b.layers) {
+    double per = 0;
+    for (const bundle::Param &p : l.params)
+      per += static_cast<double>(p.numel());
+    for (const bundle::Expert &e : l.experts)
+      for (const bundle::Param &p : e.params)
+        per += static_cast<double>(p.numel()) * static_cast<double>(e.count);
+    params += per * static_cast<double>(l.count);
+  }
+  return params * exec::ParamStore::kBytesPerParam + stepBytes(b, batch, seq);
+}
+
+double hostMemoryAvailable() { return availableHostBytes(); }
+
+namespace {
 
 int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
               std::ostream &out, std::ostream &err) {

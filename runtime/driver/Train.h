@@ -63,6 +63,13 @@ struct TrainOptions {
 
 /// Trains \p b and returns a process exit code (errors are printed to
 /// \p err with what to do about them).
+/// An upper bound of the host memory `train` needs for \p b at [batch, seq]
+/// micro-batches (plain executor): 16 B per parameter plus one step's values
+/// and every layer instance's checkpoint.
+double trainingHostBytes(const bundle::Bundle &b, int64_t batch, int64_t seq);
+/// MemAvailable in bytes (0 if unknown).
+double hostMemoryAvailable();
+
 int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
           std::ostream &err);
 

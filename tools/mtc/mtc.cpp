@@ -980,6 +980,7 @@ int runTrain(const std::vector<std::string> &args) {
   std::vector<std::string> pos;
   std::set<std::string> given;
   std::string input, hf, deviceMemory;
+  bool keepActivations = false;
   copts.recompute.clear();
   if (!parseFlags("train", args,
                   {{Flag::String, "--data", &opts.data},
@@ -1070,6 +1071,12 @@ int runTrain(const std::vector<std::string> &args) {
     if (copts.recompute.empty())
       copts.recompute = "full";
   } else {
+    // Without a device budget and without --recompute, keep the activations
+    // (recompute none: no forward recomputed in the backward, as PyTorch
+    // eager does) when that fits comfortably in host memory; else recompute.
+    keepActivations = copts.recompute.empty() && deviceMemory.empty();
+    if (keepActivations)
+      copts.recompute = "none";
     if (!finishStreamFlags("train", deviceMemory, copts.stream,
                            copts.recompute))
       return 1;
@@ -1078,6 +1085,22 @@ int runTrain(const std::vector<std::string> &args) {
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
     return 1;
+  if (keepActivations) {
+    double need = mtc::driver::trainingHostBytes(b, opts.batch, opts.seq);
+    double avail = mtc::driver::hostMemoryAvailable();
+    if (avail > 0 && need > 0.5 * avail) {
+      std::cout << "note: keeping every activation would need "
+                << static_cast<int64_t>(need / (1 << 20)) << " MiB of the "
+                << static_cast<int64_t>(avail / (1 << 20))
+                << " MiB available; recomputing layers in the backward "
+                   "(--recompute full)\n";
+      copts.recompute = "full";
+      mtc::bundle::Bundle full;
+      if (!loadInput(input, hf, copts, full))
+        return 1;
+      b = std::move(full);
+    }
+  }
   if (!b.step && (!deviceMemory.empty() || !opts.trace.empty()))
     return error("train: --device-memory and --trace need a step plan; '" +
                  input + "' is a bundle without one (compile it with "
