@@ -132,11 +132,11 @@ struct PlanCommand {
 struct StepPlan {
   int64_t batch = 0, seq = 0; ///< one micro-batch is [batch, seq] tokens
   int64_t microBatches = 1;
-  int64_t prefetchDepth = 2;     ///< weight slots
-  std::string recompute = "full"; ///< full (save inputs) | none (save all)
+  int64_t prefetchDepth = 2;          ///< weight slots
+  std::string recompute = "full";     ///< full (save inputs) | none (save all)
   std::string checkpoints = "device"; ///< device | host
-  int64_t deviceBudget = 0; ///< bytes
-  int64_t devicePeak = 0;   ///< bytes the buffers below need
+  int64_t deviceBudget = 0;           ///< bytes
+  int64_t devicePeak = 0;             ///< bytes the buffers below need
   std::vector<PlanBuffer> buffers;
   std::vector<PlanCommand> program;
 

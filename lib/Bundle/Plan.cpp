@@ -59,9 +59,8 @@ int64_t numelOf(const ValueType &t, int64_t batch, int64_t seq,
 
 /// What a call of \p fn allocates when every value is bump-allocated (the
 /// expert functions a moe op runs): its ops' scratch, summed.
-int64_t bumpBytes(const Bundle &b, const std::string &layer,
-                  const Function &fn, int64_t batch, int64_t seq,
-                  int64_t tokens);
+int64_t bumpBytes(const Bundle &b, const std::string &layer, const Function &fn,
+                  int64_t batch, int64_t seq, int64_t tokens);
 
 /// What op \p op allocates while it runs: its results (an op may build them
 /// before they are copied into place), an attention's log-sum-exp, and a moe
@@ -98,9 +97,8 @@ int64_t opScratchBytes(const Bundle &b, const std::string &layer,
   return bytes;
 }
 
-int64_t bumpBytes(const Bundle &b, const std::string &layer,
-                  const Function &fn, int64_t batch, int64_t seq,
-                  int64_t tokens) {
+int64_t bumpBytes(const Bundle &b, const std::string &layer, const Function &fn,
+                  int64_t batch, int64_t seq, int64_t tokens) {
   int64_t bytes = 0;
   for (const Op &op : fn.ops)
     bytes += opScratchBytes(b, layer, fn, op, batch, seq, tokens);
@@ -110,8 +108,7 @@ int64_t bumpBytes(const Bundle &b, const std::string &layer,
 } // namespace
 
 FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
-                               const Function &fn, int64_t batch,
-                               int64_t seq) {
+                               const Function &fn, int64_t batch, int64_t seq) {
   FunctionPlan plan;
   const int64_t nops = static_cast<int64_t>(fn.ops.size());
   const size_t nvals = fn.values.size();

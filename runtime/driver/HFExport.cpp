@@ -9,8 +9,8 @@
 #include "lib/Bundle/Bundle.h"
 #include "lib/Format/MappedFile.h"
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <sys/stat.h>

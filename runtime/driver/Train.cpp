@@ -197,8 +197,8 @@ std::string bytesToText(const std::vector<int32_t> &tokens) {
 /// The tokenizer text is turned into ids with: \p path (a tokenizer.json or
 /// a directory holding one) if given, else the one the bundle carries (models
 /// imported from HuggingFace), else none (bytes are tokens).
-Expected<std::shared_ptr<tok::Tokenizer>> modelTokenizer(const bundle::Bundle &b,
-                                                    const std::string &path) {
+Expected<std::shared_ptr<tok::Tokenizer>>
+modelTokenizer(const bundle::Bundle &b, const std::string &path) {
   if (!path.empty()) {
     Expected<tok::Tokenizer> t = tok::Tokenizer::load(path);
     if (!t)
@@ -231,7 +231,8 @@ Expected<std::vector<int32_t>> encodeText(const tok::Tokenizer *tok,
   return ids;
 }
 
-std::string decodeText(const tok::Tokenizer *tok, const std::vector<int32_t> &ids) {
+std::string decodeText(const tok::Tokenizer *tok,
+                       const std::vector<int32_t> &ids) {
   if (!tok)
     return bytesToText(ids);
   std::vector<uint32_t> u(ids.begin(), ids.end());
@@ -363,9 +364,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   dopts.seqLen = opts.seq;
   dopts.valFraction = opts.valFraction;
   if (tok)
-    dopts.tokenize = [tok](std::string_view text) {
-      return tok->encode(text);
-    };
+    dopts.tokenize = [tok](std::string_view text) { return tok->encode(text); };
   {
     // A loss mask beside the data (instruction data, docs/hf.md) writes the
     // model's own ignore_index into masked targets.
@@ -444,9 +443,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     if (b.step) {
       // The CPU device's memory and offloaded checkpoints are host memory
       // too.
-      need += static_cast<double>(opts.deviceMemory > 0
-                                      ? opts.deviceMemory
-                                      : b.step->deviceBudget);
+      need += static_cast<double>(opts.deviceMemory > 0 ? opts.deviceMemory
+                                                        : b.step->deviceBudget);
       for (const bundle::PlanBuffer &buf : b.step->buffers)
         if (buf.space == "host")
           need += static_cast<double>(buf.bytes);
@@ -517,10 +515,10 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     const bundle::StepPlan &plan = *b.step;
     if (plan.batch != opts.batch || plan.seq != opts.seq ||
         plan.microBatches != opts.microBatches) {
-      err << "mtc: error: the bundle's step plan is for --batch "
-          << plan.batch << " --seq " << plan.seq << " --micro-batches "
-          << plan.microBatches << ", not " << opts.batch << " / " << opts.seq
-          << " / " << opts.microBatches
+      err << "mtc: error: the bundle's step plan is for --batch " << plan.batch
+          << " --seq " << plan.seq << " --micro-batches " << plan.microBatches
+          << ", not " << opts.batch << " / " << opts.seq << " / "
+          << opts.microBatches
           << "; pass those or recompile the plan (mtc compile "
              "--device-memory ...)\n";
       return 1;
@@ -547,8 +545,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     if (!opts.trace.empty())
       cpuDevice->setTrace(&trace);
     streamEx = std::make_unique<exec::Executor>(b, store);
-    if (Status st = opts.useKernels ? streamEx->useBundleKernels()
-                                    : Status::success();
+    if (Status st =
+            opts.useKernels ? streamEx->useBundleKernels() : Status::success();
         !st.ok()) {
       err << "mtc: error: " << st.message() << "\n";
       return 1;
@@ -629,8 +627,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     out << "streaming: device memory " << cpuDevice->capacity()
         << " bytes (plan peak " << plan.devicePeak << "), prefetch depth "
         << plan.prefetchDepth << ", recompute " << plan.recompute
-        << ", checkpoints " << plan.checkpoints << ", host "
-        << hostBytes << " bytes\n";
+        << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
+        << " bytes\n";
   }
   if (streamer || store.fileBacked()) {
     out << "host state: " << store.hostBytes() << " bytes";
@@ -860,8 +858,7 @@ int generateImpl(const std::string &dir, const GenerateOptions &opts,
   }
   std::shared_ptr<tok::Tokenizer> tok = *tokenizer;
   if (!tok && vocab != 256) {
-    err << "mtc: error: model '" << b.model << "' has a vocabulary of "
-        << vocab
+    err << "mtc: error: model '" << b.model << "' has a vocabulary of " << vocab
         << " and no tokenizer: give --tokenizer tokenizer.json (models "
            "imported with --hf DIR carry DIR/tokenizer.json)\n";
     return 1;

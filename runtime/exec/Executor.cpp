@@ -85,9 +85,8 @@ std::shared_ptr<float> Tensor::allocate(int64_t n, bool zero) {
   auto *p = static_cast<float *>(::operator new(bytes, std::align_val_t(64)));
   if (zero)
     std::memset(p, 0, bytes);
-  return std::shared_ptr<float>(p, [](float *q) {
-    ::operator delete(q, std::align_val_t(64));
-  });
+  return std::shared_ptr<float>(
+      p, [](float *q) { ::operator delete(q, std::align_val_t(64)); });
 }
 
 Tensor Tensor::zeros(std::vector<int64_t> shape) {
@@ -110,8 +109,8 @@ Tensor Tensor::ints(std::vector<int64_t> shape, const int32_t *src) {
   t.isInt = true;
   int64_t n = t.numel();
   if (Workspace *w = Workspace::current())
-    t.i = std::shared_ptr<int32_t>(
-        static_cast<int32_t *>(w->allocate(4 * n)), [](int32_t *) {});
+    t.i = std::shared_ptr<int32_t>(static_cast<int32_t *>(w->allocate(4 * n)),
+                                   [](int32_t *) {});
   else
     t.i = std::shared_ptr<int32_t>(new int32_t[static_cast<size_t>(n)],
                                    std::default_delete<int32_t[]>());
@@ -406,8 +405,8 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
                                        [](float *) {});
         }
         if (op.name == "attention" && r == 0 && t.shape.size() == 4) {
-          int64_t lse = bundle::tensorBytes(t.shape[0] * t.shape[1] *
-                                            t.shape[2]);
+          int64_t lse =
+              bundle::tensorBytes(t.shape[0] * t.shape[1] * t.shape[2]);
           t.lse = std::shared_ptr<float>(
               reinterpret_cast<float *>(ws->at(off + bytes, lse)),
               [](float *) {});
@@ -448,8 +447,8 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
                         static_cast<size_t>(4 * want.numel()));
           if (want.lse && got.lse && got.lse.get() != want.lse.get())
             std::memcpy(want.lse.get(), got.lse.get(),
-                        static_cast<size_t>(4 * want.shape[0] *
-                                            want.shape[1] * want.shape[2]));
+                        static_cast<size_t>(4 * want.shape[0] * want.shape[1] *
+                                            want.shape[2]));
           if (!got.lse)
             want.lse.reset();
         }
@@ -496,9 +495,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     Tensor t;
     t.shape = resultShape();
     // Shares the parameter's storage (no copy; the store outlives the run).
-    t.f = std::shared_ptr<float>(
-        paramLocator ? paramLocator(*s, false) : s->value.data(),
-        [](float *) {});
+    t.f = std::shared_ptr<float>(paramLocator ? paramLocator(*s, false)
+                                              : s->value.data(),
+                                 [](float *) {});
     setResult(std::move(t));
   } else if (name == "param_grad") {
     ParamSlot *s = slot(op, scope);
@@ -519,8 +518,8 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &ids = in(0), &table = in(1);
     Tensor y = newOutput();
     int64_t V = table.shape[0], D = table.shape[1], bad = 0;
-    if (!cpu::embedding(ids.ints(), table.data(), y.data(), ids.numel(), V,
-                        D, &bad))
+    if (!cpu::embedding(ids.ints(), table.data(), y.data(), ids.numel(), V, D,
+                        &bad))
       fail(op, "token id " + std::to_string(ids.ints()[bad]) + " at position " +
                    std::to_string(bad) + " is outside the vocabulary [0, " +
                    std::to_string(V) + ")");
@@ -750,8 +749,8 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     const Tensor &logits = in(0), &targets = in(1);
     int64_t V = logits.shape.back(), count = 0;
     double loss =
-        cpu::crossEntropy(logits.data(), targets.ints(), logits.numel() / V,
-                          V, op.intAttr("ignore_index", -100), &count);
+        cpu::crossEntropy(logits.data(), targets.ints(), logits.numel() / V, V,
+                          op.intAttr("ignore_index", -100), &count);
     lastLoss = loss;
     Tensor y = newOutput();
     y.data()[0] = static_cast<float>(loss);
@@ -880,8 +879,7 @@ namespace {
 /// Releases what the current Workspace allocated during its lifetime.
 class ReleaseGuard {
 public:
-  ReleaseGuard()
-      : w(Workspace::current()), mark(w ? w->mark() : 0) {}
+  ReleaseGuard() : w(Workspace::current()), mark(w ? w->mark() : 0) {}
   ~ReleaseGuard() {
     if (w)
       w->release(mark);

@@ -46,8 +46,7 @@ class Workspace {
 public:
   Workspace() = default;
   Workspace(void *base, int64_t capacity, std::string what)
-      : base(static_cast<char *>(base)), cap(capacity), name(std::move(what)) {
-  }
+      : base(static_cast<char *>(base)), cap(capacity), name(std::move(what)) {}
   /// \p bytes (rounded up to 64), zero-filled unless \p zero is false.
   /// Throws ExecError when the region is exhausted.
   void *allocate(int64_t bytes, bool zero = true);

@@ -274,16 +274,16 @@ void StreamExecutor::validate() {
   modelWeightsOff = bufferOffset("model.weights", modelGroup.bytes);
   modelGradsOff = bufferOffset("model.grads", modelGroup.bytes);
   for (int64_t s = 0; s < p.prefetchDepth; ++s)
-    weightsOff.push_back(bufferOffset("weights." + std::to_string(s),
-                                      slotBytes));
+    weightsOff.push_back(
+        bufferOffset("weights." + std::to_string(s), slotBytes));
   gradsOff[0] = bufferOffset("grads.0", slotBytes);
   gradsOff[1] = bufferOffset("grads.1", slotBytes);
   activationsOff = bufferOffset("activations", 2 * M * activationBytes);
   if (hostCheckpoints) {
     stagingOff = bufferOffset("checkpoints", 2 * M * maxCkptBytes);
     hostCkptBytes = ckptTotal;
-    hostCkpt.reset(new char[static_cast<size_t>(std::max<int64_t>(
-        hostCkptBytes, 1))]);
+    hostCkpt.reset(
+        new char[static_cast<size_t>(std::max<int64_t>(hostCkptBytes, 1))]);
   } else {
     checkpointsOff = bufferOffset("checkpoints", ckptTotal);
   }
@@ -308,8 +308,8 @@ void StreamExecutor::validate() {
   const bundle::PlanBuffer *ws = p.buffer("workspace");
   workspaceOff = bufferOffset("workspace", wsNeed);
   workspaceBytes = ws->bytes;
-  workspace = Workspace(dev(workspaceOff, workspaceBytes), workspaceBytes,
-                        "workspace");
+  workspace =
+      Workspace(dev(workspaceOff, workspaceBytes), workspaceBytes, "workspace");
   (void)positions;
 }
 
@@ -342,10 +342,9 @@ void StreamExecutor::launchUpdate(Group &g, device::Event done) {
     pendingGroups.erase({g.layer, g.instance});
   UpdateFn fn = pendingFn;
   std::vector<ParamSlot *> slots = g.slots;
-  std::string label = g.layer.empty()
-                          ? std::string("adamw model")
-                          : "adamw " + g.layer + "." +
-                                std::to_string(g.instance);
+  std::string label =
+      g.layer.empty() ? std::string("adamw model")
+                      : "adamw " + g.layer + "." + std::to_string(g.instance);
   launchWork(
       opt,
       [this, fn, slots] {
@@ -370,8 +369,7 @@ void StreamExecutor::loadWeights(const std::string &layer, int64_t j) {
     device.copyToDevice(h2d, weightsOff[s] + g.offsets[q],
                         g.slots[q]->value.data(),
                         4 * static_cast<int64_t>(g.slots[q]->value.size()),
-                        device::Convert::None,
-                        "weights " + g.slots[q]->name);
+                        device::Convert::None, "weights " + g.slots[q]->name);
   device.record(evWeights[s], h2d);
   held = {layer, j, stepCounter};
   ++stats.weightLoads;
@@ -423,8 +421,7 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
           stageWs[mb].resetPeak();
           Workspace::Scope scope(&stageWs[mb]);
           vals[mb].assign(fb->values.size(), Tensor{});
-          vals[mb][fb->args.at(0)] =
-              Tensor::ints({p.batch, p.seq}, tokens[mb]);
+          vals[mb][fb->args.at(0)] = Tensor::ints({p.batch, p.seq}, tokens[mb]);
           vals[mb][fb->args.at(1)] =
               Tensor::ints({p.batch, p.seq}, targets[mb]);
         }
@@ -434,73 +431,73 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   // Queued commands refer to this frame: if queueing fails, wait for what
   // was queued before unwinding.
   try {
-  for (const bundle::PlanCommand &c : p.program) {
-    if (c.op == "load_model_weights") {
-      if (modelPending) {
-        launchUpdate(modelGroup, evModelUpdated);
-        device.wait(h2d, evModelUpdated);
-      }
-      for (size_t q = 0; q < modelGroup.slots.size(); ++q)
-        device.copyToDevice(
-            h2d, modelWeightsOff + modelGroup.offsets[q],
-            modelGroup.slots[q]->value.data(),
-            4 * static_cast<int64_t>(modelGroup.slots[q]->value.size()),
-            device::Convert::None, "weights " + modelGroup.slots[q]->name);
-      device.record(evModelWeights, h2d);
-      device.wait(compute, evModelWeights);
-      launchWork(
-          compute,
-          [this] {
-            std::memset(dev(modelGradsOff, modelGroup.bytes), 0,
-                        static_cast<size_t>(modelGroup.bytes));
-          },
-          "zero model grads");
-      ++stats.modelWeightLoads;
-    } else if (c.op == "stage") {
-      size_t begin = static_cast<size_t>(c.intAttr("begin"));
-      size_t end = static_cast<size_t>(c.intAttr("end"));
-      launchWork(
-          compute,
-          [&, begin, end] {
-            for (int64_t mb = 0; mb < M; ++mb) {
-              Workspace::Scope scope(&stageWs[mb]);
-              ex.runOps(*fb, vals[mb], begin, end);
-              const Tensor &r = vals[mb][fb->results.at(0)];
-              if (!haveLoss[mb] && r.f) {
-                ex.resetAux();
-                loss[mb] = ex.lossOf(r);
-                haveLoss[mb] = true;
+    for (const bundle::PlanCommand &c : p.program) {
+      if (c.op == "load_model_weights") {
+        if (modelPending) {
+          launchUpdate(modelGroup, evModelUpdated);
+          device.wait(h2d, evModelUpdated);
+        }
+        for (size_t q = 0; q < modelGroup.slots.size(); ++q)
+          device.copyToDevice(
+              h2d, modelWeightsOff + modelGroup.offsets[q],
+              modelGroup.slots[q]->value.data(),
+              4 * static_cast<int64_t>(modelGroup.slots[q]->value.size()),
+              device::Convert::None, "weights " + modelGroup.slots[q]->name);
+        device.record(evModelWeights, h2d);
+        device.wait(compute, evModelWeights);
+        launchWork(
+            compute,
+            [this] {
+              std::memset(dev(modelGradsOff, modelGroup.bytes), 0,
+                          static_cast<size_t>(modelGroup.bytes));
+            },
+            "zero model grads");
+        ++stats.modelWeightLoads;
+      } else if (c.op == "stage") {
+        size_t begin = static_cast<size_t>(c.intAttr("begin"));
+        size_t end = static_cast<size_t>(c.intAttr("end"));
+        launchWork(
+            compute,
+            [&, begin, end] {
+              for (int64_t mb = 0; mb < M; ++mb) {
+                Workspace::Scope scope(&stageWs[mb]);
+                ex.runOps(*fb, vals[mb], begin, end);
+                const Tensor &r = vals[mb][fb->results.at(0)];
+                if (!haveLoss[mb] && r.f) {
+                  ex.resetAux();
+                  loss[mb] = ex.lossOf(r);
+                  haveLoss[mb] = true;
+                }
               }
-            }
-          },
-          "stage ops [" + std::to_string(begin) + ", " + std::to_string(end) +
-              ")");
-    } else if (c.op == "layers") {
-      LoopInfo loop;
-      loop.cmd = &c;
-      loop.op = &fb->ops.at(static_cast<size_t>(c.intAttr("op_index")));
-      loop.forward = c.strAttr("direction") == "forward";
-      loop.first = c.intAttr("first");
-      loop.count = c.intAttr("count");
-      for (Dim d : fb->values.at(loop.op->operands.at(0)).shape)
-        loop.boundaryShape.push_back(d == kDimB   ? p.batch
-                                     : d == kDimS ? p.seq
-                                                  : d);
-      loop.boundaryNumel = 1;
-      for (int64_t d : loop.boundaryShape)
-        loop.boundaryNumel *= d;
-      runLoop(loop, vals, aux);
-    } else if (c.op == "return_model_grads") {
-      device.record(evModelGrads, compute);
-      device.wait(d2h, evModelGrads);
-      for (size_t q = 0; q < modelGroup.slots.size(); ++q)
-        device.copyToHost(
-            d2h, modelGroup.slots[q]->grad.data(),
-            modelGradsOff + modelGroup.offsets[q],
-            4 * static_cast<int64_t>(modelGroup.slots[q]->grad.size()),
-            "grads " + modelGroup.slots[q]->name);
+            },
+            "stage ops [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ")");
+      } else if (c.op == "layers") {
+        LoopInfo loop;
+        loop.cmd = &c;
+        loop.op = &fb->ops.at(static_cast<size_t>(c.intAttr("op_index")));
+        loop.forward = c.strAttr("direction") == "forward";
+        loop.first = c.intAttr("first");
+        loop.count = c.intAttr("count");
+        for (Dim d : fb->values.at(loop.op->operands.at(0)).shape)
+          loop.boundaryShape.push_back(d == kDimB   ? p.batch
+                                       : d == kDimS ? p.seq
+                                                    : d);
+        loop.boundaryNumel = 1;
+        for (int64_t d : loop.boundaryShape)
+          loop.boundaryNumel *= d;
+        runLoop(loop, vals, aux);
+      } else if (c.op == "return_model_grads") {
+        device.record(evModelGrads, compute);
+        device.wait(d2h, evModelGrads);
+        for (size_t q = 0; q < modelGroup.slots.size(); ++q)
+          device.copyToHost(
+              d2h, modelGroup.slots[q]->grad.data(),
+              modelGradsOff + modelGroup.offsets[q],
+              4 * static_cast<int64_t>(modelGroup.slots[q]->grad.size()),
+              "grads " + modelGroup.slots[q]->name);
+      }
     }
-  }
   } catch (...) {
     try {
       device.synchronize();
@@ -526,9 +523,9 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   if (hostCheckpoints)
     peak = std::max(peak, stagingOff + 2 * M * maxCkptBytes);
   else if (!ckptIndex.empty())
-    peak = std::max(peak,
-                    checkpointsOff + static_cast<int64_t>(ckptIndex.size()) *
-                                         M * maxCkptBytes);
+    peak =
+        std::max(peak, checkpointsOff + static_cast<int64_t>(ckptIndex.size()) *
+                                            M * maxCkptBytes);
   for (int64_t mb = 0; mb < M; ++mb)
     peak = std::max(peak, stageOff + mb * stageBytes + stageWs[mb].peak());
   peak = std::max(peak, workspaceOff + measuredWorkspacePeak);
@@ -670,17 +667,17 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                 boundWeightsOff = wOff;
                 boundGradsOff = -1;
                 for (int64_t mb = 0; mb < M; ++mb) {
-                  int64_t dest =
-                      saveHost ? stagingOff + (st * M + mb) * maxCkptBytes
-                               : checkpointsOff + pos + mb * ckpt;
+                  int64_t dest = saveHost
+                                     ? stagingOff + (st * M + mb) * maxCkptBytes
+                                     : checkpointsOff + pos + mb * ckpt;
                   char *d = reinterpret_cast<char *>(dev(dest, ckpt));
                   float *x = dev(actOff(in, mb), boundaryBytes);
                   std::memcpy(d, x, static_cast<size_t>(boundaryBytes));
                   workspace.reset();
                   Workspace::Scope scope(&workspace);
                   ex.resetAux();
-                  std::vector<Tensor> outs =
-                      ex.runLayer(layer, i, "forward", {Tensor::view(shape, x)});
+                  std::vector<Tensor> outs = ex.runLayer(
+                      layer, i, "forward", {Tensor::view(shape, x)});
                   aux[mb] += ex.auxLoss();
                   std::memcpy(dev(actOff(out, mb), boundaryBytes),
                               outs.at(0).data(),
@@ -693,9 +690,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                         throw ExecError{"a kept attention output has no "
                                         "log-sum-exp"};
                       const std::vector<int64_t> &sh = shapes.at(r - 1);
-                      std::memcpy(d + extraLse[r - 1], outs[r].lse.get(),
-                                  static_cast<size_t>(4 * sh[0] * sh[1] *
-                                                      sh[2]));
+                      std::memcpy(
+                          d + extraLse[r - 1], outs[r].lse.get(),
+                          static_cast<size_t>(4 * sh[0] * sh[1] * sh[2]));
                     }
                   }
                   measuredWorkspacePeak =
@@ -710,8 +707,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
             device.wait(d2h, evStaged[st]);
             for (int64_t mb = 0; mb < M; ++mb)
               device.copyToHost(d2h, hostCkpt.get() + pos + mb * ckpt,
-                                stagingOff + (st * M + mb) * maxCkptBytes,
-                                ckpt,
+                                stagingOff + (st * M + mb) * maxCkptBytes, ckpt,
                                 "offload " + layer + "." + std::to_string(i));
             device.record(evStagingFree[st], d2h);
           }
@@ -721,18 +717,18 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           device.wait(compute, evGradFree[gs]);
           launchWork(
               compute,
-              [this, layer, M, g, wOff, gOff, pos, i, in, out, st,
-               restoreHost, shape, extraShapes, extraOffsets, extraLse,
-               boundaryBytes, ckpt] {
+              [this, layer, M, g, wOff, gOff, pos, i, in, out, st, restoreHost,
+               shape, extraShapes, extraOffsets, extraLse, boundaryBytes,
+               ckpt] {
                 boundWeights = g;
                 boundWeightsOff = wOff;
                 boundGradsOff = gOff;
                 std::memset(dev(gOff, g->bytes), 0,
                             static_cast<size_t>(g->bytes));
                 for (int64_t mb = 0; mb < M; ++mb) {
-                  int64_t src =
-                      restoreHost ? stagingOff + (st * M + mb) * maxCkptBytes
-                                  : checkpointsOff + pos + mb * ckpt;
+                  int64_t src = restoreHost
+                                    ? stagingOff + (st * M + mb) * maxCkptBytes
+                                    : checkpointsOff + pos + mb * ckpt;
                   char *c = reinterpret_cast<char *>(dev(src, ckpt));
                   std::vector<Tensor> args{
                       Tensor::view(shape, reinterpret_cast<float *>(c)),

@@ -45,8 +45,8 @@ struct StepStats {
   int64_t h2dBytes = 0, d2hBytes = 0;
   int64_t devicePeakBytes = 0;   ///< highest arena byte in use (measured)
   int64_t deviceBudgetBytes = 0; ///< the arena's capacity
-  double overlap = 0; ///< fraction of copy time hidden under compute
-  double optimizerSeconds = 0; ///< deferred AdamW work run during the step
+  double overlap = 0;            ///< fraction of copy time hidden under compute
+  double optimizerSeconds = 0;   ///< deferred AdamW work run during the step
 };
 
 class StreamExecutor {

@@ -41,11 +41,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
-#include <vector>
-#include <string_view>
-#include <memory>
 #include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace mtc::train {
 

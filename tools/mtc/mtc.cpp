@@ -588,8 +588,7 @@ int runExportHF(const std::vector<std::string> &args) {
   else if (dtype == "bf16")
     opts.dtype = mtc::TensorDType::BF16;
   else
-    return error("export-hf: --dtype expects f32 or bf16, got '" + dtype +
-                 "'");
+    return error("export-hf: --dtype expects f32 or bf16, got '" + dtype + "'");
   if (!shard.empty()) {
     int64_t bytes = 0;
     std::string err;
@@ -982,45 +981,44 @@ int runTrain(const std::vector<std::string> &args) {
   std::string input, hf, deviceMemory;
   bool keepActivations = false;
   copts.recompute.clear();
-  if (!parseFlags("train", args,
-                  {{Flag::String, "--data", &opts.data},
-                   {Flag::Int, "--steps", &opts.steps, 1},
-                   {Flag::Int, "--batch", &opts.batch, 1},
-                   {Flag::Int, "--seq", &opts.seq, 1},
-                   {Flag::Int, "--micro-batches", &opts.microBatches, 1},
-                   {Flag::Double, "--lr", &opts.lr, 0},
-                   {Flag::Int, "--warmup", &opts.warmup, 0},
-                   {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
-                   {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
-                   {Flag::Double, "--beta1", &opts.beta1, 0},
-                   {Flag::Double, "--beta2", &opts.beta2, 0},
-                   {Flag::Double, "--clip", &opts.clip, 0},
-                   {Flag::Uint, "--seed", &opts.seed, 0},
-                   {Flag::Int, "--eval-every", &opts.evalEvery, 0},
-                   {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
-                   {Flag::Double, "--val-fraction", &opts.valFraction, 0},
-                   {Flag::Int, "--save-every", &opts.saveEvery, 0},
-                   {Flag::String, "--out", &opts.outDir},
-                   {Flag::String, "--metrics", &opts.metrics},
-                   {Flag::Int, "--threads", &threads, 0},
-                   {Flag::String, "--sample-prompt", &opts.samplePrompt},
-                   {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
-                   {Flag::String, "--kernels", &kernels},
-                   {Flag::Set, "--set", &copts.overrides},
-                   {Flag::String, "--recompute", &copts.recompute},
-                   {Flag::String, "--cpu", &copts.cpu},
-                   {Flag::String, "--hf", &hf},
-                   {Flag::String, "--resume", &opts.resume},
-                   {Flag::Int, "--stop-after", &opts.stopAfter, 1},
-                   {Flag::String, "--device-memory", &deviceMemory},
-                   {Flag::Int, "--prefetch-depth",
-                    &copts.stream.prefetchDepth, 1},
-                   {Flag::String, "--checkpoints", &copts.stream.checkpoints},
-                   {Flag::String, "--trace", &opts.trace},
-                   {Flag::String, "--tokenizer", &opts.tokenizer},
-                   {Flag::String, "--host-state-file",
-                    &opts.hostStateFile}},
-                  pos, &given))
+  if (!parseFlags(
+          "train", args,
+          {{Flag::String, "--data", &opts.data},
+           {Flag::Int, "--steps", &opts.steps, 1},
+           {Flag::Int, "--batch", &opts.batch, 1},
+           {Flag::Int, "--seq", &opts.seq, 1},
+           {Flag::Int, "--micro-batches", &opts.microBatches, 1},
+           {Flag::Double, "--lr", &opts.lr, 0},
+           {Flag::Int, "--warmup", &opts.warmup, 0},
+           {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
+           {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
+           {Flag::Double, "--beta1", &opts.beta1, 0},
+           {Flag::Double, "--beta2", &opts.beta2, 0},
+           {Flag::Double, "--clip", &opts.clip, 0},
+           {Flag::Uint, "--seed", &opts.seed, 0},
+           {Flag::Int, "--eval-every", &opts.evalEvery, 0},
+           {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
+           {Flag::Double, "--val-fraction", &opts.valFraction, 0},
+           {Flag::Int, "--save-every", &opts.saveEvery, 0},
+           {Flag::String, "--out", &opts.outDir},
+           {Flag::String, "--metrics", &opts.metrics},
+           {Flag::Int, "--threads", &threads, 0},
+           {Flag::String, "--sample-prompt", &opts.samplePrompt},
+           {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
+           {Flag::String, "--kernels", &kernels},
+           {Flag::Set, "--set", &copts.overrides},
+           {Flag::String, "--recompute", &copts.recompute},
+           {Flag::String, "--cpu", &copts.cpu},
+           {Flag::String, "--hf", &hf},
+           {Flag::String, "--resume", &opts.resume},
+           {Flag::Int, "--stop-after", &opts.stopAfter, 1},
+           {Flag::String, "--device-memory", &deviceMemory},
+           {Flag::Int, "--prefetch-depth", &copts.stream.prefetchDepth, 1},
+           {Flag::String, "--checkpoints", &copts.stream.checkpoints},
+           {Flag::String, "--trace", &opts.trace},
+           {Flag::String, "--tokenizer", &opts.tokenizer},
+           {Flag::String, "--host-state-file", &opts.hostStateFile}},
+          pos, &given))
     return 1;
   if (!opts.resume.empty()) {
     // Flags left out take the checkpoint's values; the model defaults to the
@@ -1103,7 +1101,8 @@ int runTrain(const std::vector<std::string> &args) {
   }
   if (!b.step && (!deviceMemory.empty() || !opts.trace.empty()))
     return error("train: --device-memory and --trace need a step plan; '" +
-                 input + "' is a bundle without one (compile it with "
+                 input +
+                 "' is a bundle without one (compile it with "
                  "mtc compile --device-memory ...)");
   if (!hf.empty())
     opts.hfWeights = mtc::driver::hfWeightsPath(hf);
