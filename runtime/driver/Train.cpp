@@ -561,6 +561,10 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   acfg.eps = static_cast<float>(opts.eps);
   acfg.weightDecay = static_cast<float>(opts.weightDecay);
   train::AdamW adamw(acfg, &pool);
+  // The deferred updates run on the optimizer stream while the compute
+  // stream's kernels use every core: one thread, so that they do not fight
+  // the kernels' pool for the cores (an update is memory-bound anyway).
+  train::AdamW deferredAdamW(acfg, nullptr);
   std::vector<train::AdamWTensor> tensors;
   for (exec::ParamSlot &s : store.slots())
     tensors.push_back({s.value.data(), s.m.data(), s.v.data(), s.grad.data(),
@@ -678,13 +682,13 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       // are next loaded (bit-identical to updating here).
       float flr = static_cast<float>(lr);
       float fscale = static_cast<float>(scale / opts.microBatches);
-      streamer->deferUpdate([&adamw, step, flr,
+      streamer->deferUpdate([&deferredAdamW, step, flr,
                              fscale](const std::vector<exec::ParamSlot *> &ss) {
         for (exec::ParamSlot *s : ss)
-          adamw.step(train::AdamWTensor{s->value.data(), s->m.data(),
-                                        s->v.data(), s->grad.data(),
-                                        s->value.size(), s->decay()},
-                     step, flr, fscale);
+          deferredAdamW.step(train::AdamWTensor{s->value.data(), s->m.data(),
+                                                s->v.data(), s->grad.data(),
+                                                s->value.size(), s->decay()},
+                             step, flr, fscale);
       });
     } else {
       adamw.step(tensors, step, static_cast<float>(lr),

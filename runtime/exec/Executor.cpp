@@ -382,7 +382,7 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
   std::vector<Tensor> planned;
   for (const bundle::Op &op : fn.ops) {
     if (plan) {
-      // Results start at their planned place, zero-filled; whatever an op
+      // Results start at their planned place; whatever an op
       // builds elsewhere (in the scratch after the packed region) is copied
       // there after it.
       planned.assign(op.results.size(), Tensor{});
@@ -394,8 +394,7 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
         Tensor t;
         t.shape = concrete(fn.values[v]);
         int64_t bytes = bundle::tensorBytes(t.numel());
-        char *p = ws->at(off, bytes);
-        std::memset(p, 0, static_cast<size_t>(bytes));
+        char *p = ws->at(off, bytes); // zeroed by newResult if needed
         if (fn.values[v].dtype == DType::I32) {
           t.isInt = true;
           t.i = std::shared_ptr<int32_t>(reinterpret_cast<int32_t *>(p),
@@ -479,10 +478,14 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
   // newResult: zero-filled, for kernels that accumulate into (or only partly
   // write) their result; newOutput: uninitialised, for kernels that write
   // every element (audited per op below).
-  // A planned result is already in place (zero-filled): use it.
+  // A planned result is already in place: use it (zero-filled for
+  // newResult).
   auto newResult = [&](size_t i = 0) {
     const Tensor &pre = values[op.results.at(i)];
-    return pre.f ? pre : Tensor::zeros(resultShape(i));
+    if (!pre.f)
+      return Tensor::zeros(resultShape(i));
+    std::memset(pre.f.get(), 0, static_cast<size_t>(4 * pre.numel()));
+    return pre;
   };
   auto newOutput = [&](size_t i = 0) {
     const Tensor &pre = values[op.results.at(i)];
