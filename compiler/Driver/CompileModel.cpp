@@ -289,9 +289,14 @@ bool compileModelSource(const std::string &source, const std::string &path,
     return finish(false);
   std::string ignored;
   if (options.recompute == "auto" && options.stream.enabled) {
-    // Keep every intermediate when that plan fits; else recompute.
+    // Keep every intermediate when that plan fits with its checkpoints on
+    // the device (sending every intermediate to host memory and back costs
+    // more copy traffic than recomputing the layer); else recompute.
     mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
-    if (!runPipelines(*out.module, options, "all", "none", /*quiet=*/true,
+    CompileOptions keepAll = options;
+    if (keepAll.stream.checkpoints == "auto")
+      keepAll.stream.checkpoints = "device";
+    if (!runPipelines(*out.module, keepAll, "all", "none", /*quiet=*/true,
                       ignored)) {
       out.module = std::move(lowered);
       if (!runPipelines(*out.module, options, "input", "full", false, ignored))
