@@ -662,12 +662,9 @@ void Executor::exec(const bundle::Op &op, std::vector<Tensor> &values,
     setResult(std::move(t));
   } else if (name == "transpose") {
     const Tensor &x = in(0);
-    Tensor y;
-    y.shape = resultShape();
-    y.isInt = x.isInt;
     if (x.isInt)
       fail(op, "transposing integer tensors is not supported");
-    y.f = Tensor::allocate(x.numel(), false);
+    Tensor y = newOutput();
     cpu::transpose(x.data(), x.shape, op.listAttr("perm"), y.data());
     setResult(std::move(y));
   } else if (name == "split") {
