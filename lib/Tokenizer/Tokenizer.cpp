@@ -432,19 +432,27 @@ struct StripNormalizer : Normalizer {
   }
 };
 
+/// A "Sequence" component: its \p key array, each item parsed by \p parse
+/// (its JSON path indexed), in order.
+template <typename Seq, typename Parse>
+std::unique_ptr<Seq> parseSequence(const json &v, const std::string &path,
+                                   const char *key, Parse parse) {
+  auto seq = std::make_unique<Seq>();
+  const json &items = member(v, path, key);
+  std::string ip = join(path, key);
+  if (!items.is_array())
+    fail(ip, std::string("expected an array, got ") + typeName(items));
+  for (size_t i = 0; i < items.size(); ++i)
+    seq->items.push_back(parse(items[i], index(ip, i)));
+  return seq;
+}
+
 std::unique_ptr<Normalizer> parseNormalizer(const json &v,
                                             const std::string &path) {
   std::string type = typeOf(v, path);
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequenceNormalizer>();
-    const json &items = member(v, path, "normalizers");
-    std::string ip = join(path, "normalizers");
-    if (!items.is_array())
-      fail(ip, std::string("expected an array, got ") + typeName(items));
-    for (size_t i = 0; i < items.size(); ++i)
-      seq->items.push_back(parseNormalizer(items[i], index(ip, i)));
-    return seq;
-  }
+  if (type == "Sequence")
+    return parseSequence<SequenceNormalizer>(v, path, "normalizers",
+                                             parseNormalizer);
   if (type == "NFC")
     return std::make_unique<NFCNormalizer>();
   if (type == "NFD")
@@ -673,16 +681,9 @@ PrependScheme schemeField(const json &v, const std::string &path) {
 std::unique_ptr<PreTokenizer> parsePreTokenizer(const json &v,
                                                 const std::string &path) {
   std::string type = typeOf(v, path);
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequencePreTokenizer>();
-    const json &items = member(v, path, "pretokenizers");
-    std::string ip = join(path, "pretokenizers");
-    if (!items.is_array())
-      fail(ip, std::string("expected an array, got ") + typeName(items));
-    for (size_t i = 0; i < items.size(); ++i)
-      seq->items.push_back(parsePreTokenizer(items[i], index(ip, i)));
-    return seq;
-  }
+  if (type == "Sequence")
+    return parseSequence<SequencePreTokenizer>(v, path, "pretokenizers",
+                                               parsePreTokenizer);
   if (type == "ByteLevel") {
     auto p = std::make_unique<ByteLevelPreTokenizer>();
     p->addPrefixSpace = boolField(v, path, "add_prefix_space", true);
@@ -1037,16 +1038,9 @@ std::unique_ptr<PostProcessor> parsePostProcessor(const json &v,
   std::string type = typeOf(v, path);
   if (type == "ByteLevel")
     return std::make_unique<NoopPostProcessor>();
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequencePostProcessor>();
-    const json &items = member(v, path, "processors");
-    std::string ip = join(path, "processors");
-    if (!items.is_array())
-      fail(ip, std::string("expected an array, got ") + typeName(items));
-    for (size_t i = 0; i < items.size(); ++i)
-      seq->items.push_back(parsePostProcessor(items[i], index(ip, i)));
-    return seq;
-  }
+  if (type == "Sequence")
+    return parseSequence<SequencePostProcessor>(v, path, "processors",
+                                                parsePostProcessor);
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     auto t = std::make_unique<TemplatePostProcessor>();
     t->items.push_back(std::vector<uint32_t>{tokenPairId(v, path, "cls")});
@@ -1276,16 +1270,8 @@ struct MetaspaceDecoder : Decoder {
 
 std::unique_ptr<Decoder> parseDecoder(const json &v, const std::string &path) {
   std::string type = typeOf(v, path);
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequenceDecoder>();
-    const json &items = member(v, path, "decoders");
-    std::string ip = join(path, "decoders");
-    if (!items.is_array())
-      fail(ip, std::string("expected an array, got ") + typeName(items));
-    for (size_t i = 0; i < items.size(); ++i)
-      seq->items.push_back(parseDecoder(items[i], index(ip, i)));
-    return seq;
-  }
+  if (type == "Sequence")
+    return parseSequence<SequenceDecoder>(v, path, "decoders", parseDecoder);
   if (type == "ByteLevel")
     return std::make_unique<ByteLevelDecoder>();
   if (type == "ByteFallback")
