@@ -277,9 +277,20 @@ bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
     }
     l.keepsIntermediates = type.getNumResults() > 1;
     l.recomputes = backwardRecomputes(bwd);
+    l.forwardFlops = flops(fwd, dims);
+    if (auto save = bwd->getAttrOfType<StringAttr>("mt.save"))
+      l.save = save.str();
+    if (l.recomputes || l.save == "selective") {
+      if (l.save == "selective") {
+        for (Operation &op : fwd.getBody().front())
+          if (!isa<mt::MatMulOp, mt::AttentionOp, mt::MoeOp>(op))
+            l.recomputeFlops += opFlops(&op, dims, 0);
+      } else {
+        l.recomputeFlops = l.forwardFlops;
+      }
+    }
     l.workspaceBytes = std::max(plannedWorkspaceBytes(fwd, dims),
                                 plannedWorkspaceBytes(bwd, dims));
-    l.forwardFlops = flops(fwd, dims);
     out.layers.push_back(std::move(l));
   }
   func::FuncOp fb = functionIn(model, "forward_backward");
@@ -315,6 +326,23 @@ forwardLoops(const ModelCost &cost) {
     if (op.forward)
       loops.emplace_back(op.layer, op.count);
   return loops;
+}
+
+double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
+                            const DeviceRates &rates) {
+  double seconds = 0;
+  for (const auto &[name, count] : choices.forwardLoops) {
+    const LayerCost *l = cost.layer(name);
+    if (!l)
+      continue;
+    double perInstance =
+        static_cast<double>(l->recomputeFlops) / rates.flopsPerSecond;
+    if (choices.checkpointsOnHost)
+      perInstance += 2.0 * static_cast<double>(l->checkpointBytes) /
+                     rates.copyBytesPerSecond;
+    seconds += perInstance * static_cast<double>(count * choices.microBatches);
+  }
+  return seconds;
 }
 
 MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {

@@ -69,6 +69,14 @@ struct LayerCost {
   bool keepsIntermediates = false;
   /// The backward recomputes forward values from the input (save=input).
   bool recomputes = false;
+  /// What mtc-autodiff kept ("input", "all", "selective"; the backward's
+  /// mt.save), or empty when the backward does not say.
+  std::string save;
+  /// FLOPs the backward spends recomputing forward values: the whole
+  /// forward when it recomputes from the input alone; with save=selective
+  /// the forward's ops other than matmul, attention and moe (an upper
+  /// bound: some of them are not needed); 0 when everything is kept.
+  int64_t recomputeFlops = 0;
 };
 
 struct ModelCost {
@@ -116,6 +124,24 @@ struct MemoryPlan {
   int64_t largestLayerWeights = 0;
   std::string largestLayer;
 };
+
+/// What the cost model assumes of the device a plan runs on. The defaults
+/// are the CPU device on a 2-core AVX-512 machine (docs/streaming.md,
+/// "Choosing what to recompute"): fused and GEMM kernels at about 150
+/// GFLOP/s, and host-device copies, which there are memcpy on a core the
+/// kernels would otherwise use, at about 10 GB/s.
+struct DeviceRates {
+  double flopsPerSecond = 150e9;
+  double copyBytesPerSecond = 10e9;
+};
+
+/// Seconds one step spends on what the recompute policy costs: recomputing
+/// forward values in the backward (every forward loop instance's
+/// recomputeFlops, per micro-batch) plus, with checkpoints in host memory,
+/// copying each instance's checkpoint out and back. Compares policies of one
+/// model; it is not a step time.
+double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
+                            const DeviceRates &rates = {});
 
 /// The buffers, sizes and offsets of a step (docs/streaming.md, "Device
 /// buffers"). Loops must name layers of \p cost.

@@ -114,6 +114,29 @@ bool checkStreamOptions(const CompileOptions &options,
 /// Runs the training pipeline (autodiff with \p save) and, when streaming,
 /// the streaming pipeline with recompute \p policy. With \p quiet the
 /// diagnostics are collected in \p quietErrors instead of reported.
+/// The cost model's price of \p module's recompute policy (after the
+/// streaming pipeline): analysis::recomputeCostSeconds of its step.
+double recomputeCost(mlir::ModuleOp module) {
+  for (auto step : module.getBody()->getOps<stream::StepOp>()) {
+    auto model = mlir::dyn_cast_or_null<mt::ModelOp>(
+        mlir::SymbolTable::lookupSymbolIn(module, step.getModelAttr()));
+    if (!model)
+      continue;
+    analysis::Dims dims{static_cast<int64_t>(step.getBatch()),
+                        static_cast<int64_t>(step.getSeq())};
+    analysis::ModelCost cost;
+    std::string err;
+    if (!analysis::analyzeModel(model, dims, cost, err))
+      continue;
+    analysis::PlanChoices choices;
+    choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
+    choices.checkpointsOnHost = step.getCheckpoints() == "host";
+    choices.forwardLoops = analysis::forwardLoops(cost);
+    return analysis::recomputeCostSeconds(cost, choices);
+  }
+  return 0;
+}
+
 bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
                   const std::string &save, const std::string &policy,
                   bool quiet, std::string &quietErrors) {
@@ -280,9 +303,9 @@ bool compileModelSource(const std::string &source, const std::string &path,
   if (stage == CompileStage::Lowered)
     return finish(true);
   if (options.recompute != "full" && options.recompute != "none" &&
-      options.recompute != "auto") {
+      options.recompute != "selective" && options.recompute != "auto") {
     diags.error({}, "unknown recompute policy '" + options.recompute +
-                        "' (expected full, none or auto)");
+                        "' (expected full, none, selective or auto)");
     return finish(false);
   }
   if (options.stream.enabled && !checkStreamOptions(options, diags))
@@ -291,20 +314,31 @@ bool compileModelSource(const std::string &source, const std::string &path,
   if (options.recompute == "auto" && options.stream.enabled) {
     // Keep every intermediate when that plan fits with its checkpoints on
     // the device (sending every intermediate to host memory and back costs
-    // more copy traffic than recomputing the layer); else recompute.
+    // more copy traffic than recomputing the cheap ops). Else keep the
+    // results of the expensive ops (selective) when that plan fits and the
+    // cost model prices its checkpoint copies below recomputing the whole
+    // layer; else recompute (full).
     mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
     CompileOptions keepAll = options;
     if (keepAll.stream.checkpoints == "auto")
       keepAll.stream.checkpoints = "device";
     if (!runPipelines(*out.module, keepAll, "all", "none", /*quiet=*/true,
                       ignored)) {
-      out.module = std::move(lowered);
-      if (!runPipelines(*out.module, options, "input", "full", false, ignored))
+      out.module = lowered->clone();
+      bool selective = runPipelines(*out.module, options, "selective",
+                                    "selective", /*quiet=*/true, ignored);
+      mlir::OwningOpRef<mlir::ModuleOp> full = std::move(lowered);
+      if (!runPipelines(*full, options, "input", "full", false, ignored))
         return finish(false);
+      if (!selective || recomputeCost(*full) < recomputeCost(*out.module))
+        out.module = std::move(full);
     }
   } else {
-    std::string save = options.recompute == "none" ? "all" : "input";
-    std::string policy = options.recompute == "none" ? "none" : "full";
+    std::string save = options.recompute == "none"        ? "all"
+                       : options.recompute == "selective" ? "selective"
+                                                          : "input";
+    std::string policy =
+        options.recompute == "auto" ? "full" : options.recompute;
     if (!runPipelines(*out.module, options, save, policy, false, ignored))
       return finish(false);
   }

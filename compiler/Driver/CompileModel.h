@@ -51,8 +51,12 @@ struct CompileOptions {
   /// Backward recomputation: "full" recomputes each layer from its input
   /// (the only activation kept per layer instance); "none" keeps every
   /// intermediate the backward needs (no recomputation, more memory);
-  /// "auto" (with streaming) keeps everything when that plan fits the
-  /// budget, else recomputes; without streaming it is "full".
+  /// "selective" keeps the results of matmul, attention and moe and
+  /// recomputes the cheap ops between them; "auto" (with streaming) keeps
+  /// everything when that plan fits the budget with its checkpoints on the
+  /// device, else selective when its plan fits and the cost model says
+  /// copying the saved values costs less than recomputing them, else full;
+  /// without streaming it is "full".
   std::string recompute = "full";
   /// Streaming step plan (off by default).
   StreamOptions stream;

@@ -461,9 +461,9 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
   using MtcAutodiffBase::MtcAutodiffBase;
 
   void runOnOperation() override {
-    if (save != "input" && save != "all") {
-      getOperation().emitError() << "mtc-autodiff: save must be 'input' or "
-                                    "'all', got '"
+    if (save != "input" && save != "all" && save != "selective") {
+      getOperation().emitError() << "mtc-autodiff: save must be 'input', "
+                                    "'all' or 'selective', got '"
                                  << save << "'";
       return signalPassFailure();
     }
@@ -475,8 +475,7 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
         for (auto expert : layer.getBody().front().getOps<ExpertOp>())
           if (failed(buildBackward(expert, expert.getForward(), grads)))
             failedAny = true;
-        if (failed(
-                buildBackward(layer, layer.getForward(), grads, save == "all")))
+        if (failed(buildBackward(layer, layer.getForward(), grads, save)))
           failedAny = true;
       }
       if (!failedAny && failed(buildModelForwardBackward(model, grads)))
@@ -491,7 +490,7 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
   /// (both map one activation to one of the same type).
   template <typename ContainerOp>
   LogicalResult buildBackward(ContainerOp container, func::FuncOp forward,
-                              unsigned &grads, bool saveAll = false) {
+                              unsigned &grads, StringRef saveMode = "input") {
     if (!forward)
       return container.emitOpError() << "has no @forward";
     if (container.lookupSymbol("backward"))
@@ -521,8 +520,12 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
     if (!dx)
       dx = ZerosOp::create(b, forward.getLoc(), gradAct);
     func::ReturnOp::create(b, forward.getLoc(), dx);
-    if (saveAll)
-      keepIntermediates(forward, fn, ops);
+    if (saveMode != "input")
+      keepIntermediates(forward, fn, ops, saveMode == "selective");
+    // What the backward keeps, for mtc-insert-recompute (experts always
+    // recompute: they run inside their layer's backward).
+    if (isa<LayerOp>(container.getOperation()))
+      fn->setAttr("mt.save", b.getStringAttr(saveMode));
     eraseDeadOps(*entry);
     ++numBackwardFunctions;
     return success();
@@ -531,9 +534,24 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
   /// save=all: every value of the recomputed forward (\p cloned, in the
   /// order of \p forward's ops) that the reverse sweep reads becomes an extra
   /// result of the forward and an extra argument of \p backward.
+  /// save=selective (\p selective): only the results of the expensive ops
+  /// (matmul, attention, moe) that the backward needs, directly or through
+  /// the recomputation of cheap ops, are kept; the cheap ops (norms, rope,
+  /// activations, residual adds) are recomputed from them and the input.
   void keepIntermediates(func::FuncOp forward, func::FuncOp backward,
-                         ArrayRef<Operation *> cloned) {
+                         ArrayRef<Operation *> cloned, bool selective) {
     llvm::SmallPtrSet<Operation *, 32> clones(cloned.begin(), cloned.end());
+    // Clones the backward needs: used by a gradient op or by a needed clone.
+    llvm::SmallPtrSet<Operation *, 32> needed;
+    for (Operation *op : llvm::reverse(cloned))
+      for (Operation *user : op->getUsers())
+        if (!clones.contains(user) || needed.contains(user)) {
+          needed.insert(op);
+          break;
+        }
+    auto expensive = [](Operation *op) {
+      return isa<MatMulOp, AttentionOp, MoeOp>(op);
+    };
     SmallVector<Operation *> originals;
     for (Operation &op : forward.getBody().front().without_terminator())
       originals.push_back(&op);
@@ -543,11 +561,14 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
     for (auto [clone, original] : llvm::zip(cloned, originals)) {
       if (isa<ParamRefOp, ConstantOp>(clone))
         continue;
+      if (selective && !(expensive(clone) && needed.contains(clone)))
+        continue;
       for (auto [r, o] :
            llvm::zip(clone->getResults(), original->getResults())) {
-        if (llvm::none_of(r.getUsers(), [&](Operation *user) {
-              return !clones.contains(user);
-            }))
+        if (selective ? r.use_empty()
+                      : llvm::none_of(r.getUsers(), [&](Operation *user) {
+                          return !clones.contains(user);
+                        }))
           continue;
         results.push_back(o);
         r.replaceAllUsesWith(entry.addArgument(r.getType(), r.getLoc()));

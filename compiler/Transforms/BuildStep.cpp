@@ -53,9 +53,13 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
       return signalPassFailure();
     }
     // Every layer needs its backward.
-    bool keepsAll = false;
+    bool keepsAll = false, selective = false;
     for (auto layer : model.getBody().front().getOps<mt::LayerOp>()) {
-      if (!SymbolTable::lookupSymbolIn(layer, "backward")) {
+      Operation *bwd = SymbolTable::lookupSymbolIn(layer, "backward");
+      if (auto save =
+              bwd ? bwd->getAttrOfType<StringAttr>("mt.save") : StringAttr())
+        selective |= save.getValue() == "selective";
+      if (!bwd) {
         layer.emitError() << "layer @" << layer.getSymName()
                           << " has no backward function (run mtc-autodiff "
                              "first)";
@@ -73,7 +77,10 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
     auto step = stream::StepOp::create(
         b, loc, FlatSymbolRefAttr::get(model.getSymNameAttr()), i64(batch),
         i64(seq), i64(microBatches), /*prefetch_depth=*/i64(1),
-        b.getStringAttr(keepsAll ? "none" : "full"), b.getStringAttr("device"),
+        b.getStringAttr(selective  ? "selective"
+                        : keepsAll ? "none"
+                                   : "full"),
+        b.getStringAttr("device"),
         /*checkpoints_auto=*/UnitAttr(),
         /*device_budget=*/i64(0), /*device_peak=*/i64(0));
     Block *body = new Block();

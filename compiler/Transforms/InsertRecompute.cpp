@@ -27,33 +27,59 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
     int64_t budgetBytes = 0;
     if (!step || failed(steputil::parseBudget(module, budget, budgetBytes)))
       return signalPassFailure();
-    if (recompute != "auto" && recompute != "full" && recompute != "none") {
+    if (recompute != "auto" && recompute != "full" && recompute != "none" &&
+        recompute != "selective") {
       module.emitError() << "mtc-insert-recompute: recompute must be auto, "
-                            "full or none, got '"
+                            "full, none or selective, got '"
                          << recompute << "'";
       return signalPassFailure();
     }
     analysis::ModelCost cost;
     if (failed(steputil::analyzeStep(step, cost)))
       return signalPassFailure();
-    // How the module was compiled: save=all keeps intermediates, save=input
-    // recomputes them; a layer with nothing to keep is both.
-    std::string keeping, recomputing;
+    // How the module was compiled: save=all keeps intermediates (none),
+    // save=input recomputes them (full), save=selective keeps the results of
+    // the expensive ops and recomputes the rest; a layer with nothing to keep
+    // is any of them. Layers without mt.save are inferred from their shape.
+    auto policyOf = [](const analysis::LayerCost &l) -> std::string {
+      if (!l.keepsIntermediates)
+        return "";
+      if (l.save == "selective")
+        return "selective";
+      return "none";
+    };
+    std::string compiled, compiledLayer, recomputing;
+    bool anySelective = false;
     for (const analysis::LayerCost &l : cost.layers) {
-      if (l.keepsIntermediates && keeping.empty())
-        keeping = l.name;
+      anySelective |= l.save == "selective";
+      std::string p = policyOf(l);
+      if (!p.empty() && compiled.empty()) {
+        compiled = p;
+        compiledLayer = l.name;
+      }
       if (l.recomputes && recomputing.empty())
         recomputing = l.name;
     }
+    auto describe = [](const std::string &p) {
+      return p == "none" ? "mtc-autodiff save=all (recompute none)"
+                         : "mtc-autodiff save=selective (recompute selective)";
+    };
     std::string policy = recompute;
     if (policy == "auto")
-      policy = keeping.empty() ? "full" : "none";
-    if (policy == "full" && !keeping.empty()) {
+      policy = compiled.empty() ? "full" : compiled;
+    if (policy == "full" && !compiled.empty()) {
       step.emitOpError() << "recompute=full, but the forward of layer @"
-                         << keeping
+                         << compiledLayer
                          << " keeps intermediates for its backward: the "
-                            "module was differentiated with mtc-autodiff "
-                            "save=all (recompute none)";
+                            "module was differentiated with "
+                         << describe(compiled);
+      return signalPassFailure();
+    }
+    if (policy == "none" && compiled == "selective") {
+      step.emitOpError() << "recompute=none, but layer @" << compiledLayer
+                         << " keeps only some intermediates: the module was "
+                            "differentiated with "
+                         << describe(compiled);
       return signalPassFailure();
     }
     if (policy == "none" && !recomputing.empty()) {
@@ -62,6 +88,16 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
                          << " recomputes its forward: the module was "
                             "differentiated with mtc-autodiff save=input "
                             "(recompute full)";
+      return signalPassFailure();
+    }
+    if (policy == "selective" && compiled != "selective" &&
+        !(compiled.empty() && anySelective)) {
+      step.emitOpError()
+          << "recompute=selective, but the module was differentiated with "
+          << (compiled.empty() ? std::string("mtc-autodiff save=input "
+                                             "(recompute full)")
+                               : describe(compiled))
+          << "; differentiate with mtc-autodiff save=selective";
       return signalPassFailure();
     }
     step.setRecompute(policy);

@@ -63,7 +63,8 @@ LogicalResult StepOp::verify() {
                          {"prefetch_depth", getPrefetchDepth()}})
     if (v < 1)
       return emitOpError() << name << " must be >= 1, got " << v;
-  if (failed(oneOf(*this, "recompute", getRecompute(), {"full", "none"})) ||
+  if (failed(oneOf(*this, "recompute", getRecompute(),
+                   {"full", "none", "selective"})) ||
       failed(
           oneOf(*this, "checkpoints", getCheckpoints(), {"device", "host"})) ||
       failed(nonNegative(*this, "device_budget", getDeviceBudget())) ||

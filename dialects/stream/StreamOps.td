@@ -82,7 +82,8 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
     instance's weights are loaded once and applied to all micro-batches).
     `prefetch_depth` is the number of weight slots, `recompute` what a layer
     keeps for its backward (`full`: its input; `none`: every intermediate the
-    backward reads), `checkpoints` where those are kept (`device` or `host`;
+    backward reads; `selective`: the results of its matmul, attention and moe
+    ops, the cheap ops in between being recomputed), `checkpoints` where those are kept (`device` or `host`;
     `checkpoints_auto` records that mtc-insert-offload chose it).
     `device_budget` (0: none given) and `device_peak` (0: not planned yet) are
     bytes. The body holds the `stream.buffer` declarations (a symbol table:
@@ -280,8 +281,8 @@ def Stream_SaveOp : Stream_BodyOp<"save"> {
   let summary = "keeps the instance's input (and saved values) for backward";
   let description = [{
     Forward loops only. Keeps what the instance's backward needs, for every
-    micro-batch: its input (and with `recompute = "none"` the extra results
-    of its forward), in `checkpoints` (`to = "device"`) or through the
+    micro-batch: its input (and with `recompute = "none"` or `"selective"`
+    the extra results of its forward), in `checkpoints` (`to = "device"`) or through the
     staging slots into `checkpoints.host` (`to = "host"`).
 
     ```mlir

@@ -703,7 +703,8 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
   s->seq = getInt(j, "seq", where, 1, kMaxDim);
   s->microBatches = getInt(j, "micro_batches", where, 1, kMaxDim);
   s->prefetchDepth = getInt(j, "prefetch_depth", where, 1, kMaxDim);
-  s->recompute = getChoice(j, "recompute", where, {"full", "none"});
+  s->recompute =
+      getChoice(j, "recompute", where, {"full", "none", "selective"});
   s->checkpoints = getChoice(j, "checkpoints", where, {"device", "host"});
   s->deviceBudget = getInt(j, "device_budget", where, 0, kMaxBytes);
   s->devicePeak = getInt(j, "device_peak", where, 0, kMaxBytes);

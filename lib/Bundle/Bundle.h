@@ -132,8 +132,10 @@ struct PlanCommand {
 struct StepPlan {
   int64_t batch = 0, seq = 0; ///< one micro-batch is [batch, seq] tokens
   int64_t microBatches = 1;
-  int64_t prefetchDepth = 2;          ///< weight slots
-  std::string recompute = "full";     ///< full (save inputs) | none (save all)
+  int64_t prefetchDepth = 2; ///< weight slots
+  /// full (save inputs) | none (save all) | selective (save the results of
+  /// matmul, attention and moe; recompute the rest)
+  std::string recompute = "full";
   std::string checkpoints = "device"; ///< device | host
   int64_t deviceBudget = 0;           ///< bytes
   int64_t devicePeak = 0;             ///< bytes the buffers below need

@@ -115,6 +115,10 @@ HostBuffer HostStore::allocate(int64_t bytes, const std::string &what) {
   if (p == MAP_FAILED)
     throw DeviceError{"host store: cannot allocate " + formatBytes(bytes) +
                       quoted(what) + ": " + std::strerror(errno)};
+  // Transparent huge pages where offered (best effort): the weights and
+  // optimizer state are streamed through every step.
+  if (bytes >= (int64_t(2) << 20))
+    ::madvise(p, static_cast<size_t>(bytes), MADV_HUGEPAGE);
   b.ptr = p;
   b.bytes = bytes;
   b.mapped = static_cast<size_t>(bytes);

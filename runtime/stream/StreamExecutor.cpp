@@ -158,8 +158,9 @@ void StreamExecutor::validate() {
     planError("needs " + std::to_string(p.devicePeak) +
               " bytes of device memory; the device has " +
               std::to_string(device.capacity()));
-  if (p.recompute != "full" && p.recompute != "none")
-    planError("recompute must be 'full' or 'none'");
+  if (p.recompute != "full" && p.recompute != "none" &&
+      p.recompute != "selective")
+    planError("recompute must be 'full', 'none' or 'selective'");
   hostCheckpoints = p.checkpoints == "host";
 
   // Parameter groups and their layout inside a weight slot.

@@ -34,4 +34,4 @@ mt.model @M {
 // CHECK: mt.weight_grad %[[BX]]
 // CHECK: return
 
-// BAD: mtc-autodiff: save must be 'input' or 'all', got 'some'
+// BAD: mtc-autodiff: save must be 'input', 'all' or 'selective', got 'some'

@@ -8,6 +8,13 @@
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-recompute="recompute=none" 2>&1 | FileCheck %s --check-prefix=MISMATCH-NONE
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad --recompute none | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-recompute="budget=1MiB" 2>&1 | FileCheck %s --check-prefix=BUDGET
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-recompute="recompute=some" 2>&1 | FileCheck %s --check-prefix=BAD
+// With save=selective the forward keeps q, k, v, the attention output (with
+// its log-sum-exp), wo, gate and up: 256*4*(256+128+128+256+256+688+688)
+// + 256*8*4 = 2727936 bytes with the input.
+// RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad --recompute selective | mtc-opt --mtc-build-step="batch=4 seq=64" --mtc-insert-recompute | FileCheck %s --check-prefix=SELECTIVE
+// RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad --recompute selective | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-recompute="recompute=none" 2>&1 | FileCheck %s --check-prefix=MISMATCH-SEL-NONE
+// RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad --recompute selective | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-recompute="recompute=full" 2>&1 | FileCheck %s --check-prefix=MISMATCH-SEL-FULL
+// RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-recompute="recompute=selective" 2>&1 | FileCheck %s --check-prefix=MISMATCH-SEL
 
 // FULL: stream.step @TinyLlama attributes {{{.*}}recompute = "full"
 // FULL: stream.layers @Block[0, 4] "forward" op_index = 2 attributes {checkpoint_bytes = 262144 : i64}
@@ -19,4 +26,10 @@
 // MISMATCH-FULL: error: 'stream.step' op recompute=full, but the forward of layer @Block keeps intermediates for its backward: the module was differentiated with mtc-autodiff save=all (recompute none)
 // MISMATCH-NONE: error: 'stream.step' op recompute=none, but the backward of layer @Block recomputes its forward: the module was differentiated with mtc-autodiff save=input (recompute full)
 // BUDGET: error: 'stream.step' op keeping every intermediate needs 18.8 MiB of checkpoints, more than the budget of 1 MiB; differentiate with mtc-autodiff save=input (recompute full)
-// BAD: error: mtc-insert-recompute: recompute must be auto, full or none, got 'some'
+// BAD: error: mtc-insert-recompute: recompute must be auto, full, none or selective, got 'some'
+
+// SELECTIVE: stream.step @TinyLlama attributes {{{.*}}recompute = "selective"
+// SELECTIVE: stream.layers @Block[0, 4] "forward" op_index = 2 attributes {checkpoint_bytes = 2727936 : i64}
+// MISMATCH-SEL-NONE: error: 'stream.step' op recompute=none, but layer @Block keeps only some intermediates: the module was differentiated with mtc-autodiff save=selective (recompute selective)
+// MISMATCH-SEL-FULL: error: 'stream.step' op recompute=full, but the forward of layer @Block keeps intermediates for its backward: the module was differentiated with mtc-autodiff save=selective (recompute selective)
+// MISMATCH-SEL: error: 'stream.step' op recompute=selective, but the module was differentiated with mtc-autodiff save=input (recompute full); differentiate with mtc-autodiff save=selective

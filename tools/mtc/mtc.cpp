@@ -67,7 +67,7 @@ int runExportHF(const std::vector<std::string> &args);
 const Command kCommands[] = {
     {"compile",
      "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
-     "[-o FILE] [--cpu NAME] [--recompute full|none|auto] [--set "
+     "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
      "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
      "device|host|auto]]",
@@ -77,7 +77,8 @@ const Command kCommands[] = {
      runCompile},
     {"plan",
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
-     "[--micro-batches N] [--prefetch-depth N] [--recompute auto|full|none] "
+     "[--micro-batches N] [--prefetch-depth N] [--recompute "
+     "auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--set NAME=VALUE]...",
      "print the streaming memory plan of a model: device buffers, peak, "
      "smallest feasible budget, host bytes per parameter",
@@ -90,7 +91,8 @@ const Command kCommands[] = {
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
      "[--out DIR] [--resume DIR] [--stop-after N] [--metrics FILE.jsonl] "
      "[--threads N] [--sample-prompt TEXT] "
-     "[--sample-tokens N] [--kernels on|off] [--recompute auto|full|none] "
+     "[--sample-tokens N] [--kernels on|off] [--recompute "
+     "auto|full|selective|none] "
      "[--cpu NAME] [--set NAME=VALUE]... [--host-state-file PATH] "
      "[--device-memory SIZE "
      "[--prefetch-depth N] [--checkpoints device|host|auto] [--trace "
@@ -130,7 +132,7 @@ const Command kCommands[] = {
      "mtc gradcheck MODEL.mt|MODEL.mtb|--hf DIR [--batch N] [--seq N] [--seed "
      "N] "
      "[--set NAME=VALUE]... [--tolerance X] [--step X] "
-     "[--recompute full|none] [--cpu NAME]",
+     "[--recompute full|none|selective] [--cpu NAME]",
      "compare the compiled gradients with finite differences on a small "
      "random instance",
      runGradCheck},
@@ -484,12 +486,29 @@ int runPlan(const std::vector<std::string> &args) {
        << formatByteSize(l.weightBytes) << " of weights per instance; per "
        << "micro-batch: checkpoint " << formatByteSize(l.checkpointBytes)
        << ", workspace " << formatByteSize(l.workspaceBytes) << ", forward "
-       << withCommas(l.forwardFlops) << " FLOPs\n";
+       << withCommas(l.forwardFlops) << " FLOPs, recomputed "
+       << withCommas(l.recomputeFlops) << " FLOPs\n";
   os << "step: " << step.microBatches << " micro-batch"
      << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
      << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
      << ", recompute " << step.recompute << ", checkpoints " << step.checkpoints
      << "\n";
+  {
+    // What the policy costs by the cost model `--recompute auto` uses.
+    mtc::analysis::PlanChoices choices;
+    choices.microBatches = step.microBatches;
+    choices.checkpointsOnHost = step.checkpoints == "host";
+    choices.forwardLoops = mtc::analysis::forwardLoops(cost);
+    mtc::analysis::DeviceRates rates;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "recompute cost: %.1f ms per step (cost model: %.0f "
+                  "GFLOP/s, copies at %.0f GB/s)\n",
+                  1e3 *
+                      mtc::analysis::recomputeCostSeconds(cost, choices, rates),
+                  rates.flopsPerSecond / 1e9, rates.copyBytesPerSecond / 1e9);
+    os << buf;
+  }
   os << "device budget: "
      << (step.deviceBudget ? formatByteSize(step.deviceBudget) + " (" +
                                  std::to_string(step.deviceBudget) + " bytes)"

@@ -34,7 +34,7 @@ module {
       return %c : !mt.tensor<[], f32>
     }
   }
-  // expected-error @+1 {{recompute must be one of 'full', 'none'; got 'some'}}
+  // expected-error @+1 {{recompute must be one of 'full', 'none', 'selective'; got 'some'}}
   stream.step @Tiny attributes {batch = 4 : i64, seq = 64 : i64, micro_batches = 2 : i64, prefetch_depth = 2 : i64, recompute = "some", checkpoints = "device", device_budget = 67108864 : i64, device_peak = 8388608 : i64} {
   }
 }

@@ -38,7 +38,7 @@ def main():
                         plain] + common + sets, check=True,
                        stdout=subprocess.DEVNULL)
         want = [json.loads(l)["loss"] for l in open(plain)]
-        for recompute in ("full", "none"):
+        for recompute in ("full", "none", "selective"):
             for ckpt in ("device", "host"):
                 opts = ["--micro-batches", str(mb), "--recompute", recompute,
                         "--checkpoints", ckpt]
