@@ -1090,7 +1090,9 @@ int runTrain(const std::vector<std::string> &args) {
   } else {
     // Without a device budget and without --recompute, keep the activations
     // (recompute none: no forward recomputed in the backward, as PyTorch
-    // eager does) when that fits comfortably in host memory; else recompute.
+    // eager does) when that fits comfortably in host memory; else keep the
+    // matmul and attention results (selective) when those fit; else
+    // recompute whole layers.
     keepActivations = copts.recompute.empty() && deviceMemory.empty();
     if (keepActivations)
       copts.recompute = "none";
@@ -1105,17 +1107,32 @@ int runTrain(const std::vector<std::string> &args) {
   if (keepActivations) {
     double need = mtc::driver::trainingHostBytes(b, opts.batch, opts.seq);
     double avail = mtc::driver::hostMemoryAvailable();
+    auto mib = [](double bytes) {
+      return std::to_string(static_cast<int64_t>(bytes / (1 << 20)));
+    };
     if (avail > 0 && need > 0.5 * avail) {
-      std::cout << "note: keeping every activation would need "
-                << static_cast<int64_t>(need / (1 << 20)) << " MiB of the "
-                << static_cast<int64_t>(avail / (1 << 20))
-                << " MiB available; recomputing layers in the backward "
-                   "(--recompute full)\n";
-      copts.recompute = "full";
-      mtc::bundle::Bundle full;
-      if (!loadInput(input, hf, copts, full))
+      copts.recompute = "selective";
+      mtc::bundle::Bundle selective;
+      if (!loadInput(input, hf, copts, selective))
         return 1;
-      b = std::move(full);
+      double some =
+          mtc::driver::trainingHostBytes(selective, opts.batch, opts.seq);
+      std::cout << "note: keeping every activation would need " << mib(need)
+                << " MiB of the " << mib(avail) << " MiB available; ";
+      if (some <= 0.5 * avail) {
+        std::cout << "keeping the matmul and attention results (" << mib(some)
+                  << " MiB) and recomputing the rest (--recompute "
+                     "selective)\n";
+        b = std::move(selective);
+      } else {
+        std::cout << "recomputing layers in the backward (--recompute "
+                     "full)\n";
+        copts.recompute = "full";
+        mtc::bundle::Bundle full;
+        if (!loadInput(input, hf, copts, full))
+          return 1;
+        b = std::move(full);
+      }
     }
   }
   if (!b.step && (!deviceMemory.empty() || !opts.trace.empty()))
