@@ -380,9 +380,18 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
     add("weights." + std::to_string(i), "weights", weights);
   add("grads.0", "grads", weights);
   add("grads.1", "grads", weights);
-  add("activations", "activations", 2 * m * boundary);
+  // With host checkpoints and several micro-batches the boundary
+  // activations wait in host memory too, and the device keeps two input and
+  // two output slots and two checkpoint staging slots (per micro-batch);
+  // else every micro-batch's activations (ping-pong) and staging are on the
+  // device.
+  bool hostActivations = choices.checkpointsOnHost && m > 1;
+  add("activations", "activations",
+      hostActivations ? 4 * boundary : 2 * m * boundary);
+  if (hostActivations)
+    add("activations.host", "activations", m * boundary, /*host=*/true);
   if (choices.checkpointsOnHost) {
-    add("checkpoints", "checkpoints", 2 * m * maxCkpt);
+    add("checkpoints", "checkpoints", (hostActivations ? 2 : 2 * m) * maxCkpt);
     add("checkpoints.host", "checkpoints", ckptDevice, /*host=*/true);
   } else {
     add("checkpoints", "checkpoints", ckptDevice);

@@ -119,8 +119,10 @@ LogicalResult BufferOp::verify() {
       failed(oneOf(*this, "space", getSpace(), {"device", "host"})) ||
       failed(nonNegative(*this, "bytes", getBytes())))
     return failure();
-  if (getSpace() == "host" && getKind() != "checkpoints")
-    return emitOpError() << "only checkpoints can live in host memory";
+  if (getSpace() == "host" && getKind() != "checkpoints" &&
+      getKind() != "activations")
+    return emitOpError()
+           << "only checkpoints and activations can live in host memory";
   if (IntegerAttr offset = getOffsetAttr()) {
     if (getSpace() == "host")
       return emitOpError() << "a host buffer has no arena offset";

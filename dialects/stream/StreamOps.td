@@ -120,7 +120,7 @@ def Stream_BufferOp : Stream_Op<"buffer", [Symbol, HasParent<"StepOp">]> {
     `kind` is one of `model_weights`, `model_grads`, `weights`, `grads`,
     `activations`, `checkpoints`, `stage`, `workspace`; `space` is `device`
     (a region of the device arena) or `host` (pinned host memory, only for
-    offloaded checkpoints). `offset` is the byte offset in the device arena
+    offloaded checkpoints and the boundary activations that wait there). `offset` is the byte offset in the device arena
     (a multiple of 256), assigned by mtc-plan-memory; host buffers have none.
 
     ```mlir

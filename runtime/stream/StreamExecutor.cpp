@@ -62,6 +62,18 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
   h2d = device.createStream("h2d");
   d2h = device.createStream("d2h");
   opt = device.createHostStream("optimizer");
+  if (hostActivations) {
+    actIn = device.createStream("h2d.act");
+    actOut = device.createStream("d2h.act");
+    for (int k = 0; k < 2; ++k) {
+      evActIn[k] = device.createEvent();
+      evActInFree[k] = device.createEvent();
+      evActOut[k] = device.createEvent();
+      evActOutFree[k] = device.createEvent();
+    }
+    for (int64_t mb = 0; mb < p.microBatches; ++mb)
+      evHostAct.push_back(device.createEvent());
+  }
   for (int64_t s = 0; s < p.prefetchDepth; ++s) {
     evWeights.push_back(device.createEvent());
     evSlotFree.push_back(device.createEvent());
@@ -162,6 +174,7 @@ void StreamExecutor::validate() {
       p.recompute != "selective")
     planError("recompute must be 'full', 'none' or 'selective'");
   hostCheckpoints = p.checkpoints == "host";
+  hostActivations = hostCheckpoints && M > 1;
 
   // Parameter groups and their layout inside a weight slot.
   auto addSlot = [&](Group &g, ParamSlot *s) {
@@ -279,9 +292,20 @@ void StreamExecutor::validate() {
         bufferOffset("weights." + std::to_string(s), slotBytes));
   gradsOff[0] = bufferOffset("grads.0", slotBytes);
   gradsOff[1] = bufferOffset("grads.1", slotBytes);
-  activationsOff = bufferOffset("activations", 2 * M * activationBytes);
+  activationsOff =
+      bufferOffset("activations", hostActivations ? 4 * activationBytes
+                                                  : 2 * M * activationBytes);
+  if (hostActivations) {
+    const bundle::PlanBuffer *ha = p.buffer("activations.host");
+    hostActBytes = M * activationBytes;
+    if (!ha || ha->space != "host" || ha->bytes < hostActBytes)
+      planError("buffer 'activations.host' must be host memory of at least " +
+                std::to_string(hostActBytes) + " bytes");
+    hostAct.reset(new char[static_cast<size_t>(hostActBytes)]);
+  }
   if (hostCheckpoints) {
-    stagingOff = bufferOffset("checkpoints", 2 * M * maxCkptBytes);
+    stagingOff = bufferOffset("checkpoints",
+                              (hostActivations ? 2 : 2 * M) * maxCkptBytes);
     hostCkptBytes = ckptTotal;
     hostCkpt.reset(
         new char[static_cast<size_t>(std::max<int64_t>(hostCkptBytes, 1))]);
@@ -334,7 +358,13 @@ int64_t StreamExecutor::actOff(int64_t side, int64_t mb) const {
   return activationsOff + (side * p.microBatches + mb) * activationBytes;
 }
 
-int64_t StreamExecutor::hostBytes() const { return hostCkptBytes; }
+int64_t StreamExecutor::actSlotOff(bool out, int64_t j) const {
+  return activationsOff + ((out ? 2 : 0) + j) * activationBytes;
+}
+
+int64_t StreamExecutor::hostBytes() const {
+  return hostCkptBytes + hostActBytes;
+}
 
 void StreamExecutor::launchUpdate(Group &g, device::Event done) {
   if (g.layer.empty())
@@ -520,9 +550,11 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
     peak = std::max(peak, off + slotBytes);
   for (int64_t off : gradsOff)
     peak = std::max(peak, off + slotBytes);
-  peak = std::max(peak, activationsOff + 2 * M * activationBytes);
+  peak = std::max(peak, activationsOff +
+                            (hostActivations ? 4 : 2 * M) * activationBytes);
   if (hostCheckpoints)
-    peak = std::max(peak, stagingOff + 2 * M * maxCkptBytes);
+    peak = std::max(peak,
+                    stagingOff + (hostActivations ? 2 : 2 * M) * maxCkptBytes);
   else if (!ckptIndex.empty())
     peak =
         std::max(peak, checkpointsOff + static_cast<int64_t>(ckptIndex.size()) *
@@ -554,25 +586,32 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
   const bundle::Op *op = loop.op;
   std::vector<int64_t> shape = loop.boundaryShape;
 
-  // The loop's input, per micro-batch, into the activation buffer.
-  launchWork(
-      compute,
-      [this, &vals, op, boundaryBytes, M] {
-        for (int64_t mb = 0; mb < M; ++mb) {
-          const Tensor &x = vals[mb][op->operands.at(0)];
-          if (!x.f || x.numel() * 4 != boundaryBytes)
-            throw ExecError{"layers loop input has the wrong shape"};
-          std::memcpy(dev(actOff(0, mb), boundaryBytes), x.data(),
-                      static_cast<size_t>(boundaryBytes));
-        }
-      },
-      "loop input");
+  // The loop's input, per micro-batch, into the activation buffer (host
+  // activations: the first instance reads it from the stage directly).
+  if (!hostActivations)
+    launchWork(
+        compute,
+        [this, &vals, op, boundaryBytes, M] {
+          for (int64_t mb = 0; mb < M; ++mb) {
+            const Tensor &x = vals[mb][op->operands.at(0)];
+            if (!x.f || x.numel() * 4 != boundaryBytes)
+              throw ExecError{"layers loop input has the wrong shape"};
+            std::memcpy(dev(actOff(0, mb), boundaryBytes), x.data(),
+                        static_cast<size_t>(boundaryBytes));
+          }
+        },
+        "loop input");
 
   // Extra results a `--recompute none` forward keeps, and their layout after
   // the input inside a checkpoint.
   const bundle::Layer *l = b.layer(layer);
-  std::vector<std::vector<int64_t>> extraShapes;
-  std::vector<int64_t> extraOffsets, extraLse;
+  InstanceCall call;
+  call.layer = layer;
+  call.shape = shape;
+  call.boundaryBytes = boundaryBytes;
+  std::vector<std::vector<int64_t>> &extraShapes = call.extraShapes;
+  std::vector<int64_t> &extraOffsets = call.extraOffsets;
+  std::vector<int64_t> &extraLse = call.extraLse;
   {
     const bundle::Function &f = l->functions.at("forward");
     int64_t off = bundle::tensorBytes(loop.boundaryNumel);
@@ -596,6 +635,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
     }
   }
   const int64_t ckpt = ckptBytes.count(layer) ? ckptBytes.at(layer) : 0;
+  call.ckpt = ckpt;
 
   auto targets = [&](int64_t k, int64_t ahead) {
     std::vector<int64_t> t;
@@ -633,7 +673,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         saveHost = c.strAttr("to") == "host";
       } else if (c.op == "restore") {
         restoreHost = c.strAttr("from") == "host";
-        if (restoreHost) {
+        if (restoreHost && !hostActivations) {
           int64_t pos = checkpointIndex(layer, i);
           // The staging slot is free once compute has read it, and the
           // host copy is complete once every offload queued before it has
@@ -656,13 +696,17 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         Group *g = &group(layer, i);
         const int64_t wOff = weightsOff[s];
         const int64_t pos = checkpointIndex(layer, i);
-        if (loop.forward) {
+        InstanceCall inst = call;
+        inst.instance = i;
+        if (hostActivations) {
+          computeHostActivations(loop, vals, aux, inst, k, s, g, wOff, pos,
+                                 saveHost, restoreHost);
+        } else if (loop.forward) {
           if (saveHost)
             device.wait(compute, evStagingFree[st]);
           launchWork(
               compute,
-              [this, &aux, layer, M, g, wOff, pos, i, in, out, st, saveHost,
-               shape, shapes = extraShapes, extraOffsets, extraLse,
+              [this, &aux, M, g, wOff, pos, in, out, st, saveHost, call = inst,
                boundaryBytes, ckpt] {
                 boundWeights = g;
                 boundWeightsOff = wOff;
@@ -671,33 +715,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                   int64_t dest = saveHost
                                      ? stagingOff + (st * M + mb) * maxCkptBytes
                                      : checkpointsOff + pos + mb * ckpt;
-                  char *d = reinterpret_cast<char *>(dev(dest, ckpt));
-                  float *x = dev(actOff(in, mb), boundaryBytes);
-                  std::memcpy(d, x, static_cast<size_t>(boundaryBytes));
-                  workspace.reset();
-                  Workspace::Scope scope(&workspace);
-                  ex.resetAux();
-                  std::vector<Tensor> outs = ex.runLayer(
-                      layer, i, "forward", {Tensor::view(shape, x)});
-                  aux[mb] += ex.auxLoss();
-                  std::memcpy(dev(actOff(out, mb), boundaryBytes),
-                              outs.at(0).data(),
-                              static_cast<size_t>(boundaryBytes));
-                  for (size_t r = 1; r < outs.size(); ++r) {
-                    std::memcpy(d + extraOffsets.at(r - 1), outs[r].data(),
-                                static_cast<size_t>(4 * outs[r].numel()));
-                    if (extraLse.at(r - 1) >= 0) {
-                      if (!outs[r].lse)
-                        throw ExecError{"a kept attention output has no "
-                                        "log-sum-exp"};
-                      const std::vector<int64_t> &sh = shapes.at(r - 1);
-                      std::memcpy(
-                          d + extraLse[r - 1], outs[r].lse.get(),
-                          static_cast<size_t>(4 * sh[0] * sh[1] * sh[2]));
-                    }
-                  }
-                  measuredWorkspacePeak =
-                      std::max(measuredWorkspacePeak, workspace.peak());
+                  forwardOne(call, dev(actOff(in, mb), boundaryBytes),
+                             reinterpret_cast<char *>(dev(dest, ckpt)),
+                             dev(actOff(out, mb), boundaryBytes), aux[mb]);
                 }
                 boundWeights = nullptr;
               },
@@ -718,9 +738,8 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           device.wait(compute, evGradFree[gs]);
           launchWork(
               compute,
-              [this, layer, M, g, wOff, gOff, pos, i, in, out, st, restoreHost,
-               shape, extraShapes, extraOffsets, extraLse, boundaryBytes,
-               ckpt] {
+              [this, M, g, wOff, gOff, pos, in, out, st, restoreHost,
+               call = inst, boundaryBytes, ckpt] {
                 boundWeights = g;
                 boundWeightsOff = wOff;
                 boundGradsOff = gOff;
@@ -730,28 +749,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                   int64_t src = restoreHost
                                     ? stagingOff + (st * M + mb) * maxCkptBytes
                                     : checkpointsOff + pos + mb * ckpt;
-                  char *c = reinterpret_cast<char *>(dev(src, ckpt));
-                  std::vector<Tensor> args{
-                      Tensor::view(shape, reinterpret_cast<float *>(c)),
-                      Tensor::view(shape, dev(actOff(in, mb), boundaryBytes))};
-                  for (size_t r = 0; r < extraShapes.size(); ++r) {
-                    args.push_back(Tensor::view(
-                        extraShapes[r],
-                        reinterpret_cast<float *>(c + extraOffsets[r])));
-                    if (extraLse[r] >= 0)
-                      args.back().lse = std::shared_ptr<float>(
-                          reinterpret_cast<float *>(c + extraLse[r]),
-                          [](float *) {});
-                  }
-                  workspace.reset();
-                  Workspace::Scope scope(&workspace);
-                  std::vector<Tensor> outs =
-                      ex.runLayer(layer, i, "backward", std::move(args));
-                  std::memcpy(dev(actOff(out, mb), boundaryBytes),
-                              outs.at(0).data(),
-                              static_cast<size_t>(boundaryBytes));
-                  measuredWorkspacePeak =
-                      std::max(measuredWorkspacePeak, workspace.peak());
+                  backwardOne(call, reinterpret_cast<char *>(dev(src, ckpt)),
+                              dev(actOff(in, mb), boundaryBytes),
+                              dev(actOff(out, mb), boundaryBytes));
                 }
                 boundWeights = nullptr;
                 boundGradsOff = -1;
@@ -777,7 +777,10 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
     }
   }
 
-  // The loop's result, per micro-batch, into the stage's values.
+  // The loop's result, per micro-batch, into the stage's values (host
+  // activations: the last instance wrote them).
+  if (hostActivations)
+    return;
   const int64_t last = loop.count % 2;
   launchWork(
       compute,
@@ -791,6 +794,158 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         }
       },
       "loop result");
+}
+
+void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
+                                float *y, double &aux) {
+  const size_t bb = static_cast<size_t>(call.boundaryBytes);
+  std::memcpy(ckpt, x, bb);
+  workspace.reset();
+  Workspace::Scope scope(&workspace);
+  ex.resetAux();
+  std::vector<Tensor> outs = ex.runLayer(call.layer, call.instance, "forward",
+                                         {Tensor::view(call.shape, x)});
+  aux += ex.auxLoss();
+  std::memcpy(y, outs.at(0).data(), bb);
+  for (size_t r = 1; r < outs.size(); ++r) {
+    std::memcpy(ckpt + call.extraOffsets.at(r - 1), outs[r].data(),
+                static_cast<size_t>(4 * outs[r].numel()));
+    if (call.extraLse.at(r - 1) >= 0) {
+      if (!outs[r].lse)
+        throw ExecError{"a kept attention output has no log-sum-exp"};
+      const std::vector<int64_t> &sh = call.extraShapes.at(r - 1);
+      std::memcpy(ckpt + call.extraLse[r - 1], outs[r].lse.get(),
+                  static_cast<size_t>(4 * sh[0] * sh[1] * sh[2]));
+    }
+  }
+  measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
+}
+
+void StreamExecutor::backwardOne(const InstanceCall &call, char *ckpt,
+                                 float *dy, float *dx) {
+  std::vector<Tensor> args{
+      Tensor::view(call.shape, reinterpret_cast<float *>(ckpt)),
+      Tensor::view(call.shape, dy)};
+  for (size_t r = 0; r < call.extraShapes.size(); ++r) {
+    args.push_back(
+        Tensor::view(call.extraShapes[r],
+                     reinterpret_cast<float *>(ckpt + call.extraOffsets[r])));
+    if (call.extraLse[r] >= 0)
+      args.back().lse = std::shared_ptr<float>(
+          reinterpret_cast<float *>(ckpt + call.extraLse[r]), [](float *) {});
+  }
+  workspace.reset();
+  Workspace::Scope scope(&workspace);
+  std::vector<Tensor> outs =
+      ex.runLayer(call.layer, call.instance, "backward", std::move(args));
+  std::memcpy(dx, outs.at(0).data(), static_cast<size_t>(call.boundaryBytes));
+  measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
+}
+
+void StreamExecutor::computeHostActivations(
+    const LoopInfo &loop, std::vector<std::vector<Tensor>> &vals,
+    std::vector<double> &aux, const InstanceCall &call, int64_t k,
+    size_t weightSlot, Group *g, int64_t wOff, int64_t pos, bool saveHost,
+    bool restoreHost) {
+  const int64_t M = p.microBatches, bb = call.boundaryBytes, ckpt = call.ckpt;
+  const bool first = k == 0, last = k + 1 == loop.count;
+  const bool forward = loop.forward;
+  const bundle::Op *op = loop.op;
+  const int64_t gs = k % 2, gOff = gradsOff[gs];
+  const std::string tag = call.layer + "." + std::to_string(call.instance);
+  if (!forward)
+    device.wait(compute, evGradFree[gs]);
+  for (int64_t mb = 0; mb < M; ++mb) {
+    // Slots alternate over the loop's (instance, micro-batch) sequence.
+    const int64_t j = (k * M + mb) % 2;
+    const std::string what = tag + " mb " + std::to_string(mb);
+    const int64_t inOff = actSlotOff(false, j), outOff = actSlotOff(true, j);
+    const int64_t staging = stagingOff + j * maxCkptBytes;
+    char *hostX = hostAct.get() + mb * activationBytes;
+    if (!first) {
+      // The previous instance's output of this micro-batch, once it is in
+      // host memory and the slot's last reader is done.
+      device.wait(actIn, evActInFree[j]);
+      device.wait(actIn, evHostAct[static_cast<size_t>(mb)]);
+      device.copyToDevice(actIn, inOff, hostX, bb, device::Convert::None,
+                          "activation in " + what);
+      device.record(evActIn[j], actIn);
+      device.wait(compute, evActIn[j]);
+    }
+    if (restoreHost) {
+      // As in the device-activation path: the staging slot's reader is done
+      // and every offload queued before has landed.
+      device.wait(actIn, evStagingRead[j]);
+      device.wait(actIn, evStagingFree[0]);
+      device.wait(actIn, evStagingFree[1]);
+      device.copyToDevice(actIn, staging, hostCkpt.get() + pos + mb * ckpt,
+                          ckpt, device::Convert::None, "restore " + what);
+      device.record(evRestored[j], actIn);
+      device.wait(compute, evRestored[j]);
+    }
+    device.wait(compute, evActOutFree[j]);
+    if (saveHost)
+      device.wait(compute, evStagingFree[j]);
+    launchWork(
+        compute,
+        [this, &vals, &aux, op, call, g, wOff, gOff, mb, first, last, forward,
+         inOff, outOff, staging, saveHost, restoreHost, pos, bb, ckpt] {
+          boundWeights = g;
+          boundWeightsOff = wOff;
+          boundGradsOff = forward ? -1 : gOff;
+          float *x = nullptr;
+          if (first) {
+            Tensor &in = vals[mb][op->operands.at(0)];
+            if (!in.f || in.numel() * 4 != bb)
+              throw ExecError{"layers loop input has the wrong shape"};
+            x = in.data();
+          } else {
+            x = dev(inOff, bb);
+          }
+          float *y = dev(outOff, bb);
+          char *c = reinterpret_cast<char *>(
+              (forward ? saveHost : restoreHost)
+                  ? dev(staging, ckpt)
+                  : dev(checkpointsOff + pos + mb * ckpt, ckpt));
+          if (forward) {
+            forwardOne(call, x, c, y, aux[mb]);
+          } else {
+            if (mb == 0)
+              std::memset(dev(gOff, g->bytes), 0,
+                          static_cast<size_t>(g->bytes));
+            backwardOne(call, c, x, y);
+          }
+          if (last) {
+            Workspace::Scope scope(&stageWs[mb]);
+            Tensor t = Tensor::zeros(call.shape);
+            std::memcpy(t.data(), y, static_cast<size_t>(bb));
+            vals[mb][op->results.at(0)] = std::move(t);
+          }
+          boundWeights = nullptr;
+          boundGradsOff = -1;
+        },
+        (forward ? "forward " : "backward ") + what);
+    device.record(evActInFree[j], compute);
+    device.record(evActOut[j], compute);
+    if (saveHost) {
+      device.record(evStaged[j], compute);
+      device.wait(actOut, evStaged[j]);
+      device.copyToHost(actOut, hostCkpt.get() + pos + mb * ckpt, staging, ckpt,
+                        "offload " + what);
+      device.record(evStagingFree[j], actOut);
+    }
+    if (restoreHost)
+      device.record(evStagingRead[j], compute);
+    if (!last) {
+      device.wait(actOut, evActOut[j]);
+      device.copyToHost(actOut, hostX, outOff, bb, "activation out " + what);
+      device.record(evActOutFree[j], actOut);
+      device.record(evHostAct[static_cast<size_t>(mb)], actOut);
+    }
+  }
+  device.record(evSlotFree[weightSlot], compute);
+  if (!forward)
+    device.record(evGradReady[gs], compute);
 }
 
 } // namespace mtc::stream

@@ -103,6 +103,36 @@ private:
     std::vector<int64_t> boundaryShape;
   };
 
+  /// What one layer instance's call needs besides its data: the layer, the
+  /// boundary shape and the layout of a checkpoint (the input, then each
+  /// extra forward result and a kept attention output's log-sum-exp).
+  struct InstanceCall {
+    std::string layer;
+    int64_t instance = 0;
+    std::vector<int64_t> shape;
+    std::vector<std::vector<int64_t>> extraShapes;
+    std::vector<int64_t> extraOffsets, extraLse;
+    int64_t boundaryBytes = 0, ckpt = 0;
+  };
+  /// One micro-batch through one instance (weights already bound): the
+  /// forward writes its input and saved values to \p ckpt and its output to
+  /// \p y; the backward reads \p ckpt and \p dy and writes dx to \p dx.
+  void forwardOne(const InstanceCall &call, float *x, char *ckpt, float *y,
+                  double &aux);
+  void backwardOne(const InstanceCall &call, char *ckpt, float *dy, float *dx);
+
+  /// The compute command of instance step \p k of \p loop with host
+  /// activations: per micro-batch, its input from host memory (or, first,
+  /// from the stage), its checkpoint to or from host memory through a
+  /// staging slot, the call, its output to host memory (or, last, into the
+  /// stage).
+  void computeHostActivations(const LoopInfo &loop,
+                              std::vector<std::vector<exec::Tensor>> &vals,
+                              std::vector<double> &aux,
+                              const InstanceCall &call, int64_t k,
+                              size_t weightSlot, Group *g, int64_t wOff,
+                              int64_t pos, bool saveHost, bool restoreHost);
+
   void validate();
   Group &group(const std::string &layer, int64_t instance);
   int64_t bufferOffset(const std::string &name, int64_t need) const;
@@ -120,6 +150,9 @@ private:
                   const std::string &label);
   /// Activation buffer of micro-batch \p mb, side 0 or 1 (ping-pong).
   int64_t actOff(int64_t side, int64_t mb) const;
+  /// Host activations: the device slots a micro-batch's input (\p out
+  /// false) or output uses, slot \p j of 2.
+  int64_t actSlotOff(bool out, int64_t j) const;
 
   const bundle::Bundle &b;
   const bundle::StepPlan &p;
@@ -134,6 +167,13 @@ private:
   device::Event evStaged[2] = {0, 0}, evStagingFree[2] = {0, 0};
   device::Event evRestored[2] = {0, 0}, evStagingRead[2] = {0, 0};
   device::Event evModelUpdated = 0, evModelWeights = 0, evModelGrads = 0;
+  /// Host activations (host checkpoints with several micro-batches): the
+  /// activation and checkpoint copies of each micro-batch run on their own
+  /// streams, so that they never queue behind a weight prefetch.
+  device::Stream actIn = 0, actOut = 0;
+  device::Event evActIn[2] = {0, 0}, evActInFree[2] = {0, 0};
+  device::Event evActOut[2] = {0, 0}, evActOutFree[2] = {0, 0};
+  std::vector<device::Event> evHostAct; ///< per micro-batch: output in host
 
   std::map<std::pair<std::string, int64_t>, Group> groups;
   Group modelGroup;
@@ -157,6 +197,12 @@ private:
   bool hostCheckpoints = false;
   std::unique_ptr<char[]> hostCkpt;
   int64_t hostCkptBytes = 0;
+  /// Boundary activations of every micro-batch wait in host memory between
+  /// layer instances; the device holds two input and two output slots, and
+  /// two checkpoint staging slots (docs/streaming.md, "Host activations").
+  bool hostActivations = false;
+  std::unique_ptr<char[]> hostAct;
+  int64_t hostActBytes = 0;
   /// Checkpoint position of each (layer, instance), in forward order.
   std::map<std::pair<std::string, int64_t>, int64_t> ckptIndex;
   std::map<std::string, int64_t> ckptBytes;

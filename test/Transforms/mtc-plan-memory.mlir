@@ -3,7 +3,9 @@
 // model params 525312 B; a Block instance 2902016 B; activations
 // 2 * 2 * 262144; checkpoints 4 * 2 * 262144.
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64 micro-batches=2" --mtc-insert-recompute --mtc-insert-prefetch --mtc-place-optimizer --mtc-insert-offload="checkpoints=device" --mtc-plan-memory="budget=64MiB" | FileCheck %s
-// Host checkpoints: 2 * M staging slots on the device, the rest in host memory.
+// Host checkpoints with M = 2: the boundary activations wait in host memory
+// too (activations.host, M * 262144); the device keeps two input and two
+// output activation slots (4 * 262144) and two checkpoint staging slots.
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64 micro-batches=2" --mtc-insert-prefetch --mtc-insert-offload="checkpoints=host" --mtc-plan-memory | FileCheck %s --check-prefix=HOST
 // Over budget: the smallest feasible budget with device checkpoints (fixed)
 // is the peak; with checkpoints=auto it is the host-checkpoint peak.
@@ -24,10 +26,12 @@
 // CHECK-NEXT:   stream.buffer @workspace {bytes = 7479296 : i64, kind = "workspace", offset = 20005120 : i64, space = "device"}
 // CHECK-NEXT:   stream.load_model_weights
 
-// HOST:      stream.buffer @checkpoints {bytes = 1048576 : i64, kind = "checkpoints", offset = 13707264 : i64, space = "device"}
+// HOST:      stream.buffer @activations {bytes = 1048576 : i64, kind = "activations", offset = 12658688 : i64, space = "device"}
+// HOST-NEXT: stream.buffer @activations.host {bytes = 524288 : i64, kind = "activations", space = "host"}
+// HOST-NEXT: stream.buffer @checkpoints {bytes = 524288 : i64, kind = "checkpoints", offset = 13707264 : i64, space = "device"}
 // HOST-NEXT: stream.buffer @checkpoints.host {bytes = 2097152 : i64, kind = "checkpoints", space = "host"}
-// HOST-NEXT: stream.buffer @stage {bytes = 4200704 : i64, kind = "stage", offset = 14755840 : i64, space = "device"}
+// HOST-NEXT: stream.buffer @stage {bytes = 4200704 : i64, kind = "stage", offset = 14231552 : i64, space = "device"}
 
 // OVER: error: needs 26.3 MiB of device memory, budget is 20 MiB; smallest feasible budget with these options is 26.3 MiB
-// OVER-AUTO: error: needs 25.3 MiB of device memory, budget is 20 MiB; smallest feasible budget with these options is 25.3 MiB
+// OVER-AUTO: error: needs 24.8 MiB of device memory, budget is 20 MiB; smallest feasible budget with these options is 24.8 MiB
 // LAYER: error: device budget of 976.6 KiB is smaller than the weights of one instance of layer Block (2.8 MiB); the model cannot stream through it

@@ -553,7 +553,11 @@ int runPlan(const std::vector<std::string> &args) {
   os << "host memory: 16 B/param (fp32 value, gradient, AdamW m and v) x "
      << withCommas(params) << " = " << formatByteSize(16 * params)
      << "; checkpoints.host " << formatByteSize(hostCkpt) << " ("
-     << formatByteSize(hostCkpt / step.microBatches) << " per micro-batch)\n";
+     << formatByteSize(hostCkpt / step.microBatches) << " per micro-batch)";
+  if (const mtc::bundle::PlanBuffer *acts = step.buffer("activations.host"))
+    os << "; activations.host " << formatByteSize(acts->bytes)
+       << " (the boundary activations of every micro-batch wait there)";
+  os << "\n";
   os << "smallest feasible device memory with these options: "
      << formatByteSize(smallest, true) << "\n\n";
   os << "device_peak_bytes: " << step.devicePeak << "\n";

@@ -30,7 +30,7 @@ def main():
             return 2
     common = ["--batch", "2", "--seq", "16"]
     runs = 0
-    for mb in (1, 2):
+    for mb in (1, 2, 3):
         plain = os.path.join(work, f"plain-{mb}.jsonl")
         subprocess.run([mtc, "train", model, "--data", data, "--steps", "3",
                         "--micro-batches", str(mb), "--eval-every", "0",
