@@ -47,6 +47,7 @@
 #include <optional>
 #include <sstream>
 #include <sys/stat.h>
+#include <thread>
 
 namespace mtc::driver {
 
@@ -562,9 +563,21 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   acfg.weightDecay = static_cast<float>(opts.weightDecay);
   train::AdamW adamw(acfg, &pool);
   // The deferred updates run on the optimizer stream while the compute
-  // stream's kernels use every core: one thread, so that they do not fight
-  // the kernels' pool for the cores (an update is memory-bound anyway).
-  train::AdamW deferredAdamW(acfg, nullptr);
+  // stream's kernels run: on their own pool of the cores the kernels leave
+  // free (at least one thread), so that they do not fight the kernels' pool
+  // (on the CPU device the kernels use cpu::threads() cores; a GPU device
+  // would leave the optimizer every core). An update is elementwise, so the
+  // thread count does not change the result.
+  unsigned optThreads = static_cast<unsigned>(opts.optimizerThreads);
+  if (optThreads == 0) {
+    unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    unsigned kernels = static_cast<unsigned>(std::max(1, cpu::threads()));
+    optThreads = hw > kernels ? hw - kernels : 1;
+  }
+  std::unique_ptr<train::ThreadPool> optPool;
+  if (streamer && optThreads > 1)
+    optPool = std::make_unique<train::ThreadPool>(optThreads);
+  train::AdamW deferredAdamW(acfg, optPool.get());
   std::vector<train::AdamWTensor> tensors;
   for (exec::ParamSlot &s : store.slots())
     tensors.push_back({s.value.data(), s.m.data(), s.v.data(), s.grad.data(),

@@ -31,10 +31,13 @@ struct TrainOptions {
   int64_t evalEvery = 50; ///< 0: only at the end
   int64_t evalBatches = 8;
   double valFraction = 0.1;
-  int64_t saveEvery = 0;    ///< 0: only at the end
-  std::string outDir;       ///< checkpoint directory ("" : none)
-  std::string metrics;      ///< JSONL file ("" : none)
-  int threads = 0;          ///< 0: all cores
+  int64_t saveEvery = 0; ///< 0: only at the end
+  std::string outDir;    ///< checkpoint directory ("" : none)
+  std::string metrics;   ///< JSONL file ("" : none)
+  int threads = 0;       ///< 0: all cores
+  /// Threads of the deferred AdamW under streaming (its own pool, beside the
+  /// kernels'); 0: the cores the kernels leave free, at least one.
+  int optimizerThreads = 0;
   std::string samplePrompt; ///< printed sample after training
   int64_t sampleTokens = 0;
   bool useKernels = true; ///< false: run fused regions op by op

@@ -95,8 +95,9 @@ const Command kCommands[] = {
      "auto|full|selective|none] "
      "[--cpu NAME] [--set NAME=VALUE]... [--host-state-file PATH] "
      "[--device-memory SIZE "
-     "[--prefetch-depth N] [--checkpoints device|host|auto] [--trace "
-     "FILE.json]] [--tokenizer tokenizer.json]\n"
+     "[--prefetch-depth N] [--checkpoints device|host|auto] "
+     "[--optimizer-threads N] [--trace FILE.json]] [--tokenizer "
+     "tokenizer.json]\n"
      "       mtc train --resume DIR [--steps N] [flags]...",
      "train a model on a text or token file (CPU; with --device-memory the "
      "layers stream through a CPU device of that size)",
@@ -997,7 +998,7 @@ int runTrain(const std::vector<std::string> &args) {
     return 0;
   mtc::CompileOptions copts;
   mtc::driver::TrainOptions opts;
-  int64_t threads = 0;
+  int64_t threads = 0, optimizerThreads = 0;
   std::string kernels = "on";
   std::vector<std::string> pos;
   std::set<std::string> given;
@@ -1038,6 +1039,7 @@ int runTrain(const std::vector<std::string> &args) {
            {Flag::String, "--device-memory", &deviceMemory},
            {Flag::Int, "--prefetch-depth", &copts.stream.prefetchDepth, 1},
            {Flag::String, "--checkpoints", &copts.stream.checkpoints},
+           {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
            {Flag::String, "--trace", &opts.trace},
            {Flag::String, "--tokenizer", &opts.tokenizer},
            {Flag::String, "--host-state-file", &opts.hostStateFile}},
@@ -1065,6 +1067,7 @@ int runTrain(const std::vector<std::string> &args) {
   if (!modelInput("train", pos, hf, input))
     return 1;
   opts.threads = static_cast<int>(threads);
+  opts.optimizerThreads = static_cast<int>(optimizerThreads);
   if (kernels != "on" && kernels != "off")
     return error("train: --kernels expects on or off, got '" + kernels + "'");
   opts.useKernels = kernels == "on";
