@@ -26,6 +26,7 @@
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
+#include <vector>
 
 namespace mtc {
 
@@ -312,26 +313,35 @@ bool compileModelSource(const std::string &source, const std::string &path,
     return finish(false);
   std::string ignored;
   if (options.recompute == "auto" && options.stream.enabled) {
-    // Keep every intermediate when that plan fits with its checkpoints on
-    // the device (sending every intermediate to host memory and back costs
-    // more copy traffic than recomputing the cheap ops). Else keep the
-    // results of the expensive ops (selective) when that plan fits and the
-    // cost model prices its checkpoint copies below recomputing the whole
-    // layer; else recompute (full).
+    // Keep every intermediate on the device when that plan fits: nothing is
+    // recomputed or copied. Else price the plans that fit by the cost model
+    // (recomputed FLOPs, checkpoint copies to host memory and back) and keep
+    // the cheapest: selective, full, and, when host checkpoints were asked
+    // for, none with every intermediate in host memory. Full must fit (its
+    // error is the one reported); ties go to the earlier candidate.
     mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
+    bool hostAsked = options.stream.checkpoints == "host";
     CompileOptions keepAll = options;
     if (keepAll.stream.checkpoints == "auto")
       keepAll.stream.checkpoints = "device";
-    if (!runPipelines(*out.module, keepAll, "all", "none", /*quiet=*/true,
-                      ignored)) {
-      out.module = lowered->clone();
-      bool selective = runPipelines(*out.module, options, "selective",
-                                    "selective", /*quiet=*/true, ignored);
+    if (hostAsked || !runPipelines(*out.module, keepAll, "all", "none",
+                                   /*quiet=*/true, ignored)) {
+      std::vector<mlir::OwningOpRef<mlir::ModuleOp>> fits;
+      for (const char *save : {"selective", "all"}) {
+        if (std::string(save) == "all" && !hostAsked)
+          continue;
+        mlir::OwningOpRef<mlir::ModuleOp> m = lowered->clone();
+        std::string policy = std::string(save) == "all" ? "none" : save;
+        if (runPipelines(*m, options, save, policy, /*quiet=*/true, ignored))
+          fits.push_back(std::move(m));
+      }
       mlir::OwningOpRef<mlir::ModuleOp> full = std::move(lowered);
       if (!runPipelines(*full, options, "input", "full", false, ignored))
         return finish(false);
-      if (!selective || recomputeCost(*full) < recomputeCost(*out.module))
-        out.module = std::move(full);
+      out.module = std::move(full);
+      for (mlir::OwningOpRef<mlir::ModuleOp> &m : fits)
+        if (recomputeCost(*m) <= recomputeCost(*out.module))
+          out.module = std::move(m);
     }
   } else {
     std::string save = options.recompute == "none"        ? "all"

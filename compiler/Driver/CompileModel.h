@@ -54,9 +54,9 @@ struct CompileOptions {
   /// "selective" keeps the results of matmul, attention and moe and
   /// recomputes the cheap ops between them; "auto" (with streaming) keeps
   /// everything when that plan fits the budget with its checkpoints on the
-  /// device, else selective when its plan fits and the cost model says
-  /// copying the saved values costs less than recomputing them, else full;
-  /// without streaming it is "full".
+  /// device, else the plan among selective, full (and none, with host
+  /// checkpoints asked for) that fits and the cost model prices lowest
+  /// (docs/streaming.md); without streaming it is "full".
   std::string recompute = "full";
   /// Streaming step plan (off by default).
   StreamOptions stream;
