@@ -174,7 +174,11 @@ void StreamExecutor::validate() {
       p.recompute != "selective")
     planError("recompute must be 'full', 'none' or 'selective'");
   hostCheckpoints = p.checkpoints == "host";
-  hostActivations = hostCheckpoints && M > 1;
+  // The plan decides (analysis::planMemory: host checkpoints and M > 1):
+  // host activations are there when their host buffer is.
+  hostActivations = p.buffer("activations.host") != nullptr;
+  if (hostActivations && !hostCheckpoints)
+    planError("buffer 'activations.host' needs checkpoints in host memory");
 
   // Parameter groups and their layout inside a weight slot.
   auto addSlot = [&](Group &g, ParamSlot *s) {
@@ -298,7 +302,7 @@ void StreamExecutor::validate() {
   if (hostActivations) {
     const bundle::PlanBuffer *ha = p.buffer("activations.host");
     hostActBytes = M * activationBytes;
-    if (!ha || ha->space != "host" || ha->bytes < hostActBytes)
+    if (ha->space != "host" || ha->bytes < hostActBytes)
       planError("buffer 'activations.host' must be host memory of at least " +
                 std::to_string(hostActBytes) + " bytes");
     hostAct.reset(new char[static_cast<size_t>(hostActBytes)]);
