@@ -58,6 +58,58 @@ TEST(StreamPlan, ByteRules) {
   EXPECT_EQ(bundle::attentionLseBytes(Shape{kDimB, kDimS, 8, 32}, 2, 5), 320);
 }
 
+TEST(StreamPlan, RecomputeCostAndHostActivations) {
+  // Two layer kinds; the cost is per forward-loop instance and micro-batch:
+  // recomputed FLOPs at the FLOP rate, plus host checkpoints out and back.
+  analysis::ModelCost cost;
+  analysis::LayerCost a, b;
+  a.name = "A";
+  a.recomputeFlops = 3000;
+  a.checkpointBytes = 100;
+  a.boundaryBytes = 64;
+  b.name = "B";
+  b.recomputeFlops = 0;
+  b.checkpointBytes = 500;
+  b.boundaryBytes = 64;
+  cost.layers = {a, b};
+  analysis::PlanChoices choices;
+  choices.microBatches = 2;
+  choices.forwardLoops = {{"A", 4}, {"B", 1}};
+  analysis::DeviceRates rates{1000.0, 100.0};
+  // Device checkpoints: 4 x 2 x 3 s.
+  EXPECT_DOUBLE_EQ(analysis::recomputeCostSeconds(cost, choices, rates), 24.0);
+  // Host checkpoints add 2 x bytes / rate per instance and micro-batch:
+  // A 4 x 2 x (3 + 2) + B 1 x 2 x 10.
+  choices.checkpointsOnHost = true;
+  EXPECT_DOUBLE_EQ(analysis::recomputeCostSeconds(cost, choices, rates), 60.0);
+
+  // Host checkpoints with M > 1: the activations wait in host memory; the
+  // device keeps 4 activation slots and 2 staging slots whatever M is.
+  for (int64_t m : {2, 8}) {
+    choices.microBatches = m;
+    analysis::MemoryPlan p = analysis::planMemory(cost, choices);
+    auto find = [&](const std::string &name) -> const bundle::PlanBuffer * {
+      for (const bundle::PlanBuffer &buf : p.buffers)
+        if (buf.name == name)
+          return &buf;
+      return nullptr;
+    };
+    ASSERT_NE(find("activations.host"), nullptr);
+    EXPECT_EQ(find("activations.host")->bytes, m * 64);
+    EXPECT_EQ(find("activations.host")->space, "host");
+    EXPECT_EQ(find("activations")->bytes, 4 * 64);
+    EXPECT_EQ(find("checkpoints")->bytes, 2 * 500);
+  }
+  // One micro-batch: activations stay on the device (ping-pong).
+  choices.microBatches = 1;
+  analysis::MemoryPlan one = analysis::planMemory(cost, choices);
+  for (const bundle::PlanBuffer &buf : one.buffers) {
+    EXPECT_NE(buf.name, "activations.host");
+    if (buf.name == "activations")
+      EXPECT_EQ(buf.bytes, 2 * 64);
+  }
+}
+
 TEST(StreamPlan, BundleStepRoundTrip) {
   CompileOptions opts;
   opts.recompute = "auto";
