@@ -298,8 +298,11 @@ void CpuDevice::synchronize(Event e) {
   std::unique_lock<std::mutex> lock(mu);
   EventState &ev = eventLocked(e, "synchronize");
   uint64_t g = ev.recorded;
-  if (g > 0)
+  if (g > 0) {
+    ++syncWaiters;
     changed.wait(lock, [&] { return events[e].hasReached(g); });
+    --syncWaiters;
+  }
   throwIfFailedLocked();
 }
 
@@ -308,7 +311,9 @@ void CpuDevice::synchronize(Stream s) {
   std::unique_lock<std::mutex> lock(mu);
   StreamState &st = streamLocked(s, "synchronize");
   int64_t target = st.queued;
+  ++syncWaiters;
   changed.wait(lock, [&] { return st.done >= target; });
+  --syncWaiters;
   throwIfFailedLocked();
 }
 
@@ -320,12 +325,14 @@ void CpuDevice::synchronize() {
   std::vector<int64_t> targets(n);
   for (size_t i = 0; i < n; ++i)
     targets[i] = streams[i]->queued;
+  ++syncWaiters;
   changed.wait(lock, [&] {
     for (size_t i = 0; i < n; ++i)
       if (streams[i]->done < targets[i])
         return false;
     return true;
   });
+  --syncWaiters;
   throwIfFailedLocked();
 }
 
@@ -408,7 +415,8 @@ void CpuDevice::run(StreamState &st) {
               cmd.convert == Convert::F32ToBF16 ? cmd.bytes / 2 : cmd.bytes;
       }
       ++st.done;
-      changed.notify_all();
+      if (threw || syncWaiters > 0)
+        changed.notify_all();
       continue;
     }
     }
@@ -424,7 +432,8 @@ void CpuDevice::run(StreamState &st) {
       lock.lock();
     }
     ++st.done;
-    changed.notify_all();
+    if (cmd.kind == Kind::Record || syncWaiters > 0)
+      changed.notify_all();
   }
   currentDevice = nullptr;
 }

@@ -140,6 +140,11 @@ private:
 
   mutable std::mutex mu;
   std::condition_variable changed; // a command completed / the device failed
+  /// Threads inside synchronize(): completions wake `changed` only while
+  /// there are any (else only records and failures do: nothing else is
+  /// waited for, and waking every stream on every command costs a context
+  /// switch each on a small machine).
+  int syncWaiters = 0;
   std::vector<std::unique_ptr<StreamState>> streams;
   std::vector<EventState> events;
   bool stopping = false;
