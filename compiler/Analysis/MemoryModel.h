@@ -65,7 +65,7 @@ struct LayerCost {
   int64_t workspaceBytes = 0;  ///< max(forward, backward)
   int64_t forwardFlops = 0;
   /// The forward returns intermediates for its backward (mtc-autodiff
-  /// save=all).
+  /// save=all or save=selective).
   bool keepsIntermediates = false;
   /// The backward recomputes forward values from the input (save=input).
   bool recomputes = false;

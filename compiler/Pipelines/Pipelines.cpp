@@ -23,30 +23,45 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(createMtcFuse());
 }
 
-void buildStreamingPipeline(mlir::OpPassManager &pm,
-                            const StreamingPipelineOptions &options) {
-  std::string budget =
-      options.budget > 0 ? std::to_string(options.budget) : std::string();
+namespace {
+
+/// The streaming passes with their options; \p budget as the passes parse
+/// it (bytes or a size such as 64MiB; empty: none).
+void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
+                        int64_t microBatches, int64_t prefetchDepth,
+                        const std::string &recomputePolicy,
+                        const std::string &checkpoints,
+                        const std::string &budget) {
   MtcBuildStepOptions build;
-  build.batch = options.batch;
-  build.seq = options.seq;
-  build.microBatches = options.microBatches;
+  build.batch = batch;
+  build.seq = seq;
+  build.microBatches = microBatches;
   pm.addPass(createMtcBuildStep(build));
   MtcInsertRecomputeOptions recompute;
-  recompute.recompute = options.recompute;
+  recompute.recompute = recomputePolicy;
   recompute.budget = budget;
   pm.addPass(createMtcInsertRecompute(recompute));
   MtcInsertPrefetchOptions prefetch;
-  prefetch.depth = options.prefetchDepth;
+  prefetch.depth = prefetchDepth;
   pm.addPass(createMtcInsertPrefetch(prefetch));
   pm.addPass(createMtcPlaceOptimizer());
   MtcInsertOffloadOptions offload;
-  offload.checkpoints = options.checkpoints;
+  offload.checkpoints = checkpoints;
   offload.budget = budget;
   pm.addPass(createMtcInsertOffload(offload));
   MtcPlanMemoryOptions plan;
   plan.budget = budget;
   pm.addPass(createMtcPlanMemory(plan));
+}
+
+} // namespace
+
+void buildStreamingPipeline(mlir::OpPassManager &pm,
+                            const StreamingPipelineOptions &options) {
+  addStreamingPasses(
+      pm, options.batch, options.seq, options.microBatches,
+      options.prefetchDepth, options.recompute, options.checkpoints,
+      options.budget > 0 ? std::to_string(options.budget) : std::string());
 }
 
 namespace {
@@ -63,9 +78,9 @@ struct StreamingPipelineCLOptions
   Option<int64_t> prefetchDepth{*this, "prefetch-depth",
                                 llvm::cl::desc("weight slots"),
                                 llvm::cl::init(2)};
-  Option<std::string> recompute{*this, "recompute",
-                                llvm::cl::desc("auto | full | none"),
-                                llvm::cl::init("auto")};
+  Option<std::string> recompute{
+      *this, "recompute", llvm::cl::desc("auto | full | none | selective"),
+      llvm::cl::init("auto")};
   Option<std::string> checkpoints{*this, "checkpoints",
                                   llvm::cl::desc("auto | device | host"),
                                   llvm::cl::init("auto")};
@@ -84,26 +99,9 @@ void registerMtcPipelines() {
       "mtc-place-optimizer, mtc-insert-offload, mtc-plan-memory",
       [](mlir::OpPassManager &pm, const StreamingPipelineCLOptions &cl) {
         // The passes parse the budget themselves (and report bad sizes).
-        MtcBuildStepOptions build;
-        build.batch = cl.batch;
-        build.seq = cl.seq;
-        build.microBatches = cl.microBatches;
-        pm.addPass(createMtcBuildStep(build));
-        MtcInsertRecomputeOptions recompute;
-        recompute.recompute = cl.recompute;
-        recompute.budget = cl.budget;
-        pm.addPass(createMtcInsertRecompute(recompute));
-        MtcInsertPrefetchOptions prefetch;
-        prefetch.depth = cl.prefetchDepth;
-        pm.addPass(createMtcInsertPrefetch(prefetch));
-        pm.addPass(createMtcPlaceOptimizer());
-        MtcInsertOffloadOptions offload;
-        offload.checkpoints = cl.checkpoints;
-        offload.budget = cl.budget;
-        pm.addPass(createMtcInsertOffload(offload));
-        MtcPlanMemoryOptions plan;
-        plan.budget = cl.budget;
-        pm.addPass(createMtcPlanMemory(plan));
+        addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
+                           cl.prefetchDepth, cl.recompute, cl.checkpoints,
+                           cl.budget);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

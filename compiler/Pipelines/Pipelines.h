@@ -13,8 +13,9 @@
 namespace mtc {
 
 struct TrainingPipelineOptions {
-  /// mtc-autodiff's `save`: "input" (recompute layers from their input) or
-  /// "all" (keep every intermediate the backward needs).
+  /// mtc-autodiff's `save`: "input" (recompute layers from their input),
+  /// "all" (keep every intermediate the backward needs) or "selective"
+  /// (keep the matmul, attention and moe results; recompute the rest).
   std::string save = "input";
 };
 
@@ -27,8 +28,8 @@ struct StreamingPipelineOptions {
   int64_t batch = 0, seq = 0; ///< one micro-batch, required
   int64_t microBatches = 1;
   int64_t prefetchDepth = 2;
-  /// auto | full | none: must match how the module was differentiated
-  /// (mtc-insert-recompute); auto takes the module's.
+  /// auto | full | none | selective: must match how the module was
+  /// differentiated (mtc-insert-recompute); auto takes the module's.
   std::string recompute = "auto";
   std::string checkpoints = "auto"; ///< device | host | auto
   int64_t budget = 0;               ///< device bytes; 0: none

@@ -75,7 +75,8 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
   let statistics = [
     Statistic<"numSavedValues", "saved-values",
-              "Intermediates layers keep for their backward (save=all)">,
+              "Intermediates layers keep for their backward (save=all or "
+              "save=selective)">,
     Statistic<"numBackwardFunctions", "backward-functions",
               "Number of backward functions created">,
     Statistic<"numGradOps", "grad-ops", "Number of operations emitted by the reverse sweeps">

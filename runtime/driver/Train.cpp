@@ -283,6 +283,24 @@ double stepBytes(const bundle::Bundle &b, int64_t B, int64_t S) {
   return bytes + layerMax;
 }
 
+/// Every parameter of the model: model-level, and each layer instance's with
+/// all its experts.
+double parameterCount(const bundle::Bundle &b) {
+  double params = 0;
+  for (const bundle::Param &p : b.params)
+    params += static_cast<double>(p.numel());
+  for (const bundle::Layer &l : b.layers) {
+    double per = 0;
+    for (const bundle::Param &p : l.params)
+      per += static_cast<double>(p.numel());
+    for (const bundle::Expert &e : l.experts)
+      for (const bundle::Param &p : e.params)
+        per += static_cast<double>(p.numel()) * static_cast<double>(e.count);
+    params += per * static_cast<double>(l.count);
+  }
+  return params;
+}
+
 /// "1.5 GiB", "320.0 MiB".
 std::string humanBytes(double bytes) {
   std::ostringstream os;
@@ -312,19 +330,8 @@ double availableHostBytes() {
 } // namespace
 
 double trainingHostBytes(const bundle::Bundle &b, int64_t batch, int64_t seq) {
-  double params = 0;
-  for (const bundle::Param &p : b.params)
-    params += static_cast<double>(p.numel());
-  for (const bundle::Layer &l : b.layers) {
-    double per = 0;
-    for (const bundle::Param &p : l.params)
-      per += static_cast<double>(p.numel());
-    for (const bundle::Expert &e : l.experts)
-      for (const bundle::Param &p : e.params)
-        per += static_cast<double>(p.numel()) * static_cast<double>(e.count);
-    params += per * static_cast<double>(l.count);
-  }
-  return params * exec::ParamStore::kBytesPerParam + stepBytes(b, batch, seq);
+  return parameterCount(b) * exec::ParamStore::kBytesPerParam +
+         stepBytes(b, batch, seq);
 }
 
 double hostMemoryAvailable() { return availableHostBytes(); }
@@ -424,18 +431,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   // Checked before allocating: parameters, gradients and AdamW moments
   // (16 bytes per parameter) plus the step's working set.
   {
-    double params = 0;
-    for (const bundle::Param &p : b.params)
-      params += static_cast<double>(p.numel());
-    for (const bundle::Layer &l : b.layers) {
-      double per = 0;
-      for (const bundle::Param &p : l.params)
-        per += static_cast<double>(p.numel());
-      for (const bundle::Expert &e : l.experts)
-        for (const bundle::Param &p : e.params)
-          per += static_cast<double>(p.numel()) * static_cast<double>(e.count);
-      params += per * static_cast<double>(l.count);
-    }
+    double params = parameterCount(b);
     // A file-backed state is paged to its file, not held in RAM.
     double need =
         (opts.hostStateFile.empty() ? params * exec::ParamStore::kBytesPerParam

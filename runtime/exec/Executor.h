@@ -265,8 +265,8 @@ private:
   size_t pinnedNext = 0;
   /// Saved layer inputs: (layer, instance) -> input.
   /// Per instance: its input, then whatever else its forward returned (the
-  /// intermediates a `--recompute none` backward takes instead of
-  /// recomputing them).
+  /// intermediates a `--recompute none` or `selective` backward takes
+  /// instead of recomputing them).
   std::map<std::pair<std::string, int64_t>, std::vector<Tensor>> checkpoints;
   int64_t forwardRuns = 0, backwardRuns = 0;
   /// The last loss computed by a cross_entropy op, in double precision.

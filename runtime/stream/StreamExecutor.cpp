@@ -606,8 +606,8 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         },
         "loop input");
 
-  // Extra results a `--recompute none` forward keeps, and their layout after
-  // the input inside a checkpoint.
+  // Extra results a `--recompute none` or `selective` forward keeps, and
+  // their layout after the input inside a checkpoint.
   const bundle::Layer *l = b.layer(layer);
   InstanceCall call;
   call.layer = layer;

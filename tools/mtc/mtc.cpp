@@ -204,6 +204,18 @@ int error(const std::string &message) {
   return 1;
 }
 
+/// Opens the regular file \p path into \p in; on failure returns what went
+/// wrong ("cannot open 'x': reason" / "cannot read 'x'"), else "".
+std::string openRegularFile(const std::string &path, std::ifstream &in) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return "cannot open '" + path + "': " + std::strerror(errno);
+  in.open(path, std::ios::binary);
+  if (!S_ISREG(st.st_mode) || !in)
+    return "cannot read '" + path + "'";
+  return "";
+}
+
 /// Writes \p text to \p path atomically (a temporary file, then rename), or to
 /// stdout when \p path is empty or "-".
 bool writeOutput(const std::string &path, const std::string &text) {
@@ -449,10 +461,9 @@ int runPlan(const std::vector<std::string> &args) {
     if (!mtc::importHFModel(hf, source, name, std::cerr))
       return 1;
   } else {
-    std::ifstream in(input, std::ios::binary);
-    struct stat st;
-    if (!in || ::stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      return error("cannot open '" + input + "'");
+    std::ifstream in;
+    if (std::string why = openRegularFile(input, in); !why.empty())
+      return error("plan: " + why);
     std::ostringstream ss;
     ss << in.rdbuf();
     source = ss.str();
@@ -670,13 +681,9 @@ int tokenizeInstructions(const mtc::tok::Tokenizer &tok,
       mtc::tok::loadChatFormat(tok, tokPath, chatTemplate);
   if (!fmt)
     return error("tokenize: " + fmt.message());
-  std::ifstream in(input, std::ios::binary);
-  struct stat st;
-  if (::stat(input.c_str(), &st) != 0)
-    return error("tokenize: cannot open '" + input +
-                 "': " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode) || !in)
-    return error("tokenize: cannot read '" + input + "'");
+  std::ifstream in;
+  if (std::string why = openRegularFile(input, in); !why.empty())
+    return error("tokenize: " + why);
   std::vector<uint32_t> ids;
   std::vector<uint8_t> mask;
   std::string line;
@@ -802,13 +809,9 @@ int runTokenize(const std::vector<std::string> &args) {
   if (fromText) {
     bytes = text;
   } else {
-    std::ifstream in(input, std::ios::binary);
-    struct stat st;
-    if (::stat(input.c_str(), &st) != 0)
-      return error("tokenize: cannot open '" + input +
-                   "': " + std::strerror(errno));
-    if (!S_ISREG(st.st_mode) || !in)
-      return error("tokenize: cannot read '" + input + "'");
+    std::ifstream in;
+    if (std::string why = openRegularFile(input, in); !why.empty())
+      return error("tokenize: " + why);
     std::ostringstream ss;
     ss << in.rdbuf();
     bytes = ss.str();
