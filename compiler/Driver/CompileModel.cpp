@@ -20,8 +20,10 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -86,6 +88,22 @@ bool parseDeviceMemory(const std::string &text, int64_t &out,
 }
 
 namespace {
+
+/// Model::modelHash of \p module as MLIRGen produced it: xxh3 of its printed
+/// form (no locations) with the model's name left out.
+std::string loweredModelHash(mlir::ModuleOp module) {
+  mlir::OwningOpRef<mlir::ModuleOp> copy = module.clone();
+  for (mt::ModelOp model : copy->getBody()->getOps<mt::ModelOp>())
+    model.setSymName("model");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  copy->print(os);
+  os.flush();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(llvm::xxh3_64bits(text)));
+  return hex;
+}
 
 /// Checks the streaming options; prints the first problem.
 bool checkStreamOptions(const CompileOptions &options,
@@ -301,6 +319,7 @@ bool compileModelSource(const std::string &source, const std::string &path,
   out.module = mlirGen(context, out.checked, path);
   if (!out.module)
     return finish(false);
+  std::string modelHash = loweredModelHash(*out.module);
   if (stage == CompileStage::Lowered)
     return finish(true);
   if (options.recompute != "full" && options.recompute != "none" &&
@@ -365,6 +384,15 @@ bool compileModelSource(const std::string &source, const std::string &path,
   }
   if (mlir::failed(translateToBundle(*out.module, out.bundle)))
     return finish(false);
+  if (options.stream.enabled) {
+    Status st = bundle::checkTokenShapes(out.bundle, options.stream.batch,
+                                         options.stream.seq);
+    if (!st.ok()) {
+      diags.error({}, st.message());
+      return finish(false);
+    }
+  }
+  out.bundle.modelHash = modelHash;
   out.bundle.cpuKernels = std::move(kernels.sharedObject);
   out.bundle.cpuKernelsTarget = kernels.cpu;
   return finish(true);

@@ -53,19 +53,11 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
     if (budgetBytes == 0)
       return;
 
-    if (budgetBytes < plan.largestLayerWeights) {
-      step.emitError() << "device budget of "
-                       << analysis::formatByteSize(budgetBytes)
-                       << " is smaller than the weights of one instance of "
-                          "layer "
-                       << plan.largestLayer << " ("
-                       << analysis::formatByteSize(plan.largestLayerWeights,
-                                                   true)
-                       << "); the model cannot stream through it";
-      return signalPassFailure();
-    }
     if (plan.devicePeak <= budgetBytes)
       return;
+    // What every infeasible budget names: the least these options need
+    // (with checkpoints on the host or on the device when left to the
+    // compiler).
     int64_t smallest = plan.devicePeak;
     if (step.getCheckpointsAuto()) {
       analysis::PlanChoices frugal = choices;
@@ -76,12 +68,24 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
       smallest =
           std::min(smallest, analysis::planMemory(cost, frugal).devicePeak);
     }
-    step.emitError() << "needs "
-                     << analysis::formatByteSize(plan.devicePeak, true)
-                     << " of device memory, budget is "
-                     << analysis::formatByteSize(budgetBytes)
-                     << "; smallest feasible budget with these options is "
-                     << analysis::formatByteSize(smallest, true);
+    if (budgetBytes < plan.largestLayerWeights)
+      step.emitError() << "device budget of "
+                       << analysis::formatByteSize(budgetBytes)
+                       << " is smaller than the weights of one instance of "
+                          "layer "
+                       << plan.largestLayer << " ("
+                       << analysis::formatByteSize(plan.largestLayerWeights,
+                                                   true)
+                       << "); the model cannot stream through it; smallest "
+                          "feasible budget with these options is "
+                       << analysis::formatByteSize(smallest, true);
+    else
+      step.emitError() << "needs "
+                       << analysis::formatByteSize(plan.devicePeak, true)
+                       << " of device memory, budget is "
+                       << analysis::formatByteSize(budgetBytes)
+                       << "; smallest feasible budget with these options is "
+                       << analysis::formatByteSize(smallest, true);
     return signalPassFailure();
   }
 };

@@ -7,6 +7,8 @@
 
 #include "lib/Bundle/Bundle.h"
 
+#include "lib/Support/Files.h"
+
 #include "lib/Support/JsonShow.h"
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 using nlohmann::json;
 
@@ -145,6 +148,42 @@ int64_t Bundle::vocabulary() const {
         return table[0];
     }
   return 0;
+}
+
+Status checkTokenShapes(const Bundle &b, int64_t batch, int64_t seq) {
+  auto it = b.functions.find("forward");
+  if (it == b.functions.end())
+    return Status::success();
+  const Function &fn = it->second;
+  const char *names[] = {"tokens", "targets"};
+  for (size_t i = 0; i < fn.args.size() && i < 2; ++i) {
+    const Shape &shape = fn.values.at(fn.args[i]).shape;
+    std::string declared = "the model's forward declares its " +
+                           std::string(names[i]) + " as " + formatShape(shape);
+    if (shape.size() != 2)
+      return Status::error(declared + ", not [batch, sequence]");
+    if (shape[0] != kDimB && batch > 0 && shape[0] != batch)
+      return Status::error(declared + ": --batch " + std::to_string(batch) +
+                           " does not match its batch of " +
+                           std::to_string(shape[0]) + " (pass --batch " +
+                           std::to_string(shape[0]) +
+                           ", or declare the dimension as B)");
+    if (shape[1] == kDimS)
+      continue;
+    if (seq < 0)
+      return Status::error(
+          declared + ", a static sequence length of " +
+          std::to_string(shape[1]) +
+          "; generation feeds sequences of every length, so it needs the "
+          "dimension declared as S");
+    if (seq > 0 && shape[1] != seq)
+      return Status::error(declared + ": --seq " + std::to_string(seq) +
+                           " does not match its sequence length of " +
+                           std::to_string(shape[1]) + " (pass --seq " +
+                           std::to_string(shape[1]) +
+                           ", or declare the dimension as S)");
+  }
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -791,6 +830,8 @@ std::string toJson(const Bundle &b) {
            {"params", paramsToJson(b.params)},
            {"layers", layers},
            {"functions", functionsToJson(b.functions)}};
+  if (!b.modelHash.empty())
+    doc["model_hash"] = b.modelHash;
   if (!b.cpuKernels.empty())
     doc["cpu_kernels"] = json{{"format", "elf-shared-object"},
                               {"target", b.cpuKernelsTarget},
@@ -871,6 +912,13 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
         fail(w, "'data' is not valid base64");
       if (b.cpuKernels.compare(0, 4, "\177ELF") != 0)
         fail(w, "'data' is not an ELF file");
+    }
+    if (doc.contains("model_hash")) {
+      b.modelHash = getString(doc, "model_hash", where);
+      if (b.modelHash.size() != 16 ||
+          b.modelHash.find_first_not_of("0123456789abcdef") !=
+              std::string::npos)
+        fail(where, "'model_hash' must be 16 lowercase hex digits");
     }
     if (doc.contains("hf_config")) {
       if (!doc["hf_config"].is_string())
@@ -1017,14 +1065,16 @@ bool writeFile(const Bundle &b, const std::string &path, std::string &err) {
 }
 
 bool readFile(const std::string &path, Bundle &out, std::string &err) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  if (::access(path.c_str(), F_OK) != 0) {
     err = "cannot open '" + path + "': " + std::strerror(errno);
     return false;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (!fromJson(ss.str(), out, err)) {
+  Expected<std::string> text = readRegularFile(path);
+  if (!text) {
+    err = text.message();
+    return false;
+  }
+  if (!fromJson(*text, out, err)) {
     err = path + ": " + err;
     return false;
   }

@@ -14,6 +14,7 @@
 #define MTC_LIB_BUNDLE_BUNDLE_H
 
 #include "lib/Support/Shape.h"
+#include "lib/Support/Status.h"
 
 #include <cstdint>
 #include <map>
@@ -147,6 +148,13 @@ struct StepPlan {
 
 struct Bundle {
   std::string model;
+  /// A hash of the model's computation as the frontend lowered it (its
+  /// parameters, config and functions before any training pass; not its
+  /// name): equal for two compiles of one model under other options
+  /// (--recompute, --cpu, a step plan), different when the model's math
+  /// changes. 16 hex digits; "" for bundles of compilers before it existed.
+  /// JSON: optional "model_hash".
+  std::string modelHash;
   std::map<std::string, double> config;
   std::vector<Param> params;
   std::vector<Layer> layers;
@@ -181,6 +189,14 @@ struct Bundle {
   /// with (its vocabulary), or 0 if it has no embedding.
   int64_t vocabulary() const;
 };
+
+/// Checks a run of \p batch sequences of \p seq tokens against the token
+/// and target shapes the model's forward declares: a static dimension must
+/// equal the run's (a model declaring `tokens: [B, 64]` cannot train at
+/// --seq 128). \p seq < 0 stands for every length (generation): a static
+/// sequence length is then an error; 0 skips a dimension. Errors name the
+/// flag and both values.
+Status checkTokenShapes(const Bundle &b, int64_t batch, int64_t seq);
 
 /// Serialises to the JSON text of a .mtb file.
 std::string toJson(const Bundle &b);

@@ -6,6 +6,8 @@
 
 #include "lib/Format/MappedFile.h"
 
+#include "lib/Support/Files.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -43,18 +45,16 @@ void MappedFile::reset() {
 }
 
 Expected<MappedFile> MappedFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  // Regular files only: a FIFO would block in open(), a device map garbage.
+  Expected<int> opened = openRegularFile(path);
+  if (!opened)
+    return opened.status();
+  int fd = *opened;
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
     return Status::error(path + ": cannot stat: " + std::strerror(e));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": is a directory, not a file");
   }
   MappedFile mf;
   mf.file = path;

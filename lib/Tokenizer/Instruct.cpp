@@ -6,6 +6,8 @@
 
 #include "lib/Tokenizer/Instruct.h"
 
+#include "lib/Support/Files.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -36,12 +38,7 @@ bool fileExists(const std::string &path) {
 }
 
 Expected<std::string> readWhole(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return readRegularFile(path);
 }
 
 std::string dirOf(const std::string &file) {

@@ -132,12 +132,20 @@ HostBuffer HostStore::allocateFileBacked(const std::string &path, int64_t bytes,
   std::string where = "host store: " + path + quoted(what);
   if (bytes < 0)
     throw DeviceError{where + ": negative size " + std::to_string(bytes)};
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // A file this call creates is removed again when the call fails.
+  bool created = true;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created = false;
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  }
   if (fd < 0)
     throw DeviceError{where + ": cannot open: " + std::strerror(errno)};
   auto fail = [&](const std::string &msg) {
     int saved = errno;
     ::close(fd);
+    if (created)
+      ::unlink(path.c_str());
     return DeviceError{where + ": " + msg + ": " + std::strerror(saved)};
   };
   struct stat st;

@@ -78,7 +78,8 @@ public:
   /// \p bytes; existing contents up to \p bytes are kept, new bytes read as
   /// zero), mapped MAP_SHARED: writes reach the file. Disk space is reserved
   /// up front where the file system supports it, so a full disk is an error
-  /// here rather than a SIGBUS later. Throws DeviceError naming the path.
+  /// here rather than a SIGBUS later. Throws DeviceError naming the path;
+  /// a file this call created is removed again when it fails.
   HostBuffer allocateFileBacked(const std::string &path, int64_t bytes,
                                 const std::string &what = "");
 

@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,7 +199,8 @@ ojson optionsJson(const TrainOptions &o) {
                {"eval_batches", o.evalBatches},
                {"val_fraction", o.valFraction},
                {"save_every", o.saveEvery},
-               {"kernels", o.useKernels}};
+               {"kernels", o.useKernels},
+               {"data_format", o.dataFormat}};
 }
 
 /// A field error of trainer_state.json.
@@ -299,6 +301,9 @@ TrainOptions parseOptions(const Fields &f) {
   o.valFraction = f.number("val_fraction");
   o.saveEvery = f.integer("save_every");
   o.useKernels = f.boolean("kernels");
+  // Checkpoints written before --data-format existed: auto.
+  if (f.raw().contains("data_format"))
+    o.dataFormat = f.string("data_format");
   if (o.steps < 1 || o.batch < 1 || o.seq < 1 || o.microBatches < 1)
     throw StateError{"'options' has a step count, batch, seq or "
                      "micro-batch count below 1"};
@@ -574,7 +579,7 @@ Expected<std::string> resolveCheckpoint(const std::string &dirArg,
   std::string bak = dir + ".bak";
   if (exists(dir)) {
     if (!isDirectory(dir))
-      return Status::error("--resume '" + dir + "' is not a directory");
+      return Status::error("checkpoint '" + dir + "' is not a directory");
     if (!exists(dir + "/" + kState))
       return Status::error("'" + dir + "' is not a checkpoint: it has no " +
                            kState +
@@ -657,7 +662,38 @@ Expected<ParsedState> parseState(const std::string &dir) {
   }
 }
 
+/// Every file as trainer_state.json recorded it (written last, so these were
+/// complete then): a truncated, extended or altered file is refused.
+Status verifyFiles(const std::string &dir, const ParsedState &parsed) {
+  for (const char *name : kTensorFiles) {
+    std::string path = dir + "/" + name;
+    const FileSum &recorded = parsed.files.at(name);
+    if (!exists(path))
+      return Status::error(path + ": missing (the checkpoint is incomplete)");
+    Expected<FileSum> sum = sumFile(path);
+    if (!sum)
+      return sum.status();
+    if (sum->bytes != recorded.bytes)
+      return Status::error(path + ": " + std::to_string(sum->bytes) +
+                           " bytes, but " + kState + " records " +
+                           std::to_string(recorded.bytes) +
+                           " (truncated or replaced)");
+    if (sum->hash != recorded.hash)
+      return Status::error(path + ": checksum mismatch (xxh64 " +
+                           hex64(sum->hash) + ", " + kState + " records " +
+                           hex64(recorded.hash) + "): the file is corrupt");
+  }
+  return Status::success();
+}
+
 } // namespace
+
+Status verifyCheckpointFiles(const std::string &dir) {
+  Expected<ParsedState> parsed = parseState(dir);
+  if (!parsed)
+    return parsed.status();
+  return verifyFiles(dir, *parsed);
+}
 
 Expected<TrainerState> readTrainerState(const std::string &dir) {
   Expected<ParsedState> p = parseState(dir);
@@ -669,31 +705,14 @@ Expected<TrainerState> readTrainerState(const std::string &dir) {
 Expected<TrainerState> readCheckpoint(const std::string &dir,
                                       const bundle::Bundle &b,
                                       exec::ParamStore &store,
-                                      std::vector<std::string> *notes) {
+                                      std::vector<std::string> *notes,
+                                      bool allowModelChange) {
   Expected<ParsedState> parsed = parseState(dir);
   if (!parsed)
     return parsed.status();
-  // Every file as trainer_state.json recorded it (written last, so these
-  // were complete then): a truncated, extended or altered file is refused.
+  if (Status s = verifyFiles(dir, *parsed); !s.ok())
+    return s;
   uint64_t bundleHash = parsed->files[kBundle].hash;
-  for (const char *name : kTensorFiles) {
-    std::string path = dir + "/" + name;
-    uint64_t bytes = parsed->files[name].bytes;
-    uint64_t hash = parsed->files[name].hash;
-    if (!exists(path))
-      return Status::error(path + ": missing (the checkpoint is incomplete)");
-    Expected<FileSum> sum = sumFile(path);
-    if (!sum)
-      return sum.status();
-    if (sum->bytes != bytes)
-      return Status::error(path + ": " + std::to_string(sum->bytes) +
-                           " bytes, but " + kState + " records " +
-                           std::to_string(bytes) + " (truncated or replaced)");
-    if (sum->hash != hash)
-      return Status::error(path + ": checksum mismatch (xxh64 " +
-                           hex64(sum->hash) + ", " + kState + " records " +
-                           hex64(hash) + "): the file is corrupt");
-  }
 
   // The model: parameter instances and config as the checkpoint's.
   std::string prefix = "checkpoint '" + dir +
@@ -717,6 +736,17 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
     if (!saved.config.count(key))
       return Status::error(prefix + "the model's config entry '" + key +
                            "' is not in the checkpoint's");
+  bool modelChanged = !saved.modelHash.empty() && !b.modelHash.empty() &&
+                      saved.modelHash != b.modelHash;
+  if (modelChanged && !allowModelChange)
+    return Status::error(
+        "checkpoint '" + dir + "' was trained by another model than '" +
+        b.model +
+        "': the parameters and config are the same but the computation "
+        "differs (model hash " +
+        b.modelHash + ", the checkpoint's " + saved.modelHash +
+        "); resume with the checkpoint's own model (leave out the model "
+        "argument) or pass --allow-model-change to continue with this one");
 
   Expected<SafetensorsFile> weights =
       SafetensorsFile::open(dir + "/" + kWeights);
@@ -795,7 +825,11 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
                        "', this one '" + b.model +
                        "' (same parameters and config)");
     std::string text = bundle::toJson(b);
-    if (xxh64(text.data(), text.size()) != bundleHash)
+    if (modelChanged)
+      notes->push_back("the model's computation differs from the "
+                       "checkpoint's (--allow-model-change): the run "
+                       "continues with this model");
+    else if (xxh64(text.data(), text.size()) != bundleHash)
       notes->push_back("the model's compiled functions differ from the "
                        "checkpoint's model.mtb (another compiler, --recompute "
                        "or --cpu?); losses may differ in the last bits from an "
@@ -893,6 +927,7 @@ void inheritOptions(const TrainOptions &recorded,
       field = value;
   };
   take("--data", opts.data, recorded.data);
+  take("--data-format", opts.dataFormat, recorded.dataFormat);
   take("--steps", opts.steps, recorded.steps);
   take("--batch", opts.batch, recorded.batch);
   take("--seq", opts.seq, recorded.seq);
@@ -930,6 +965,128 @@ Status checkCheckpointTarget(const std::string &dirArg) {
                        "give a new or empty one");
 }
 
+namespace {
+
+/// \p dir with a symlink at its end followed (repeatedly): checkpoints are
+/// written into the directory a symlink names, never over the link.
+Expected<std::string> followSymlinks(std::string dir) {
+  for (int depth = 0; depth < 40; ++depth) {
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
+      return dir;
+    std::error_code ec;
+    fs::path target = fs::read_symlink(dir, ec);
+    if (ec)
+      return Status::error("--out '" + dir +
+                           "': cannot read the symlink: " + ec.message());
+    if (target.is_relative())
+      target = fs::path(dir).parent_path() / target;
+    dir = trimSlashes(target.lexically_normal().string());
+  }
+  return Status::error("--out '" + dir + "': too many levels of symlinks");
+}
+
+/// The pid written in lock file \p fd ("" if none).
+std::string lockHolder(int fd) {
+  char buf[32] = {0};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' '))
+    pid.pop_back();
+  return pid;
+}
+
+} // namespace
+
+Expected<CheckpointLock> CheckpointLock::acquire(const std::string &outDir) {
+  Expected<std::string> dir = followSymlinks(trimSlashes(outDir));
+  if (!dir)
+    return dir.status();
+  if (Status s = checkCheckpointTarget(*dir); !s.ok())
+    return s;
+  std::string shown = "--out '" + outDir + "'";
+  std::string parent = fs::path(*dir).parent_path().string();
+  if (!parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec)
+      return Status::error(shown + ": cannot create directory '" + parent +
+                           "': " + ec.message());
+  }
+  CheckpointLock lock;
+  lock.resolved = *dir;
+  lock.lockPath = *dir + ".lock";
+  // The lock file may be removed by its holder between our open() and
+  // flock(): then the lock is on a file nobody else will find; retry.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = ::open(lock.lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return Status::error(shown + ": cannot create the lock file '" +
+                           lock.lockPath + "': " + std::strerror(errno) +
+                           " (checkpoints are written beside it, so its "
+                           "directory must be writable)");
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int e = errno;
+      std::string pid = lockHolder(fd);
+      ::close(fd);
+      if (e == EWOULDBLOCK)
+        return Status::error(
+            shown + " is being written by another mtc train (" +
+            (pid.empty() ? std::string("pid unknown") : "pid " + pid) +
+            ", holding '" + lock.lockPath +
+            "'); wait for it to finish or give another --out");
+      return Status::error(shown + ": cannot lock '" + lock.lockPath +
+                           "': " + std::strerror(e));
+    }
+    struct stat held, now;
+    if (::fstat(fd, &held) == 0 && ::stat(lock.lockPath.c_str(), &now) == 0 &&
+        held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
+      std::string pid = std::to_string(::getpid()) + "\n";
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) !=
+                                         static_cast<ssize_t>(pid.size())) {
+        int e = errno;
+        ::close(fd);
+        return Status::error(shown + ": cannot write the lock file '" +
+                             lock.lockPath + "': " + std::strerror(e));
+      }
+      lock.fd = fd;
+      return Expected<CheckpointLock>(std::move(lock));
+    }
+    ::close(fd);
+  }
+  return Status::error(shown + ": cannot lock '" + lock.lockPath +
+                       "': it keeps being replaced");
+}
+
+CheckpointLock::CheckpointLock(CheckpointLock &&other) noexcept
+    : fd(other.fd), resolved(std::move(other.resolved)),
+      lockPath(std::move(other.lockPath)) {
+  other.fd = -1;
+}
+
+CheckpointLock &CheckpointLock::operator=(CheckpointLock &&other) noexcept {
+  if (this != &other) {
+    release();
+    fd = other.fd;
+    resolved = std::move(other.resolved);
+    lockPath = std::move(other.lockPath);
+    other.fd = -1;
+  }
+  return *this;
+}
+
+CheckpointLock::~CheckpointLock() { release(); }
+
+void CheckpointLock::release() {
+  if (fd < 0)
+    return;
+  // Removed while still held, so that no other process can take a lock on
+  // this file and then lose it to a fresh one.
+  ::unlink(lockPath.c_str());
+  ::close(fd);
+  fd = -1;
+}
+
 Status trimMetrics(const std::string &path, int64_t step) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -937,6 +1094,11 @@ Status trimMetrics(const std::string &path, int64_t step) {
   std::string line, kept;
   bool dropped = false;
   while (std::getline(in, line)) {
+    if (in.eof()) {
+      // The last line has no newline: it was cut short while being written.
+      dropped = true;
+      break;
+    }
     json r = json::parse(line, nullptr, false);
     if (r.is_object() && r.contains("step") && r["step"].is_number_integer() &&
         r["step"].get<int64_t>() > step) {

@@ -98,13 +98,16 @@ Expected<TrainerState> readTrainerState(const std::string &dir);
 /// Reads the checkpoint in \p dir (already resolved) into \p store: checks
 /// every file's size and checksum, that \p b is the checkpoint's model (the
 /// same parameter instances and shapes and the same config), and loads the
-/// values and AdamW moments. \p notes receives what differs without breaking
-/// the load (a bundle compiled differently). Errors name the file and the
-/// problem.
-Expected<TrainerState>
-readCheckpoint(const std::string &dir, const bundle::Bundle &b,
-               exec::ParamStore &store,
-               std::vector<std::string> *notes = nullptr);
+/// values and AdamW moments. A model whose computation differs from the
+/// checkpoint's (Bundle::modelHash: e.g. silu changed to gelu) is an error
+/// unless \p allowModelChange, then a note. \p notes receives what differs
+/// without breaking the load (another name; a bundle compiled with other
+/// options). Errors name the file and the problem.
+Expected<TrainerState> readCheckpoint(const std::string &dir,
+                                      const bundle::Bundle &b,
+                                      exec::ParamStore &store,
+                                      std::vector<std::string> *notes = nullptr,
+                                      bool allowModelChange = false);
 
 /// Whether a run with \p opts on \p data can continue \p ck exactly. Errors:
 /// another batch, seq, micro-batches, seed or val-fraction, another data file
@@ -126,9 +129,47 @@ void inheritOptions(const TrainOptions &recorded,
 /// anything else is refused before training starts.
 Status checkCheckpointTarget(const std::string &dir);
 
+/// One writer per checkpoint directory, for a run's whole life. acquire()
+/// resolves \p outDir (a symlink is followed, so checkpoints are written
+/// through it and it is never replaced by a directory), checks it with
+/// checkCheckpointTarget, creates its parent directories, and takes an
+/// exclusive flock on the sibling file DIR.lock holding this process's pid.
+/// The lock sits beside DIR, not in it, because every checkpoint write
+/// replaces DIR as a whole. Creating DIR.lock also proves, before any
+/// training time is spent, that DIR's parent (where DIR.tmp is written and
+/// renamed) is writable. Errors: another process holds the lock (its pid is
+/// named), the parent cannot be created or written. The destructor removes
+/// DIR.lock and releases the lock; a killed process's lock is released by the
+/// kernel (a stale DIR.lock file is harmless).
+class CheckpointLock {
+public:
+  static Expected<CheckpointLock> acquire(const std::string &outDir);
+  CheckpointLock(CheckpointLock &&other) noexcept;
+  CheckpointLock &operator=(CheckpointLock &&other) noexcept;
+  CheckpointLock(const CheckpointLock &) = delete;
+  CheckpointLock &operator=(const CheckpointLock &) = delete;
+  ~CheckpointLock();
+
+  /// The directory checkpoints are written to (symlinks resolved).
+  const std::string &dir() const { return resolved; }
+
+private:
+  CheckpointLock() = default;
+  void release();
+  int fd = -1;
+  std::string resolved, lockPath;
+};
+
+/// Checks every file of the checkpoint in \p dir (already resolved) against
+/// the size and xxh64 that its trainer_state.json records: a truncated,
+/// extended or altered file is an error naming it. What --resume, generate
+/// and export-hf do before reading a checkpoint's tensors.
+Status verifyCheckpointFiles(const std::string &dir);
+
 /// Removes the records of the JSONL metrics file \p path whose "step" is above
-/// \p step (written after the checkpoint a run resumes from), atomically. A
-/// missing file is fine.
+/// \p step (written after the checkpoint a run resumes from), and a last line
+/// cut short (no newline: the disk filled up or the process was killed while
+/// writing it), atomically. A missing file is fine.
 Status trimMetrics(const std::string &path, int64_t step);
 
 /// XXH64 of \p n bytes (the checksum of checkpoint files).

@@ -8,6 +8,8 @@
 
 #include "lib/Bundle/Bundle.h"
 #include "lib/Format/MappedFile.h"
+#include "lib/Support/Files.h"
+#include "runtime/driver/Checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -61,9 +63,19 @@ Status makeDir(const std::string &dir) {
 Status exportHF(const std::string &ckptDir, const std::string &outDir,
                 const HFExportOptions &opts,
                 std::vector<std::string> *written) {
+  if (sameFile(outDir, ckptDir))
+    return Status::error("-o '" + outDir + "' is the checkpoint '" + ckptDir +
+                         "' itself; an output never overwrites an input: "
+                         "give another directory");
+  // The checkpoint resume would accept, checked as resume checks it.
+  Expected<std::string> resolved = resolveCheckpoint(ckptDir);
+  if (!resolved)
+    return resolved.status();
+  if (Status st = verifyCheckpointFiles(*resolved); !st.ok())
+    return st;
   bundle::Bundle b;
   std::string err;
-  if (!bundle::readFile(ckptDir + "/model.mtb", b, err))
+  if (!bundle::readFile(*resolved + "/model.mtb", b, err))
     return Status::error(err + " (is '" + ckptDir +
                          "' a checkpoint written by mtc train --out?)");
   if (b.hfNames.empty())
@@ -73,7 +85,7 @@ Status exportHF(const std::string &ckptDir, const std::string &outDir,
         "DIR (or mtc compile --hf DIR) can be exported to HuggingFace layout");
   if (opts.dtype != TensorDType::F32 && opts.dtype != TensorDType::BF16)
     return Status::error("export-hf writes F32 or BF16 tensors");
-  std::string weightsPath = ckptDir + "/model.safetensors";
+  std::string weightsPath = *resolved + "/model.safetensors";
   Expected<SafetensorsFile> weights = SafetensorsFile::open(weightsPath);
   if (!weights)
     return Status::error(weights.message());

@@ -18,6 +18,7 @@
 
 #include "lib/Bundle/Plan.h"
 #include "lib/Format/Safetensors.h"
+#include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/device/CpuDevice.h"
@@ -37,10 +38,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iomanip>
@@ -48,6 +52,7 @@
 #include <sstream>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 namespace mtc::driver {
 
@@ -301,11 +306,15 @@ double parameterCount(const bundle::Bundle &b) {
   return params;
 }
 
-/// "1.5 GiB", "320.0 MiB".
+/// "1.5 GiB", "320.0 MiB", "4.0 PiB".
 std::string humanBytes(double bytes) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(1);
-  if (bytes >= double(1 << 30))
+  if (bytes >= std::ldexp(1.0, 50))
+    os << std::ldexp(bytes, -50) << " PiB";
+  else if (bytes >= std::ldexp(1.0, 40))
+    os << std::ldexp(bytes, -40) << " TiB";
+  else if (bytes >= double(1 << 30))
     os << bytes / double(1 << 30) << " GiB";
   else
     os << bytes / double(1 << 20) << " MiB";
@@ -325,6 +334,118 @@ double availableHostBytes() {
     if (key == "MemAvailable:")
       return kb * 1024;
   return 0;
+}
+
+/// Whether \p path lies inside directory \p dir (symlinks resolved as far as
+/// the paths exist).
+bool isInside(const std::string &path, const std::string &dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec1, ec2;
+  std::string p = fs::weakly_canonical(path, ec1).string();
+  std::string d = fs::weakly_canonical(dir, ec2).string();
+  if (ec1 || ec2 || d.empty())
+    return false;
+  if (d.back() != '/')
+    d += '/';
+  return p.compare(0, d.size(), d) == 0;
+}
+
+/// Outputs never overwrite inputs: --metrics, --trace and --host-state-file
+/// against --data (and its mask), --tokenizer and the model's files; nothing
+/// of either kind inside --out, which every checkpoint replaces as a whole
+/// (but the model.mtb of the checkpoint being resumed, read before).
+Status checkTrainPaths(const TrainOptions &opts, const std::string &outDir) {
+  std::vector<NamedPath> inputs = {{"--data", opts.data},
+                                   {"the loss mask", opts.data + ".mask"}};
+  if (!opts.tokenizer.empty())
+    inputs.push_back({"--tokenizer", tok::tokenizerJsonPath(opts.tokenizer)});
+  for (const std::string &f : opts.modelFiles)
+    inputs.push_back({"the model", f});
+  std::vector<NamedPath> outputs = {{"--metrics", opts.metrics},
+                                    {"--trace", opts.trace},
+                                    {"--host-state-file", opts.hostStateFile}};
+  if (Status st = checkOutputs(outputs, inputs); !st.ok())
+    return st;
+  if (outDir.empty())
+    return Status::success();
+  for (const std::vector<NamedPath> *list : {&inputs, &outputs})
+    for (const NamedPath &p : *list) {
+      if (p.path.empty() || !isInside(p.path, outDir))
+        continue;
+      if (list == &inputs && p.what == "the model" &&
+          sameFile(p.path, outDir + "/model.mtb"))
+        continue;
+      return Status::error(p.what + " '" + p.path + "' is inside --out '" +
+                           opts.outDir +
+                           "', which every checkpoint replaces as a whole; "
+                           "keep it outside");
+    }
+  return Status::success();
+}
+
+/// The first SIGINT or SIGTERM asks the training loop to stop after the
+/// current step (with a checkpoint); the handler then restores the default
+/// action, so a second one ends the process at once.
+std::atomic<int> stopSignal{0};
+
+extern "C" void onStopSignal(int sig) {
+  stopSignal.store(sig);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  const char msg[] = "\nmtc: stopping after this step (and saving a "
+                     "checkpoint with --out); send the signal again to stop "
+                     "at once\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+/// Installs onStopSignal for SIGINT and SIGTERM while alive.
+class StopSignals {
+public:
+  StopSignals() {
+    stopSignal.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = onStopSignal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &oldInt);
+    ::sigaction(SIGTERM, &sa, &oldTerm);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &oldInt, nullptr);
+    ::sigaction(SIGTERM, &oldTerm, nullptr);
+  }
+  /// The signal received (0: none).
+  int received() const { return stopSignal.load(); }
+
+private:
+  struct sigaction oldInt {
+  }, oldTerm{};
+};
+
+/// Test hook MTC_TEST_SIGNAL_AT_STEP=N[xK]: raises SIGINT K times (default 1)
+/// at the start of step N, as a user pressing Ctrl-C K times would.
+void testSignalHook(int64_t step) {
+  const char *env = std::getenv("MTC_TEST_SIGNAL_AT_STEP");
+  if (!env || !*env)
+    return;
+  char *end = nullptr;
+  long long at = std::strtoll(env, &end, 10);
+  long long times = *end == 'x' ? std::strtoll(end + 1, nullptr, 10) : 1;
+  if (at != step)
+    return;
+  for (long long i = 0; i < times; ++i)
+    std::raise(SIGINT);
+}
+
+/// The name of a parameter tensor holding a NaN or an infinity ("" : none).
+std::string firstNonFinite(const exec::ParamStore &store) {
+  for (const exec::ParamSlot &s : store.slots()) {
+    const float *v = s.value.data();
+    for (size_t i = 0; i < s.value.size(); ++i)
+      if (!std::isfinite(v[i]))
+        return s.name;
+  }
+  return "";
 }
 
 } // namespace
@@ -355,6 +476,27 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     return 1;
   }
 
+  if (Status st = bundle::checkTokenShapes(b, opts.batch, opts.seq); !st.ok()) {
+    err << "mtc: error: " << st.message() << "\n";
+    return 1;
+  }
+  // Outputs against inputs first (nothing is touched yet), then the one
+  // writer of --out, before any training time is spent.
+  if (Status st = checkTrainPaths(opts, opts.outDir); !st.ok()) {
+    err << "mtc: error: " << st.message() << "\n";
+    return 1;
+  }
+  std::optional<CheckpointLock> outLock;
+  if (!opts.outDir.empty()) {
+    Expected<CheckpointLock> l = CheckpointLock::acquire(opts.outDir);
+    if (!l) {
+      err << "mtc: error: " << l.message() << "\n";
+      return 1;
+    }
+    outLock.emplace(std::move(*l));
+  }
+  const std::string outDir = outLock ? outLock->dir() : "";
+
   Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =
       modelTokenizer(b, opts.tokenizer);
   if (!tokenizer) {
@@ -371,6 +513,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   dopts.vocabSize = static_cast<uint32_t>(vocab);
   dopts.seqLen = opts.seq;
   dopts.valFraction = opts.valFraction;
+  dopts.format = opts.dataFormat;
   if (tok)
     dopts.tokenize = [tok](std::string_view text) { return tok->encode(text); };
   {
@@ -403,7 +546,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   std::vector<std::string> notes;
   if (!opts.outDir.empty() || !opts.resume.empty()) {
     Expected<DataIdentity> id = identifyData(*data);
-    Status st = id ? checkCheckpointTarget(opts.outDir) : id.status();
+    Status st = id ? Status::success() : id.status();
     if (st.ok() && !opts.resume.empty()) {
       std::string note;
       Expected<std::string> dir = resolveCheckpoint(opts.resume, &note);
@@ -429,33 +572,54 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   }
 
   // Checked before allocating: parameters, gradients and AdamW moments
-  // (16 bytes per parameter) plus the step's working set.
+  // (16 bytes per parameter), the step's working set, and under streaming
+  // the CPU device's memory and the plan's host buffers, each named.
   {
     double params = parameterCount(b);
+    std::string mb = "values of one " + std::to_string(opts.batch) + " x " +
+                     std::to_string(opts.seq) + " micro-batch";
+    std::vector<std::pair<std::string, double>> parts;
     // A file-backed state is paged to its file, not held in RAM.
-    double need =
-        (opts.hostStateFile.empty() ? params * exec::ParamStore::kBytesPerParam
-                                    : 0.0) +
-        stepBytes(b, opts.batch, opts.seq);
+    if (opts.hostStateFile.empty())
+      parts.push_back({"parameters, gradients and AdamW state",
+                       params * exec::ParamStore::kBytesPerParam});
+    parts.push_back({mb, stepBytes(b, opts.batch, opts.seq)});
     if (b.step) {
-      // The CPU device's memory and offloaded checkpoints are host memory
-      // too.
-      need += static_cast<double>(opts.deviceMemory > 0 ? opts.deviceMemory
-                                                        : b.step->deviceBudget);
+      parts.push_back(
+          {"the CPU device's memory (--device-memory)",
+           static_cast<double>(opts.deviceMemory > 0 ? opts.deviceMemory
+                                                     : b.step->deviceBudget)});
+      double hostBuffers = 0;
       for (const bundle::PlanBuffer &buf : b.step->buffers)
         if (buf.space == "host")
-          need += static_cast<double>(buf.bytes);
+          hostBuffers += static_cast<double>(buf.bytes);
+      if (hostBuffers > 0)
+        parts.push_back(
+            {"host checkpoints and activations of the plan", hostBuffers});
+    }
+    double need = 0;
+    const std::pair<std::string, double> *largest = &parts.front();
+    for (const auto &part : parts) {
+      need += part.second;
+      if (part.second > largest->second)
+        largest = &part;
     }
     double avail = availableHostBytes();
     if (avail > 0 && need > avail) {
       err << "mtc: error: training may need up to " << humanBytes(need)
-          << " of host memory (parameters, gradients and AdamW state: "
-          << humanBytes(params * exec::ParamStore::kBytesPerParam)
-          << "; values of one " << opts.batch << " x " << opts.seq
-          << " micro-batch: " << humanBytes(stepBytes(b, opts.batch, opts.seq))
-          << "), but " << humanBytes(avail)
-          << " are available; lower --batch or --seq (use --micro-batches to "
-             "keep the step size)\n";
+          << " of host memory (";
+      for (size_t i = 0; i < parts.size(); ++i)
+        err << (i ? "; " : "") << parts[i].first << ": "
+            << humanBytes(parts[i].second);
+      err << "), but " << humanBytes(avail) << " are available; ";
+      if (largest->first.find("--device-memory") != std::string::npos)
+        err << "lower --device-memory\n";
+      else if (largest->first.find("AdamW") != std::string::npos)
+        err << "map the state from disk with --host-state-file PATH, or "
+               "train a smaller model\n";
+      else
+        err << "lower --batch or --seq (use --micro-batches to keep the step "
+               "size)\n";
       return 1;
     }
   }
@@ -475,7 +639,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     store.pin(&unpinned);
   int64_t startStep = 0;
   if (!ckDir.empty()) {
-    Expected<TrainerState> state = readCheckpoint(ckDir, b, store, &notes);
+    Expected<TrainerState> state =
+        readCheckpoint(ckDir, b, store, &notes, opts.allowModelChange);
     if (!state) {
       err << "mtc: error: " << state.message() << "\n";
       return 1;
@@ -657,7 +822,19 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       opts.stopAfter > 0 ? std::min(opts.stopAfter, opts.steps) : opts.steps;
   double lastVal = ck.valLoss;
   int64_t lastValStep = ck.valStep;
+  // The step of the last checkpoint in --out (the one resumed from, if it is
+  // there).
+  int64_t savedStep = !ckDir.empty() && sameFile(ckDir, outDir) ? startStep : 0;
+  int stoppedBy = 0; // the signal that stopped the run
+  StopSignals signals;
+  auto untouched = [&]() -> std::string {
+    if (outDir.empty() || savedStep == 0)
+      return "";
+    return "; the last checkpoint (" + opts.outDir + ", step " +
+           std::to_string(savedStep) + ") is untouched";
+  };
   for (int64_t step = startStep + 1; step <= lastStep; ++step) {
+    testSignalHook(step);
     double t0 = nowSeconds();
     double loss = 0;
     if (streamer) {
@@ -682,6 +859,17 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     for (const exec::ParamSlot &s : store.slots())
       sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), &pool);
     double norm = std::sqrt(sumsq) / opts.microBatches;
+    // A diverged step is never applied: the weights (and every checkpoint)
+    // stay those of the last good step.
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      progress.finish();
+      bool badLoss = !std::isfinite(loss);
+      err << "mtc: error: the " << (badLoss ? "loss" : "gradient norm")
+          << " became " << (badLoss ? loss : norm) << " at step " << step
+          << "; the step was not applied" << untouched()
+          << "; lower --lr or enable --clip\n";
+      return 1;
+    }
     double scale = 1.0;
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
@@ -704,12 +892,6 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
                  static_cast<float>(scale / opts.microBatches));
     }
     double dt = nowSeconds() - t0;
-    if (!std::isfinite(loss)) {
-      progress.finish();
-      err << "mtc: error: the loss became " << loss << " at step " << step
-          << "; lower --lr or enable --clip\n";
-      return 1;
-    }
     if (std::isnan(firstLoss))
       firstLoss = loss;
     lastLoss = loss;
@@ -717,11 +899,13 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
 
     bool evalNow = (opts.evalEvery > 0 && step % opts.evalEvery == 0) ||
                    step == opts.steps;
-    bool saveNow = !opts.outDir.empty() &&
+    // SIGINT/SIGTERM: this step is the last; it is saved like the end.
+    stoppedBy = signals.received();
+    bool saveNow = !outDir.empty() &&
                    ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
-                    step == lastStep);
+                    step == lastStep || stoppedBy != 0);
     // The host executor and checkpoints read updated weights.
-    if (streamer && (evalNow || saveNow || step == lastStep))
+    if (streamer && (evalNow || saveNow || step == lastStep || stoppedBy))
       streamer->flush();
     double valLoss =
         evalNow ? evaluate(ex, *data, opts.batch, opts.seq, opts.evalBatches)
@@ -778,12 +962,24 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       out.flush();
     }
     if (saveNow) {
+      if (std::string bad = firstNonFinite(store); !bad.empty()) {
+        progress.finish();
+        err << "mtc: error: parameter '" << bad
+            << "' holds a NaN or an infinity after step " << step
+            << "; not saving it" << untouched() << "\n";
+        return 1;
+      }
       TrainerState state{step, loss, lastVal, lastValStep, opts, dataId};
-      Status st = writeCheckpoint(opts.outDir, b, store, state);
+      Status st = writeCheckpoint(outDir, b, store, state);
       if (!st.ok()) {
         err << "mtc: error: saving the checkpoint: " << st.message() << "\n";
         return 1;
       }
+      savedStep = step;
+    }
+    if (stoppedBy) {
+      lastStep = step;
+      break;
     }
   }
   progress.finish();
@@ -806,6 +1002,15 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       << "\n";
   if (!opts.outDir.empty())
     out << "checkpoint: " << opts.outDir << " (step " << lastStep << ")\n";
+  if (stoppedBy) {
+    out.flush();
+    err << "mtc: stopped by " << (stoppedBy == SIGINT ? "SIGINT" : "SIGTERM")
+        << " after step " << lastStep << " of " << opts.steps
+        << (outDir.empty() ? std::string("; no checkpoint (no --out)")
+                           : "; continue with --resume " + opts.outDir)
+        << "\n";
+    return 128 + stoppedBy;
+  }
   if (lastStep < opts.steps)
     out << "stopped after step " << lastStep << " of " << opts.steps
         << " (--stop-after); continue with --resume\n";
@@ -827,13 +1032,26 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   return 0;
 }
 
-int generateImpl(const std::string &dir, const GenerateOptions &opts,
+int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
                  std::ostream &out, std::ostream &err) {
+  // The checkpoint resume would accept, checked as resume checks it.
+  Expected<std::string> resolved = resolveCheckpoint(ckpt);
+  Status verified =
+      resolved ? verifyCheckpointFiles(*resolved) : resolved.status();
+  if (!verified.ok()) {
+    err << "mtc: error: " << verified.message() << "\n";
+    return 1;
+  }
+  const std::string &dir = *resolved;
   bundle::Bundle b;
   std::string msg;
   if (!bundle::readFile(dir + "/model.mtb", b, msg)) {
     err << "mtc: error: " << msg << " (is '" << dir
         << "' a checkpoint written by mtc train --out?)\n";
+    return 1;
+  }
+  if (Status st = bundle::checkTokenShapes(b, 1, -1); !st.ok()) {
+    err << "mtc: error: " << st.message() << "\n";
     return 1;
   }
   Expected<SafetensorsFile> weights =

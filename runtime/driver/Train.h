@@ -12,11 +12,14 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace mtc::driver {
 
 struct TrainOptions {
   std::string data; ///< token file (.bin) or text (.txt)
+  /// How --data is read: auto, text, llmc or raw-u16 (train/Data.h).
+  std::string dataFormat = "auto";
   int64_t steps = 200;
   int64_t batch = 8; ///< sequences per micro-batch
   int64_t seq = 128;
@@ -62,6 +65,12 @@ struct TrainOptions {
   /// created at this path (which must not exist) instead of RAM ("" : RAM);
   /// see exec::HostStateOptions.
   std::string hostStateFile;
+  /// The files the model came from (a .mt or .mtb, or an HF directory's
+  /// config.json and weights): inputs that no output may overwrite.
+  std::vector<std::string> modelFiles;
+  /// Resume even when the checkpoint's model differs from this one in its
+  /// computation (same parameters and config); otherwise an error.
+  bool allowModelChange = false;
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to

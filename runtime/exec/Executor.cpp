@@ -8,6 +8,7 @@
 #include "runtime/exec/Executor.h"
 
 #include "lib/Bundle/Plan.h"
+#include "lib/Format/Safetensors.h"
 
 #include "runtime/cpu/Kernels.h"
 
@@ -367,8 +368,16 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
                                   std::vector<Tensor> args, const Scope &scope,
                                   Mode mode, Tensor *logitsOut) {
   std::vector<Tensor> values(fn.values.size());
-  for (size_t i = 0; i < fn.args.size() && i < args.size(); ++i)
+  for (size_t i = 0; i < fn.args.size() && i < args.size(); ++i) {
+    // The bound dims against the declared ones: a static dim the caller's
+    // data does not have would make every kernel read out of bounds.
+    std::vector<int64_t> want = concrete(fn.values[fn.args[i]]);
+    if (args[i].shape != want)
+      throw ExecError{"argument " + std::to_string(i) + " of a function is " +
+                      formatTensorShape(args[i].shape) + ", but it declares " +
+                      formatTensorShape(want)};
     values[fn.args[i]] = std::move(args[i]);
+  }
   // Planned placement (the streaming runtime's workspace).
   Workspace *ws = Workspace::current();
   const bundle::FunctionPlan *plan = nullptr;

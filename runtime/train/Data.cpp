@@ -6,6 +6,7 @@
 
 #include "runtime/train/Data.h"
 
+#include "lib/Tokenizer/Unicode.h"
 #include "runtime/train/Random.h"
 
 #include <algorithm>
@@ -39,6 +40,17 @@ static int32_t readI32(const uint8_t *p) {
 static bool endsWith(const std::string &s, const char *suffix) {
   size_t n = std::strlen(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+/// Whether the file reads as UTF-8 text: no NUL byte and valid UTF-8 in its
+/// first MiB (a multi-byte character cut by that window's end is fine).
+static bool looksLikeText(const uint8_t *base, uint64_t size) {
+  size_t n = static_cast<size_t>(std::min<uint64_t>(size, 1u << 20));
+  std::string_view head(reinterpret_cast<const char *>(base), n);
+  if (head.find('\0') != std::string_view::npos)
+    return false;
+  size_t bad = tok::findInvalidUtf8(head);
+  return bad == std::string_view::npos || (n < size && bad + 4 > n);
 }
 
 // The first index in [0, n) whose token is >= vocab, or n.
@@ -84,7 +96,31 @@ Expected<TokenDataset> TokenDataset::open(const std::string &path,
   if (size == 0)
     return Status::error(path + ": file is empty");
 
-  if (endsWith(path, ".txt") && opts.tokenize) {
+  const std::string &want = opts.format;
+  if (std::find(std::begin(kDataFormats), std::end(kDataFormats), want) ==
+      std::end(kDataFormats))
+    return Status::error(path + ": unknown data format '" + want +
+                         "' (expected auto, text, llmc or raw-u16)");
+  bool magic = size >= 4 && readI32(base) == kLlmcMagic;
+  bool text =
+      want == "text" || (want == "auto" && !magic &&
+                         (endsWith(path, ".txt") || looksLikeText(base, size)));
+  if (want == "llmc" && !magic)
+    return Status::error(path +
+                         ": not an llm.c token file (its first int32 "
+                         "is " +
+                         std::to_string(size >= 4 ? readI32(base) : 0) +
+                         ", the llm.c magic is " + std::to_string(kLlmcMagic) +
+                         ")");
+  if (want == "auto" && !magic && !text)
+    return Status::error(
+        path + ": neither an llm.c token file (its first int32 is " +
+        std::to_string(size >= 4 ? readI32(base) : 0) + ", the magic is " +
+        std::to_string(kLlmcMagic) +
+        ") nor UTF-8 text; for headerless uint16 tokens pass --data-format "
+        "raw-u16, for text in another encoding convert it to UTF-8 first");
+
+  if (text && opts.tokenize) {
     d.fmt = TokenFileFormat::TokenizedText;
     Expected<std::vector<uint32_t>> ids = opts.tokenize(
         std::string_view(reinterpret_cast<const char *>(base), size));
@@ -94,12 +130,12 @@ Expected<TokenDataset> TokenDataset::open(const std::string &path,
     d.tokBytes = 4;
     d.tokens = reinterpret_cast<const uint8_t *>(d.owned->data());
     d.count = d.owned->size();
-  } else if (endsWith(path, ".txt")) {
+  } else if (text) {
     d.fmt = TokenFileFormat::Text;
     d.tokBytes = 1;
     d.tokens = base;
     d.count = size;
-  } else if (size >= 4 && readI32(base) == kLlmcMagic) {
+  } else if (want != "raw-u16") {
     d.fmt = TokenFileFormat::LlmcBin;
     if (size < kLlmcHeaderBytes)
       return Status::error(path + ": llm.c header is truncated (" +

@@ -5,10 +5,15 @@
 //
 //   llm.c .bin   256 int32 header (magic 20240520, version 1 = uint16 tokens,
 //                version 2 = uint32 tokens, token count), then the tokens
-//   raw .bin     headerless little-endian uint16 tokens (nanoGPT's layout);
-//                any file that is not .txt and does not start with the magic
-//   .txt         bytes, tokenised by the built-in byte-level tokenizer
-//                (vocabulary 256: token = byte value)
+//   text         UTF-8 text: a .txt file, or any file without the llm.c
+//                magic whose first MiB is UTF-8 without NUL bytes; tokenised
+//                by the model's tokenizer, else by bytes (vocabulary 256:
+//                token = byte value)
+//   raw uint16   headerless little-endian uint16 tokens (nanoGPT's layout):
+//                only when asked for (format "raw-u16"), never guessed
+//
+// A file that is none of these (a damaged llm.c header, binary data) is an
+// error naming what was expected and how to ask for raw tokens.
 //
 // Errors name the file: missing, empty, size not a multiple of the token size,
 // header count disagreeing with the file size, fewer tokens than seqLen + 1,
@@ -69,7 +74,13 @@ struct TokenDatasetOptions {
   int32_t ignoreIndex = -1;
   /// Read `<path>.mask` when it exists.
   bool useMask = true;
+  /// How the file is read (`mtc train --data-format`): "auto" (llm.c by its
+  /// magic, else text when it is UTF-8 text), "text", "llmc" or "raw-u16".
+  std::string format = "auto";
 };
+
+/// The values of TokenDatasetOptions::format.
+constexpr const char *kDataFormats[] = {"auto", "text", "llmc", "raw-u16"};
 
 constexpr int32_t kLossMaskMagic = 0x4B53414D; // "MASK"
 constexpr size_t kLossMaskHeaderBytes = 16;

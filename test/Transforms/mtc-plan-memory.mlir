@@ -34,4 +34,4 @@
 
 // OVER: error: needs 26.3 MiB of device memory, budget is 20 MiB; smallest feasible budget with these options is 26.3 MiB
 // OVER-AUTO: error: needs 24.8 MiB of device memory, budget is 20 MiB; smallest feasible budget with these options is 24.8 MiB
-// LAYER: error: device budget of 976.6 KiB is smaller than the weights of one instance of layer Block (2.8 MiB); the model cannot stream through it
+// LAYER: error: device budget of 976.6 KiB is smaller than the weights of one instance of layer Block (2.8 MiB); the model cannot stream through it; smallest feasible budget with these options is {{[0-9.]+ [KMG]iB}}

@@ -58,12 +58,18 @@ std::vector<uint32_t> iota(size_t n, uint32_t mod) {
   return v;
 }
 
-TokenDatasetOptions opts(uint32_t vocab, int64_t seq, double val = 0.1) {
+TokenDatasetOptions opts(uint32_t vocab, int64_t seq, double val = 0.1,
+                         const char *format = "auto") {
   TokenDatasetOptions o;
   o.vocabSize = vocab;
   o.seqLen = seq;
   o.valFraction = val;
+  o.format = format;
   return o;
+}
+
+TokenDatasetOptions raw16(uint32_t vocab, int64_t seq, double val = 0.1) {
+  return opts(vocab, seq, val, "raw-u16");
 }
 
 std::string openError(const std::string &path, const TokenDatasetOptions &o) {
@@ -103,7 +109,10 @@ TEST(TokenDataset, RawUint16AndText) {
   for (size_t i = 0; i < raw.size(); ++i)
     raw[i] = static_cast<uint16_t>(i * 7 % 50257);
   writeBytes(p, raw.data(), raw.size() * 2);
-  Expected<TokenDataset> d = TokenDataset::open(p, opts(50257, 8));
+  // Raw tokens are never guessed: they must be asked for.
+  EXPECT_NE(openError(p, opts(50257, 8)).find("pass --data-format raw-u16"),
+            std::string::npos);
+  Expected<TokenDataset> d = TokenDataset::open(p, raw16(50257, 8));
   ASSERT_TRUE(d.ok()) << d.message();
   EXPECT_EQ(d->format(), TokenFileFormat::RawU16);
   EXPECT_EQ(d->numTokens(), 500u);
@@ -118,6 +127,53 @@ TEST(TokenDataset, RawUint16AndText) {
   EXPECT_EQ(td->numTokens(), text.size());
   EXPECT_EQ(td->token(0), uint32_t('h'));
   EXPECT_EQ(td->token(13), 0xc3u);
+
+  // UTF-8 text under any name is text; so is anything asked to be.
+  for (const char *name : {"notes.md", "README", "corpus.test"}) {
+    std::string m = tempPath(name);
+    writeBytes(m, text.data(), text.size());
+    Expected<TokenDataset> md = TokenDataset::open(m, opts(256, 4, 0.2));
+    ASSERT_TRUE(md.ok()) << md.message();
+    EXPECT_EQ(md->format(), TokenFileFormat::Text) << name;
+    EXPECT_EQ(md->numTokens(), text.size());
+  }
+  Expected<TokenDataset> forced =
+      TokenDataset::open(p, opts(256, 8, 0.1, "text"));
+  ASSERT_TRUE(forced.ok()) << forced.message();
+  EXPECT_EQ(forced->format(), TokenFileFormat::Text);
+  EXPECT_EQ(forced->numTokens(), 1000u);
+}
+
+TEST(TokenDataset, DamagedHeaderIsNotTokens) {
+  // An llm.c file whose magic has one bit flipped: an error, not 516 raw
+  // uint16 tokens.
+  std::string p = tempPath("flipped.bin");
+  std::string bytes = llmcFile(1, 500, iota(500, 50000));
+  bytes[0] ^= 0x04;
+  writeBytes(p, bytes.data(), bytes.size());
+  std::string e = openError(p, opts(50257, 8));
+  EXPECT_NE(e.find("neither an llm.c token file"), std::string::npos) << e;
+  EXPECT_NE(e.find("magic is 20240520"), std::string::npos) << e;
+  // Asked for llm.c, a file without the magic names both.
+  std::string t = tempPath("text.bin");
+  writeBytes(t, "plain text, not tokens", 22);
+  e = openError(t, opts(256, 4, 0.1, "llmc"));
+  EXPECT_NE(e.find("not an llm.c token file"), std::string::npos) << e;
+  e = openError(t, opts(256, 4, 0.1, "utf16"));
+  EXPECT_EQ(e, "unknown data format 'utf16' (expected auto, text, llmc or "
+               "raw-u16)");
+}
+
+TEST(TokenDataset, SpecialFilesAreRefusedWithoutBlocking) {
+  std::string fifo = tempPath("fifo.txt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  // Opening a FIFO with no writer would block: it is refused at once.
+  EXPECT_EQ(openError(fifo, opts(256, 4)), "is a FIFO, not a regular file");
+  EXPECT_EQ(openError("/dev/null", opts(256, 4)),
+            "is a character device, not a regular file");
+  std::string dir = tempPath("adir");
+  ::mkdir(dir.c_str(), 0755);
+  EXPECT_EQ(openError(dir, opts(256, 4)), "is a directory, not a file");
 }
 
 TEST(TokenDataset, Errors) {
@@ -131,7 +187,7 @@ TEST(TokenDataset, Errors) {
 
   std::string odd = tempPath("odd.bin");
   writeBytes(odd, "abcde", 5);
-  EXPECT_EQ(openError(odd, opts(65536, 1)),
+  EXPECT_EQ(openError(odd, raw16(65536, 1)),
             "size 5 bytes is not a multiple of the token size (2 bytes, raw "
             "uint16 tokens)");
 
@@ -204,7 +260,7 @@ TEST(BatchSampler, WindowsAreShiftedAndResumable) {
   for (size_t i = 0; i < raw.size(); ++i)
     raw[i] = static_cast<uint16_t>(i % 60000);
   writeBytes(p, raw.data(), raw.size() * 2);
-  Expected<TokenDataset> d = TokenDataset::open(p, opts(65536, 16));
+  Expected<TokenDataset> d = TokenDataset::open(p, raw16(65536, 16));
   ASSERT_TRUE(d.ok()) << d.message();
   const int64_t B = 4, S = 16;
   BatchSampler s(*d, B, 1234);
@@ -241,7 +297,7 @@ TEST(ValIterator, WalksTheHeldOutTokens) {
   for (size_t i = 0; i < raw.size(); ++i)
     raw[i] = static_cast<uint16_t>(i);
   writeBytes(p, raw.data(), raw.size() * 2);
-  Expected<TokenDataset> d = TokenDataset::open(p, opts(65536, 10, 0.1));
+  Expected<TokenDataset> d = TokenDataset::open(p, raw16(65536, 10, 0.1));
   ASSERT_TRUE(d.ok());
   ASSERT_EQ(d->trainTokens(), 900u);
   ValIterator it(*d, 4);

@@ -18,6 +18,7 @@
 #include "frontend/Sema.h"
 #include "frontend/Summary.h"
 #include "lib/Support/Diagnostics.h"
+#include "lib/Support/Files.h"
 #include "lib/Tokenizer/Instruct.h"
 #include "lib/Tokenizer/TokenFile.h"
 #include "lib/Tokenizer/Tokenizer.h"
@@ -34,8 +35,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -249,8 +252,10 @@ bool writeOutput(const std::string &path, const std::string &text) {
 }
 
 /// One command-line flag of a command: `--name VALUE` (or `--name=VALUE`).
+/// String values must not be empty (a path or a choice given as "" is a
+/// mistake, never "use the default"); Text values may be.
 struct Flag {
-  enum Kind { Int, Uint, Double, String, Set } kind;
+  enum Kind { Int, Uint, Double, String, Text, Set } kind;
   const char *name;
   void *target;
   double min = 0; ///< Int/Uint/Double: smallest accepted value
@@ -315,15 +320,23 @@ bool parseFlags(const char *command, const std::vector<std::string> &args,
     }
     case Flag::Double: {
       double v = std::strtod(value.c_str(), &end);
-      if (errno || end == value.c_str() || *end != '\0' || !(v >= flag->min)) {
-        error(bad + "a number >= " + std::to_string(flag->min) + ", got '" +
-              value + "'");
+      if (errno || end == value.c_str() || *end != '\0' || !(v >= flag->min) ||
+          !std::isfinite(v)) {
+        error(bad + "a finite number >= " + std::to_string(flag->min) +
+              ", got '" + value + "'");
         return false;
       }
       *static_cast<double *>(flag->target) = v;
       break;
     }
     case Flag::String:
+      if (value.empty()) {
+        error(std::string(command) + ": " + a + " needs a value, got ''");
+        return false;
+      }
+      *static_cast<std::string *>(flag->target) = value;
+      break;
+    case Flag::Text:
       *static_cast<std::string *>(flag->target) = value;
       break;
     case Flag::Set: {
@@ -381,6 +394,25 @@ bool modelInput(const char *command, const std::vector<std::string> &pos,
     return false;
   }
   return true;
+}
+
+/// The files a model is read from: \p input, or every file of the HF
+/// directory (config.json, weights, tokenizer).
+std::vector<std::string> modelFiles(const std::string &input,
+                                    const std::string &hf) {
+  if (hf.empty())
+    return {input};
+  std::vector<std::string> files = {mtc::hfConfigPath(hf)};
+  std::error_code ec;
+  std::string dir = std::filesystem::is_directory(hf, ec)
+                        ? hf
+                        : std::filesystem::path(hf).parent_path().string();
+  for (const auto &entry : std::filesystem::directory_iterator(
+           dir.empty() ? "." : dir,
+           std::filesystem::directory_options::skip_permission_denied, ec))
+    if (entry.is_regular_file(ec))
+      files.push_back(entry.path().string());
+  return files;
 }
 
 bool loadInput(const std::string &input, const std::string &hf,
@@ -481,6 +513,10 @@ int runPlan(const std::vector<std::string> &args) {
   mtc::bundle::Bundle b;
   if (mlir::failed(mtc::translateToBundle(*compiled.module, b)) || !b.step)
     return error("plan: no step plan was built");
+  if (mtc::Status st =
+          mtc::bundle::checkTokenShapes(b, b.step->batch, b.step->seq);
+      !st.ok())
+    return error("plan: " + st.message());
   const mtc::bundle::StepPlan &step = *b.step;
   mtc::analysis::ModelCost cost;
   std::string err;
@@ -590,6 +626,10 @@ int runImportHF(const std::vector<std::string> &args) {
                   {{Flag::String, "--output", &output}}, pos) ||
       !onePositional("import-hf", pos, input))
     return 1;
+  if (mtc::Status st = mtc::checkOutputs(
+          {{"-o", output}}, {{"the config", mtc::hfConfigPath(input)}});
+      !st.ok())
+    return error("import-hf: " + st.message());
   std::string source, err;
   std::vector<std::string> warnings;
   bool ok =
@@ -762,7 +802,7 @@ int runTokenize(const std::vector<std::string> &args) {
   if (!parseFlags("tokenize", normalized,
                   {{Flag::String, "--tokenizer", &tokPath},
                    {Flag::String, "--output", &output},
-                   {Flag::String, "--text", &text},
+                   {Flag::Text, "--text", &text},
                    {Flag::String, "--chat-template", &chatTemplate}},
                   pos, &given))
     return 1;
@@ -798,6 +838,18 @@ int runTokenize(const std::vector<std::string> &args) {
                  " does not apply to instruction data (.jsonl): the chat "
                  "template places the special tokens");
 
+  {
+    std::vector<mtc::NamedPath> inputs = {
+        {"--tokenizer", mtc::tok::tokenizerJsonPath(tokPath)},
+        {"--chat-template", chatTemplate}};
+    if (!fromText)
+      inputs.push_back({"the input", input});
+    std::vector<mtc::NamedPath> outputs = {{"-o", output}};
+    if (jsonl && !output.empty())
+      outputs.push_back({"the loss mask", mtc::tok::lossMaskPath(output)});
+    if (mtc::Status st = mtc::checkOutputs(outputs, inputs); !st.ok())
+      return error("tokenize: " + st.message());
+  }
   mtc::Expected<mtc::tok::Tokenizer> tok = mtc::tok::Tokenizer::load(tokPath);
   if (!tok)
     return error(tok.message());
@@ -902,6 +954,13 @@ int runCompile(const std::vector<std::string> &args) {
     return error("compile: more than one input file ('" + pos[0] + "', '" +
                  pos[1] + "')");
   input = pos[0];
+  {
+    std::vector<mtc::NamedPath> inputs;
+    for (const std::string &f : modelFiles(input, hf))
+      inputs.push_back({"the model", f});
+    if (mtc::Status st = mtc::checkOutputs({{"-o", output}}, inputs); !st.ok())
+      return error("compile: " + st.message());
+  }
   if (emit.empty()) {
     bool toBundle =
         output.size() > 4 && output.compare(output.size() - 4, 4, ".mtb") == 0;
@@ -990,6 +1049,9 @@ int runGradCheck(const std::vector<std::string> &args) {
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
     return 1;
+  if (mtc::Status st = mtc::bundle::checkTokenShapes(b, opts.batch, opts.seq);
+      !st.ok())
+    return error("gradcheck: " + st.message());
   if (!hf.empty())
     opts.hfWeights = mtc::driver::hfWeightsPath(hf);
   int failures = mtc::driver::gradCheck(b, opts, std::cout);
@@ -1008,9 +1070,17 @@ int runTrain(const std::vector<std::string> &args) {
   std::string input, hf, deviceMemory;
   bool keepActivations = false;
   copts.recompute.clear();
+  std::vector<std::string> valued;
+  for (const std::string &a : args) {
+    if (a == "--allow-model-change")
+      opts.allowModelChange = true;
+    else
+      valued.push_back(a);
+  }
   if (!parseFlags(
-          "train", args,
+          "train", valued,
           {{Flag::String, "--data", &opts.data},
+           {Flag::String, "--data-format", &opts.dataFormat},
            {Flag::Int, "--steps", &opts.steps, 1},
            {Flag::Int, "--batch", &opts.batch, 1},
            {Flag::Int, "--seq", &opts.seq, 1},
@@ -1030,7 +1100,7 @@ int runTrain(const std::vector<std::string> &args) {
            {Flag::String, "--out", &opts.outDir},
            {Flag::String, "--metrics", &opts.metrics},
            {Flag::Int, "--threads", &threads, 0},
-           {Flag::String, "--sample-prompt", &opts.samplePrompt},
+           {Flag::Text, "--sample-prompt", &opts.samplePrompt},
            {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
            {Flag::String, "--kernels", &kernels},
            {Flag::Set, "--set", &copts.overrides},
@@ -1077,6 +1147,11 @@ int runTrain(const std::vector<std::string> &args) {
   if (opts.data.empty())
     return error("train: --data FILE is required (a .txt file, or a token "
                  "file in the llm.c .bin layout)");
+  if (opts.dataFormat != "auto" && opts.dataFormat != "text" &&
+      opts.dataFormat != "llmc" && opts.dataFormat != "raw-u16")
+    return error("train: --data-format expects auto, text, llmc or raw-u16, "
+                 "got '" +
+                 opts.dataFormat + "'");
   if (opts.beta1 >= 1 || opts.beta2 >= 1)
     return error("train: --beta1 and --beta2 must be below 1");
   if (opts.valFraction >= 1)
@@ -1152,6 +1227,7 @@ int runTrain(const std::vector<std::string> &args) {
                  "mtc compile --device-memory ...)");
   if (!hf.empty())
     opts.hfWeights = mtc::driver::hfWeightsPath(hf);
+  opts.modelFiles = modelFiles(input, hf);
   return mtc::driver::train(b, opts, std::cout, std::cerr);
 }
 
@@ -1162,7 +1238,7 @@ int runGenerate(const std::vector<std::string> &args) {
   std::vector<std::string> pos;
   std::string dir, cache = "on";
   if (!parseFlags("generate", args,
-                  {{Flag::String, "--prompt", &opts.prompt},
+                  {{Flag::Text, "--prompt", &opts.prompt},
                    {Flag::Int, "--tokens", &opts.tokens, 1},
                    {Flag::Double, "--temperature", &opts.temperature, 0},
                    {Flag::Int, "--top-k", &opts.topK, 0},
