@@ -172,9 +172,6 @@ Status verifyCheckpointFiles(const std::string &dir);
 /// writing it), atomically. A missing file is fine.
 Status trimMetrics(const std::string &path, int64_t step);
 
-/// XXH64 of \p n bytes (the checksum of checkpoint files).
-uint64_t xxh64(const void *data, size_t n, uint64_t seed = 0);
-
 } // namespace mtc::driver
 
 #endif // MTC_RUNTIME_DRIVER_CHECKPOINT_H

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/Checkpoint.h"
+#include "lib/Support/Hash.h"
 
 #include "runtime/exec/ParamStore.h"
 
