@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Nvrtc.h"
+#include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/KernelCache.h"
 
 #include <gtest/gtest.h>
@@ -208,3 +209,30 @@ TEST(KernelCache, DefaultDirectory) {
   if (home)
     ::setenv("HOME", savedHome.c_str(), 1);
 }
+
+TEST(CudaDriver, WithoutAGpuTheErrorSaysSo) {
+  Expected<std::shared_ptr<const CudaDriverApi>> d = loadCudaDriver();
+  if (d.ok())
+    GTEST_SKIP() << "a CUDA driver is present (" << (*d)->where << ")";
+  // Either no libcuda.so.1 at all, or a driver without a device.
+  bool noDriver =
+      d.message().rfind("no CUDA driver: libcuda.so.1 not found", 0) == 0;
+  bool noDevice = d.message().rfind("no CUDA device: ", 0) == 0;
+  EXPECT_TRUE(noDriver || noDevice) << d.message();
+  // The same answer the second time, without trying again.
+  EXPECT_EQ(loadCudaDriver().message(), d.message());
+}
+
+#ifdef MTC_CUDA_STUB
+TEST(CudaDriver, EverySymbolIsInTheToolkitsDriverStub) {
+  // The toolkit's link stub exports the driver's ABI: every name of the
+  // table must be there (a misspelt or too-new symbol fails here, not on a
+  // GPU machine).
+  Expected<DynamicLibrary> stub = DynamicLibrary::open({MTC_CUDA_STUB});
+  ASSERT_TRUE(stub.ok()) << stub.message();
+  CudaDriverApi api;
+  Status st = resolveDriverSymbols(*stub, api);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_NE(api.cuLaunchKernel, nullptr);
+}
+#endif
