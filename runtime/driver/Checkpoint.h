@@ -131,9 +131,6 @@ Status checkCheckpointTarget(const std::string &dir);
 /// missing file is fine.
 Status trimMetrics(const std::string &path, int64_t step);
 
-/// XXH64 of \p n bytes (the checksum of checkpoint files).
-uint64_t xxh64(const void *data, size_t n, uint64_t seed = 0);
-
 } // namespace mtc::driver
 
 #endif // MTC_RUNTIME_DRIVER_CHECKPOINT_H
