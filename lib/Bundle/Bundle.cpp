@@ -843,6 +843,11 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
         fail(w, "unsupported format '" + getString(k, "format", w) +
                     "' (expected 'elf-shared-object')");
       b.cpuKernelsTarget = getString(k, "target", w);
+      if (!k.contains("xxh64") || !k.contains("fused_xxh64"))
+        fail(w, "missing field '" +
+                    std::string(k.contains("xxh64") ? "fused_xxh64" : "xxh64") +
+                    "' (the kernels' checksums; bundles written before mtc "
+                    "recorded them must be compiled again)");
       uint64_t recorded;
       if (!parseHex64(getString(k, "xxh64", w), recorded))
         fail(w, "'xxh64' must be 16 hex digits");
