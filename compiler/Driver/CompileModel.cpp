@@ -16,6 +16,7 @@
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
+#include "lib/Bundle/Validate.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -395,6 +396,13 @@ bool compileModelSource(const std::string &source, const std::string &path,
   out.bundle.modelHash = modelHash;
   out.bundle.cpuKernels = std::move(kernels.sharedObject);
   out.bundle.cpuKernelsTarget = kernels.cpu;
+  // What the runtime checks when it reads a bundle holds for every bundle
+  // the compiler builds; a failure here is a compiler bug.
+  if (!bundle::validate(out.bundle, err)) {
+    diags.error({}, "internal error: the compiled bundle does not validate: " +
+                        err);
+    return finish(false);
+  }
   return finish(true);
 }
 

@@ -639,23 +639,18 @@ LogicalResult ParamGradOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult WeightGradOp::verify() {
-  mtc::Shape x = shapeOf(getInput()), dy = shapeOf(getGrad());
-  if (x.empty() || dy.empty() || x.size() != dy.size() ||
-      !std::equal(x.begin(), x.end() - 1, dy.begin()))
-    return emitOpError() << "input " << mtc::formatShape(x) << " and gradient "
-                         << mtc::formatShape(dy)
-                         << " must share their leading dims";
-  return expectShape(*this, getResult(), {x.back(), dy.back()});
+  mtc::Shape out;
+  std::string err;
+  if (!mtc::rules::weightGrad(shapeOf(getInput()), shapeOf(getGrad()), out,
+                              err))
+    return ruleFailed(*this, err);
+  return expectShape(*this, getResult(), out);
 }
 
 LogicalResult ReduceToOp::verify() {
-  mtc::Shape out;
   std::string err;
-  mtc::Shape from = shapeOf(getInput()), to = shapeOf(getResult());
-  if (!mtc::rules::broadcast(from, to, out, err) || out != from)
-    return emitOpError() << "cannot reduce " << mtc::formatShape(from) << " to "
-                         << mtc::formatShape(to)
-                         << ": the result must broadcast to the input";
+  if (!mtc::rules::reduceTo(shapeOf(getInput()), shapeOf(getResult()), err))
+    return ruleFailed(*this, err);
   return success();
 }
 
@@ -686,18 +681,10 @@ LogicalResult ReduceGradOp::verify() {
 }
 
 LogicalResult PadOp::verify() {
-  mtc::Shape in = shapeOf(getInput()), out = shapeOf(getResult());
-  if (in.size() != out.size() || getAxis() >= (int64_t)in.size())
-    return emitOpError() << "axis out of range";
-  int64_t a = getAxis();
-  if (mtc::isSymbolic(out[a]) || getEnd() > out[a] ||
-      getEnd() - getStart() != in[a])
-    return emitOpError() << "[" << getStart() << ", " << getEnd()
-                         << ") does not place " << mtc::formatShape(in)
-                         << " inside " << mtc::formatShape(out);
-  for (size_t i = 0; i < in.size(); ++i)
-    if ((int64_t)i != a && in[i] != out[i])
-      return emitOpError() << "only the padded axis may differ";
+  std::string err;
+  if (!mtc::rules::pad(shapeOf(getInput()), shapeOf(getResult()), getAxis(),
+                       getStart(), getEnd(), err))
+    return ruleFailed(*this, err);
   return success();
 }
 
@@ -940,18 +927,10 @@ LogicalResult LinearCrossEntropyOp::verify() {
       failed(requireI32(*this, getTargets(), "targets")) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  mtc::Shape x = shapeOf(getInput()), w = shapeOf(getWeight());
-  if (w.size() != 2 || llvm::any_of(w, mtc::isSymbolic))
-    return emitOpError() << "weight must be a static matrix, got "
-                         << mtc::formatShape(w);
-  int64_t d = getTransposeWeight() ? w[1] : w[0];
-  mtc::Shape logits(x.begin(), x.end());
-  if (logits.empty() || logits.back() != d)
-    return emitOpError() << "input " << mtc::formatShape(x)
-                         << " does not match weight " << mtc::formatShape(w);
-  logits.back() = getVocabulary();
   std::string err;
-  if (!mtc::rules::crossEntropy(logits, shapeOf(getTargets()), err))
+  if (!mtc::rules::linearCrossEntropy(shapeOf(getInput()), shapeOf(getWeight()),
+                                      getTransposeWeight(),
+                                      shapeOf(getTargets()), err))
     return ruleFailed(*this, err);
   if (getSoftcap().convertToDouble() < 0)
     return emitOpError() << "softcap must be non-negative";

@@ -1,14 +1,16 @@
 //===- Bundle.cpp - Reading and writing .mtb bundles ------------*- C++ -*-===//
 //
-// Part of mtc. JSON through nlohmann-json; every field is validated on read so
-// that the runtime can trust ids and shapes.
+// Part of mtc. JSON through nlohmann-json; every field is checked on read and
+// the bundle then validated (Validate.h), so that the runtime can trust ids,
+// ops, dtypes and shapes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Bundle/Bundle.h"
 
+#include "lib/Bundle/Validate.h"
 #include "lib/Support/Files.h"
-
+#include "lib/Support/Hash.h"
 #include "lib/Support/JsonShow.h"
 
 #include <nlohmann/json.hpp>
@@ -238,6 +240,27 @@ json functionToJson(const Function &f) {
               {"ops", ops}};
 }
 
+/// XXH64 of the fused ops that name a compiled kernel (the kernel's name and
+/// the body it was compiled from, in document order): a kernel trusts the
+/// shapes of the body it was built for, so the bundle records what they were.
+uint64_t kernelOpsHash(const Bundle &b) {
+  std::string text;
+  auto add = [&](const std::map<std::string, Function> &fns) {
+    for (const auto &[name, f] : fns)
+      for (const Op &op : f.ops)
+        if (op.region && op.attr("kernel"))
+          text += op.strAttr("kernel") + "\n" +
+                  functionToJson(*op.region).dump() + "\n";
+  };
+  add(b.functions);
+  for (const Layer &l : b.layers) {
+    add(l.functions);
+    for (const Expert &e : l.experts)
+      add(e.functions);
+  }
+  return xxh64(text.data(), text.size());
+}
+
 json paramsToJson(const std::vector<Param> &params) {
   json out = json::array();
   for (const Param &p : params)
@@ -335,7 +358,8 @@ std::vector<int> parseIds(const json &ids, size_t numValues,
   for (const json &i : ids) {
     if (!i.is_number_integer() || i.get<int64_t>() < 0 ||
         static_cast<size_t>(i.get<int64_t>()) >= numValues)
-      fail(where, "value id " + show(i) + " out of range");
+      fail(where, "value id " + show(i) + " out of range (the function has " +
+                      std::to_string(numValues) + " values)");
     out.push_back(i.get<int>());
   }
   return out;
@@ -386,20 +410,19 @@ Function parseFunction(const json &j, const std::string &where, int depth) {
     std::string w = where + ": op " + std::to_string(i);
     Op op;
     op.name = getString(ops[i], "op", w);
+    if (ops[i].contains("loc"))
+      op.loc = getString(ops[i], "loc", w);
+    // From here on, errors name the op as the validator does.
+    w += " '" + op.name + "'" + (op.loc.empty() ? "" : " at " + op.loc);
     op.operands = parseIds(field(ops[i], "operands", w), f.values.size(), w);
     op.results = parseIds(field(ops[i], "results", w), f.values.size(), w);
     if (ops[i].contains("symbol"))
       op.symbol = getString(ops[i], "symbol", w);
-    if (ops[i].contains("loc"))
-      op.loc = getString(ops[i], "loc", w);
     if (ops[i].contains("region")) {
       if (depth > 0)
         fail(w, "regions cannot nest");
       op.region = std::make_shared<Function>(
           parseFunction(ops[i]["region"], w + ": region", depth + 1));
-      if (op.region->args.size() != op.operands.size() ||
-          op.region->results.size() != op.results.size())
-        fail(w, "region signature does not match the op");
     }
     if (ops[i].contains("attrs")) {
       const json &attrs = ops[i]["attrs"];
@@ -422,6 +445,7 @@ std::vector<Param> parseParams(const json &j, const std::string &where) {
     std::string w = where + ": param " + std::to_string(i);
     Param p;
     p.name = getString(j[i], "name", w);
+    w = where + ": parameter '" + p.name + "'";
     p.shape = parseShape(field(j[i], "shape", w), w, false);
     p.dtype = parseDType(getString(j[i], "dtype", w), w);
     p.init = getString(j[i], "init", w);
@@ -444,7 +468,8 @@ std::map<std::string, Function> parseFunctions(const json &j,
     fail(where, "'functions' must be an object");
   std::map<std::string, Function> out;
   for (auto it = j.begin(); it != j.end(); ++it)
-    out[it.key()] = parseFunction(it.value(), where + ": function " + it.key());
+    out[it.key()] =
+        parseFunction(it.value(), where + ": function '" + it.key() + "'");
   return out;
 }
 
@@ -457,69 +482,15 @@ int64_t parseCount(const json &obj, const std::string &where) {
   return count.get<int64_t>();
 }
 
-/// A layer's or expert's function \p name must exist with this signature.
-void checkSignature(const std::map<std::string, Function> &fns,
-                    const std::string &name, size_t args, size_t results,
-                    bool required, const std::string &where) {
-  auto it = fns.find(name);
-  if (it == fns.end()) {
-    if (required)
-      fail(where, "missing function '" + name + "'");
-    return;
-  }
-  if (it->second.args.size() != args || it->second.results.size() != results)
-    fail(where + ": function " + name,
-         "expected " + std::to_string(args) + " argument(s) and " +
-             std::to_string(results) + " result(s)");
-}
-
-Expert parseExpert(const json &j, const std::string &where) {
+Expert parseExpert(const json &j, const std::string &layerWhere, size_t index) {
   Expert e;
-  e.name = getString(j, "name", where);
+  e.name =
+      getString(j, "name", layerWhere + ": expert " + std::to_string(index));
+  std::string where = layerWhere + ": expert '" + e.name + "'";
   e.count = parseCount(j, where);
   e.params = parseParams(field(j, "params", where), where);
   e.functions = parseFunctions(field(j, "functions", where), where);
-  checkSignature(e.functions, "forward", 1, 1, true, where);
-  checkSignature(e.functions, "backward", 2, 1, false, where);
-  for (const auto &[fname, fn] : e.functions) {
-    if (fn.args.empty())
-      fail(where + ": function " + fname, "an expert's functions take "
-                                          "[T, D] tokens");
-    const Shape &in = fn.values[fn.args[0]].shape;
-    if (in.size() != 2 || in[0] != kDimT)
-      fail(where + ": function " + fname,
-           "an expert's functions take [T, D] tokens");
-  }
   return e;
-}
-
-/// moe and moe_grad ops must name an expert of their layer (the executor
-/// looks it up by name) and have the operand/result counts it reads.
-void checkMoeOps(const Layer &l, const std::string &where) {
-  for (const auto &[fname, fn] : l.functions)
-    for (size_t i = 0; i < fn.ops.size(); ++i) {
-      const Op &op = fn.ops[i];
-      if (op.name != "moe" && op.name != "moe_grad")
-        continue;
-      std::string w =
-          where + ": function " + fname + ": op " + std::to_string(i);
-      const Expert *e = l.expert(op.symbol);
-      if (!e)
-        fail(w, "'" + op.name + "' names no expert of layer '" + l.name +
-                    "': '" + op.symbol + "'");
-      bool grad = op.name == "moe_grad";
-      if (op.operands.size() != (grad ? 3u : 2u) ||
-          op.results.size() != (grad ? 2u : 1u))
-        fail(w, "wrong number of operands or results for '" + op.name + "'");
-      const Shape &router = fn.values[op.operands[1]].shape;
-      if (router.size() != 2 || router[1] != e->count)
-        fail(w, "the router must be [D, " + std::to_string(e->count) + "]");
-      int64_t k = op.intAttr("top_k", 0);
-      if (k < 1 || k > e->count)
-        fail(w, "top_k must be in [1, " + std::to_string(e->count) + "]");
-      if (grad && !e->functions.count("backward"))
-        fail(w, "expert '" + e->name + "' has no backward function");
-    }
 }
 
 json commandToJson(const PlanCommand &c) {
@@ -833,9 +804,12 @@ std::string toJson(const Bundle &b) {
   if (!b.modelHash.empty())
     doc["model_hash"] = b.modelHash;
   if (!b.cpuKernels.empty())
-    doc["cpu_kernels"] = json{{"format", "elf-shared-object"},
-                              {"target", b.cpuKernelsTarget},
-                              {"data", base64Encode(b.cpuKernels)}};
+    doc["cpu_kernels"] =
+        json{{"format", "elf-shared-object"},
+             {"target", b.cpuKernelsTarget},
+             {"xxh64", hex64(xxh64(b.cpuKernels.data(), b.cpuKernels.size()))},
+             {"fused_xxh64", hex64(kernelOpsHash(b))},
+             {"data", base64Encode(b.cpuKernels)}};
   if (!b.hfNames.empty()) {
     json names = json::object();
     for (const auto &[inst, ref] : b.hfNames)
@@ -880,6 +854,7 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
       std::string w = where + ": layer " + std::to_string(i);
       Layer l;
       l.name = getString(layers[i], "name", w);
+      w = where + ": layer '" + l.name + "'";
       l.count = parseCount(layers[i], w);
       l.params = parseParams(field(layers[i], "params", w), w);
       l.functions = parseFunctions(field(layers[i], "functions", w), w);
@@ -888,17 +863,17 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
         if (!experts.is_array())
           fail(w, "'experts' must be an array");
         for (size_t k = 0; k < experts.size(); ++k) {
-          std::string we = w + ": expert " + std::to_string(k);
-          Expert e = parseExpert(experts[k], we);
+          Expert e = parseExpert(experts[k], w, k);
           if (l.expert(e.name))
-            fail(we, "duplicate expert '" + e.name + "'");
+            fail(w + ": expert " + std::to_string(k),
+                 "duplicate expert '" + e.name + "'");
           l.experts.push_back(std::move(e));
         }
       }
-      checkMoeOps(l, w);
       b.layers.push_back(std::move(l));
     }
     b.functions = parseFunctions(field(doc, "functions", where), where);
+    uint64_t fusedHash = 0;
     if (doc.contains("cpu_kernels")) {
       const json &k = doc["cpu_kernels"];
       std::string w = where + ": cpu_kernels";
@@ -908,10 +883,26 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
         fail(w, "unsupported format '" + getString(k, "format", w) +
                     "' (expected 'elf-shared-object')");
       b.cpuKernelsTarget = getString(k, "target", w);
+      if (!k.contains("xxh64") || !k.contains("fused_xxh64"))
+        fail(w, "missing field '" +
+                    std::string(k.contains("xxh64") ? "fused_xxh64" : "xxh64") +
+                    "' (the kernels' checksums; bundles written before mtc "
+                    "recorded them must be compiled again)");
+      uint64_t recorded;
+      if (!parseHex64(getString(k, "xxh64", w), recorded))
+        fail(w, "'xxh64' must be 16 hex digits");
       if (!base64Decode(getString(k, "data", w), b.cpuKernels))
         fail(w, "'data' is not valid base64");
+      uint64_t actual = xxh64(b.cpuKernels.data(), b.cpuKernels.size());
+      if (actual != recorded)
+        fail(w, "checksum mismatch: the kernels hash to xxh64 " +
+                    hex64(actual) + ", the bundle records " + hex64(recorded) +
+                    " (the compiled code is damaged; compile the model "
+                    "again)");
       if (b.cpuKernels.compare(0, 4, "\177ELF") != 0)
         fail(w, "'data' is not an ELF file");
+      if (!parseHex64(getString(k, "fused_xxh64", w), fusedHash))
+        fail(w, "'fused_xxh64' must be 16 hex digits");
     }
     if (doc.contains("model_hash")) {
       b.modelHash = getString(doc, "model_hash", where);
@@ -969,6 +960,21 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
     }
     if (doc.contains("step"))
       b.step = parseStep(doc["step"], where + ": step", b);
+    std::string invalid;
+    if (!validate(b, invalid))
+      fail(where, invalid);
+    // After validation, which names what is wrong with an edited op; this
+    // catches edits that leave a valid body a kernel was not compiled for.
+    if (!b.cpuKernels.empty()) {
+      uint64_t actual = kernelOpsHash(b);
+      if (actual != fusedHash)
+        fail(where + ": cpu_kernels",
+             "checksum mismatch: the fused ops that name compiled kernels "
+             "hash to xxh64 " +
+                 hex64(actual) + ", the bundle records " + hex64(fusedHash) +
+                 " (a kernel would run on operands it was not compiled for; "
+                 "compile the model again)");
+    }
     out = std::move(b);
     return true;
   } catch (const ReadError &e) {

@@ -162,7 +162,7 @@ struct Bundle {
   /// Compiled CPU code of the `fused` ops (their "kernel" attribute names a
   /// symbol in it): the bytes of an ELF shared object, empty if none. JSON:
   /// "cpu_kernels": {"format": "elf-shared-object", "target": cpuKernelsTarget,
-  /// "data": base64}.
+  /// "xxh64": checksum of the bytes (16 hex digits), "data": base64}.
   std::string cpuKernels;
   std::string cpuKernelsTarget; ///< the CPU they were compiled for ("znver3")
   /// For a model imported from a HuggingFace config: parameter instance name
@@ -200,8 +200,9 @@ Status checkTokenShapes(const Bundle &b, int64_t batch, int64_t seq);
 
 /// Serialises to the JSON text of a .mtb file.
 std::string toJson(const Bundle &b);
-/// Parses and validates (value ids in range, known dtypes, ...). On failure
-/// returns false with a message in \p err.
+/// Parses, then validates (Validate.h: value ids, ops, dtypes, shapes,
+/// references; the CPU kernels' checksum). On failure returns false with a
+/// message in \p err.
 bool fromJson(const std::string &text, Bundle &out, std::string &err);
 
 /// Atomic write (temporary file + rename). Returns false with \p err set.

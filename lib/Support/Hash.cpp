@@ -1,7 +1,7 @@
-//===- Hash.cpp - xxh64 ---------------------------------------------------===//
+//===- Hash.cpp - XXH64 checksums -------------------------------*- C++ -*-===//
 //
-// Part of mtc. XXH64 as specified by its reference (github.com/Cyan4973/
-// xxHash, doc/xxhash_spec.md), written from the specification.
+// Part of mtc. XXH64 as specified by xxHash (Yann Collet), checked against its
+// reference values in test/unit/HashTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +86,23 @@ std::string hex64(uint64_t v) {
   std::snprintf(buf, sizeof(buf), "%016llx",
                 static_cast<unsigned long long>(v));
   return buf;
+}
+
+bool parseHex64(const std::string &text, uint64_t &out) {
+  if (text.size() != 16)
+    return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
+    if (d < 0)
+      return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  out = v;
+  return true;
 }
 
 } // namespace mtc

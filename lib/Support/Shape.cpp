@@ -449,6 +449,89 @@ bool moe(const Shape &h, const Shape &router, int64_t numExperts,
   return true;
 }
 
+bool linearCrossEntropy(const Shape &x, const Shape &w, bool transposeWeight,
+                        const Shape &targets, std::string &err) {
+  if (w.size() != 2 || std::any_of(w.begin(), w.end(), isSymbolic)) {
+    err = "weight must be a static matrix, got " + formatShape(w);
+    return false;
+  }
+  Dim d = transposeWeight ? w[1] : w[0];
+  if (x.empty() || x.back() != d) {
+    err = "input " + formatShape(x) + " does not match weight " +
+          formatShape(w) + (transposeWeight ? " (transposed)" : "");
+    return false;
+  }
+  Shape logits = x;
+  logits.back() = transposeWeight ? w[0] : w[1];
+  return crossEntropy(logits, targets, err);
+}
+
+bool weightGrad(const Shape &x, const Shape &dy, Shape &out, std::string &err) {
+  if (x.empty() || dy.empty() || x.size() != dy.size() ||
+      !std::equal(x.begin(), x.end() - 1, dy.begin())) {
+    err = "input " + formatShape(x) + " and gradient " + formatShape(dy) +
+          " must share their leading dims";
+    return false;
+  }
+  out = {x.back(), dy.back()};
+  return true;
+}
+
+bool reduceTo(const Shape &from, const Shape &to, std::string &err) {
+  Shape out;
+  if (!broadcast(from, to, out, err) || out != from) {
+    err = "cannot reduce " + formatShape(from) + " to " + formatShape(to) +
+          ": the result must broadcast to the input";
+    return false;
+  }
+  return true;
+}
+
+bool pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
+         int64_t end, std::string &err) {
+  if (x.size() != out.size() || axis < 0 ||
+      axis >= static_cast<int64_t>(x.size())) {
+    err = "pad axis " + std::to_string(axis) + " is out of range for " +
+          formatShape(x) + " -> " + formatShape(out);
+    return false;
+  }
+  if (isSymbolic(out[axis]) || start < 0 || end > out[axis] ||
+      end - start != x[axis]) {
+    err = "[" + std::to_string(start) + ", " + std::to_string(end) +
+          ") does not place " + formatShape(x) + " inside " + formatShape(out);
+    return false;
+  }
+  for (size_t i = 0; i < x.size(); ++i)
+    if (static_cast<int64_t>(i) != axis && x[i] != out[i]) {
+      err = "only the padded axis may differ: " + formatShape(x) + " -> " +
+            formatShape(out);
+      return false;
+    }
+  return true;
+}
+
+bool fusedValue(const Shape &v, const Shape &iteration, std::string &err) {
+  bool isStatic = std::none_of(v.begin(), v.end(), isSymbolic);
+  int64_t numel = 1;
+  for (Dim d : v)
+    numel *= isSymbolic(d) ? 2 : d;
+  if ((isStatic && numel == 1) || v == iteration)
+    return true;
+  if (!iteration.empty()) {
+    Shape rowKeep = iteration, rowDrop = dropBack(iteration, 1);
+    rowKeep.back() = 1;
+    if (v == rowKeep || v == rowDrop)
+      return true;
+  }
+  if (isStatic && v.size() <= iteration.size() &&
+      std::equal(v.begin(), v.end(), iteration.end() - v.size()))
+    return true;
+  err = "shape " + formatShape(v) + " is neither the iteration shape " +
+        formatShape(iteration) +
+        ", a row of it, a static suffix of it nor a scalar";
+  return false;
+}
+
 } // namespace rules
 
 } // namespace mtc

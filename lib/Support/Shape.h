@@ -74,6 +74,24 @@ bool crossEntropy(const Shape &logits, const Shape &targets, std::string &err);
 /// h [B, S, D], router [D, E] where E is the number of experts.
 bool moe(const Shape &h, const Shape &router, int64_t numExperts,
          std::string &err);
+/// x [B, S, D] times the LM head w [D, V] ([V, D] with \p transposeWeight,
+/// a tied embedding table; static), targets [B, S].
+bool linearCrossEntropy(const Shape &x, const Shape &w, bool transposeWeight,
+                        const Shape &targets, std::string &err);
+/// The gradient of the weight of x [.., K] @ w [K, N] from dy [.., N] (the
+/// leading dims of x): [K, N].
+bool weightGrad(const Shape &x, const Shape &dy, Shape &out, std::string &err);
+/// Summing \p from down to \p to, a shape that broadcasts to \p from.
+bool reduceTo(const Shape &from, const Shape &to, std::string &err);
+/// x placed at [start, end) along \p axis (>= 0) of a zero tensor \p out;
+/// the other dims agree and out's padded dim is static.
+bool pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
+         int64_t end, std::string &err);
+/// A value of a fused region whose iteration shape is \p iteration (see
+/// mt.fused): the iteration shape, a row of it ([R...] or [R..., 1]), a
+/// static suffix of it, or a static scalar. This bounds what a compiled
+/// region reads and writes by the iteration shape.
+bool fusedValue(const Shape &v, const Shape &iteration, std::string &err);
 } // namespace rules
 
 } // namespace mtc

@@ -256,11 +256,8 @@ public:
     return v.get<bool>();
   }
   uint64_t hash(const char *key) const {
-    std::string s = string(key);
-    char *end = nullptr;
-    errno = 0;
-    unsigned long long v = std::strtoull(s.c_str(), &end, 16);
-    if (s.size() != 16 || errno || *end)
+    uint64_t v;
+    if (!parseHex64(string(key), v))
       throw StateError{"'" + name(key) + "' must be 16 hex digits"};
     return v;
   }

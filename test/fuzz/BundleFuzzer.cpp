@@ -1,12 +1,18 @@
 //===- BundleFuzzer.cpp - libFuzzer target for .mtb bundles -----*- C++ -*-===//
 //
-// Part of mtc. Feeds arbitrary text to bundle::fromJson. Every input must end
-// in a bundle or an error message, and an accepted bundle must round-trip:
-// toJson of it parses again, and the second toJson is the same text.
+// Part of mtc. Feeds arbitrary text to bundle::fromJson, which parses and then
+// validates (lib/Bundle/Validate.h), so the validator is fuzzed on every input
+// that parses. Every input must end in a bundle or an error message. An
+// accepted bundle must pass bundle::validate again, what the runtime computes
+// from a bundle before running it (the vocabulary, the workspace plan of
+// every layer function) must not crash, and it must round-trip: toJson of it
+// parses again, and the second toJson is the same text.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Bundle/Bundle.h"
+#include "lib/Bundle/Plan.h"
+#include "lib/Bundle/Validate.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,12 +35,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       bug("fromJson failed without a message", "");
     return 0;
   }
-  // The accessors the runtime calls first.
+  // fromJson validated it: validating again must agree.
+  if (!validate(b, err))
+    bug("fromJson accepted a bundle that does not validate", err);
+
+  // The accessors and the planning the runtime runs first.
   (void)b.vocabulary();
-  for (const Layer &l : b.layers)
+  for (const Layer &l : b.layers) {
     for (const Expert &e : l.experts)
       if (l.expert(e.name) == nullptr)
         bug("Layer::expert does not find a listed expert", e.name);
+    for (const auto &[name, fn] : l.functions)
+      (void)planLayerFunction(b, l.name, fn, 2, 3);
+  }
 
   std::string once = toJson(b);
   Bundle again;

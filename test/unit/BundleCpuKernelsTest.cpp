@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Bundle/Bundle.h"
+#include "lib/Support/Hash.h"
 
 #include <gtest/gtest.h>
 
@@ -38,10 +39,20 @@ TEST(Base64, RejectsMalformedText) {
 
 namespace {
 
-std::string withKernels(const std::string &field) {
+/// A bundle whose "cpu_kernels" has this format, base64 data and checksum
+/// (by default the checksum of the decoded data). It has no fused ops:
+/// fused_xxh64 is the XXH64 of nothing.
+std::string withKernels(const std::string &format, const std::string &data,
+                        std::string sum = "") {
+  std::string bytes;
+  if (sum.empty())
+    sum = base64Decode(data, bytes)
+              ? mtc::hex64(mtc::xxh64(bytes.data(), bytes.size()))
+              : "0000000000000000";
   return R"({"format": "mtc-bundle", "version": 1, "model": "M", "config": {},
-  "params": [], "layers": [], "functions": {}, "cpu_kernels": )" +
-         field + "}";
+  "params": [], "layers": [], "functions": {}, "cpu_kernels": {"format": ")" +
+         format + R"(", "target": "x", "xxh64": ")" + sum +
+         R"(", "fused_xxh64": "ef46db3751d8e999", "data": ")" + data + R"("}})";
 }
 
 } // namespace
@@ -56,6 +67,9 @@ TEST(BundleCpuKernels, RoundTrip) {
   ASSERT_TRUE(fromJson(toJson(b), back, err)) << err;
   EXPECT_EQ(back.cpuKernels, b.cpuKernels);
   EXPECT_EQ(back.cpuKernelsTarget, "znver4");
+  // The writer records the checksum of the bytes.
+  EXPECT_NE(toJson(b).find(mtc::hex64(mtc::xxh64(b.cpuKernels.data(), 7))),
+            std::string::npos);
   // Absent when there are none.
   b.cpuKernels.clear();
   EXPECT_EQ(toJson(b).find("cpu_kernels"), std::string::npos);
@@ -64,22 +78,64 @@ TEST(BundleCpuKernels, RoundTrip) {
 TEST(BundleCpuKernels, Errors) {
   Bundle b;
   std::string err;
-  EXPECT_FALSE(fromJson(withKernels(R"({"format": "pe", "target": "x",
-      "data": "f0VMRg=="})"),
-                        b, err));
+  EXPECT_FALSE(fromJson(withKernels("pe", "f0VMRg=="), b, err));
   EXPECT_NE(err.find("cpu_kernels: unsupported format 'pe'"), std::string::npos)
       << err;
-  EXPECT_FALSE(fromJson(withKernels(R"({"format": "elf-shared-object",
-      "target": "x", "data": "not base64"})"),
-                        b, err));
+  EXPECT_FALSE(
+      fromJson(withKernels("elf-shared-object", "not base64"), b, err));
   EXPECT_NE(err.find("'data' is not valid base64"), std::string::npos) << err;
-  EXPECT_FALSE(fromJson(withKernels(R"({"format": "elf-shared-object",
-      "target": "x", "data": "Zm9vYmFy"})"),
-                        b, err));
+  EXPECT_FALSE(fromJson(withKernels("elf-shared-object", "Zm9vYmFy"), b, err));
   EXPECT_NE(err.find("'data' is not an ELF file"), std::string::npos) << err;
-  ASSERT_TRUE(fromJson(withKernels(R"({"format": "elf-shared-object",
-      "target": "x", "data": "f0VMRg=="})"),
-                       b, err))
+  ASSERT_TRUE(fromJson(withKernels("elf-shared-object", "f0VMRg=="), b, err))
       << err;
   EXPECT_EQ(b.cpuKernels, "\177ELF");
+}
+
+// Damaged kernel bytes would run (and crash) in the trainer; their checksum
+// no longer matches the one the compiler recorded.
+TEST(BundleCpuKernels, ChecksumMismatchIsRefused) {
+  Bundle b;
+  std::string err;
+  std::string sum = mtc::hex64(mtc::xxh64("\177ELF", 4));
+  ASSERT_TRUE(
+      fromJson(withKernels("elf-shared-object", "f0VMRg==", sum), b, err))
+      << err;
+  // "\177ELG": one bit flipped.
+  EXPECT_FALSE(
+      fromJson(withKernels("elf-shared-object", "f0VMRw==", sum), b, err));
+  EXPECT_NE(err.find("bundle: cpu_kernels: checksum mismatch: the kernels "
+                     "hash to xxh64 "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("the bundle records " + sum), std::string::npos) << err;
+  EXPECT_FALSE(
+      fromJson(withKernels("elf-shared-object", "f0VMRg==", "12"), b, err));
+  EXPECT_NE(err.find("'xxh64' must be 16 hex digits"), std::string::npos)
+      << err;
+  std::string noSum = withKernels("elf-shared-object", "f0VMRg==");
+  noSum.erase(noSum.find("\"xxh64\""), 29);
+  EXPECT_FALSE(fromJson(noSum, b, err));
+  EXPECT_NE(err.find("cpu_kernels: missing field 'xxh64'"), std::string::npos)
+      << err;
+}
+
+// A kernel trusts the shapes of the fused body it was compiled from; the
+// bundle records a checksum of those bodies (and the kernels' names).
+TEST(BundleCpuKernels, FusedOpsChecksum) {
+  Bundle b;
+  b.model = "M";
+  b.cpuKernels = "\177ELF";
+  std::string text = toJson(b);
+  EXPECT_NE(text.find("\"fused_xxh64\": \"ef46db3751d8e999\""),
+            std::string::npos)
+      << text;
+  size_t at = text.find("ef46db3751d8e999");
+  text.replace(at, 16, "ef46db3751d8e998");
+  std::string err;
+  EXPECT_FALSE(fromJson(text, b, err));
+  EXPECT_NE(err.find("cpu_kernels: checksum mismatch: the fused ops that name "
+                     "compiled kernels hash to xxh64 ef46db3751d8e999, the "
+                     "bundle records ef46db3751d8e998"),
+            std::string::npos)
+      << err;
 }

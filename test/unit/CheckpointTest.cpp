@@ -109,13 +109,6 @@ bool sameBits(const exec::HostArray &a, const exec::HostArray &b) {
 
 } // namespace
 
-TEST(Checkpoint, Xxh64MatchesReferenceVectors) {
-  EXPECT_EQ(xxh64("", 0), 0xEF46DB3751D8E999ULL);
-  EXPECT_EQ(xxh64("abc", 3), 0x44BC2CF5AD770999ULL);
-  const char *s = "Nobody inspects the spammish repetition";
-  EXPECT_EQ(xxh64(s, std::strlen(s)), 0xFBCEA83C8A378BF1ULL);
-}
-
 TEST_F(CheckpointTest, RoundTripIsBitExact) {
   bundle::Bundle b = tinyBundle();
   exec::ParamStore store(b);

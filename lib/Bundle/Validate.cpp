@@ -1,0 +1,1341 @@
+//===- Validate.cpp - What the runtime may assume of a bundle ---*- C++ -*-===//
+//
+// Part of mtc. The op table and the checks of every function, op, parameter
+// and step-plan reference of a bundle (Validate.h). Shape rules come from
+// lib/Support/Shape.h; this file only says which rule applies to which
+// operands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Bundle/Validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace mtc::bundle {
+
+namespace {
+
+struct ValidationError {
+  std::string message;
+};
+
+constexpr unsigned kModel = static_cast<unsigned>(FunctionKind::Model);
+constexpr unsigned kLayer = static_cast<unsigned>(FunctionKind::Layer);
+constexpr unsigned kExpert = static_cast<unsigned>(FunctionKind::Expert);
+constexpr unsigned kFused = static_cast<unsigned>(FunctionKind::Fused);
+/// Ops of every function.
+constexpr unsigned kAnyFn = kModel | kLayer | kExpert;
+/// Ops that may also appear in a fused body (mt.fused: elementwise ops,
+/// constants and reductions over the last axis).
+constexpr unsigned kFusable = kAnyFn | kFused;
+
+std::string typeText(const ValueType &t) {
+  return formatShape(t.shape) + " " + dtypeName(t.dtype);
+}
+
+std::string attrText(const Attr &a) {
+  if (auto *i = std::get_if<int64_t>(&a))
+    return std::to_string(*i);
+  if (auto *d = std::get_if<double>(&a)) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", *d);
+    return buf;
+  }
+  if (auto *b = std::get_if<bool>(&a))
+    return *b ? "true" : "false";
+  if (auto *s = std::get_if<std::string>(&a))
+    return "'" + *s + "'";
+  std::string out = "[";
+  for (int64_t v : std::get<std::vector<int64_t>>(a))
+    out += (out.size() > 1 ? ", " : "") + std::to_string(v);
+  return out + "]";
+}
+
+const char *attrTypeName(AttrType t) {
+  switch (t) {
+  case AttrType::Int:
+    return "an integer";
+  case AttrType::Float:
+    return "a number";
+  case AttrType::Bool:
+    return "true or false";
+  case AttrType::String:
+    return "a string";
+  case AttrType::IntList:
+    return "a list of integers";
+  }
+  return "?";
+}
+
+bool hasType(const Attr &a, AttrType t) {
+  switch (t) {
+  case AttrType::Int:
+    return std::holds_alternative<int64_t>(a);
+  case AttrType::Float:
+    return std::holds_alternative<double>(a) ||
+           std::holds_alternative<int64_t>(a);
+  case AttrType::Bool:
+    return std::holds_alternative<bool>(a);
+  case AttrType::String:
+    return std::holds_alternative<std::string>(a);
+  case AttrType::IntList:
+    return std::holds_alternative<std::vector<int64_t>>(a);
+  }
+  return false;
+}
+
+/// "model", "layer 'Block'", ... for messages about where an op may appear.
+std::string kindText(FunctionKind k) {
+  switch (k) {
+  case FunctionKind::Model:
+    return "a model function";
+  case FunctionKind::Layer:
+    return "a layer function";
+  case FunctionKind::Expert:
+    return "an expert function";
+  case FunctionKind::Fused:
+    return "a fused body";
+  }
+  return "?";
+}
+
+std::string allowedText(unsigned where) {
+  std::string out;
+  for (FunctionKind k : {FunctionKind::Model, FunctionKind::Layer,
+                         FunctionKind::Expert, FunctionKind::Fused})
+    if (where & static_cast<unsigned>(k))
+      out += (out.empty() ? "" : ", ") + kindText(k);
+  return out;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// OpChecker: one op in its function, for the type rules of the table
+//===----------------------------------------------------------------------===//
+
+class FunctionChecker;
+
+class OpChecker {
+public:
+  OpChecker(FunctionChecker &fc, const Function &fn, const Op &op,
+            const std::string &where)
+      : fc(fc), fn(fn), op(op), where(where) {}
+
+  FunctionChecker &fc;
+  const Function &fn;
+  const Op &op;
+  const std::string &where; ///< "function 'forward': op 3 'matmul' at ..."
+
+  [[noreturn]] void fail(const std::string &what) const {
+    throw ValidationError{where + ": " + what};
+  }
+  /// Fails with a shape rule's message.
+  void rule(bool ok, const std::string &err) const {
+    if (!ok)
+      fail(err);
+  }
+
+  size_t numOperands() const { return op.operands.size(); }
+  size_t numResults() const { return op.results.size(); }
+  const ValueType &operand(size_t i) const { return fn.values[op.operands[i]]; }
+  const ValueType &result(size_t i) const { return fn.values[op.results[i]]; }
+  const Shape &in(size_t i) const { return operand(i).shape; }
+  const Shape &out(size_t i) const { return result(i).shape; }
+
+  std::string operandText(size_t i, const char *role) const {
+    return "operand " + std::to_string(i) + " (" +
+           (role ? std::string(role) + ", " : "") + "value " +
+           std::to_string(op.operands[i]) + ")";
+  }
+
+  /// Operand \p i is f32 or bf16.
+  void floatOperand(size_t i, const char *role = nullptr) const {
+    DType t = operand(i).dtype;
+    if (t != DType::F32 && t != DType::BF16)
+      fail(operandText(i, role) + " must be f32 or bf16, got " + dtypeName(t));
+  }
+  void floatOperands() const {
+    for (size_t i = 0; i < numOperands(); ++i)
+      floatOperand(i);
+  }
+  /// Operand \p i is i32 (token ids, targets).
+  void i32Operand(size_t i, const char *role) const {
+    if (operand(i).dtype != DType::I32)
+      fail(operandText(i, role) + " must be i32, got " +
+           dtypeName(operand(i).dtype));
+  }
+  /// Operand \p i has shape \p expected.
+  void operandShape(size_t i, const Shape &expected,
+                    const char *role = nullptr) const {
+    if (in(i) != expected)
+      fail(operandText(i, role) + " has shape " + formatShape(in(i)) +
+           ", expected " + formatShape(expected));
+  }
+  /// Result \p r is f32 with shape \p expected.
+  void resultF32(size_t r, const Shape &expected) const {
+    if (out(r) != expected)
+      fail("result " + std::to_string(r) + " (value " +
+           std::to_string(op.results[r]) + ") has shape " +
+           formatShape(out(r)) + ", expected " + formatShape(expected));
+    if (result(r).dtype != DType::F32)
+      fail("result " + std::to_string(r) + " must be f32, got " +
+           dtypeName(result(r).dtype));
+  }
+  /// Result \p r has type \p expected (shape and dtype).
+  void resultType(size_t r, const ValueType &expected,
+                  const std::string &what) const {
+    const ValueType &t = result(r);
+    if (t.shape != expected.shape || t.dtype != expected.dtype)
+      fail("result " + std::to_string(r) + " (value " +
+           std::to_string(op.results[r]) + ") is " + typeText(t) +
+           ", expected " + typeText(expected) + " (" + what + ")");
+  }
+
+  int64_t intAttr(const char *key, int64_t dflt = 0) const {
+    return op.intAttr(key, dflt);
+  }
+  double floatAttr(const char *key, double dflt = 0) const {
+    return op.floatAttr(key, dflt);
+  }
+  /// An integer attribute that must not be negative (axis, start, ...).
+  int64_t nonNegative(const char *key) const {
+    int64_t v = op.intAttr(key, 0);
+    if (v < 0)
+      fail("attribute '" + std::string(key) + "' must not be negative, got " +
+           std::to_string(v));
+    return v;
+  }
+  /// A float attribute that must not be negative (or NaN).
+  void nonNegativeFloat(const char *key) const {
+    double v = op.floatAttr(key, 0);
+    if (!(v >= 0))
+      fail("attribute '" + std::string(key) + "' must not be negative, got " +
+           attrText(v));
+  }
+  /// A string attribute that must be one of \p allowed.
+  void choice(const char *key, std::initializer_list<const char *> allowed,
+              const char *dflt) const {
+    std::string v = op.strAttr(key, dflt);
+    std::string list;
+    for (const char *a : allowed) {
+      if (v == a)
+        return;
+      list += std::string(list.empty() ? "" : ", ") + "'" + a + "'";
+    }
+    fail("attribute '" + std::string(key) + "' must be one of " + list +
+         ", got '" + v + "'");
+  }
+
+  /// The expert an op names (moe, moe_grad): resolved before the rule runs.
+  const Expert *namedExpert = nullptr;
+  const Layer *namedLayer = nullptr;
+  const Param *namedParam = nullptr;
+  /// Checks the op's region as a fused body.
+  void checkFusedBody() const;
+};
+
+//===----------------------------------------------------------------------===//
+// Type rules, one per op or op family
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+void checkParamRef(OpChecker &c) {
+  c.resultType(0, {c.namedParam->shape, c.namedParam->dtype},
+               "the type of parameter '" + c.namedParam->name + "'");
+}
+
+void checkParamGrad(OpChecker &c) {
+  c.floatOperand(0, "gradient");
+  c.operandShape(0, c.namedParam->shape, "gradient");
+}
+
+/// apply_layers, apply_layers_grad: instances in range; the activation in,
+/// the activation out.
+void checkApplyLayers(OpChecker &c) {
+  const Layer &l = *c.namedLayer;
+  bool grad = c.op.name == "apply_layers_grad";
+  const char *fn = grad ? "backward" : "forward";
+  if (!l.functions.count(fn))
+    c.fail("layer '" + l.name + "' has no " + fn + " function");
+  int64_t first = c.nonNegative("first"), count = c.intAttr("count");
+  if (count < 1 || first > l.count || count > l.count - first)
+    c.fail("instances [" + std::to_string(first) + ", " +
+           std::to_string(first + count) + ") are not instances of layer '" +
+           l.name + "', which has " + std::to_string(l.count));
+  auto f = l.functions.find("forward");
+  if (f == l.functions.end() || f->second.args.empty())
+    c.fail("layer '" + l.name + "' has no forward function");
+  const ValueType &act = f->second.values[f->second.args[0]];
+  if (c.operand(0).shape != act.shape || c.operand(0).dtype != act.dtype)
+    c.fail("operand 0 is " + typeText(c.operand(0)) + ", but layer '" + l.name +
+           "' takes " + typeText(act));
+  c.resultType(0, act, "the activation of layer '" + l.name + "'");
+}
+
+void checkConstant(OpChecker &c) { c.resultF32(0, {}); }
+
+void checkZeros(OpChecker &c) { c.resultF32(0, c.out(0)); }
+
+void checkEmbedding(OpChecker &c) {
+  c.i32Operand(0, "ids");
+  c.floatOperand(1, "table");
+  Shape out;
+  std::string err;
+  c.rule(rules::embedding(c.in(0), c.in(1), out, err), err);
+  c.resultF32(0, out);
+}
+
+void checkEmbeddingGrad(OpChecker &c) {
+  c.i32Operand(0, "ids");
+  c.floatOperand(1, "gradient");
+  // The result is table-shaped: the forward's rule maps (ids, it) to dy.
+  Shape rows;
+  std::string err;
+  c.rule(rules::embedding(c.in(0), c.out(0), rows, err), err);
+  if (std::any_of(c.out(0).begin(), c.out(0).end(), isSymbolic))
+    c.fail("the table gradient must be static, got " + formatShape(c.out(0)));
+  c.operandShape(1, rows, "gradient");
+  c.resultF32(0, c.out(0));
+}
+
+void checkMatmul(OpChecker &c) {
+  c.floatOperands();
+  Shape out;
+  std::string err;
+  c.rule(rules::matmul(c.in(0), c.in(1),
+                       c.numOperands() > 2 ? &c.in(2) : nullptr, out, err),
+         err);
+  c.resultF32(0, out);
+}
+
+void checkWeightGrad(OpChecker &c) {
+  c.floatOperands();
+  Shape out;
+  std::string err;
+  c.rule(rules::weightGrad(c.in(0), c.in(1), out, err), err);
+  c.resultF32(0, out);
+}
+
+void checkBinary(OpChecker &c) {
+  c.floatOperands();
+  Shape out;
+  std::string err;
+  c.rule(rules::broadcast(c.in(0), c.in(1), out, err), err);
+  c.resultF32(0, out);
+}
+
+void checkReduceTo(OpChecker &c) {
+  c.floatOperands();
+  std::string err;
+  c.rule(rules::reduceTo(c.in(0), c.out(0), err), err);
+  c.resultF32(0, c.out(0));
+}
+
+/// Elementwise functions: the result has the operand's type.
+void checkUnary(OpChecker &c) {
+  c.floatOperands();
+  if (c.op.name == "gelu")
+    c.choice("approximate", {"none", "tanh"}, "none");
+  c.resultType(0, c.operand(0), "the operand's type");
+}
+
+void checkUnaryGrad(OpChecker &c) {
+  c.choice("kind",
+           {"neg", "exp", "log", "silu", "relu", "sigmoid", "tanh", "rsqrt",
+            "sqrt", "square", "gelu_erf", "gelu_tanh", "softcap"},
+           "");
+  c.floatOperands();
+  if (c.in(1) != c.in(0) || c.operand(1).dtype != c.operand(0).dtype)
+    c.fail("the gradient " + typeText(c.operand(1)) +
+           " must have the input's type " + typeText(c.operand(0)));
+  c.resultType(0, c.operand(0), "the input's type");
+}
+
+void checkReduce(OpChecker &c) {
+  c.floatOperands();
+  Shape out;
+  std::string err;
+  c.rule(rules::reduce(c.in(0), c.nonNegative("axis"), c.op.boolAttr("keepdim"),
+                       out, err),
+         err);
+  c.resultF32(0, out);
+}
+
+void checkReduceGrad(OpChecker &c) {
+  c.choice("kind", {"sum", "mean", "max"}, "");
+  c.floatOperands();
+  Shape reduced;
+  std::string err;
+  c.rule(rules::reduce(c.in(0), c.nonNegative("axis"), c.op.boolAttr("keepdim"),
+                       reduced, err),
+         err);
+  c.operandShape(1, reduced, "gradient");
+  c.resultF32(0, c.in(0));
+}
+
+void checkSoftmax(OpChecker &c) {
+  c.floatOperands();
+  size_t axis;
+  std::string err;
+  c.rule(rules::axis(c.nonNegative("axis"), c.in(0).size(), axis, err), err);
+  for (size_t i = 1; i < c.numOperands(); ++i)
+    if (c.in(i) != c.in(0) || c.operand(i).dtype != c.operand(0).dtype)
+      c.fail("operand " + std::to_string(i) + " is " + typeText(c.operand(i)) +
+             ", expected " + typeText(c.operand(0)));
+  c.resultType(0, c.operand(0), "the operand's type");
+}
+
+void positiveEps(OpChecker &c) {
+  if (!(c.floatAttr("eps") > 0))
+    c.fail("attribute 'eps' must be positive, got " +
+           attrText(c.floatAttr("eps")));
+}
+
+void checkNorm(OpChecker &c) {
+  c.floatOperands();
+  bool layer = c.op.name == "layernorm";
+  std::string err;
+  c.rule(rules::norm(c.in(0), c.in(1),
+                     layer && c.numOperands() > 2 ? &c.in(2) : nullptr, err),
+         err);
+  positiveEps(c);
+  c.resultF32(0, c.in(0));
+}
+
+/// rmsnorm_grad (x, w, dy) -> (dx, dw); layernorm_grad also -> db.
+void checkNormGrad(OpChecker &c) {
+  c.floatOperands();
+  std::string err;
+  c.rule(rules::norm(c.in(0), c.in(1), nullptr, err), err);
+  c.operandShape(2, c.in(0), "gradient");
+  positiveEps(c);
+  size_t expected = c.op.name == "layernorm_grad" ? 3 : 2;
+  if (c.numResults() != expected)
+    c.fail("expected " + std::to_string(expected) + " results, got " +
+           std::to_string(c.numResults()));
+  c.resultF32(0, c.in(0));
+  for (size_t r = 1; r < expected; ++r)
+    c.resultF32(r, c.in(1));
+}
+
+/// Movement ops keep the element type; the runtime moves floats only
+/// (reshape, a view, also i32).
+void sameDType(OpChecker &c, size_t r, bool floatOnly) {
+  if (floatOnly)
+    c.floatOperands();
+  if (c.result(r).dtype != c.operand(0).dtype)
+    c.fail("result " + std::to_string(r) + " is " +
+           dtypeName(c.result(r).dtype) + ", but the operand is " +
+           dtypeName(c.operand(0).dtype) + " (the element type cannot change)");
+}
+
+void checkReshape(OpChecker &c) {
+  std::string err;
+  c.rule(rules::reshape(c.in(0), c.out(0), err), err);
+  sameDType(c, 0, false);
+}
+
+void checkTranspose(OpChecker &c) {
+  Shape out;
+  std::string err;
+  c.rule(rules::transpose(c.in(0), c.op.listAttr("perm"), out, err), err);
+  sameDType(c, 0, true);
+  c.resultType(0, {out, c.operand(0).dtype}, "the permuted operand");
+}
+
+void checkSplit(OpChecker &c) {
+  std::vector<Shape> outs;
+  std::string err;
+  c.rule(rules::split(c.in(0), c.op.listAttr("sizes"), c.nonNegative("axis"),
+                      outs, err),
+         err);
+  if (outs.size() != c.numResults())
+    c.fail("attribute 'sizes' has " + std::to_string(outs.size()) +
+           " sizes for " + std::to_string(c.numResults()) + " results");
+  for (size_t r = 0; r < outs.size(); ++r) {
+    sameDType(c, r, true);
+    c.resultType(r, {outs[r], c.operand(0).dtype},
+                 "piece " + std::to_string(r));
+  }
+}
+
+void checkConcat(OpChecker &c) {
+  c.floatOperands();
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < c.numOperands(); ++i) {
+    if (c.operand(i).dtype != c.result(0).dtype)
+      c.fail("operand " + std::to_string(i) + " is " +
+             dtypeName(c.operand(i).dtype) + ", but the result is " +
+             dtypeName(c.result(0).dtype));
+    shapes.push_back(c.in(i));
+  }
+  Shape out;
+  std::string err;
+  c.rule(rules::concat(shapes, c.nonNegative("axis"), out, err), err);
+  c.resultType(0, {out, c.operand(0).dtype}, "the joined operands");
+}
+
+void checkSlice(OpChecker &c) {
+  Shape out;
+  std::string err;
+  c.rule(rules::slice(c.in(0), c.nonNegative("axis"), c.nonNegative("start"),
+                      c.nonNegative("end"), out, err),
+         err);
+  sameDType(c, 0, true);
+  c.resultType(0, {out, c.operand(0).dtype}, "the slice");
+}
+
+void checkPad(OpChecker &c) {
+  std::string err;
+  c.rule(rules::pad(c.in(0), c.out(0), c.nonNegative("axis"),
+                    c.nonNegative("start"), c.nonNegative("end"), err),
+         err);
+  sameDType(c, 0, true);
+}
+
+void checkRope(OpChecker &c) {
+  c.floatOperands();
+  std::string err;
+  c.rule(rules::rope(c.in(0), c.floatAttr("fraction", 1.0), err), err);
+  if (!(c.floatAttr("theta") > 0))
+    c.fail("attribute 'theta' must be positive, got " +
+           attrText(c.floatAttr("theta")));
+  if (c.op.attr("scaling")) {
+    c.choice("scaling", {"llama3"}, "");
+    for (const char *k : {"factor", "low_freq_factor", "high_freq_factor",
+                          "original_max_position"})
+      if (!c.op.attr(k))
+        c.fail("llama3 scaling needs attribute '" + std::string(k) + "'");
+  }
+  c.resultType(0, c.operand(0), "the operand's type");
+}
+
+void attentionAttrs(OpChecker &c) {
+  c.nonNegative("window");
+  c.nonNegativeFloat("softcap");
+  c.nonNegativeFloat("scale");
+}
+
+void checkAttention(OpChecker &c) {
+  c.floatOperands();
+  Shape out;
+  std::string err;
+  c.rule(rules::attention(c.in(0), c.in(1), c.in(2), out, err), err);
+  attentionAttrs(c);
+  c.resultF32(0, out);
+}
+
+/// (q, k, v, o, do) -> (dq, dk, dv).
+void checkAttentionGrad(OpChecker &c) {
+  c.floatOperands();
+  Shape out;
+  std::string err;
+  c.rule(rules::attention(c.in(0), c.in(1), c.in(2), out, err), err);
+  c.operandShape(3, out, "output");
+  c.operandShape(4, out, "output gradient");
+  attentionAttrs(c);
+  for (size_t r = 0; r < 3; ++r)
+    c.resultF32(r, c.in(r));
+}
+
+/// moe (h, router) -> y; moe_grad (h, router, dy) -> (dh, drouter).
+void checkMoe(OpChecker &c) {
+  c.floatOperands();
+  const Expert &e = *c.namedExpert;
+  std::string err;
+  c.rule(rules::moe(c.in(0), c.in(1), e.count, err), err);
+  int64_t k = c.intAttr("top_k");
+  if (k < 1 || k > e.count)
+    c.fail("attribute 'top_k' must be in [1, " + std::to_string(e.count) +
+           "] (the experts of '" + e.name + "'), got " + std::to_string(k));
+  c.nonNegativeFloat("aux_loss");
+  // The expert runs on the [T, D] rows of h.
+  const Shape &h = c.in(0);
+  for (const auto &[name, f] : e.functions) {
+    if (f.args.empty())
+      continue;
+    const Shape &t = f.values[f.args[0]].shape;
+    if (t != Shape{kDimT, h.back()})
+      c.fail("expert '" + e.name + "' function '" + name + "' takes " +
+             formatShape(t) + " tokens, but the input " + formatShape(h) +
+             " has rows of " + formatDim(h.back()));
+  }
+  if (c.op.name == "moe") {
+    c.resultType(0, c.operand(0), "the input's type");
+    return;
+  }
+  if (!e.functions.count("backward"))
+    c.fail("expert '" + e.name + "' has no backward function");
+  c.operandShape(2, h, "gradient");
+  c.resultF32(0, h);
+  c.resultF32(1, c.in(1));
+}
+
+void checkCrossEntropy(OpChecker &c) {
+  c.floatOperand(0, "logits");
+  c.i32Operand(1, "targets");
+  std::string err;
+  c.rule(rules::crossEntropy(c.in(0), c.in(1), err), err);
+  if (c.op.name == "cross_entropy") {
+    c.resultF32(0, {});
+    return;
+  }
+  c.floatOperand(2, "loss gradient");
+  c.operandShape(2, {}, "loss gradient");
+  c.resultF32(0, c.in(0));
+}
+
+void checkLinearCrossEntropy(OpChecker &c) {
+  c.floatOperand(0, "input");
+  c.floatOperand(1, "weight");
+  c.i32Operand(2, "targets");
+  std::string err;
+  c.rule(rules::linearCrossEntropy(
+             c.in(0), c.in(1), c.op.boolAttr("transpose_weight"), c.in(2), err),
+         err);
+  c.nonNegativeFloat("softcap");
+  if (c.op.name == "linear_cross_entropy") {
+    c.resultF32(0, {});
+    return;
+  }
+  c.floatOperand(3, "loss gradient");
+  c.operandShape(3, {}, "loss gradient");
+  c.resultF32(0, c.in(0));
+  c.resultF32(1, c.in(1));
+}
+
+void checkFused(OpChecker &c) {
+  c.floatOperands();
+  for (size_t r = 0; r < c.numResults(); ++r)
+    c.resultF32(r, c.out(r));
+  c.checkFusedBody();
+}
+
+using AT = AttrType;
+constexpr bool kReq = true, kOpt = false;
+
+const std::vector<AttrSpec> kAttentionAttrs = {{"causal", AT::Bool, kOpt},
+                                               {"window", AT::Int, kOpt},
+                                               {"softcap", AT::Float, kOpt},
+                                               {"scale", AT::Float, kOpt}};
+const std::vector<AttrSpec> kMoeAttrs = {{"top_k", AT::Int, kReq},
+                                         {"normalize", AT::Bool, kOpt},
+                                         {"aux_loss", AT::Float, kOpt}};
+const std::vector<AttrSpec> kLceAttrs = {{"transpose_weight", AT::Bool, kOpt},
+                                         {"softcap", AT::Float, kOpt},
+                                         {"ignore_index", AT::Int, kOpt}};
+const std::vector<AttrSpec> kReduceAttrs = {{"axis", AT::Int, kReq},
+                                            {"keepdim", AT::Bool, kOpt}};
+const std::vector<AttrSpec> kRangeAttrs = {
+    {"axis", AT::Int, kReq}, {"start", AT::Int, kReq}, {"end", AT::Int, kReq}};
+const std::vector<AttrSpec> kNormAttrs = {{"eps", AT::Float, kReq},
+                                          {"offset", AT::Float, kOpt}};
+const std::vector<AttrSpec> kLayersAttrs = {{"first", AT::Int, kReq},
+                                            {"count", AT::Int, kReq}};
+
+/// The ops of the runtime: the mt dialect's ops that a bundle can hold
+/// (dialects/mt/*.td). Operands, results: {min, max}, -1 for any number.
+const std::vector<OpSpec> &opTable() {
+  using SK = SymbolKind;
+  static const std::vector<OpSpec> table = {
+      // Parameters and layers.
+      {"param_ref", 0, 0, 1, 1, SK::Param, kAnyFn, {}, checkParamRef},
+      {"param_grad", 1, 1, 0, 0, SK::Param, kAnyFn, {}, checkParamGrad},
+      {"apply_layers", 1, 1, 1, 1, SK::Layer, kModel, kLayersAttrs,
+       checkApplyLayers},
+      {"apply_layers_grad", 1, 1, 1, 1, SK::Layer, kModel, kLayersAttrs,
+       checkApplyLayers},
+      // Tensor ops.
+      {"constant",
+       0,
+       0,
+       1,
+       1,
+       SK::None,
+       kFusable,
+       {{"value", AT::Float, kReq}},
+       checkConstant},
+      {"zeros", 0, 0, 1, 1, SK::None, kAnyFn, {}, checkZeros},
+      {"embedding", 2, 2, 1, 1, SK::None, kAnyFn, {}, checkEmbedding},
+      {"matmul", 2, 3, 1, 1, SK::None, kAnyFn, {}, checkMatmul},
+      {"add", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
+      {"sub", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
+      {"mul", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
+      {"div", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
+      {"neg", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"exp", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"log", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"silu", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"relu", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"sigmoid", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"tanh", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"rsqrt", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"sqrt", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"square", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
+      {"gelu",
+       1,
+       1,
+       1,
+       1,
+       SK::None,
+       kFusable,
+       {{"approximate", AT::String, kOpt}},
+       checkUnary},
+      {"softcap",
+       1,
+       1,
+       1,
+       1,
+       SK::None,
+       kFusable,
+       {{"cap", AT::Float, kReq}},
+       checkUnary},
+      {"sum", 1, 1, 1, 1, SK::None, kFusable, kReduceAttrs, checkReduce},
+      {"mean", 1, 1, 1, 1, SK::None, kFusable, kReduceAttrs, checkReduce},
+      {"max", 1, 1, 1, 1, SK::None, kFusable, kReduceAttrs, checkReduce},
+      {"softmax",
+       1,
+       1,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"axis", AT::Int, kReq}},
+       checkSoftmax},
+      {"rmsnorm", 2, 2, 1, 1, SK::None, kAnyFn, kNormAttrs, checkNorm},
+      {"layernorm",
+       2,
+       3,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"eps", AT::Float, kReq}},
+       checkNorm},
+      {"reshape", 1, 1, 1, 1, SK::None, kAnyFn, {}, checkReshape},
+      {"transpose",
+       1,
+       1,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"perm", AT::IntList, kReq}},
+       checkTranspose},
+      {"split",
+       1,
+       1,
+       1,
+       -1,
+       SK::None,
+       kAnyFn,
+       {{"axis", AT::Int, kReq}, {"sizes", AT::IntList, kReq}},
+       checkSplit},
+      {"concat",
+       1,
+       -1,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"axis", AT::Int, kReq}},
+       checkConcat},
+      {"slice", 1, 1, 1, 1, SK::None, kAnyFn, kRangeAttrs, checkSlice},
+      {"rope",
+       1,
+       1,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"theta", AT::Float, kReq},
+        {"fraction", AT::Float, kOpt},
+        {"scaling", AT::String, kOpt},
+        {"factor", AT::Float, kOpt},
+        {"low_freq_factor", AT::Float, kOpt},
+        {"high_freq_factor", AT::Float, kOpt},
+        {"original_max_position", AT::Int, kOpt},
+        {"inverse", AT::Bool, kOpt}},
+       checkRope},
+      {"attention", 3, 3, 1, 1, SK::None, kAnyFn, kAttentionAttrs,
+       checkAttention},
+      {"moe", 2, 2, 1, 1, SK::Expert, kLayer, kMoeAttrs, checkMoe},
+      {"cross_entropy",
+       2,
+       2,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"ignore_index", AT::Int, kOpt}},
+       checkCrossEntropy},
+      {"linear_cross_entropy", 3, 3, 1, 1, SK::None, kAnyFn, kLceAttrs,
+       checkLinearCrossEntropy},
+      // Gradient ops (mtc-autodiff).
+      {"weight_grad", 2, 2, 1, 1, SK::None, kAnyFn, {}, checkWeightGrad},
+      {"reduce_to", 1, 1, 1, 1, SK::None, kAnyFn, {}, checkReduceTo},
+      {"unary_grad",
+       2,
+       2,
+       1,
+       1,
+       SK::None,
+       kFusable,
+       {{"kind", AT::String, kReq}, {"param", AT::Float, kOpt}},
+       checkUnaryGrad},
+      {"reduce_grad",
+       2,
+       2,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"kind", AT::String, kReq},
+        {"axis", AT::Int, kReq},
+        {"keepdim", AT::Bool, kOpt}},
+       checkReduceGrad},
+      {"softmax_grad",
+       2,
+       2,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"axis", AT::Int, kReq}},
+       checkSoftmax},
+      {"rmsnorm_grad", 3, 3, 2, 2, SK::None, kAnyFn, kNormAttrs, checkNormGrad},
+      {"layernorm_grad",
+       3,
+       3,
+       3,
+       3,
+       SK::None,
+       kAnyFn,
+       {{"eps", AT::Float, kReq}},
+       checkNormGrad},
+      {"attention_grad", 5, 5, 3, 3, SK::None, kAnyFn, kAttentionAttrs,
+       checkAttentionGrad},
+      {"embedding_grad", 2, 2, 1, 1, SK::None, kAnyFn, {}, checkEmbeddingGrad},
+      {"cross_entropy_grad",
+       3,
+       3,
+       1,
+       1,
+       SK::None,
+       kAnyFn,
+       {{"ignore_index", AT::Int, kOpt}},
+       checkCrossEntropy},
+      {"linear_cross_entropy_grad", 4, 4, 2, 2, SK::None, kAnyFn, kLceAttrs,
+       checkLinearCrossEntropy},
+      {"pad", 1, 1, 1, 1, SK::None, kAnyFn, kRangeAttrs, checkPad},
+      {"moe_grad", 3, 3, 2, 2, SK::Expert, kLayer, kMoeAttrs, checkMoe},
+      // Fused regions (mtc-fuse); the body is the op's region.
+      {"fused",
+       0,
+       -1,
+       1,
+       -1,
+       SK::None,
+       kAnyFn,
+       {{"kernel", AT::String, kOpt}},
+       checkFused},
+  };
+  return table;
+}
+
+} // namespace
+
+const OpSpec *findOp(const std::string &name) {
+  static const std::map<std::string, const OpSpec *> index = [] {
+    std::map<std::string, const OpSpec *> m;
+    for (const OpSpec &s : opTable())
+      m[s.name] = &s;
+    return m;
+  }();
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
+}
+
+//===----------------------------------------------------------------------===//
+// Functions
+//===----------------------------------------------------------------------===//
+
+/// Checks one function (and, through its fused ops, their bodies).
+class FunctionChecker {
+public:
+  FunctionChecker(const Bundle &b, FunctionKind kind, const Layer *layer,
+                  const Expert *expert, const Function &fn, std::string where)
+      : b(b), kind(kind), layer(layer), expert(expert), fn(fn),
+        where(std::move(where)) {}
+
+  const Bundle &b;
+  FunctionKind kind;
+  const Layer *layer;   ///< the layer of a layer or expert function
+  const Expert *expert; ///< the expert of an expert function
+  const Function &fn;
+  std::string where;
+
+  [[noreturn]] void fail(const std::string &what) const {
+    throw ValidationError{where + ": " + what};
+  }
+
+  void run() {
+    checkDims();
+    std::vector<bool> defined(fn.values.size(), false);
+    auto define = [&](int v, const std::string &what) {
+      if (defined[v])
+        fail(what + " defines value " + std::to_string(v) +
+             ", which is already defined");
+      defined[v] = true;
+    };
+    for (size_t i = 0; i < fn.args.size(); ++i)
+      define(fn.args[i], "argument " + std::to_string(i));
+    for (size_t i = 0; i < fn.ops.size(); ++i) {
+      const Op &op = fn.ops[i];
+      std::string w = where + ": op " + std::to_string(i) + " '" + op.name +
+                      "'" + (op.loc.empty() ? "" : " at " + op.loc);
+      for (size_t k = 0; k < op.operands.size(); ++k)
+        if (!defined[op.operands[k]])
+          throw ValidationError{w + ": operand " + std::to_string(k) +
+                                " is value " + std::to_string(op.operands[k]) +
+                                ", which no argument or earlier op defines"};
+      for (size_t r = 0; r < op.results.size(); ++r) {
+        if (defined[op.results[r]])
+          throw ValidationError{w + ": result " + std::to_string(r) +
+                                " is value " + std::to_string(op.results[r]) +
+                                ", which is already defined"};
+        defined[op.results[r]] = true;
+      }
+      checkOp(op, w);
+    }
+    for (size_t r = 0; r < fn.results.size(); ++r)
+      if (!defined[fn.results[r]])
+        fail("result " + std::to_string(r) + " is value " +
+             std::to_string(fn.results[r]) + ", which nothing defines");
+    for (size_t v = 0; v < defined.size(); ++v)
+      if (!defined[v])
+        fail("value " + std::to_string(v) +
+             " is neither an argument nor an op result");
+  }
+
+private:
+  /// B and S in model and layer functions, T in expert functions; static
+  /// dims are positive.
+  void checkDims() const {
+    bool inExpert = expert != nullptr;
+    for (size_t v = 0; v < fn.values.size(); ++v)
+      for (Dim d : fn.values[v].shape) {
+        bool ok = !isSymbolic(d) ? d >= 1 : inExpert ? d == kDimT : d != kDimT;
+        if (ok)
+          continue;
+        std::string shape = formatShape(fn.values[v].shape);
+        if (!isSymbolic(d))
+          fail("value " + std::to_string(v) + " has shape " + shape +
+               " (static dimensions are at least 1)");
+        fail("value " + std::to_string(v) + " has shape " + shape +
+             (inExpert ? ": an expert function's values have T, not B or S"
+                       : ": T only appears in expert functions"));
+      }
+  }
+
+  void checkOp(const Op &op, const std::string &w) {
+    OpChecker c(*this, fn, op, w);
+    const OpSpec *spec = findOp(op.name);
+    if (!spec)
+      c.fail("unknown op (the runtime has no kernel for '" + op.name + "')");
+    if (!(spec->where & static_cast<unsigned>(kind)))
+      c.fail("is not valid in " + kindText(kind) + " (only in " +
+             allowedText(spec->where) + ")");
+    auto arity = [&](const char *what, size_t got, int min, int max) {
+      if (static_cast<int>(got) >= min &&
+          (max < 0 || static_cast<int>(got) <= max))
+        return;
+      std::string want =
+          max < 0      ? "at least " + std::to_string(min)
+          : min == max ? std::to_string(min)
+                       : std::to_string(min) + " to " + std::to_string(max);
+      c.fail("expected " + want + " " + what + ", got " + std::to_string(got));
+    };
+    arity("operands", op.operands.size(), spec->minOperands, spec->maxOperands);
+    arity("results", op.results.size(), spec->minResults, spec->maxResults);
+    if (op.region && op.name != "fused")
+      c.fail("has a region, but only fused ops have one");
+    if (!op.region && op.name == "fused")
+      c.fail("has no region (its body)");
+    checkAttrs(c, *spec);
+    resolveSymbol(c, spec->symbol);
+    spec->rule(c);
+  }
+
+  void checkAttrs(const OpChecker &c, const OpSpec &spec) const {
+    for (const auto &[key, value] : c.op.attrs) {
+      auto it = std::find_if(
+          spec.attrs.begin(), spec.attrs.end(),
+          [&, &key = key](const AttrSpec &a) { return key == a.name; });
+      if (it == spec.attrs.end()) {
+        std::string known;
+        for (const AttrSpec &a : spec.attrs)
+          known += std::string(known.empty() ? "" : ", ") + a.name;
+        c.fail("unknown attribute '" + key + "' (" +
+               (known.empty() ? "'" + c.op.name + "' has none"
+                              : "expected " + known) +
+               ")");
+      }
+      if (!hasType(value, it->type))
+        c.fail("attribute '" + key + "' must be " + attrTypeName(it->type) +
+               ", got " + attrText(value));
+    }
+    for (const AttrSpec &a : spec.attrs)
+      if (a.required && !c.op.attr(a.name))
+        c.fail("missing attribute '" + std::string(a.name) + "' (" +
+               attrTypeName(a.type) + ")");
+  }
+
+  void resolveSymbol(OpChecker &c, SymbolKind kind) const {
+    const std::string &sym = c.op.symbol;
+    switch (kind) {
+    case SymbolKind::None:
+      if (!sym.empty())
+        c.fail("names '" + sym + "', but '" + c.op.name + "' names nothing");
+      return;
+    case SymbolKind::Param: {
+      const std::vector<Param> &params = expert  ? expert->params
+                                         : layer ? layer->params
+                                                 : b.params;
+      for (const Param &p : params)
+        if (p.name == sym) {
+          c.namedParam = &p;
+          return;
+        }
+      c.fail("names no parameter of " + ownerText() + ": '" + sym + "'");
+    }
+    case SymbolKind::Layer:
+      if (!(c.namedLayer = b.layer(sym)))
+        c.fail("names no layer of the model: '" + sym + "'");
+      return;
+    case SymbolKind::Expert:
+      if (!(c.namedExpert = layer ? layer->expert(sym) : nullptr))
+        c.fail("names no expert of layer '" + (layer ? layer->name : "") +
+               "': '" + sym + "'");
+      return;
+    }
+  }
+
+  std::string ownerText() const {
+    if (expert)
+      return "expert '" + expert->name + "' of layer '" + layer->name + "'";
+    if (layer)
+      return "layer '" + layer->name + "'";
+    return "the model";
+  }
+};
+
+void OpChecker::checkFusedBody() const {
+  const Function &body = *op.region;
+  if (body.args.size() != numOperands() || body.results.size() != numResults())
+    fail("the region takes " + std::to_string(body.args.size()) +
+         " arguments and returns " + std::to_string(body.results.size()) +
+         " results for " + std::to_string(numOperands()) + " operands and " +
+         std::to_string(numResults()) + " results");
+  for (size_t i = 0; i < numOperands(); ++i) {
+    const ValueType &a = body.values[body.args[i]];
+    if (a.shape != in(i) || a.dtype != operand(i).dtype)
+      fail("region argument " + std::to_string(i) + " is " + typeText(a) +
+           ", but operand " + std::to_string(i) + " is " +
+           typeText(operand(i)));
+  }
+  for (size_t r = 0; r < numResults(); ++r) {
+    const ValueType &v = body.values[body.results[r]];
+    if (v.shape != out(r) || v.dtype != result(r).dtype)
+      fail("region result " + std::to_string(r) + " is " + typeText(v) +
+           ", but result " + std::to_string(r) + " is " + typeText(result(r)));
+  }
+  FunctionChecker inner(fc.b, FunctionKind::Fused, fc.layer, fc.expert, body,
+                        where + ": region");
+  inner.run();
+  // The iteration shape: what the reductions reduce, else the first
+  // result's shape; every value of the body is bounded by it.
+  Shape it = out(0);
+  for (const Op &o : body.ops)
+    if (o.name == "sum" || o.name == "mean" || o.name == "max") {
+      it = body.values[o.operands[0]].shape;
+      break;
+    }
+  for (size_t k = 0; k < body.ops.size(); ++k) {
+    const Op &o = body.ops[k];
+    if ((o.name == "sum" || o.name == "mean" || o.name == "max") &&
+        (body.values[o.operands[0]].shape != it ||
+         o.intAttr("axis") != static_cast<int64_t>(it.size()) - 1))
+      fail("region: op " + std::to_string(k) + " '" + o.name +
+           "' must reduce the last axis of the iteration shape " +
+           formatShape(it));
+  }
+  for (size_t v = 0; v < body.values.size(); ++v) {
+    std::string err;
+    if (!rules::fusedValue(body.values[v].shape, it, err))
+      fail("region: value " + std::to_string(v) + ": " + err);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The bundle
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+[[noreturn]] void fail(const std::string &where, const std::string &what) {
+  throw ValidationError{where + ": " + what};
+}
+
+void checkParams(const std::vector<Param> &params, const std::string &where) {
+  std::set<std::string> names;
+  for (const Param &p : params) {
+    std::string w = where + ": parameter '" + p.name + "'";
+    if (p.name.empty() || !names.insert(p.name).second)
+      fail(w, "parameter names must be unique and non-empty");
+    if (p.dtype == DType::I32)
+      fail(w, "must be f32 or bf16, got i32");
+    for (Dim d : p.shape)
+      if (d < 1)
+        fail(w, "shape " + formatShape(p.shape) +
+                    " (parameter dimensions are static and at least 1)");
+    size_t args = p.init == "zeros" || p.init == "ones"             ? 0
+                  : p.init == "normal" || p.init == "scaled_normal" ? 1
+                  : p.init == "uniform"                             ? 2
+                                                                    : SIZE_MAX;
+    if (args == SIZE_MAX)
+      fail(w, "unknown initializer '" + p.init +
+                  "' (expected zeros, ones, normal, scaled_normal or "
+                  "uniform)");
+    if (p.initArgs.size() != args)
+      fail(w, "initializer '" + p.init + "' takes " + std::to_string(args) +
+                  " argument(s), got " + std::to_string(p.initArgs.size()));
+    for (double a : p.initArgs)
+      if (!std::isfinite(a))
+        fail(w, "initializer arguments must be finite");
+    if (args == 1 && p.initArgs[0] < 0)
+      fail(w, "the standard deviation must not be negative");
+    if (args == 2 && p.initArgs[0] > p.initArgs[1])
+      fail(w, "uniform bounds must satisfy lo <= hi");
+  }
+}
+
+/// Function \p name of \p fns: (args) -> (results) with these types.
+void checkSignature(const Function &fn, const std::string &where,
+                    const std::vector<ValueType> &args,
+                    const std::vector<ValueType> &results) {
+  auto list = [](const Function &f, const std::vector<int> &ids) {
+    std::string s = "(";
+    for (size_t i = 0; i < ids.size(); ++i)
+      s += (i ? ", " : "") + typeText(f.values[ids[i]]);
+    return s + ")";
+  };
+  auto want = [](const std::vector<ValueType> &ts) {
+    std::string s = "(";
+    for (size_t i = 0; i < ts.size(); ++i)
+      s += (i ? ", " : "") + typeText(ts[i]);
+    return s + ")";
+  };
+  bool ok =
+      fn.args.size() == args.size() && fn.results.size() == results.size();
+  for (size_t i = 0; ok && i < args.size(); ++i) {
+    const ValueType &t = fn.values[fn.args[i]];
+    ok = t.shape == args[i].shape && t.dtype == args[i].dtype;
+  }
+  for (size_t i = 0; ok && i < results.size(); ++i) {
+    const ValueType &t = fn.values[fn.results[i]];
+    ok = t.shape == results[i].shape && t.dtype == results[i].dtype;
+  }
+  if (!ok)
+    fail(where, "signature " + list(fn, fn.args) + " -> " +
+                    list(fn, fn.results) + ", expected " + want(args) + " -> " +
+                    want(results));
+}
+
+const ValueType &typeOf(const Function &f, int id) { return f.values[id]; }
+
+/// A layer's forward (x) -> (y, saved...) with y of x's type, and its
+/// backward (x, dy, saved...) -> (dx).
+void checkLayerSignatures(const Layer &l, const std::string &where) {
+  for (const auto &[name, fn] : l.functions)
+    if (name != "forward" && name != "backward")
+      fail(where + ": function '" + name + "'",
+           "a layer has only 'forward' and 'backward' functions");
+  auto f = l.functions.find("forward");
+  auto g = l.functions.find("backward");
+  if (f == l.functions.end()) {
+    if (g != l.functions.end())
+      fail(where, "has a backward but no forward function");
+    return;
+  }
+  const Function &fw = f->second;
+  std::string wf = where + ": function 'forward'";
+  if (fw.args.size() != 1 || fw.results.empty())
+    fail(wf, "takes the activation and returns it (then what it saves), "
+             "got " +
+                 std::to_string(fw.args.size()) + " argument(s) and " +
+                 std::to_string(fw.results.size()) + " result(s)");
+  const ValueType &act = typeOf(fw, fw.args[0]);
+  if (act.dtype != DType::F32)
+    fail(wf, "the activation must be f32, got " + typeText(act));
+  std::vector<ValueType> results;
+  for (int r : fw.results)
+    results.push_back(typeOf(fw, r));
+  results[0] = act;
+  checkSignature(fw, wf, {act}, results);
+  if (g == l.functions.end())
+    return;
+  std::vector<ValueType> args = {act, act};
+  for (size_t r = 1; r < fw.results.size(); ++r)
+    args.push_back(typeOf(fw, fw.results[r]));
+  checkSignature(g->second, where + ": function 'backward'", args, {act});
+}
+
+/// An expert's forward ([T, D]) -> ([T, D]) and backward ([T, D], [T, D]) ->
+/// ([T, D]).
+void checkExpertSignatures(const Expert &e, const std::string &where) {
+  for (const auto &[name, fn] : e.functions)
+    if (name != "forward" && name != "backward")
+      fail(where + ": function '" + name + "'",
+           "an expert has only 'forward' and 'backward' functions");
+  auto f = e.functions.find("forward");
+  if (f == e.functions.end())
+    fail(where, "missing function 'forward'");
+  const Function &fw = f->second;
+  if (fw.args.size() != 1)
+    fail(where + ": function 'forward'", "takes the [T, D] tokens, got " +
+                                             std::to_string(fw.args.size()) +
+                                             " arguments");
+  ValueType t = typeOf(fw, fw.args[0]);
+  if (t.shape.size() != 2 || t.shape[0] != kDimT || t.dtype != DType::F32)
+    fail(where + ": function 'forward'",
+         "takes [T, D] f32 tokens, got " + typeText(t));
+  checkSignature(fw, where + ": function 'forward'", {t}, {t});
+  auto g = e.functions.find("backward");
+  if (g != e.functions.end())
+    checkSignature(g->second, where + ": function 'backward'", {t, t}, {t});
+}
+
+/// The buffers the streaming runtime binds by name (docs/streaming.md,
+/// "Device buffers"), and the layers loops' agreement with their ops.
+void checkStep(const Bundle &b) {
+  const StepPlan &s = *b.step;
+  const std::string where = "step";
+  auto need = [&](const std::string &name, const char *kind,
+                  const char *space) {
+    const PlanBuffer *buf = s.buffer(name);
+    if (!buf)
+      fail(where, "no buffer '" + name + "' (" + kind + ", " + space +
+                      " memory), which the runtime uses");
+    if (buf->kind != kind || buf->space != space)
+      fail(where, "buffer '" + name + "' is " + buf->kind + " in " +
+                      buf->space + " memory, expected " + kind + " in " +
+                      space + " memory");
+  };
+  need("model.weights", "model_weights", "device");
+  need("model.grads", "model_grads", "device");
+  for (int64_t i = 0; i < s.prefetchDepth; ++i)
+    need("weights." + std::to_string(i), "weights", "device");
+  need("grads.0", "grads", "device");
+  need("grads.1", "grads", "device");
+  need("activations", "activations", "device");
+  need("checkpoints", "checkpoints", "device");
+  need("stage", "stage", "device");
+  need("workspace", "workspace", "device");
+  if (s.buffer("activations.host")) {
+    need("activations.host", "activations", "host");
+    if (s.checkpoints != "host")
+      fail(where, "buffer 'activations.host' needs checkpoints in host "
+                  "memory");
+  }
+  auto fb = b.functions.find("forward_backward");
+  for (size_t i = 0; i < s.program.size(); ++i) {
+    const PlanCommand &c = s.program[i];
+    if (c.op != "layers")
+      continue;
+    // The reader checked that op_index is an apply_layers(_grad) of the
+    // loop's layer in forward_backward.
+    std::string w = where + ": program " + std::to_string(i);
+    int64_t index = c.intAttr("op_index", -1);
+    const Layer *l = b.layer(c.strAttr("layer"));
+    if (fb == b.functions.end() || index < 0 ||
+        index >= static_cast<int64_t>(fb->second.ops.size()) || !l)
+      fail(w, "the loop names no apply_layers op of forward_backward");
+    const Op &op = fb->second.ops[static_cast<size_t>(index)];
+    if (op.intAttr("first") != c.intAttr("first") ||
+        op.intAttr("count") != c.intAttr("count"))
+      fail(w, "the loop runs instances [" + std::to_string(c.intAttr("first")) +
+                  ", +" + std::to_string(c.intAttr("count")) + ") but op " +
+                  std::to_string(c.intAttr("op_index")) + " applies [" +
+                  std::to_string(op.intAttr("first")) + ", +" +
+                  std::to_string(op.intAttr("count")) + ")");
+    if (!l->functions.count("forward") || !l->functions.count("backward"))
+      fail(w, "layer '" + l->name +
+                  "' needs a forward and a backward function to stream");
+  }
+}
+
+void validateBundle(const Bundle &b) {
+  checkParams(b.params, "model");
+  std::set<std::string> layerNames;
+  for (const Layer &l : b.layers) {
+    std::string wl = "layer '" + l.name + "'";
+    if (l.name.empty() || !layerNames.insert(l.name).second)
+      fail(wl, "layer names must be unique and non-empty");
+    checkParams(l.params, wl);
+    for (const Expert &e : l.experts) {
+      std::string we = wl + ": expert '" + e.name + "'";
+      checkParams(e.params, we);
+      checkExpertSignatures(e, we);
+      for (const auto &[name, fn] : e.functions)
+        FunctionChecker(b, FunctionKind::Expert, &l, &e, fn,
+                        we + ": function '" + name + "'")
+            .run();
+    }
+    checkLayerSignatures(l, wl);
+    for (const auto &[name, fn] : l.functions)
+      FunctionChecker(b, FunctionKind::Layer, &l, nullptr, fn,
+                      wl + ": function '" + name + "'")
+          .run();
+  }
+  const ValueType loss{{}, DType::F32};
+  for (const auto &[name, fn] : b.functions) {
+    std::string w = "function '" + name + "'";
+    if (name != "forward" && name != "forward_backward")
+      fail(w, "the model has only 'forward' and 'forward_backward' functions");
+    // Tokens and targets are [B, S] i32; a model may declare either dim
+    // static (a learned position table of S rows: checkTokenShapes binds
+    // it).
+    ValueType ids{{kDimB, kDimS}, DType::I32};
+    if (!fn.args.empty()) {
+      const Shape &declared = fn.values[fn.args[0]].shape;
+      if (declared.size() == 2 &&
+          (declared[0] == kDimB || declared[0] > 0) &&
+          (declared[1] == kDimS || declared[1] > 0))
+        ids.shape = declared;
+    }
+    checkSignature(fn, w, {ids, ids}, {loss});
+    FunctionChecker(b, FunctionKind::Model, nullptr, nullptr, fn, w).run();
+  }
+  if (b.step)
+    checkStep(b);
+}
+
+} // namespace
+
+bool validate(const Bundle &b, std::string &err) {
+  try {
+    validateBundle(b);
+    return true;
+  } catch (const ValidationError &e) {
+    err = e.message;
+  }
+  return false;
+}
+
+} // namespace mtc::bundle

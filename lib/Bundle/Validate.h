@@ -1,0 +1,82 @@
+//===- Validate.h - What the runtime may assume of a bundle -----*- C++ -*-===//
+//
+// Part of mtc. The reader (fromJson) checks a bundle's syntax; validate()
+// checks its meaning, so that the runtime can run any bundle the reader
+// accepts without crashing: every function is in SSA form over its value ids,
+// every op is one the runtime knows, with the operand and result counts,
+// attributes, dtypes and shapes its kernel relies on (the shape rules of
+// lib/Support/Shape.h, the ones Sema and the mt dialect's verifiers use), and
+// every parameter, layer and expert an op names exists. The ops are one
+// table (OpSpec below): arity, attributes with their types, the symbol an op
+// names, where it may appear and its type rule.
+//
+// Errors name the function, the op (index, name, source location) and what is
+// wrong, expected against got: "layer Block: function forward: op 7 'matmul'
+// (tiny.mt:45:12): matmul inner dimensions differ: [B, S, 64] @ [32, 64]".
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_LIB_BUNDLE_VALIDATE_H
+#define MTC_LIB_BUNDLE_VALIDATE_H
+
+#include "lib/Bundle/Bundle.h"
+
+#include <string>
+#include <vector>
+
+namespace mtc::bundle {
+
+/// The type an op attribute must have (the alternatives of Attr). A Float
+/// attribute may also be written as an integer.
+enum class AttrType { Int, Float, Bool, String, IntList };
+
+/// One attribute of an op: its name, type and whether it must be present.
+struct AttrSpec {
+  const char *name;
+  AttrType type;
+  bool required;
+};
+
+/// What an op's `symbol` names.
+enum class SymbolKind {
+  None,   ///< the op has no symbol
+  Param,  ///< a parameter of the function's model, layer or expert
+  Layer,  ///< a layer of the model
+  Expert, ///< an expert of the function's layer
+};
+
+/// Where a function sits; it decides which ops it may hold and which
+/// parameters `param_ref` and `param_grad` see.
+enum class FunctionKind : unsigned {
+  Model = 1,  ///< "forward", "forward_backward" of the model
+  Layer = 2,  ///< a layer's "forward" or "backward"
+  Expert = 4, ///< an expert's "forward" or "backward"
+  Fused = 8,  ///< the body of a `fused` op
+};
+
+class OpChecker;
+
+/// One entry of the op table.
+struct OpSpec {
+  const char *name;
+  int minOperands, maxOperands; ///< maxOperands -1: any number
+  int minResults, maxResults;   ///< maxResults -1: any number
+  SymbolKind symbol;
+  unsigned where; ///< FunctionKind bits of the functions it may appear in
+  std::vector<AttrSpec> attrs;
+  /// Checks dtypes, shapes and attribute values; arity, attribute types and
+  /// the symbol are checked before it runs.
+  void (*rule)(OpChecker &);
+};
+
+/// The op table entry of \p name, or null for an op the runtime does not
+/// know.
+const OpSpec *findOp(const std::string &name);
+
+/// Checks everything the runtime relies on beyond the syntax fromJson reads
+/// (see the file comment and docs/bundle.md, "Validation"). Returns false
+/// with a message in \p err at the first problem.
+bool validate(const Bundle &b, std::string &err);
+
+} // namespace mtc::bundle
+
+#endif // MTC_LIB_BUNDLE_VALIDATE_H
