@@ -63,14 +63,11 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
     recomputing the routing and running those expert backwards.
   }];
   let options = [
-    Option<"save", "save", "std::string", /*default=*/"\"input\"",
-           "What a layer keeps for its backward: `input` (its input only; "
-           "the backward recomputes the rest), `all` (its forward also "
-           "returns every intermediate the backward reads, which the "
-           "backward then takes as arguments instead of recomputing) or "
-           "`selective` (the forward also returns the results of its "
-           "matmul, attention and moe ops; the backward recomputes the "
-           "cheap ops from them)">
+    Option<"save", "save", "::mtc::RecomputePolicy",
+           /*default=*/"::mtc::RecomputePolicy::Full",
+           "What a layer keeps for its backward: `input` (recompute full), "
+           "`all` (recompute none) or `selective` (recompute selective)",
+           "::mtc::saveOptionValues()">
   ];
   let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
   let statistics = [
@@ -249,8 +246,10 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
     error that names the cure.
   }];
   let options = [
-    Option<"recompute", "recompute", "std::string", /*default=*/"\"auto\"",
-           "auto | full | none | selective">,
+    Option<"recompute", "recompute", "::mtc::RecomputePolicy",
+           /*default=*/"::mtc::RecomputePolicy::Auto",
+           "What a layer keeps for its backward; auto: what the module was "
+           "differentiated for", "::mtc::recomputeOptionValues()">,
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">
   ];
@@ -310,8 +309,9 @@ def MtcInsertOffload : Pass<"mtc-insert-offload", "::mlir::ModuleOp"> {
     the number of weight slots.
   }];
   let options = [
-    Option<"checkpoints", "checkpoints", "std::string", /*default=*/"\"auto\"",
-           "device | host | auto">,
+    Option<"checkpoints", "checkpoints", "::mtc::CheckpointPlacement",
+           /*default=*/"::mtc::CheckpointPlacement::Auto",
+           "Where layer checkpoints live", "::mtc::checkpointsOptionValues()">,
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">
   ];

@@ -7,18 +7,18 @@
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | not mtc-opt --mtc-build-step 2>&1 | FileCheck %s --check-prefix=NODIMS
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-build-step="batch=4 seq=64" 2>&1 | FileCheck %s --check-prefix=TWICE
 
-// CHECK:      stream.step @TinyLlama attributes {batch = 4 : i64, checkpoints = "device", device_budget = 0 : i64, device_peak = 0 : i64, micro_batches = 2 : i64, prefetch_depth = 1 : i64, recompute = "full", seq = 64 : i64} {
+// CHECK:      stream.step @TinyLlama recompute = full checkpoints = device attributes {batch = 4 : i64, device_budget = 0 : i64, device_peak = 0 : i64, micro_batches = 2 : i64, prefetch_depth = 1 : i64, seq = 64 : i64} {
 // CHECK-NEXT:   stream.load_model_weights
 // CHECK-NEXT:   stream.stage [0, 2)
-// CHECK-NEXT:   stream.layers @Block[0, 4] "forward" op_index = 2 {
-// CHECK-NEXT:     stream.save to = "device"
-// CHECK-NEXT:     stream.compute "forward"
+// CHECK-NEXT:   stream.layers @Block[0, 4] forward op_index = 2 {
+// CHECK-NEXT:     stream.save to = device
+// CHECK-NEXT:     stream.compute forward
 // CHECK-NEXT:   }
 // CHECK-NEXT:   stream.stage [3, 10)
-// CHECK-NEXT:   stream.layers @Block[0, 4] "backward" op_index = 10 {
-// CHECK-NEXT:     stream.restore from = "device"
-// CHECK-NEXT:     stream.compute "backward"
-// CHECK-NEXT:     stream.grad_return stream = "d2h"
+// CHECK-NEXT:   stream.layers @Block[0, 4] backward op_index = 10 {
+// CHECK-NEXT:     stream.restore from = device
+// CHECK-NEXT:     stream.compute backward
+// CHECK-NEXT:     stream.grad_return stream = d2h
 // CHECK-NEXT:   }
 // CHECK-NEXT:   stream.stage [11, 15)
 // CHECK-NEXT:   stream.return_model_grads
@@ -26,16 +26,16 @@
 
 // GEMMA:      stream.load_model_weights
 // GEMMA-NEXT: stream.stage [0, 4)
-// GEMMA-NEXT: stream.layers @Local[0, 1] "forward" op_index = 4 {
-// GEMMA:      stream.layers @Global[0, 1] "forward" op_index = 5 {
-// GEMMA:      stream.layers @Local[1, 1] "forward" op_index = 6 {
-// GEMMA:      stream.layers @Global[1, 1] "forward" op_index = 7 {
+// GEMMA-NEXT: stream.layers @Local[0, 1] forward op_index = 4 {
+// GEMMA:      stream.layers @Global[0, 1] forward op_index = 5 {
+// GEMMA:      stream.layers @Local[1, 1] forward op_index = 6 {
+// GEMMA:      stream.layers @Global[1, 1] forward op_index = 7 {
 // GEMMA:      }
 // GEMMA-NEXT: stream.stage [8,
-// GEMMA:      stream.layers @Global[1, 1] "backward"
-// GEMMA:      stream.layers @Local[1, 1] "backward"
-// GEMMA:      stream.layers @Global[0, 1] "backward"
-// GEMMA:      stream.layers @Local[0, 1] "backward"
+// GEMMA:      stream.layers @Global[1, 1] backward
+// GEMMA:      stream.layers @Local[1, 1] backward
+// GEMMA:      stream.layers @Global[0, 1] backward
+// GEMMA:      stream.layers @Local[0, 1] backward
 // GEMMA:      stream.return_model_grads
 
 // NOFB: error: model @TinyLlama has no forward_backward function (run mtc-autodiff first)

@@ -6,13 +6,13 @@
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-offload="checkpoints=disk" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: mtc compile %examples/tiny-llama.mt --emit=mlir-grad | mtc-opt --mtc-build-step="batch=4 seq=64" | not mtc-opt --mtc-insert-offload="budget=lots" 2>&1 | FileCheck %s --check-prefix=BADSIZE
 
-// HOST: stream.step @TinyLlama attributes {{{.*}}checkpoints = "host"
-// HOST: stream.save to = "host"
-// HOST: stream.restore from = "host"
+// HOST: stream.step @TinyLlama recompute = {{.*}} checkpoints = host
+// HOST: stream.save to = host
+// HOST: stream.restore from = host
 
-// FITS: stream.step @TinyLlama attributes {{{.*}}checkpoints = "device", checkpoints_auto
-// FITS: stream.save to = "device"
-// FITS: stream.restore from = "device"
+// FITS: stream.step @TinyLlama recompute = {{.*}} checkpoints = device attributes {{{.*}}checkpoints_auto
+// FITS: stream.save to = device
+// FITS: stream.restore from = device
 
-// BAD: error: mtc-insert-offload: checkpoints must be device, host or auto, got 'disk'
+// BAD: for the --checkpoints option: 'disk' is not one of device, host, auto
 // BADSIZE: error: budget: invalid size 'lots' (expected bytes or a number with KiB, MiB, GiB or TiB, e.g. 64MiB, 1.5GiB)
