@@ -118,12 +118,6 @@ bool checkStreamOptions(const CompileOptions &options,
     diags.error({}, "--micro-batches and --prefetch-depth must be >= 1");
     return false;
   }
-  if (s.checkpoints != "auto" && s.checkpoints != "device" &&
-      s.checkpoints != "host") {
-    diags.error({}, "unknown checkpoints placement '" + s.checkpoints +
-                        "' (expected device, host or auto)");
-    return false;
-  }
   if (s.deviceMemory < 0) {
     diags.error({}, "device memory must be positive");
     return false;
@@ -131,9 +125,6 @@ bool checkStreamOptions(const CompileOptions &options,
   return true;
 }
 
-/// Runs the training pipeline (autodiff with \p save) and, when streaming,
-/// the streaming pipeline with recompute \p policy. With \p quiet the
-/// diagnostics are collected in \p quietErrors instead of reported.
 /// The cost model's price of \p module's recompute policy (after the
 /// streaming pipeline): analysis::recomputeCostSeconds of its step.
 double recomputeCost(mlir::ModuleOp module) {
@@ -150,16 +141,21 @@ double recomputeCost(mlir::ModuleOp module) {
       continue;
     analysis::PlanChoices choices;
     choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
-    choices.checkpointsOnHost = step.getCheckpoints() == "host";
+    choices.checkpointsOnHost =
+        step.getCheckpoints() == CheckpointPlacement::Host;
     choices.forwardLoops = analysis::forwardLoops(cost);
     return analysis::recomputeCostSeconds(cost, choices);
   }
   return 0;
 }
 
+/// Runs the training pipeline (mtc-autodiff keeping what \p policy keeps)
+/// and, when streaming, the streaming pipeline with recompute \p policy.
+/// With \p quiet the diagnostics are collected in \p quietErrors instead of
+/// reported.
 bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
-                  const std::string &save, const std::string &policy,
-                  bool quiet, std::string &quietErrors) {
+                  RecomputePolicy policy, bool quiet,
+                  std::string &quietErrors) {
   mlir::MLIRContext *context = module.getContext();
   std::optional<mlir::ScopedDiagnosticHandler> capture;
   if (quiet)
@@ -169,7 +165,7 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     });
   mlir::PassManager pm(context);
   TrainingPipelineOptions popts;
-  popts.save = save;
+  popts.recompute = policy;
   buildTrainingPipeline(pm, popts);
   if (options.stream.enabled) {
     StreamingPipelineOptions sopts;
@@ -323,16 +319,10 @@ bool compileModelSource(const std::string &source, const std::string &path,
   std::string modelHash = loweredModelHash(*out.module);
   if (stage == CompileStage::Lowered)
     return finish(true);
-  if (options.recompute != "full" && options.recompute != "none" &&
-      options.recompute != "selective" && options.recompute != "auto") {
-    diags.error({}, "unknown recompute policy '" + options.recompute +
-                        "' (expected full, none, selective or auto)");
-    return finish(false);
-  }
   if (options.stream.enabled && !checkStreamOptions(options, diags))
     return finish(false);
   std::string ignored;
-  if (options.recompute == "auto" && options.stream.enabled) {
+  if (options.recompute == RecomputePolicy::Auto && options.stream.enabled) {
     // Keep every intermediate on the device when that plan fits: nothing is
     // recomputed or copied. Else price the plans that fit by the cost model
     // (recomputed FLOPs, checkpoint copies to host memory and back) and keep
@@ -340,23 +330,23 @@ bool compileModelSource(const std::string &source, const std::string &path,
     // for, none with every intermediate in host memory. Full must fit (its
     // error is the one reported); ties go to the earlier candidate.
     mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
-    bool hostAsked = options.stream.checkpoints == "host";
+    bool hostAsked = options.stream.checkpoints == CheckpointPlacement::Host;
     CompileOptions keepAll = options;
-    if (keepAll.stream.checkpoints == "auto")
-      keepAll.stream.checkpoints = "device";
-    if (hostAsked || !runPipelines(*out.module, keepAll, "all", "none",
+    if (keepAll.stream.checkpoints == CheckpointPlacement::Auto)
+      keepAll.stream.checkpoints = CheckpointPlacement::Device;
+    if (hostAsked || !runPipelines(*out.module, keepAll, RecomputePolicy::None,
                                    /*quiet=*/true, ignored)) {
       std::vector<mlir::OwningOpRef<mlir::ModuleOp>> fits;
-      for (const char *save : {"selective", "all"}) {
-        if (std::string(save) == "all" && !hostAsked)
+      for (RecomputePolicy policy :
+           {RecomputePolicy::Selective, RecomputePolicy::None}) {
+        if (policy == RecomputePolicy::None && !hostAsked)
           continue;
         mlir::OwningOpRef<mlir::ModuleOp> m = lowered->clone();
-        std::string policy = std::string(save) == "all" ? "none" : save;
-        if (runPipelines(*m, options, save, policy, /*quiet=*/true, ignored))
+        if (runPipelines(*m, options, policy, /*quiet=*/true, ignored))
           fits.push_back(std::move(m));
       }
       mlir::OwningOpRef<mlir::ModuleOp> full = std::move(lowered);
-      if (!runPipelines(*full, options, "input", "full", false, ignored))
+      if (!runPipelines(*full, options, RecomputePolicy::Full, false, ignored))
         return finish(false);
       out.module = std::move(full);
       for (mlir::OwningOpRef<mlir::ModuleOp> &m : fits)
@@ -364,12 +354,11 @@ bool compileModelSource(const std::string &source, const std::string &path,
           out.module = std::move(m);
     }
   } else {
-    std::string save = options.recompute == "none"        ? "all"
-                       : options.recompute == "selective" ? "selective"
-                                                          : "input";
-    std::string policy =
-        options.recompute == "auto" ? "full" : options.recompute;
-    if (!runPipelines(*out.module, options, save, policy, false, ignored))
+    // Without streaming, auto is full.
+    RecomputePolicy policy = options.recompute == RecomputePolicy::Auto
+                                 ? RecomputePolicy::Full
+                                 : options.recompute;
+    if (!runPipelines(*out.module, options, policy, false, ignored))
       return finish(false);
   }
   if (stage == CompileStage::Differentiated)
@@ -437,15 +426,15 @@ bool smallestDeviceMemory(const std::string &source,
   CompileOptions frugal = options;
   frugal.stream.enabled = true;
   frugal.stream.deviceMemory = 0;
-  if (frugal.recompute == "auto")
-    frugal.recompute = "full";
-  std::vector<std::string> places;
-  if (options.stream.checkpoints == "auto")
-    places = {"device", "host"};
+  if (frugal.recompute == RecomputePolicy::Auto)
+    frugal.recompute = RecomputePolicy::Full;
+  std::vector<CheckpointPlacement> places;
+  if (options.stream.checkpoints == CheckpointPlacement::Auto)
+    places = {CheckpointPlacement::Device, CheckpointPlacement::Host};
   else
     places = {options.stream.checkpoints};
   out = 0;
-  for (const std::string &place : places) {
+  for (CheckpointPlacement place : places) {
     frugal.stream.checkpoints = place;
     mlir::MLIRContext context;
     CompiledModel compiled;
@@ -467,7 +456,7 @@ bool loadModel(const std::string &path, const CompileOptions &options,
   if (!isBundle)
     return compileModelFile(path, options, errs, out);
   if (!options.overrides.empty() || !options.cpu.empty() ||
-      options.recompute != "full") {
+      options.recompute != RecomputePolicy::Full) {
     errs << "mtc: error: --set, --cpu and --recompute apply to .mt sources, "
             "not to the compiled bundle '"
          << path << "'\n";

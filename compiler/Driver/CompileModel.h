@@ -8,6 +8,7 @@
 #ifndef MTC_COMPILER_DRIVER_COMPILEMODEL_H
 #define MTC_COMPILER_DRIVER_COMPILEMODEL_H
 
+#include "compiler/Transforms/Policies.h"
 #include "frontend/AST.h"
 #include "frontend/HFImport.h"
 #include "frontend/Sema.h"
@@ -38,8 +39,11 @@ struct StreamOptions {
   int64_t deviceMemory = 0;   ///< budget in bytes; 0: none (plan only)
   int64_t batch = 0, seq = 0; ///< one micro-batch; required (>= 1)
   int64_t microBatches = 1;
-  int64_t prefetchDepth = 2;        ///< weight slots
-  std::string checkpoints = "auto"; ///< device | host | auto
+  int64_t prefetchDepth = 2; ///< weight slots
+  /// Where layer checkpoints live; auto: on the device when the plan fits
+  /// the budget, else in host memory (`--checkpoints`, parsed by
+  /// parseCheckpointPlacement).
+  CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
 };
 
 /// What the compiler is asked for besides the source.
@@ -48,16 +52,16 @@ struct CompileOptions {
   /// CPU the fused kernels are compiled for: "" is the host CPU, "x86-64"
   /// any x86-64 machine, or an LLVM CPU name ("znver4", ...).
   std::string cpu;
-  /// Backward recomputation: "full" recomputes each layer from its input
-  /// (the only activation kept per layer instance); "none" keeps every
-  /// intermediate the backward needs (no recomputation, more memory);
-  /// "selective" keeps the results of matmul, attention and moe and
-  /// recomputes the cheap ops between them; "auto" (with streaming) keeps
-  /// everything when that plan fits the budget with its checkpoints on the
-  /// device, else the plan among selective, full (and none, with host
-  /// checkpoints asked for) that fits and the cost model prices lowest
-  /// (docs/streaming.md); without streaming it is "full".
-  std::string recompute = "full";
+  /// Backward recomputation (`--recompute`, parsed by parseRecomputePolicy):
+  /// full recomputes each layer from its input (the only activation kept
+  /// per layer instance); none keeps every intermediate the backward needs
+  /// (no recomputation, more memory); selective keeps the results of
+  /// matmul, attention and moe and recomputes the cheap ops between them;
+  /// auto (with streaming) keeps everything when that plan fits the budget
+  /// with its checkpoints on the device, else the plan among selective, full
+  /// (and none, with host checkpoints asked for) that fits and the cost
+  /// model prices lowest (docs/streaming.md); without streaming it is full.
+  RecomputePolicy recompute = RecomputePolicy::Full;
   /// Streaming step plan (off by default).
   StreamOptions stream;
 };

@@ -17,7 +17,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingPipelineOptions &options) {
   pm.addPass(createMtcFuseLinearCrossEntropy());
   MtcAutodiffOptions autodiff;
-  autodiff.save = options.save;
+  autodiff.save = options.recompute;
   pm.addPass(createMtcAutodiff(autodiff));
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createMtcFuse());
@@ -29,8 +29,8 @@ namespace {
 /// it (bytes or a size such as 64MiB; empty: none).
 void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
-                        const std::string &recomputePolicy,
-                        const std::string &checkpoints,
+                        RecomputePolicy recomputePolicy,
+                        CheckpointPlacement checkpoints,
                         const std::string &budget) {
   MtcBuildStepOptions build;
   build.batch = batch;
@@ -78,12 +78,12 @@ struct StreamingPipelineCLOptions
   Option<int64_t> prefetchDepth{*this, "prefetch-depth",
                                 llvm::cl::desc("weight slots"),
                                 llvm::cl::init(2)};
-  Option<std::string> recompute{
-      *this, "recompute", llvm::cl::desc("auto | full | none | selective"),
-      llvm::cl::init("auto")};
-  Option<std::string> checkpoints{*this, "checkpoints",
-                                  llvm::cl::desc("auto | device | host"),
-                                  llvm::cl::init("auto")};
+  Option<RecomputePolicy> recompute{
+      *this, "recompute", llvm::cl::desc("what a layer keeps for its backward"),
+      llvm::cl::init(RecomputePolicy::Auto), recomputeOptionValues()};
+  Option<CheckpointPlacement> checkpoints{
+      *this, "checkpoints", llvm::cl::desc("where layer checkpoints live"),
+      llvm::cl::init(CheckpointPlacement::Auto), checkpointsOptionValues()};
   Option<std::string> budget{
       *this, "budget",
       llvm::cl::desc("device memory: bytes or a size such as 64MiB")};

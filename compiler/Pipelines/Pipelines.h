@@ -6,6 +6,8 @@
 #ifndef MTC_COMPILER_PIPELINES_PIPELINES_H
 #define MTC_COMPILER_PIPELINES_PIPELINES_H
 
+#include "compiler/Transforms/Policies.h"
+
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
@@ -13,10 +15,11 @@
 namespace mtc {
 
 struct TrainingPipelineOptions {
-  /// mtc-autodiff's `save`: "input" (recompute layers from their input),
-  /// "all" (keep every intermediate the backward needs) or "selective"
-  /// (keep the matmul, attention and moe results; recompute the rest).
-  std::string save = "input";
+  /// What mtc-autodiff makes layers keep for their backward (its `save`):
+  /// full (save=input: recompute layers from their input), none (save=all:
+  /// keep every intermediate the backward needs) or selective (keep the
+  /// matmul, attention and moe results; recompute the rest). Not auto.
+  RecomputePolicy recompute = RecomputePolicy::Full;
 };
 
 /// mt dialect (as MLIRGen produces it) -> what the bundle writer takes:
@@ -28,11 +31,11 @@ struct StreamingPipelineOptions {
   int64_t batch = 0, seq = 0; ///< one micro-batch, required
   int64_t microBatches = 1;
   int64_t prefetchDepth = 2;
-  /// auto | full | none | selective: must match how the module was
-  /// differentiated (mtc-insert-recompute); auto takes the module's.
-  std::string recompute = "auto";
-  std::string checkpoints = "auto"; ///< device | host | auto
-  int64_t budget = 0;               ///< device bytes; 0: none
+  /// Must match how the module was differentiated (mtc-insert-recompute);
+  /// auto takes the module's.
+  RecomputePolicy recompute = RecomputePolicy::Auto;
+  CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
+  int64_t budget = 0; ///< device bytes; 0: none
 };
 
 /// A differentiated model (buildTrainingPipeline) -> the same module with a

@@ -12,6 +12,7 @@
 #include "dialects/stream/StreamDialect.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -121,8 +122,19 @@ LogicalResult translateFunctions(Block &body,
   return success();
 }
 
-/// A stream command's attributes: integers and strings (a unit attribute is
-/// true; the layer symbol becomes "layer").
+/// The keyword of a stream dialect enum attribute, which is the bundle's
+/// string for it; nothing for other attributes.
+std::optional<std::string> enumKeyword(Attribute a) {
+  return llvm::TypeSwitch<Attribute, std::optional<std::string>>(a)
+      .Case<stream::DirectionAttr, stream::StreamNameAttr,
+            stream::BufferKindAttr, stream::MemorySpaceAttr,
+            stream::RecomputePolicyAttr, stream::CheckpointPlacementAttr>(
+          [](auto e) { return stream::stringifyEnum(e.getValue()).str(); })
+      .Default([](Attribute) { return std::nullopt; });
+}
+
+/// A stream command's attributes: integers, strings and enum keywords (the
+/// layer symbol becomes "layer").
 LogicalResult translateCommand(Operation &op, bundle::PlanCommand &out) {
   out.op = op.getName().stripDialect().str();
   for (NamedAttribute na : op.getAttrs()) {
@@ -134,6 +146,8 @@ LogicalResult translateCommand(Operation &op, bundle::PlanCommand &out) {
       out.attrs[key] = i.getInt();
     else if (auto str = dyn_cast<StringAttr>(a))
       out.attrs[key] = str.str();
+    else if (std::optional<std::string> keyword = enumKeyword(a))
+      out.attrs[key] = *keyword;
     else
       return op.emitOpError()
              << "attribute '" << key << "' cannot be placed in a bundle";
@@ -152,16 +166,17 @@ LogicalResult translateStep(stream::StepOp step, bundle::StepPlan &out) {
   out.seq = step.getSeq();
   out.microBatches = step.getMicroBatches();
   out.prefetchDepth = step.getPrefetchDepth();
-  out.recompute = step.getRecompute().str();
-  out.checkpoints = step.getCheckpoints().str();
+  out.recompute = stream::stringifyRecomputePolicy(step.getRecompute()).str();
+  out.checkpoints =
+      stream::stringifyCheckpointPlacement(step.getCheckpoints()).str();
   out.deviceBudget = step.getDeviceBudget();
   out.devicePeak = step.getDevicePeak();
   for (Operation &op : step.getBody().front()) {
     if (auto buffer = dyn_cast<stream::BufferOp>(op)) {
       bundle::PlanBuffer b;
       b.name = buffer.getSymName().str();
-      b.kind = buffer.getKind().str();
-      b.space = buffer.getSpace().str();
+      b.kind = stream::stringifyBufferKind(buffer.getKind()).str();
+      b.space = stream::stringifyMemorySpace(buffer.getSpace()).str();
       b.bytes = buffer.getBytes();
       if (IntegerAttr offset = buffer.getOffsetAttr())
         b.offset = offset.getInt();

@@ -461,10 +461,12 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
   using MtcAutodiffBase::MtcAutodiffBase;
 
   void runOnOperation() override {
-    if (save != "input" && save != "all" && save != "selective") {
-      getOperation().emitError() << "mtc-autodiff: save must be 'input', "
-                                    "'all' or 'selective', got '"
-                                 << save << "'";
+    // The option parser admits input, all and selective; a pipeline built
+    // in C++ could still ask for auto, which is the driver's decision.
+    if (save == RecomputePolicy::Auto) {
+      getOperation().emitError() << "mtc-autodiff: save must be input, all "
+                                    "or selective, not a recompute policy "
+                                    "of auto";
       return signalPassFailure();
     }
     unsigned grads = 0;
@@ -490,7 +492,8 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
   /// (both map one activation to one of the same type).
   template <typename ContainerOp>
   LogicalResult buildBackward(ContainerOp container, func::FuncOp forward,
-                              unsigned &grads, StringRef saveMode = "input") {
+                              unsigned &grads,
+                              RecomputePolicy policy = RecomputePolicy::Full) {
     if (!forward)
       return container.emitOpError() << "has no @forward";
     if (container.lookupSymbol("backward"))
@@ -520,12 +523,12 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
     if (!dx)
       dx = ZerosOp::create(b, forward.getLoc(), gradAct);
     func::ReturnOp::create(b, forward.getLoc(), dx);
-    if (saveMode != "input")
-      keepIntermediates(forward, fn, ops, saveMode == "selective");
+    if (policy != RecomputePolicy::Full)
+      keepIntermediates(forward, fn, ops, policy == RecomputePolicy::Selective);
     // What the backward keeps, for mtc-insert-recompute (experts always
     // recompute: they run inside their layer's backward).
     if (isa<LayerOp>(container.getOperation()))
-      fn->setAttr("mt.save", b.getStringAttr(saveMode));
+      fn->setAttr("mt.save", b.getStringAttr(saveName(policy)));
     eraseDeadOps(*entry);
     ++numBackwardFunctions;
     return success();

@@ -58,7 +58,8 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
       Operation *bwd = SymbolTable::lookupSymbolIn(layer, "backward");
       if (auto save =
               bwd ? bwd->getAttrOfType<StringAttr>("mt.save") : StringAttr())
-        selective |= save.getValue() == "selective";
+        selective |=
+            policyOfSaveName(save.getValue()) == RecomputePolicy::Selective;
       if (!bwd) {
         layer.emitError() << "layer @" << layer.getSymName()
                           << " has no backward function (run mtc-autodiff "
@@ -74,13 +75,14 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
     b.setInsertionPointToEnd(module.getBody());
     Location loc = NameLoc::get(StringAttr::get(ctx, "stream.step"));
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    RecomputePolicy policy = selective  ? RecomputePolicy::Selective
+                             : keepsAll ? RecomputePolicy::None
+                                        : RecomputePolicy::Full;
     auto step = stream::StepOp::create(
         b, loc, FlatSymbolRefAttr::get(model.getSymNameAttr()), i64(batch),
         i64(seq), i64(microBatches), /*prefetch_depth=*/i64(1),
-        b.getStringAttr(selective  ? "selective"
-                        : keepsAll ? "none"
-                                   : "full"),
-        b.getStringAttr("device"),
+        stream::RecomputePolicyAttr::get(ctx, policy),
+        stream::CheckpointPlacementAttr::get(ctx, CheckpointPlacement::Device),
         /*checkpoints_auto=*/UnitAttr(),
         /*device_budget=*/i64(0), /*device_peak=*/i64(0));
     Block *body = new Block();
@@ -115,19 +117,22 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
       flushStage(index);
       auto loop = stream::LayersOp::create(
           b, loc, FlatSymbolRefAttr::get(ctx, layer), i64(first), i64(count),
-          b.getStringAttr(forward ? "forward" : "backward"), i64(index),
+          stream::DirectionAttr::get(ctx, forward
+                                              ? stream::Direction::Forward
+                                              : stream::Direction::Backward),
+          i64(index),
           /*checkpoint_bytes=*/IntegerAttr());
       Block *lb = new Block();
       loop.getBody().push_back(lb);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToEnd(lb);
       if (forward) {
-        stream::SaveOp::create(b, loc, "device");
-        stream::ComputeOp::create(b, loc, "forward");
+        stream::SaveOp::create(b, loc, stream::MemorySpace::Device);
+        stream::ComputeOp::create(b, loc, stream::Direction::Forward);
       } else {
-        stream::RestoreOp::create(b, loc, "device");
-        stream::ComputeOp::create(b, loc, "backward");
-        stream::GradReturnOp::create(b, loc, "d2h");
+        stream::RestoreOp::create(b, loc, stream::MemorySpace::Device);
+        stream::ComputeOp::create(b, loc, stream::Direction::Backward);
+        stream::GradReturnOp::create(b, loc, stream::StreamName::D2H);
       }
       ++index;
     }

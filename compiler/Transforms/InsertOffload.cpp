@@ -27,29 +27,27 @@ struct InsertOffload : mtc::impl::MtcInsertOffloadBase<InsertOffload> {
     int64_t budgetBytes = 0;
     if (!step || failed(steputil::parseBudget(module, budget, budgetBytes)))
       return signalPassFailure();
-    if (checkpoints != "auto" && checkpoints != "device" &&
-        checkpoints != "host") {
-      module.emitError() << "mtc-insert-offload: checkpoints must be device, "
-                            "host or auto, got '"
-                         << checkpoints << "'";
-      return signalPassFailure();
-    }
-    std::string where = checkpoints;
-    if (where == "auto") {
+    CheckpointPlacement where = checkpoints;
+    if (where == CheckpointPlacement::Auto) {
       analysis::ModelCost cost;
       if (failed(steputil::analyzeStep(step, cost)))
         return signalPassFailure();
       analysis::PlanChoices choices = steputil::choicesOf(step);
       choices.checkpointsOnHost = false;
       int64_t peak = analysis::planMemory(cost, choices).devicePeak;
-      where = budgetBytes == 0 || peak <= budgetBytes ? "device" : "host";
+      where = budgetBytes == 0 || peak <= budgetBytes
+                  ? CheckpointPlacement::Device
+                  : CheckpointPlacement::Host;
       step.setCheckpointsAuto(true);
     } else {
       step.setCheckpointsAuto(false);
     }
     step.setCheckpoints(where);
-    step.walk([&](stream::SaveOp op) { op.setTo(where); });
-    step.walk([&](stream::RestoreOp op) { op.setFrom(where); });
+    stream::MemorySpace space = where == CheckpointPlacement::Host
+                                    ? stream::MemorySpace::Host
+                                    : stream::MemorySpace::Device;
+    step.walk([&](stream::SaveOp op) { op.setTo(space); });
+    step.walk([&](stream::RestoreOp op) { op.setFrom(space); });
   }
 };
 

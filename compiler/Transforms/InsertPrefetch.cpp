@@ -41,14 +41,17 @@ struct InsertPrefetch : mtc::impl::MtcInsertPrefetchBase<InsertPrefetch> {
         return signalPassFailure();
       }
       std::string event =
-          (loop.getLayer() + "." + loop.getDirection() + ".weights").str();
+          (loop.getLayer() + "." +
+           stream::stringifyDirection(loop.getDirection()) + ".weights")
+              .str();
       OpBuilder b(loop.getContext());
       // After a leading optimizer_update, else first.
       auto it = body.begin();
       while (it != body.end() && isa<stream::OptimizerUpdateOp>(*it))
         ++it;
       b.setInsertionPoint(&body, it);
-      stream::PrefetchOp::create(b, loop.getLoc(), depth - 1, "h2d", event);
+      stream::PrefetchOp::create(b, loop.getLoc(), depth - 1,
+                                 stream::StreamName::H2D, event);
       for (auto compute : body.getOps<stream::ComputeOp>()) {
         b.setInsertionPoint(compute);
         stream::WaitWeightsOp::create(b, loop.getLoc(), event);

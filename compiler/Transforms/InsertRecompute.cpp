@@ -27,13 +27,6 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
     int64_t budgetBytes = 0;
     if (!step || failed(steputil::parseBudget(module, budget, budgetBytes)))
       return signalPassFailure();
-    if (recompute != "auto" && recompute != "full" && recompute != "none" &&
-        recompute != "selective") {
-      module.emitError() << "mtc-insert-recompute: recompute must be auto, "
-                            "full, none or selective, got '"
-                         << recompute << "'";
-      return signalPassFailure();
-    }
     analysis::ModelCost cost;
     if (failed(steputil::analyzeStep(step, cost)))
       return signalPassFailure();
@@ -41,63 +34,58 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
     // save=input recomputes them (full), save=selective keeps the results of
     // the expensive ops and recomputes the rest; a layer with nothing to keep
     // is any of them. Layers without mt.save are inferred from their shape.
-    auto policyOf = [](const analysis::LayerCost &l) -> std::string {
-      if (!l.keepsIntermediates)
-        return "";
-      if (l.save == "selective")
-        return "selective";
-      return "none";
-    };
-    std::string compiled, compiledLayer, recomputing;
+    std::optional<RecomputePolicy> compiled;
+    std::string compiledLayer, recomputing;
     bool anySelective = false;
     for (const analysis::LayerCost &l : cost.layers) {
-      anySelective |= l.save == "selective";
-      std::string p = policyOf(l);
-      if (!p.empty() && compiled.empty()) {
-        compiled = p;
+      bool selective = policyOfSaveName(l.save) == RecomputePolicy::Selective;
+      anySelective |= selective;
+      if (l.keepsIntermediates && !compiled) {
+        compiled =
+            selective ? RecomputePolicy::Selective : RecomputePolicy::None;
         compiledLayer = l.name;
       }
       if (l.recomputes && recomputing.empty())
         recomputing = l.name;
     }
-    auto describe = [](const std::string &p) {
-      return p == "none" ? "mtc-autodiff save=all (recompute none)"
-                         : "mtc-autodiff save=selective (recompute selective)";
-    };
-    std::string policy = recompute;
-    if (policy == "auto")
-      policy = compiled.empty() ? "full" : compiled;
-    if (policy == "full" && !compiled.empty()) {
-      step.emitOpError() << "recompute=full, but the forward of layer @"
-                         << compiledLayer
+    RecomputePolicy policy = recompute;
+    if (policy == RecomputePolicy::Auto)
+      policy = compiled.value_or(RecomputePolicy::Full);
+    StringRef asked = stream::stringifyRecomputePolicy(policy);
+    if (policy == RecomputePolicy::Full && compiled) {
+      step.emitOpError() << "recompute=" << asked
+                         << ", but the forward of layer @" << compiledLayer
                          << " keeps intermediates for its backward: the "
                             "module was differentiated with "
-                         << describe(compiled);
+                         << describeDifferentiation(*compiled);
       return signalPassFailure();
     }
-    if (policy == "none" && compiled == "selective") {
-      step.emitOpError() << "recompute=none, but layer @" << compiledLayer
+    if (policy == RecomputePolicy::None &&
+        compiled == RecomputePolicy::Selective) {
+      step.emitOpError() << "recompute=" << asked << ", but layer @"
+                         << compiledLayer
                          << " keeps only some intermediates: the module was "
                             "differentiated with "
-                         << describe(compiled);
+                         << describeDifferentiation(*compiled);
       return signalPassFailure();
     }
-    if (policy == "none" && !recomputing.empty()) {
-      step.emitOpError() << "recompute=none, but the backward of layer @"
-                         << recomputing
+    if (policy == RecomputePolicy::None && !recomputing.empty()) {
+      step.emitOpError() << "recompute=" << asked
+                         << ", but the backward of layer @" << recomputing
                          << " recomputes its forward: the module was "
-                            "differentiated with mtc-autodiff save=input "
-                            "(recompute full)";
+                            "differentiated with "
+                         << describeDifferentiation(RecomputePolicy::Full);
       return signalPassFailure();
     }
-    if (policy == "selective" && compiled != "selective" &&
-        !(compiled.empty() && anySelective)) {
-      step.emitOpError()
-          << "recompute=selective, but the module was differentiated with "
-          << (compiled.empty() ? std::string("mtc-autodiff save=input "
-                                             "(recompute full)")
-                               : describe(compiled))
-          << "; differentiate with mtc-autodiff save=selective";
+    if (policy == RecomputePolicy::Selective &&
+        compiled != RecomputePolicy::Selective &&
+        !(!compiled && anySelective)) {
+      step.emitOpError() << "recompute=" << asked
+                         << ", but the module was differentiated with "
+                         << describeDifferentiation(
+                                compiled.value_or(RecomputePolicy::Full))
+                         << "; differentiate with mtc-autodiff save="
+                         << saveName(RecomputePolicy::Selective);
       return signalPassFailure();
     }
     step.setRecompute(policy);
@@ -112,14 +100,14 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
         deviceCkpt +=
             loop.getCount() * step.getMicroBatches() * l->checkpointBytes;
     }
-    if (recompute == "auto" && policy == "none" && budgetBytes > 0 &&
-        deviceCkpt > budgetBytes) {
-      step.emitOpError()
-          << "keeping every intermediate needs "
-          << analysis::formatByteSize(deviceCkpt, true)
-          << " of checkpoints, more than the budget of "
-          << analysis::formatByteSize(budgetBytes)
-          << "; differentiate with mtc-autodiff save=input (recompute full)";
+    if (recompute == RecomputePolicy::Auto && policy == RecomputePolicy::None &&
+        budgetBytes > 0 && deviceCkpt > budgetBytes) {
+      step.emitOpError() << "keeping every intermediate needs "
+                         << analysis::formatByteSize(deviceCkpt, true)
+                         << " of checkpoints, more than the budget of "
+                         << analysis::formatByteSize(budgetBytes)
+                         << "; differentiate with "
+                         << describeDifferentiation(RecomputePolicy::Full);
       return signalPassFailure();
     }
   }

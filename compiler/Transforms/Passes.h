@@ -6,6 +6,7 @@
 #ifndef MTC_COMPILER_TRANSFORMS_PASSES_H
 #define MTC_COMPILER_TRANSFORMS_PASSES_H
 
+#include "compiler/Transforms/Policies.h"
 #include "dialects/mt/MtDialect.h"
 #include "dialects/stream/StreamDialect.h"
 

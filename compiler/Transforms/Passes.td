@@ -55,22 +55,22 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
     only the results of its `mt.matmul`, `mt.attention` and `mt.moe` ops that
     the backward needs are kept, and the cheap ops between them are
     recomputed (about a quarter of the bytes of `save=all` for a llama
-    block, and almost none of the forward's FLOPs). The backward carries
-    `mt.save` ("input", "all" or "selective"); experts always recompute. Every `mt.expert` gets a `@backward(%t,
+    block, and almost none of the forward's FLOPs). These are the recompute
+    policies full, none and selective (`::mtc::RecomputePolicy`, spelled
+    here by what a layer keeps; compiler/Transforms/Policies.h). The
+    backward carries `mt.save` ("input", "all" or "selective"); experts
+    always recompute. Every `mt.expert` gets a `@backward(%t,
     %dt) -> %dt_in` of the same form (its `[T, D]` tokens, parameter gradients
     through `mt.param_grad` into the current expert's buffers), and `mt.moe`
     differentiates to one `mt.moe_grad`, which the runtime implements by
     recomputing the routing and running those expert backwards.
   }];
   let options = [
-    Option<"save", "save", "std::string", /*default=*/"\"input\"",
-           "What a layer keeps for its backward: `input` (its input only; "
-           "the backward recomputes the rest), `all` (its forward also "
-           "returns every intermediate the backward reads, which the "
-           "backward then takes as arguments instead of recomputing) or "
-           "`selective` (the forward also returns the results of its "
-           "matmul, attention and moe ops; the backward recomputes the "
-           "cheap ops from them)">
+    Option<"save", "save", "::mtc::RecomputePolicy",
+           /*default=*/"::mtc::RecomputePolicy::Full",
+           "What a layer keeps for its backward: `input` (recompute full), "
+           "`all` (recompute none) or `selective` (recompute selective)",
+           "::mtc::saveOptionValues()">
   ];
   let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
   let statistics = [
@@ -194,27 +194,44 @@ def MtcBuildStep : Pass<"mtc-build-step", "::mlir::ModuleOp"> {
     non-empty run of other ops (op indices as in the bundle: `func.return`
     not counted) and one `stream.layers` per layer op, in the function's
     order, with its `op_index`; `stream.return_model_grads` ends the step.
-    Forward loops `save` the instance's input and `compute "forward"`;
-    backward loops `restore`, `compute "backward"` and `grad_return`. The
+    Forward loops `save` the instance's input and `compute forward`;
+    backward loops `restore`, `compute backward` and `grad_return`. The
     step starts with one weight slot (`prefetch_depth = 1`), device
-    checkpoints and the recompute policy the module was compiled with;
-    the later passes refine it.
+    checkpoints and the recompute policy the layers were differentiated with
+    (their backward's `mt.save`); the later passes refine it.
 
+    Before (ops 0-1, a layer op, ops 3-9, a layer op, ops 11-14):
     ```mlir
-    stream.step @Tiny attributes {batch = 4 : i64, seq = 64 : i64, ...} {
+    mt.model @Tiny {
+      mt.layer @Block x 4 { ... @forward, @backward ... }
+      func.func @forward_backward(%t: ..., %u: ...) -> !mt.tensor<[], f32> {
+        %e = mt.param_ref @emb : !mt.tensor<[16, 8], f32>
+        %x = mt.embedding %t, %e : ...
+        %h = mt.apply_layers @Block[0, 4] %x : !mt.tensor<[B, S, 8], f32>
+        ...
+        %dx = mt.apply_layers_grad @Block[0, 4] %dh : !mt.tensor<[B, S, 8], f32>
+        ...
+      }
+    }
+    ```
+    After (`batch=2 seq=4`), appended to the module:
+    ```mlir
+    stream.step @Tiny recompute = full checkpoints = device attributes {
+        batch = 2 : i64, device_budget = 0 : i64, device_peak = 0 : i64,
+        micro_batches = 1 : i64, prefetch_depth = 1 : i64, seq = 4 : i64} {
       stream.load_model_weights
       stream.stage [0, 2)
-      stream.layers @Block[0, 4] "forward" op_index = 2 {
-        stream.save to = "device"
-        stream.compute "forward"
+      stream.layers @Block[0, 4] forward op_index = 2 {
+        stream.save to = device
+        stream.compute forward
       }
-      stream.stage [3, 8)
-      stream.layers @Block[0, 4] "backward" op_index = 8 {
-        stream.restore from = "device"
-        stream.compute "backward"
-        stream.grad_return stream = "d2h"
+      stream.stage [3, 10)
+      stream.layers @Block[0, 4] backward op_index = 10 {
+        stream.restore from = device
+        stream.compute backward
+        stream.grad_return stream = d2h
       }
-      stream.stage [9, 13)
+      stream.stage [11, 15)
       stream.return_model_grads
     }
     ```
@@ -240,17 +257,43 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
     recomputes the layer in its backward (`full`), `save=all` makes the
     forward return what the backward reads (`none`), `save=selective` makes
     it return the results of its matmul, attention and moe ops, from which
-    the backward recomputes the cheap ops (`selective`). The pass checks that the requested
-    policy is the one the module was compiled with and fails otherwise;
-    `auto` takes the module's. (`mtc compile --recompute auto` compiles with
-    save=all, plans, and recompiles with save=input when that plan does not
-    fit the budget.) With `auto` and a `budget`, a module that keeps all
-    intermediates whose device checkpoints alone exceed the budget is an
-    error that names the cure.
+    the backward recomputes the cheap ops (`selective`). The pass checks
+    that the requested policy is the one the module was differentiated with
+    and fails otherwise; `auto` takes the module's. (`mtc compile
+    --recompute auto` differentiates the model several ways and keeps the
+    plan that fits and costs least: docs/streaming.md.) With `auto` and a
+    `budget`, a module that keeps all intermediates whose device
+    checkpoints alone exceed the budget is an error that names the cure.
+
+    Before (layers differentiated with `save=all`: the forward also returns
+    `%h`, 256 bytes at `[2, 4]` like the input):
+    ```mlir
+    stream.step @Tiny recompute = none checkpoints = device attributes {...} {
+      stream.load_model_weights
+      stream.layers @Block[0, 4] forward op_index = 0 {
+        stream.save to = device
+        stream.compute forward
+      }
+      ...
+    }
+    ```
+    After:
+    ```mlir
+    stream.step @Tiny recompute = none checkpoints = device attributes {...} {
+      stream.load_model_weights
+      stream.layers @Block[0, 4] forward op_index = 0 attributes {checkpoint_bytes = 512 : i64} {
+        stream.save to = device
+        stream.compute forward
+      }
+      ...
+    }
+    ```
   }];
   let options = [
-    Option<"recompute", "recompute", "std::string", /*default=*/"\"auto\"",
-           "auto | full | none | selective">,
+    Option<"recompute", "recompute", "::mtc::RecomputePolicy",
+           /*default=*/"::mtc::RecomputePolicy::Auto",
+           "What a layer keeps for its backward; auto: what the module was "
+           "differentiated for", "::mtc::recomputeOptionValues()">,
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">
   ];
@@ -267,12 +310,20 @@ def MtcInsertPrefetch : Pass<"mtc-insert-prefetch", "::mlir::ModuleOp"> {
     in the loop's direction, continuing into the next loop of that
     direction.
 
+    Before:
     ```mlir
-    stream.layers @Block[0, 4] "forward" op_index = 2 {
-      stream.prefetch ahead = 1 stream = "h2d" event = "Block.forward.weights"
-      stream.save to = "device"
+    stream.layers @Block[0, 4] forward op_index = 2 {
+      stream.save to = device
+      stream.compute forward
+    }
+    ```
+    After (`depth=2`; the step's `prefetch_depth` becomes 2):
+    ```mlir
+    stream.layers @Block[0, 4] forward op_index = 2 {
+      stream.prefetch ahead = 1 stream = h2d event = "Block.forward.weights"
+      stream.save to = device
       stream.wait_weights event = "Block.forward.weights"
-      stream.compute "forward"
+      stream.compute forward
     }
     ```
   }];
@@ -295,6 +346,24 @@ def MtcPlaceOptimizer : Pass<"mtc-place-optimizer", "::mlir::ModuleOp"> {
     are updated before `stream.load_model_weights`. Updates still pending
     are flushed before a checkpoint is written and at the end of training,
     so the result is that of a synchronous optimizer step.
+
+    Before (`prefetch_depth = 2`):
+    ```mlir
+    stream.layers @Block[0, 4] forward op_index = 2 {
+      stream.prefetch ahead = 1 stream = h2d event = "Block.forward.weights"
+      stream.save to = device
+      ...
+    }
+    ```
+    After:
+    ```mlir
+    stream.layers @Block[0, 4] forward op_index = 2 {
+      stream.optimizer_update ahead = 1
+      stream.prefetch ahead = 1 stream = h2d event = "Block.forward.weights"
+      stream.save to = device
+      ...
+    }
+    ```
   }];
 }
 
@@ -308,10 +377,41 @@ def MtcInsertOffload : Pass<"mtc-insert-offload", "::mlir::ModuleOp"> {
     fits the budget (or no budget is given), else `host`, and marks the step
     `checkpoints_auto`. Run after mtc-insert-prefetch: the plan depends on
     the number of weight slots.
+
+    Before:
+    ```mlir
+    stream.step @Tiny recompute = full checkpoints = device attributes {...} {
+      ...
+      stream.layers @Block[0, 4] forward op_index = 2 attributes {...} {
+        ...
+        stream.save to = device
+        ...
+      }
+      ...
+      stream.layers @Block[0, 4] backward op_index = 10 attributes {...} {
+        ...
+        stream.restore from = device
+        ...
+      }
+    }
+    ```
+    After (`checkpoints=auto budget=...` where the device plan does not
+    fit):
+    ```mlir
+    stream.step @Tiny recompute = full checkpoints = host attributes {
+        ..., checkpoints_auto, ...} {
+      ...
+        stream.save to = host
+      ...
+        stream.restore from = host
+      ...
+    }
+    ```
   }];
   let options = [
-    Option<"checkpoints", "checkpoints", "std::string", /*default=*/"\"auto\"",
-           "device | host | auto">,
+    Option<"checkpoints", "checkpoints", "::mtc::CheckpointPlacement",
+           /*default=*/"::mtc::CheckpointPlacement::Auto",
+           "Where layer checkpoints live", "::mtc::checkpointsOptionValues()">,
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">
   ];
@@ -336,6 +436,33 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
     up). The smallest feasible budget is the peak with the most frugal
     choice the options leave open: host checkpoints when the step's
     checkpoints were chosen automatically.
+
+    Before (`micro_batches = 2`, `prefetch_depth = 2`, device checkpoints):
+    ```mlir
+    stream.step @Tiny recompute = full checkpoints = device attributes {
+        ..., device_budget = 0 : i64, device_peak = 0 : i64, ...} {
+      stream.load_model_weights
+      ...
+    }
+    ```
+    After (`budget=64KiB`):
+    ```mlir
+    stream.step @Tiny recompute = full checkpoints = device attributes {
+        ..., device_budget = 65536 : i64, device_peak = 15872 : i64, ...} {
+      stream.buffer @model.weights kind = model_weights space = device bytes = 512 offset = 0
+      stream.buffer @model.grads kind = model_grads space = device bytes = 512 offset = 512
+      stream.buffer @weights.0 kind = weights space = device bytes = 256 offset = 1024
+      stream.buffer @weights.1 kind = weights space = device bytes = 256 offset = 1280
+      stream.buffer @grads.0 kind = grads space = device bytes = 256 offset = 1536
+      stream.buffer @grads.1 kind = grads space = device bytes = 256 offset = 1792
+      stream.buffer @activations kind = activations space = device bytes = 1024 offset = 2048
+      stream.buffer @checkpoints kind = checkpoints space = device bytes = 2048 offset = 3072
+      stream.buffer @stage kind = stage space = device bytes = 9728 offset = 5120
+      stream.buffer @workspace kind = workspace space = device bytes = 1024 offset = 14848
+      stream.load_model_weights
+      ...
+    }
+    ```
   }];
   let options = [
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",

@@ -9,6 +9,7 @@
 #include "compiler/Transforms/StepUtils.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/ErrorHandling.h"
 
 namespace mtc {
 #define GEN_PASS_DEF_MTCPLANMEMORY
@@ -43,11 +44,23 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
       old.erase();
     OpBuilder b(&getContext());
     b.setInsertionPointToStart(&body);
-    for (const bundle::PlanBuffer &buf : plan.buffers)
-      stream::BufferOp::create(
-          b, step.getLoc(), buf.name, buf.kind, buf.space, buf.bytes,
-          buf.space == "device" ? b.getI64IntegerAttr(buf.offset)
-                                : IntegerAttr());
+    for (const bundle::PlanBuffer &buf : plan.buffers) {
+      // The memory model speaks the bundle's strings, which are the
+      // dialect's keywords.
+      std::optional<stream::BufferKind> kind =
+          stream::symbolizeBufferKind(buf.kind);
+      std::optional<stream::MemorySpace> space =
+          stream::symbolizeMemorySpace(buf.space);
+      if (!kind || !space)
+        llvm::report_fatal_error(
+            "mtc-plan-memory: the memory model's buffer '" +
+            llvm::Twine(buf.name) + "' has no stream dialect kind or space");
+      stream::BufferOp::create(b, step.getLoc(), buf.name, *kind, *space,
+                               buf.bytes,
+                               *space == stream::MemorySpace::Device
+                                   ? b.getI64IntegerAttr(buf.offset)
+                                   : IntegerAttr());
+    }
     step.setDevicePeak(plan.devicePeak);
     step.setDeviceBudget(budgetBytes);
     if (budgetBytes == 0)

@@ -8,6 +8,7 @@
 #define MTC_COMPILER_TRANSFORMS_STEPUTILS_H
 
 #include "compiler/Analysis/MemoryModel.h"
+#include "compiler/Transforms/Policies.h"
 #include "dialects/mt/MtDialect.h"
 #include "dialects/stream/StreamDialect.h"
 
@@ -53,7 +54,7 @@ inline analysis::PlanChoices choicesOf(stream::StepOp step) {
   analysis::PlanChoices c;
   c.microBatches = step.getMicroBatches();
   c.prefetchDepth = step.getPrefetchDepth();
-  c.checkpointsOnHost = step.getCheckpoints() == "host";
+  c.checkpointsOnHost = step.getCheckpoints() == CheckpointPlacement::Host;
   for (auto loop : step.getBody().front().getOps<stream::LayersOp>())
     if (loop.isForward())
       c.forwardLoops.emplace_back(loop.getLayer().str(),

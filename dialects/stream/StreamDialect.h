@@ -15,6 +15,10 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "dialects/stream/StreamDialect.h.inc"
+#include "dialects/stream/StreamEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/stream/StreamAttrs.h.inc"
 
 namespace mtc::stream {
 class StepOp;

@@ -1,8 +1,9 @@
 //===- StreamOps.cpp - Operations of the stream dialect ---------*- C++ -*-===//
 //
-// Part of mtc. Verifiers check what the runtime relies on: known kinds and
-// directions, commands in the loops and directions they belong to, a step
-// that names a model of its module and layers of that model.
+// Part of mtc. Verifiers check what the runtime relies on beyond what the
+// enum attributes already guarantee: decided policies, commands in the loops
+// and directions they belong to, copies on their streams, a step that names a
+// model of its module and layers of that model.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,36 +12,58 @@
 #include "dialects/mt/MtDialect.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace mtc::stream;
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+/// An enum attribute as its bare keyword (`stream.save to = host`). The
+/// attribute's own printer leads with a space, which its generic form
+/// `#stream<space host>` needs and an op's custom form does not; its parser
+/// adds a second error to the one that lists the keywords.
+template <typename EnumAttrT>
+static ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr) {
+  using Enum = decltype(std::declval<EnumAttrT>().getValue());
+  FailureOr<Enum> value = FieldParser<Enum, Enum>::parse(parser);
+  if (failed(value))
+    return failure();
+  attr = EnumAttrT::get(parser.getContext(), *value);
+  return success();
+}
+
+template <typename EnumAttrT>
+static void printEnumKeyword(OpAsmPrinter &printer, Operation *,
+                             EnumAttrT attr) {
+  printer << stringifyEnum(attr.getValue());
+}
 
 #define GET_OP_CLASSES
 #include "dialects/stream/StreamOps.cpp.inc"
 
 namespace {
 
-LogicalResult oneOf(Operation *op, StringRef attr, StringRef value,
-                    ArrayRef<StringRef> allowed) {
-  if (llvm::is_contained(allowed, value))
+/// Copies run on one stream each: prefetch on h2d, grad_return on d2h.
+LogicalResult onStream(Operation *op, StreamName stream, StreamName expected) {
+  if (stream == expected)
     return success();
-  InFlightDiagnostic d = op->emitOpError() << attr << " must be one of ";
-  llvm::interleave(
-      allowed, [&](StringRef s) { d << "'" << s << "'"; }, [&] { d << ", "; });
-  return d << "; got '" << value << "'";
+  return op->emitOpError() << "runs on the " << stringifyStreamName(expected)
+                           << " stream, got " << stringifyStreamName(stream);
 }
 
 LayersOp parentLayers(Operation *op) {
   return dyn_cast_or_null<LayersOp>(op->getParentOp());
 }
 
-/// Direction-specific body ops: \p direction is "forward" or "backward".
-LogicalResult inDirection(Operation *op, StringRef direction) {
+/// Direction-specific body ops.
+LogicalResult inDirection(Operation *op, Direction direction) {
   LayersOp loop = parentLayers(op);
   if (loop && loop.getDirection() != direction)
     return op->emitOpError()
-           << "is only valid in a " << direction << " stream.layers loop";
+           << "is only valid in a " << stringifyDirection(direction)
+           << " stream.layers loop";
   return success();
 }
 
@@ -63,11 +86,13 @@ LogicalResult StepOp::verify() {
                          {"prefetch_depth", getPrefetchDepth()}})
     if (v < 1)
       return emitOpError() << name << " must be >= 1, got " << v;
-  if (failed(oneOf(*this, "recompute", getRecompute(),
-                   {"full", "none", "selective"})) ||
-      failed(
-          oneOf(*this, "checkpoints", getCheckpoints(), {"device", "host"})) ||
-      failed(nonNegative(*this, "device_budget", getDeviceBudget())) ||
+  if (getRecompute() == RecomputePolicy::Auto)
+    return emitOpError() << "recompute must be decided (full, none or "
+                            "selective), got auto";
+  if (getCheckpoints() == CheckpointPlacement::Auto)
+    return emitOpError() << "checkpoints must be placed (device or host), got "
+                            "auto";
+  if (failed(nonNegative(*this, "device_budget", getDeviceBudget())) ||
       failed(nonNegative(*this, "device_peak", getDevicePeak())))
     return failure();
   return success();
@@ -113,18 +138,15 @@ LogicalResult StepOp::verifyRegions() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult BufferOp::verify() {
-  if (failed(oneOf(*this, "kind", getKind(),
-                   {"model_weights", "model_grads", "weights", "grads",
-                    "activations", "checkpoints", "stage", "workspace"})) ||
-      failed(oneOf(*this, "space", getSpace(), {"device", "host"})) ||
-      failed(nonNegative(*this, "bytes", getBytes())))
+  if (failed(nonNegative(*this, "bytes", getBytes())))
     return failure();
-  if (getSpace() == "host" && getKind() != "checkpoints" &&
-      getKind() != "activations")
+  bool host = getSpace() == MemorySpace::Host;
+  if (host && getKind() != BufferKind::Checkpoints &&
+      getKind() != BufferKind::Activations)
     return emitOpError()
            << "only checkpoints and activations can live in host memory";
   if (IntegerAttr offset = getOffsetAttr()) {
-    if (getSpace() == "host")
+    if (host)
       return emitOpError() << "a host buffer has no arena offset";
     if (offset.getInt() < 0 || offset.getInt() % 256 != 0)
       return emitOpError() << "offset must be a non-negative multiple of 256, "
@@ -146,9 +168,7 @@ LogicalResult StageOp::verify() {
 }
 
 LogicalResult LayersOp::verify() {
-  if (failed(
-          oneOf(*this, "direction", getDirection(), {"forward", "backward"})) ||
-      failed(nonNegative(*this, "first", getFirst())) ||
+  if (failed(nonNegative(*this, "first", getFirst())) ||
       failed(nonNegative(*this, "op_index", getOpIndex())))
     return failure();
   if (getCount() < 1)
@@ -192,12 +212,12 @@ LogicalResult LayersOp::verifyRegions() {
 LogicalResult OptimizerUpdateOp::verify() {
   if (failed(nonNegative(*this, "ahead", getAhead())))
     return failure();
-  return inDirection(*this, "forward");
+  return inDirection(*this, Direction::Forward);
 }
 
 LogicalResult PrefetchOp::verify() {
   if (failed(nonNegative(*this, "ahead", getAhead())) ||
-      failed(oneOf(*this, "stream", getStream(), {"h2d"})))
+      failed(onStream(*this, getStream(), StreamName::H2D)))
     return failure();
   if (getEvent().empty())
     return emitOpError() << "needs a non-empty event name";
@@ -211,29 +231,23 @@ LogicalResult WaitWeightsOp::verify() {
 }
 
 LogicalResult SaveOp::verify() {
-  if (failed(oneOf(*this, "to", getTo(), {"device", "host"})))
-    return failure();
-  return inDirection(*this, "forward");
+  return inDirection(*this, Direction::Forward);
 }
 
 LogicalResult RestoreOp::verify() {
-  if (failed(oneOf(*this, "from", getFrom(), {"device", "host"})))
-    return failure();
-  return inDirection(*this, "backward");
+  return inDirection(*this, Direction::Backward);
 }
 
 LogicalResult ComputeOp::verify() {
-  if (failed(oneOf(*this, "fn", getFn(), {"forward", "backward"})))
-    return failure();
   LayersOp loop = parentLayers(*this);
   if (loop && loop.getDirection() != getFn())
-    return emitOpError() << "runs '" << getFn() << "' in a "
-                         << loop.getDirection() << " loop";
+    return emitOpError() << "runs '" << stringifyDirection(getFn()) << "' in a "
+                         << stringifyDirection(loop.getDirection()) << " loop";
   return success();
 }
 
 LogicalResult GradReturnOp::verify() {
-  if (failed(oneOf(*this, "stream", getStream(), {"d2h"})))
+  if (failed(onStream(*this, getStream(), StreamName::D2H)))
     return failure();
-  return inDirection(*this, "backward");
+  return inDirection(*this, Direction::Backward);
 }

@@ -8,62 +8,8 @@
 #ifndef MTC_DIALECTS_STREAM_STREAMOPS_TD
 #define MTC_DIALECTS_STREAM_STREAMOPS_TD
 
-include "mlir/IR/OpBase.td"
+include "StreamBase.td"
 include "mlir/IR/SymbolInterfaces.td"
-
-def Stream_Dialect : Dialect {
-  let name = "stream";
-  let cppNamespace = "::mtc::stream";
-  let summary = "The training step as a program over layers, buffers and streams";
-  let description = [{
-    A `stream.step` describes one training step of an `mt.model` (after
-    mtc-autodiff) for concrete micro-batch shapes and a device-memory budget:
-    the device buffers with their sizes and arena offsets (`stream.buffer`),
-    and a program of commands. The program is the model's
-    `@forward_backward` cut at its `mt.apply_layers` / `mt.apply_layers_grad`
-    ops: model-level stages (`stream.stage`, ranges of op indices of that
-    function, run once per micro-batch) and loops over layer instances
-    (`stream.layers`), whose bodies say how each instance's weights, inputs
-    and gradients move between host and device.
-
-    The scheduling passes build it step by step: `mtc-build-step` (structure),
-    `mtc-insert-recompute` (what a layer keeps for its backward),
-    `mtc-insert-prefetch` (weight slots and the copies ahead),
-    `mtc-place-optimizer` (the deferred AdamW update), `mtc-insert-offload`
-    (checkpoints on the device or in host memory) and `mtc-plan-memory`
-    (buffers and offsets, checked against the budget). The bundle writer
-    serialises the result into the bundle's `step` section.
-
-    ```mlir
-    stream.step @Tiny attributes {batch = 4 : i64, seq = 64 : i64,
-        micro_batches = 2 : i64, prefetch_depth = 2 : i64,
-        recompute = "full", checkpoints = "device",
-        device_budget = 67108864 : i64, device_peak = 8388608 : i64} {
-      stream.buffer @weights.0 {kind = "weights", space = "device",
-                                bytes = 1048576 : i64, offset = 0 : i64}
-      stream.load_model_weights
-      stream.stage [0, 2)
-      stream.layers @Block [0, 4] "forward" op_index = 2 {
-        stream.optimizer_update ahead = 1
-        stream.prefetch ahead = 1 stream = "h2d" event = "Block.forward.weights"
-        stream.save to = "device"
-        stream.wait_weights event = "Block.forward.weights"
-        stream.compute "forward"
-      }
-      stream.stage [3, 8)
-      stream.layers @Block [0, 4] "backward" op_index = 8 {
-        stream.prefetch ahead = 1 stream = "h2d" event = "Block.backward.weights"
-        stream.restore from = "device"
-        stream.wait_weights event = "Block.backward.weights"
-        stream.compute "backward"
-        stream.grad_return stream = "d2h"
-      }
-      stream.stage [9, 13)
-      stream.return_model_grads
-    }
-    ```
-  }];
-}
 
 class Stream_Op<string mnemonic, list<Trait> traits = []>
     : Op<Stream_Dialect, mnemonic, traits>;
@@ -83,7 +29,8 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
     `prefetch_depth` is the number of weight slots, `recompute` what a layer
     keeps for its backward (`full`: its input; `none`: every intermediate the
     backward reads; `selective`: the results of its matmul, attention and moe
-    ops, the cheap ops in between being recomputed), `checkpoints` where those are kept (`device` or `host`;
+    ops, the cheap ops in between being recomputed; never `auto`),
+    `checkpoints` where those are kept (`device` or `host`, never `auto`;
     `checkpoints_auto` records that mtc-insert-offload chose it).
     `device_budget` (0: none given) and `device_peak` (0: not planned yet) are
     bytes. The body holds the `stream.buffer` declarations (a symbol table:
@@ -92,12 +39,13 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
     program order.
 
     ```mlir
-    stream.step @Tiny attributes {batch = 4 : i64, seq = 64 : i64,
-        micro_batches = 1 : i64, prefetch_depth = 2 : i64, recompute = "full",
-        checkpoints = "device", device_budget = 0 : i64, device_peak = 0 : i64} {
+    stream.step @Tiny recompute = full checkpoints = device attributes {
+        batch = 4 : i64, seq = 64 : i64, micro_batches = 1 : i64,
+        prefetch_depth = 2 : i64, device_budget = 0 : i64,
+        device_peak = 0 : i64} {
       stream.load_model_weights
       stream.stage [0, 2)
-      stream.layers @Block [0, 2] "forward" op_index = 2 { ... }
+      stream.layers @Block[0, 2] forward op_index = 2 { ... }
       ...
       stream.return_model_grads
     }
@@ -105,11 +53,17 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
   }];
   let arguments = (ins FlatSymbolRefAttr:$model,
                        I64Attr:$batch, I64Attr:$seq, I64Attr:$micro_batches,
-                       I64Attr:$prefetch_depth, StrAttr:$recompute,
-                       StrAttr:$checkpoints, UnitAttr:$checkpoints_auto,
+                       I64Attr:$prefetch_depth,
+                       Stream_RecomputePolicyAttr:$recompute,
+                       Stream_CheckpointPlacementAttr:$checkpoints,
+                       UnitAttr:$checkpoints_auto,
                        I64Attr:$device_budget, I64Attr:$device_peak);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$model attr-dict-with-keyword $body";
+  let assemblyFormat = [{
+    $model `recompute` `=` custom<EnumKeyword>($recompute)
+    `checkpoints` `=` custom<EnumKeyword>($checkpoints)
+    attr-dict-with-keyword $body
+  }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
 }
@@ -124,16 +78,20 @@ def Stream_BufferOp : Stream_Op<"buffer", [Symbol, HasParent<"StepOp">]> {
     (a multiple of 256), assigned by mtc-plan-memory; host buffers have none.
 
     ```mlir
-    stream.buffer @weights.0 {kind = "weights", space = "device",
-                              bytes = 2883584 : i64, offset = 262144 : i64}
-    stream.buffer @checkpoints.host {kind = "checkpoints", space = "host",
-                                     bytes = 1048576 : i64}
+    stream.buffer @weights.0 kind = weights space = device bytes = 2883584
+        offset = 262144
+    stream.buffer @checkpoints.host kind = checkpoints space = host
+        bytes = 1048576
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind,
-                       StrAttr:$space, I64Attr:$bytes,
+  let arguments = (ins SymbolNameAttr:$sym_name, Stream_BufferKindAttr:$kind,
+                       Stream_MemorySpaceAttr:$space, I64Attr:$bytes,
                        OptionalAttr<I64Attr>:$offset);
-  let assemblyFormat = "$sym_name attr-dict";
+  let assemblyFormat = [{
+    $sym_name `kind` `=` custom<EnumKeyword>($kind)
+    `space` `=` custom<EnumKeyword>($space) `bytes` `=` $bytes
+    (`offset` `=` $offset^)? attr-dict
+  }];
   let hasVerifier = 1;
 }
 
@@ -195,27 +153,29 @@ def Stream_LayersOp : Stream_Op<"layers", [NoTerminator, SingleBlock,
     for its backward per micro-batch.
 
     ```mlir
-    stream.layers @Block [0, 4] "backward" op_index = 8 {
-      stream.prefetch ahead = 1 stream = "h2d" event = "Block.backward.weights"
-      stream.restore from = "device"
+    stream.layers @Block[0, 4] backward op_index = 8 {
+      stream.prefetch ahead = 1 stream = h2d event = "Block.backward.weights"
+      stream.restore from = device
       stream.wait_weights event = "Block.backward.weights"
-      stream.compute "backward"
-      stream.grad_return stream = "d2h"
+      stream.compute backward
+      stream.grad_return stream = d2h
     }
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$layer, I64Attr:$first,
-                       I64Attr:$count, StrAttr:$direction, I64Attr:$op_index,
+                       I64Attr:$count, Stream_DirectionAttr:$direction,
+                       I64Attr:$op_index,
                        OptionalAttr<I64Attr>:$checkpoint_bytes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $layer `[` $first `,` $count `]` $direction `op_index` `=` $op_index
+    $layer `[` $first `,` $count `]` custom<EnumKeyword>($direction)
+    `op_index` `=` $op_index
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
-    bool isForward() { return getDirection() == "forward"; }
+    bool isForward() { return getDirection() == Direction::Forward; }
   }];
 }
 
@@ -247,19 +207,21 @@ def Stream_OptimizerUpdateOp : Stream_BodyOp<"optimizer_update"> {
 def Stream_PrefetchOp : Stream_BodyOp<"prefetch"> {
   let summary = "copies the weights of the instance `ahead` later to a slot";
   let description = [{
-    Queues on `stream` (`h2d`) the copy of the weights of the instance
+    Queues on `stream` (always `h2d`) the copy of the weights of the instance
     `ahead` positions after the current one (in the loop's direction) into
     a free weight slot, recording `event` when it completes. The first
     `ahead + 1` instances are queued before the loop starts. `ahead` is
     `prefetch_depth - 1`.
 
     ```mlir
-    stream.prefetch ahead = 1 stream = "h2d" event = "Block.forward.weights"
+    stream.prefetch ahead = 1 stream = h2d event = "Block.forward.weights"
     ```
   }];
-  let arguments = (ins I64Attr:$ahead, StrAttr:$stream, StrAttr:$event);
+  let arguments = (ins I64Attr:$ahead, Stream_StreamNameAttr:$stream,
+                       StrAttr:$event);
   let assemblyFormat = [{
-    `ahead` `=` $ahead `stream` `=` $stream `event` `=` $event attr-dict
+    `ahead` `=` $ahead `stream` `=` custom<EnumKeyword>($stream)
+    `event` `=` $event attr-dict
   }];
 }
 
@@ -281,31 +243,31 @@ def Stream_SaveOp : Stream_BodyOp<"save"> {
   let summary = "keeps the instance's input (and saved values) for backward";
   let description = [{
     Forward loops only. Keeps what the instance's backward needs, for every
-    micro-batch: its input (and with `recompute = "none"` or `"selective"`
-    the extra results of its forward), in `checkpoints` (`to = "device"`) or through the
-    staging slots into `checkpoints.host` (`to = "host"`).
+    micro-batch: its input (and with `recompute = none` or `selective` the
+    extra results of its forward), in `checkpoints` (`to = device`) or
+    through the staging slots into `checkpoints.host` (`to = host`).
 
     ```mlir
-    stream.save to = "device"
+    stream.save to = device
     ```
   }];
-  let arguments = (ins StrAttr:$to);
-  let assemblyFormat = "`to` `=` $to attr-dict";
+  let arguments = (ins Stream_MemorySpaceAttr:$to);
+  let assemblyFormat = "`to` `=` custom<EnumKeyword>($to) attr-dict";
 }
 
 def Stream_RestoreOp : Stream_BodyOp<"restore"> {
   let summary = "brings back what save kept for the instance";
   let description = [{
     Backward loops only. Makes the instance's checkpoints available on the
-    device: in place (`from = "device"`) or copied from `checkpoints.host`
-    into a staging slot (`from = "host"`).
+    device: in place (`from = device`) or copied from `checkpoints.host`
+    into a staging slot (`from = host`).
 
     ```mlir
-    stream.restore from = "host"
+    stream.restore from = host
     ```
   }];
-  let arguments = (ins StrAttr:$from);
-  let assemblyFormat = "`from` `=` $from attr-dict";
+  let arguments = (ins Stream_MemorySpaceAttr:$from);
+  let assemblyFormat = "`from` `=` custom<EnumKeyword>($from) attr-dict";
 }
 
 def Stream_ComputeOp : Stream_BodyOp<"compute"> {
@@ -317,26 +279,26 @@ def Stream_ComputeOp : Stream_BodyOp<"compute"> {
     the instance's parameter gradients in the current grads slot.
 
     ```mlir
-    stream.compute "forward"
+    stream.compute forward
     ```
   }];
-  let arguments = (ins StrAttr:$fn);
-  let assemblyFormat = "$fn attr-dict";
+  let arguments = (ins Stream_DirectionAttr:$fn);
+  let assemblyFormat = "custom<EnumKeyword>($fn) attr-dict";
 }
 
 def Stream_GradReturnOp : Stream_BodyOp<"grad_return"> {
   let summary = "copies the instance's gradients to the host";
   let description = [{
-    Backward loops only. Queues on `stream` (`d2h`) the copy of the current
+    Backward loops only. Queues on `stream` (always `d2h`) the copy of the current
     grads slot to the instance's host gradients; the two grads slots
     alternate so the next instance computes while this one is copied.
 
     ```mlir
-    stream.grad_return stream = "d2h"
+    stream.grad_return stream = d2h
     ```
   }];
-  let arguments = (ins StrAttr:$stream);
-  let assemblyFormat = "`stream` `=` $stream attr-dict";
+  let arguments = (ins Stream_StreamNameAttr:$stream);
+  let assemblyFormat = "`stream` `=` custom<EnumKeyword>($stream) attr-dict";
 }
 
 #endif // MTC_DIALECTS_STREAM_STREAMOPS_TD

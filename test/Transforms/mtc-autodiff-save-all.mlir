@@ -34,4 +34,4 @@ mt.model @M {
 // CHECK: mt.weight_grad %[[BX]]
 // CHECK: return
 
-// BAD: mtc-autodiff: save must be 'input', 'all' or 'selective', got 'some'
+// BAD: for the --save option: 'some' is not one of input, all, selective

@@ -112,7 +112,7 @@ TEST(StreamPlan, RecomputeCostAndHostActivations) {
 
 TEST(StreamPlan, BundleStepRoundTrip) {
   CompileOptions opts;
-  opts.recompute = "auto";
+  opts.recompute = RecomputePolicy::Auto;
   opts.stream.enabled = true;
   opts.stream.deviceMemory = 64ll << 20;
   opts.stream.batch = 4;

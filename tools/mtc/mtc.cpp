@@ -431,13 +431,30 @@ bool loadInput(const std::string &input, const std::string &hf,
 
 /// The streaming flags of compile and plan.
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
-                    std::string &deviceMemory) {
+                    std::string &deviceMemory, std::string &checkpoints) {
   flags.push_back({Flag::String, "--device-memory", &deviceMemory});
   flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
   flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1});
-  flags.push_back({Flag::String, "--checkpoints", &stream.checkpoints});
+  flags.push_back({Flag::String, "--checkpoints", &checkpoints});
+}
+
+/// `--recompute` and `--checkpoints` (empty: not given, the defaults stay)
+/// into \p copts. Prints the error and returns false on an unknown value.
+bool parsePolicyFlags(const std::string &recompute,
+                      const std::string &checkpoints,
+                      mtc::CompileOptions &copts) {
+  std::string err;
+  if ((!recompute.empty() &&
+       !mtc::parseRecomputePolicy(recompute, copts.recompute, err)) ||
+      (!checkpoints.empty() &&
+       !mtc::parseCheckpointPlacement(checkpoints, copts.stream.checkpoints,
+                                      err))) {
+    error(err);
+    return false;
+  }
+  return true;
 }
 
 /// Parses --device-memory, turns streaming on when it is given (or \p
@@ -482,19 +499,19 @@ std::string withCommas(int64_t v) {
 int runPlan(const std::vector<std::string> &args) {
   if (wantsHelp("plan", args))
     return 0;
-  std::string recompute, hf, input, deviceMemory;
+  std::string recompute, hf, input, deviceMemory, checkpoints;
   mtc::CompileOptions copts;
   std::vector<std::string> pos;
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::Set, "--set", &copts.overrides}};
-  addStreamFlags(flags, copts.stream, deviceMemory);
+  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints);
   if (!parseFlags("plan", args, flags, pos) ||
       !modelInput("plan", pos, hf, input) ||
       !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
-                         /*always=*/true))
+                         /*always=*/true) ||
+      !parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
-  copts.recompute = recompute;
   std::string source, name;
   if (!hf.empty()) {
     if (!mtc::importHFModel(hf, source, name, std::cerr))
@@ -945,8 +962,8 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::Set, "--set", &overrides}};
-  std::string deviceMemory;
-  addStreamFlags(flags, stream, deviceMemory);
+  std::string deviceMemory, checkpoints;
+  addStreamFlags(flags, stream, deviceMemory, checkpoints);
   if (!parseFlags("compile", normalized, flags, pos) ||
       !finishStreamFlags("compile", deviceMemory, stream, recompute))
     return 1;
@@ -990,7 +1007,9 @@ int runCompile(const std::vector<std::string> &args) {
 
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
-  mtc::CompileOptions copts{overrides, cpu, recompute, stream};
+  mtc::CompileOptions copts{overrides, cpu, mtc::RecomputePolicy::Full, stream};
+  if (!parsePolicyFlags(recompute, checkpoints, copts))
+    return 1;
   if (!hf.empty()) {
     std::string source, name;
     mtc::HFNameMap names;
@@ -1037,7 +1056,7 @@ int runGradCheck(const std::vector<std::string> &args) {
   mtc::driver::GradCheckOptions opts;
   int64_t coords = opts.coordinates;
   std::vector<std::string> pos;
-  std::string input, hf;
+  std::string input, hf, recompute;
   if (!parseFlags("gradcheck", args,
                   {{Flag::Int, "--batch", &opts.batch, 1},
                    {Flag::Int, "--seq", &opts.seq, 1},
@@ -1046,11 +1065,12 @@ int runGradCheck(const std::vector<std::string> &args) {
                    {Flag::Double, "--step", &opts.step, 1e-12},
                    {Flag::Int, "--coordinates", &coords, 0},
                    {Flag::Set, "--set", &copts.overrides},
-                   {Flag::String, "--recompute", &copts.recompute},
+                   {Flag::String, "--recompute", &recompute},
                    {Flag::String, "--cpu", &copts.cpu},
                    {Flag::String, "--hf", &hf}},
                   pos) ||
-      !modelInput("gradcheck", pos, hf, input))
+      !modelInput("gradcheck", pos, hf, input) ||
+      !parsePolicyFlags(recompute, "", copts))
     return 1;
   opts.coordinates = static_cast<int>(coords);
   mtc::bundle::Bundle b;
@@ -1074,9 +1094,8 @@ int runTrain(const std::vector<std::string> &args) {
   std::string kernels = "on";
   std::vector<std::string> pos;
   std::set<std::string> given;
-  std::string input, hf, deviceMemory;
+  std::string input, hf, deviceMemory, recompute, checkpoints;
   bool keepActivations = false;
-  copts.recompute.clear();
   std::vector<std::string> valued;
   for (const std::string &a : args) {
     if (a == "--allow-model-change")
@@ -1111,14 +1130,14 @@ int runTrain(const std::vector<std::string> &args) {
            {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
            {Flag::String, "--kernels", &kernels},
            {Flag::Set, "--set", &copts.overrides},
-           {Flag::String, "--recompute", &copts.recompute},
+           {Flag::String, "--recompute", &recompute},
            {Flag::String, "--cpu", &copts.cpu},
            {Flag::String, "--hf", &hf},
            {Flag::String, "--resume", &opts.resume},
            {Flag::Int, "--stop-after", &opts.stopAfter, 1},
            {Flag::String, "--device-memory", &deviceMemory},
            {Flag::Int, "--prefetch-depth", &copts.stream.prefetchDepth, 1},
-           {Flag::String, "--checkpoints", &copts.stream.checkpoints},
+           {Flag::String, "--checkpoints", &checkpoints},
            {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
            {Flag::String, "--trace", &opts.trace},
            {Flag::String, "--tokenizer", &opts.tokenizer},
@@ -1177,22 +1196,23 @@ int runTrain(const std::vector<std::string> &args) {
       if (!mtc::parseDeviceMemory(deviceMemory, opts.deviceMemory, err))
         return error("train: --device-memory: " + err);
     }
-    if (copts.recompute.empty())
-      copts.recompute = "full";
+    if (recompute.empty())
+      recompute = "full";
   } else {
     // Without a device budget and without --recompute, keep the activations
     // (recompute none: no forward recomputed in the backward, as PyTorch
     // eager does) when that fits comfortably in host memory; else keep the
     // matmul and attention results (selective) when those fit; else
     // recompute whole layers.
-    keepActivations = copts.recompute.empty() && deviceMemory.empty();
+    keepActivations = recompute.empty() && deviceMemory.empty();
     if (keepActivations)
-      copts.recompute = "none";
-    if (!finishStreamFlags("train", deviceMemory, copts.stream,
-                           copts.recompute))
+      recompute = "none";
+    if (!finishStreamFlags("train", deviceMemory, copts.stream, recompute))
       return 1;
     opts.deviceMemory = copts.stream.deviceMemory;
   }
+  if (!parsePolicyFlags(recompute, checkpoints, copts))
+    return 1;
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
     return 1;
@@ -1203,7 +1223,7 @@ int runTrain(const std::vector<std::string> &args) {
       return std::to_string(static_cast<int64_t>(bytes / (1 << 20)));
     };
     if (avail > 0 && need > 0.5 * avail) {
-      copts.recompute = "selective";
+      copts.recompute = mtc::RecomputePolicy::Selective;
       mtc::bundle::Bundle selective;
       if (!loadInput(input, hf, copts, selective))
         return 1;
@@ -1219,7 +1239,7 @@ int runTrain(const std::vector<std::string> &args) {
       } else {
         std::cout << "recomputing layers in the backward (--recompute "
                      "full)\n";
-        copts.recompute = "full";
+        copts.recompute = mtc::RecomputePolicy::Full;
         mtc::bundle::Bundle full;
         if (!loadInput(input, hf, copts, full))
           return 1;
