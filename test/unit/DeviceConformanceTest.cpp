@@ -378,9 +378,11 @@ TEST_P(DeviceTest, ReRecordingGivesNewGenerations) {
   dev.record(e, a);
   dev.wait(b, e);
   dev.launch(b, [&] { seen.push_back(value); });
-  // a wait queued before a third record captures generation 2 only
-  dev.launch(a, [&] {
-    std::this_thread::sleep_for(200ms);
+  // a wait queued before a third record captures generation 2 only (were
+  // it to wait for generation 3, synchronize(b) would hang on the gate)
+  Gate gate;
+  dev.launch(a, [&value, hold = gate.waiter()] {
+    hold();
     value = 3;
   });
   dev.record(e, a);
@@ -388,6 +390,7 @@ TEST_P(DeviceTest, ReRecordingGivesNewGenerations) {
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], 1);
   EXPECT_EQ(seen[1], 2);
+  gate.open();
   dev.synchronize(e);
   EXPECT_EQ(value, 3);
 }
@@ -438,6 +441,8 @@ TEST_P(DeviceTest, SynchronizeWaitsForEveryStream) {
   std::vector<Stream> streams{dev.createStream("a"), dev.createStream("b"),
                               dev.createHostStream("host"),
                               dev.createStream("c")};
+  for (size_t i = 0; i < streams.size(); ++i) // ids in creation order
+    EXPECT_EQ(static_cast<int>(streams[i]), static_cast<int>(i));
   std::atomic<int> ran{0};
   for (Stream s : streams)
     for (int i = 0; i < 3; ++i)
@@ -830,11 +835,11 @@ TEST_P(DeviceTest, ResetStatsStartsANewPeriod) {
   Device &dev = device(4096);
   Stream s = dev.createStream("only");
   std::vector<char> host(1024, 1);
-  dev.launch(s, [] { std::this_thread::sleep_for(60ms); });
+  dev.launch(s, [] { std::this_thread::sleep_for(300ms); });
   dev.copyToDevice(s, 0, host.data(), 1024);
   dev.synchronize();
   DeviceStats before = dev.stats();
-  EXPECT_GT(before.elapsedSeconds, 0.05);
+  EXPECT_GT(before.elapsedSeconds, 0.29);
   dev.resetStats();
   DeviceStats st = dev.stats();
   EXPECT_EQ(st.launches, 0);
@@ -853,7 +858,7 @@ TEST_P(DeviceTest, ResetStatsStartsANewPeriod) {
   EXPECT_EQ(st.h2dBytes, 0);
   EXPECT_EQ(st.d2hBytes, 100);
   EXPECT_EQ(st.streams[s].commands, 2);
-  EXPECT_LT(st.streams[s].busySeconds, 0.05);
+  EXPECT_LT(st.streams[s].busySeconds, 0.25); // not the 300 ms launch
 }
 
 TEST_P(DeviceTest, BusyTimeExcludesWaits) {
@@ -881,14 +886,24 @@ TEST_P(DeviceTest, OverlapIsHighWhenACopyRunsUnderALaunch) {
   Device &dev = device(kBig);
   Stream copy = dev.createStream("copy");
   Stream compute = dev.createStream("compute");
+  Event copied = dev.createEvent();
   std::vector<char> host(kBig, 1);
-  dev.launch(compute, [] { std::this_thread::sleep_for(50ms); });
-  dev.launch(compute, [] { std::this_thread::sleep_for(400ms); });
-  // the copy starts while the first launch sleeps
-  std::this_thread::sleep_for(10ms);
+  // The launch runs from before the copies are queued until after they are
+  // done, however slowly a loaded machine copies.
+  Gate gate;
+  std::atomic<bool> started{false};
+  dev.launch(compute, [&started, hold = gate.waiter()] {
+    started = true;
+    hold();
+    std::this_thread::sleep_for(400ms);
+  });
+  while (!started)
+    std::this_thread::sleep_for(1ms);
   dev.copyToDevice(copy, 0, host.data(), kBig);
   dev.copyToDevice(copy, 0, host.data(), kBig);
-  dev.synchronize(copy);
+  dev.record(copied, copy);
+  dev.synchronize(copied);
+  gate.open();
   dev.synchronize();
   DeviceStats st = dev.stats();
   EXPECT_EQ(st.copies, 2);
