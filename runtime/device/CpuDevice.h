@@ -13,6 +13,10 @@
 //  - Copies are memcpy's run on the stream's thread; their arena range is
 //    checked when they are queued (DeviceError thrown by copyToDevice /
 //    copyToHost themselves).
+//  - Launches run on the stream's thread, and at() is host memory, so a
+//    launched closure may read and write the arena: the streaming executor's
+//    layer closures are this device's compute (on a GPU that is a dispatch;
+//    see "Launches" in Device.h).
 //  - An exception thrown by a command marks the device failed: the first
 //    error is kept, every copy and launch not yet run is skipped (records and
 //    waits still complete, so nothing blocks), and every synchronize() from
