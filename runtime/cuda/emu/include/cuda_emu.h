@@ -73,9 +73,11 @@
 /// `#define name MTC_EMU_DYNAMIC_SHARED` before the kernel text). The
 /// declaration `extern __shared__ float4 smem[];` then reads
 /// `extern thread_local float4 (*mtc_emu_dynamic_shared)[];`: a pointer,
-/// defined by the emulator, to the running block's buffer. Every dynamic
-/// shared array of a source file must therefore have the same element type
-/// (CUDA's idiom: one `unsigned char` array, cast).
+/// defined by the emulator, to the running block's buffer. Hence every
+/// dynamic shared array of a source file must have the same element type
+/// (CUDA's idiom: one `unsigned char` array, cast), and be declared in a
+/// function at global namespace scope (inside a namespace the declaration
+/// would name that namespace's own, undefined, variable).
 #define MTC_EMU_DYNAMIC_SHARED (*mtc_emu_dynamic_shared)
 
 #endif // MTC_CUDA_EMU_H
