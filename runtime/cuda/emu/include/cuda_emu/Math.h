@@ -56,6 +56,14 @@ inline unsigned int min(unsigned int a, unsigned int b) {
 inline unsigned int max(unsigned int a, unsigned int b) {
   return a > b ? a : b;
 }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) {
+  return a < b ? a : b;
+}
+inline unsigned long max(unsigned long a, unsigned long b) {
+  return a > b ? a : b;
+}
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline unsigned long long min(unsigned long long a, unsigned long long b) {

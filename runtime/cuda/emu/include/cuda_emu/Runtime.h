@@ -3,8 +3,8 @@
 // Part of mtc. The interface between kernel code (the inline intrinsics of
 // Intrinsics.h) and the emulator that runs it (runtime/cuda/emu/Emulator.cpp):
 // the running thread's coordinates and the synchronising operations, which
-// suspend the calling fiber. No macros here, so that the emulator itself can
-// include it.
+// suspend the calling fiber. No CUDA keyword or built-in variable macros
+// here, so that the emulator itself can include it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_CUDA_EMU_RUNTIME_H
