@@ -162,10 +162,11 @@ TEST(EmulatorTest, ReverseScheduleExposesAMissingBarrier) {
       cfg.schedule = schedule;
       ASSERT_OK(emu::launch(cfg, readThenOverwrite, out.data(), secondBarrier));
       // Thread 0 first happens to work; the last thread first does not.
-      if (secondBarrier || schedule == emu::Schedule::Forward)
+      if (secondBarrier || schedule == emu::Schedule::Forward) {
         EXPECT_EQ(out, want) << static_cast<int>(schedule);
-      else if (schedule == emu::Schedule::Reverse)
+      } else if (schedule == emu::Schedule::Reverse) {
         EXPECT_NE(out, want);
+      }
     }
   }
 }
