@@ -74,7 +74,7 @@ __global__ void writeCoordinates(unsigned *out) {
     o[i] = v[i];
 }
 
-TEST(EmulatorTest, Coordinates) {
+TEST(CudaEmulatorTest, Coordinates) {
   dim3 grid(3, 2, 2), block(5, 3, 2);
   std::vector<unsigned> out(12 * 12 * 30, 0xdead);
   ASSERT_OK(emu::launch(writeCoordinates, grid, block, 0, out.data()));
@@ -121,7 +121,7 @@ std::vector<int> rotateExpected(int blocks, int n, int phases) {
   return want;
 }
 
-TEST(EmulatorTest, BarrierPhasesInEverySchedule) {
+TEST(CudaEmulatorTest, BarrierPhasesInEverySchedule) {
   for (emu::Schedule schedule : kSchedules) {
     for (int workers : {1, 3}) {
       std::vector<int> out(6 * 96);
@@ -151,7 +151,7 @@ __global__ void readThenOverwrite(int *out, int secondBarrier) {
   out[t] = v;
 }
 
-TEST(EmulatorTest, ReverseScheduleExposesAMissingBarrier) {
+TEST(CudaEmulatorTest, ReverseScheduleExposesAMissingBarrier) {
   std::vector<int> want(64);
   for (int t = 0; t < 64; ++t)
     want[t] = t + 1 < 64 ? t + 1 : -1;
@@ -179,7 +179,7 @@ __global__ void barrierReductions(int *out) {
   out[3 + 4 * t] = __syncthreads_or(t == 17);
 }
 
-TEST(EmulatorTest, SyncthreadsCountAndOr) {
+TEST(CudaEmulatorTest, SyncthreadsCountAndOr) {
   std::vector<int> out(4 * 100);
   ASSERT_OK(emu::launch(barrierReductions, 1, 100, 0, out.data()));
   for (int t = 0; t < 100; ++t) {
@@ -200,7 +200,7 @@ __global__ void earlyExit(int *out) {
   out[threadIdx.x] = s[39 - threadIdx.x];
 }
 
-TEST(EmulatorTest, ExitedThreadsDoNotBlockABarrier) {
+TEST(CudaEmulatorTest, ExitedThreadsDoNotBlockABarrier) {
   std::vector<int> out(64, -1);
   ASSERT_OK(emu::launch(earlyExit, 1, 64, 0, out.data()));
   for (int t = 0; t < 40; ++t)
@@ -222,7 +222,7 @@ __global__ void staticSharedPerBlock(int *out) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = value;
 }
 
-TEST(EmulatorTest, StaticSharedMemoryIsPerBlock) {
+TEST(CudaEmulatorTest, StaticSharedMemoryIsPerBlock) {
   for (int workers : {1, 4}) {
     std::vector<int> out(64 * 32, -1);
     emu::LaunchConfig cfg = config(64, 32);
@@ -244,7 +244,7 @@ __global__ void readDynamicBeforeWrite(unsigned *out, int words) {
     dynWords[i] = blockIdx.x + 1;
 }
 
-TEST(EmulatorTest, DynamicSharedMemoryIsPoisonedBeforeEveryBlock) {
+TEST(CudaEmulatorTest, DynamicSharedMemoryIsPoisonedBeforeEveryBlock) {
   const int words = 37;
   for (int workers : {1, 2}) {
     std::vector<unsigned> out(8 * words, 0);
@@ -265,7 +265,7 @@ __global__ void dynamicSharedAlignment(unsigned long long *out) {
   out[0] = reinterpret_cast<unsigned long long>(&dynWords[0]);
 }
 
-TEST(EmulatorTest, DynamicSharedMemoryLimit) {
+TEST(CudaEmulatorTest, DynamicSharedMemoryLimit) {
   unsigned long long address = 1;
   ASSERT_OK(emu::launch(dynamicSharedAlignment, 1, 1, 48 * 1024, &address));
   EXPECT_EQ(address % 128, 0u);
@@ -338,7 +338,7 @@ int shuffleSource(ShuffleOp op, int lane, int b, int width) {
   return lane;
 }
 
-TEST(EmulatorTest, ShufflesMatchTheReference) {
+TEST(CudaEmulatorTest, ShufflesMatchTheReference) {
   std::mt19937 rng(3);
   int checked = 0;
   for (ShuffleOp op : {Idx, Up, Down, Xor}) {
@@ -389,7 +389,7 @@ template <typename T> void checkTypedShuffle(std::vector<T> in) {
     EXPECT_EQ(std::memcmp(&out[l], &in[l ^ 5], sizeof(T)), 0) << l;
 }
 
-TEST(EmulatorTest, ShufflesCarryEveryType) {
+TEST(CudaEmulatorTest, ShufflesCarryEveryType) {
   std::vector<float> f;
   std::vector<double> d;
   std::vector<__nv_bfloat16> b;
@@ -430,7 +430,7 @@ __global__ void votes(unsigned *out) {
       __reduce_min_sync(0xffffffffu, lane == 5 ? -9 : lane));
 }
 
-TEST(EmulatorTest, VotesInFullAndPartialWarps) {
+TEST(CudaEmulatorTest, VotesInFullAndPartialWarps) {
   // 40 threads: warp 1 has 8 lanes; the full masks name 24 absent lanes.
   std::vector<unsigned> out(8 * 40);
   ASSERT_OK(emu::launch(votes, 1, 40, 0, out.data()));
@@ -468,7 +468,7 @@ __global__ void reductionsAndMatches(const int *in, unsigned *out) {
   o[7] = __match_all_sync(0xffffffffu, v % 4, &pred) | (pred ? 1u << 31 : 0);
 }
 
-TEST(EmulatorTest, ReductionsAndMatchesMatchTheReference) {
+TEST(CudaEmulatorTest, ReductionsAndMatchesMatchTheReference) {
   std::vector<int> in(32);
   std::mt19937 rng(11);
   for (int &v : in)
@@ -513,7 +513,7 @@ __global__ void ballotWhileLanesExit(unsigned *out) {
   out[threadIdx.x] = __ballot_sync(0xffffffffu, 1);
 }
 
-TEST(EmulatorTest, ExitingLanesCompleteACollective) {
+TEST(CudaEmulatorTest, ExitingLanesCompleteACollective) {
   for (emu::Schedule schedule : kSchedules) {
     std::vector<unsigned> out(64, 7);
     emu::LaunchConfig cfg = config(1, 64);
@@ -555,7 +555,7 @@ __global__ void spinLock(int *lock, int *counter) {
   }
 }
 
-TEST(EmulatorTest, AtomicsUnderContention) {
+TEST(CudaEmulatorTest, AtomicsUnderContention) {
   for (int workers : {1, 4}) {
     int count = 0, maximum = -1, lock = 0, counter = 0;
     float sum = 0;
@@ -592,7 +592,7 @@ __global__ void divergentBarrier(int *out) {
   }
 }
 
-TEST(EmulatorTest, DivergentBarrierIsAnError) {
+TEST(CudaEmulatorTest, DivergentBarrierIsAnError) {
   std::vector<int> out(32);
   Status s = emu::launch(divergentBarrier, 3, 32, 0, out.data());
   std::string file = "EmulatorTest.cpp:";
@@ -610,7 +610,7 @@ __global__ void divergentRows(int *out) {
     __syncthreads_or(1);
 }
 
-TEST(EmulatorTest, DivergentBarrierNamesThreadsOfA2DBlock) {
+TEST(CudaEmulatorTest, DivergentBarrierNamesThreadsOfA2DBlock) {
   int out = 0;
   expectError(emu::launch(divergentRows, 1, dim3(16, 2), 0, &out),
               {"threads (0,0,0)-(15,0,0) wait at __syncthreads",
@@ -626,7 +626,7 @@ __global__ void barrierAgainstShuffle(float *out) {
     out[threadIdx.x] = __shfl_sync(0xffffffffu, 1.0f, 0);
 }
 
-TEST(EmulatorTest, BarrierNotReachedIsAnError) {
+TEST(CudaEmulatorTest, BarrierNotReachedIsAnError) {
   std::vector<float> out(32);
   emu::LaunchConfig cfg = config(1, 32);
   cfg.name = "mixed";
@@ -647,7 +647,7 @@ __global__ void mismatchedCollectives(unsigned *out) {
     out[threadIdx.x] = static_cast<unsigned>(__any_sync(0xffffffffu, 1));
 }
 
-TEST(EmulatorTest, DifferentCollectivesOfOneMaskAreAnError) {
+TEST(CudaEmulatorTest, DifferentCollectivesOfOneMaskAreAnError) {
   std::vector<unsigned> out(32);
   expectError(emu::launch(mismatchedCollectives, 1, 32, 0, out.data()),
               {"__ballot_sync at EmulatorTest.cpp:", "cannot complete",
@@ -672,7 +672,7 @@ __global__ void shuffleBadWidth(float *out) {
   out[threadIdx.x] = __shfl_down_sync(0xffffffffu, 2.0f, 1, 12);
 }
 
-TEST(EmulatorTest, ShuffleMisuseIsAnError) {
+TEST(CudaEmulatorTest, ShuffleMisuseIsAnError) {
   std::vector<float> out(64);
   expectError(emu::launch(shuffleFromExitedLane, 1, 32, 0, out.data()),
               {"thread 0 (lane 0) calls __shfl_sync at EmulatorTest.cpp:",
@@ -694,7 +694,7 @@ __global__ void trapsInBlockTwo(int *out) {
   out[0] = 1;
 }
 
-TEST(EmulatorTest, TrapIsAnError) {
+TEST(CudaEmulatorTest, TrapIsAnError) {
   int out = 0;
   expectError(emu::launch(trapsInBlockTwo, 4, 8, 0, &out),
               {"kernel 'trapsInBlockTwo(int*)' block (2,0,0): thread 3 "
@@ -703,7 +703,7 @@ TEST(EmulatorTest, TrapIsAnError) {
 
 __global__ void emptyKernel() {}
 
-TEST(EmulatorTest, InvalidLaunchesAreErrors) {
+TEST(CudaEmulatorTest, InvalidLaunchesAreErrors) {
   expectError(emu::launch(emptyKernel, dim3(2, 0, 1), 32, 0),
               {"kernel 'emptyKernel()': grid (2,0,1) has no blocks"});
   expectError(emu::launch(emptyKernel, 1, 1025, 0),
@@ -727,19 +727,19 @@ __global__ void launchesFromAKernel(int *ok) {
                       : 3);
 }
 
-TEST(EmulatorTest, LaunchFromAKernelIsAnError) {
+TEST(CudaEmulatorTest, LaunchFromAKernelIsAnError) {
   int ok = 0;
   ASSERT_OK(emu::launch(launchesFromAKernel, 1, 1, 0, &ok));
   EXPECT_EQ(ok, 2);
 }
 
-TEST(EmulatorTest, KernelCodeOutsideALaunchAborts) {
+TEST(CudaEmulatorTest, KernelCodeOutsideALaunchAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH((void)threadIdx.x, "threadIdx.*used outside a kernel launch");
   EXPECT_DEATH(__syncthreads(), "__syncthreads used outside a kernel launch");
 }
 
-TEST(EmulatorTest, AnErrorLeavesTheEmulatorUsable) {
+TEST(CudaEmulatorTest, AnErrorLeavesTheEmulatorUsable) {
   std::vector<int> out(32);
   EXPECT_FALSE(emu::launch(divergentBarrier, 3, 32, 0, out.data()).ok());
   std::vector<int> rotated(2 * 64);

@@ -127,7 +127,7 @@ std::vector<uint32_t> floatSamples() {
 
 } // namespace
 
-TEST(Float16Test, FloatToBf16) {
+TEST(CudaFloat16Test, FloatToBf16) {
   size_t n = 0;
   for (uint32_t u : floatSamples()) {
     float f = floatOf(u);
@@ -151,7 +151,7 @@ TEST(Float16Test, FloatToBf16) {
 /// Every one of the 2^32 float bit patterns (about 25 s of CPU under the
 /// sanitizers, so not part of the suite; run with
 /// --gtest_also_run_disabled_tests --gtest_filter=*AllPatterns).
-TEST(Float16Test, DISABLED_FloatToBf16AndHalfAllPatterns) {
+TEST(CudaFloat16Test, DISABLED_FloatToBf16AndHalfAllPatterns) {
   uint64_t mismatches = 0;
   for (uint64_t v = 0; v <= 0xffffffffu; ++v) {
     auto u = static_cast<uint32_t>(v);
@@ -167,7 +167,7 @@ TEST(Float16Test, DISABLED_FloatToBf16AndHalfAllPatterns) {
   EXPECT_EQ(mismatches, 0u);
 }
 
-TEST(Float16Test, Bf16ToFloatAndBack) {
+TEST(CudaFloat16Test, Bf16ToFloatAndBack) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     float f = __bfloat162float(__ushort_as_bfloat16(static_cast<uint16_t>(h)));
     ASSERT_EQ(bitsOf(f), h << 16) << std::hex << h;
@@ -180,7 +180,7 @@ TEST(Float16Test, Bf16ToFloatAndBack) {
   }
 }
 
-TEST(Float16Test, DoubleToBf16RoundsOnce) {
+TEST(CudaFloat16Test, DoubleToBf16RoundsOnce) {
   // For consecutive bf16 magnitudes b < c with tie t = (b + c) / 2: just
   // below t rounds to b, just above to c, t itself to the even one. As
   // doubles, t +- 2^-40 t round to t in float: double rounding would be
@@ -220,7 +220,7 @@ TEST(Float16Test, DoubleToBf16RoundsOnce) {
   EXPECT_EQ(checked, 6 * 0x7f80);
 }
 
-TEST(Float16Test, FloatToHalf) {
+TEST(CudaFloat16Test, FloatToHalf) {
   std::vector<uint32_t> samples = floatSamples();
   for (uint32_t h = 0; h < 0x7c00; ++h) { // every finite fp16 and midpoint
     float v = arithHalfToFloat(static_cast<uint16_t>(h));
@@ -245,7 +245,7 @@ TEST(Float16Test, FloatToHalf) {
   }
 }
 
-TEST(Float16Test, HalfToFloat) {
+TEST(CudaFloat16Test, HalfToFloat) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     float got = __half2float(__ushort_as_half(static_cast<uint16_t>(h)));
     float want = arithHalfToFloat(static_cast<uint16_t>(h));
@@ -258,7 +258,7 @@ TEST(Float16Test, HalfToFloat) {
   }
 }
 
-TEST(Float16Test, ArithmeticRoundsOnce) {
+TEST(CudaFloat16Test, ArithmeticRoundsOnce) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<uint32_t> pattern(0, 0xffff);
   for (int i = 0; i < 200000; ++i) {
@@ -279,7 +279,7 @@ TEST(Float16Test, ArithmeticRoundsOnce) {
   }
 }
 
-TEST(Float16Test, PairsAndSizes) {
+TEST(CudaFloat16Test, PairsAndSizes) {
   static_assert(sizeof(__nv_bfloat16) == 2 && alignof(__nv_bfloat16) == 2, "");
   static_assert(sizeof(__nv_bfloat162) == 4 && alignof(__nv_bfloat162) == 4,
                 "");

@@ -1,7 +1,7 @@
 //===- Float16Toolkit.cpp - The CUDA toolkit's own conversions ------------===//
 //
 // Part of mtc. Compiled only when the CUDA toolkit is present, against its
-// cuda_bf16.h / cuda_fp16.h (host code paths), so that Float16Test can hold
+// cuda_bf16.h / cuda_fp16.h (host code paths), so that CudaFloat16Test can hold
 // the emulator's conversions to them bit for bit. Its own translation unit:
 // the toolkit headers and cuda_emu.h define the same names.
 //

@@ -75,7 +75,7 @@ const NormShape kNormShapes[] = {
 constexpr float kEps = 1e-5f;
 constexpr float kPadding = 12345.0f; // columns D..ld must stay untouched
 
-TEST(KernelsTest, AddRmsnormF32) {
+TEST(CudaKernelsTest, AddRmsnormF32) {
   std::mt19937 rng(1);
   double worst = 0;
   for (const NormShape &s : kNormShapes) {
@@ -122,7 +122,7 @@ TEST(KernelsTest, AddRmsnormF32) {
   std::printf("add_rmsnorm_f32: worst error %.2e (relative, floor 1)\n", worst);
 }
 
-TEST(KernelsTest, AddRmsnormF32MatchesRuntimeCpu) {
+TEST(CudaKernelsTest, AddRmsnormF32MatchesRuntimeCpu) {
   std::mt19937 rng(2);
   const int rows = 3, D = 301;
   std::vector<float> x = randomVector(rows * D, -2, 2, rng),
@@ -141,7 +141,7 @@ TEST(KernelsTest, AddRmsnormF32MatchesRuntimeCpu) {
     ASSERT_NEAR(y[i], yCpu[i], 4e-6 * std::max(1.0f, std::fabs(yCpu[i]))) << i;
 }
 
-TEST(KernelsTest, AddRmsnormBf16) {
+TEST(CudaKernelsTest, AddRmsnormBf16) {
   std::mt19937 rng(3);
   int worstUlp = 0;
   size_t offByOne = 0, total = 0;
@@ -211,7 +211,7 @@ TEST(KernelsTest, AddRmsnormBf16) {
 // Softmax
 //===----------------------------------------------------------------------===//
 
-TEST(KernelsTest, SoftmaxF32) {
+TEST(CudaKernelsTest, SoftmaxF32) {
   struct Shape {
     int rows, n, threads;
   } shapes[] = {{1, 1, 32},     {3, 5, 32},     {4, 33, 64},    {2, 100, 96},
@@ -254,7 +254,7 @@ TEST(KernelsTest, SoftmaxF32) {
 // SGEMM
 //===----------------------------------------------------------------------===//
 
-TEST(KernelsTest, SgemmF32) {
+TEST(CudaKernelsTest, SgemmF32) {
   struct Shape {
     int M, N, K;
     float alpha, beta;

@@ -108,11 +108,11 @@ std::vector<Stats> parsePtxasLog(const std::string &log) {
   return stats;
 }
 
-class NvrtcTest : public testing::TestWithParam<const char *> {};
+class CudaNvrtcTest : public testing::TestWithParam<const char *> {};
 
 } // namespace
 
-TEST_P(NvrtcTest, DemonstrationKernelsCompile) {
+TEST_P(CudaNvrtcTest, DemonstrationKernelsCompile) {
   const std::string arch = GetParam();
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
@@ -147,4 +147,5 @@ TEST_P(NvrtcTest, DemonstrationKernelsCompile) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, NvrtcTest, testing::Values("sm_80", "sm_90"));
+INSTANTIATE_TEST_SUITE_P(Arch, CudaNvrtcTest,
+                         testing::Values("sm_80", "sm_90"));

@@ -47,14 +47,14 @@ std::string faultLine(const std::string &name) {
   return "faults.cu:?";
 }
 
-class SanitizerTest : public testing::Test {
+class CudaSanitizerTest : public testing::Test {
 protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
 } // namespace
 
-TEST_F(SanitizerTest, DynamicSharedMemoryOverflowIsReported) {
+TEST_F(CudaSanitizerTest, DynamicSharedMemoryOverflowIsReported) {
   std::vector<float> out(32);
   // In bounds: reads dyn[31] of 32 floats.
   ASSERT_TRUE(emu::launch(fault_dynamic_shared, 1, 32, 32 * sizeof(float),
@@ -66,14 +66,14 @@ TEST_F(SanitizerTest, DynamicSharedMemoryOverflowIsReported) {
                    faultLine("dynamic-shared"));
 }
 
-TEST_F(SanitizerTest, GlobalMemoryOverflowIsReported) {
+TEST_F(CudaSanitizerTest, GlobalMemoryOverflowIsReported) {
   std::vector<float> out(40);
   EXPECT_DEATH((void)emu::launch(fault_global, 2, 32, 0, out.data(), 40),
                "AddressSanitizer: heap-buffer-overflow.*" +
                    faultLine("global"));
 }
 
-TEST_F(SanitizerTest, StaticSharedMemoryOverflowIsReported) {
+TEST_F(CudaSanitizerTest, StaticSharedMemoryOverflowIsReported) {
   std::vector<float> out(64);
   ASSERT_TRUE(emu::launch(fault_static_shared, 1, 32, 0, out.data()).ok());
   EXPECT_DEATH((void)emu::launch(fault_static_shared, 1, 33, 0, out.data()),
@@ -81,7 +81,7 @@ TEST_F(SanitizerTest, StaticSharedMemoryOverflowIsReported) {
                    ":.*index 32 out of bounds for type 'float\\[32\\]'");
 }
 
-TEST_F(SanitizerTest, MisalignedVectorLoadIsReported) {
+TEST_F(CudaSanitizerTest, MisalignedVectorLoadIsReported) {
   alignas(16) float in[8] = {};
   float out[1];
   EXPECT_DEATH((void)emu::launch(fault_misaligned, 1, 1, 0, in, out),
@@ -90,7 +90,7 @@ TEST_F(SanitizerTest, MisalignedVectorLoadIsReported) {
                    "'const float4', which requires 16 byte alignment");
 }
 
-TEST_F(SanitizerTest, StackOverflowHitsTheGuardPage) {
+TEST_F(CudaSanitizerTest, StackOverflowHitsTheGuardPage) {
   int out = 0;
   EXPECT_DEATH((void)emu::launch(fault_stack_overflow, 1, 2, 0, &out),
                "AddressSanitizer: (stack-overflow|SEGV)");
