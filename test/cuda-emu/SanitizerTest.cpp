@@ -4,8 +4,9 @@
 // run in a death test, the sanitizer build of the emulator must report it
 // with the kernel source line: AddressSanitizer for dynamic shared and
 // global memory (both exactly sized heap allocations), UBSan for static
-// shared arrays (indexed out of bounds) and misaligned vector loads, the
-// guard page for a thread's stack overflow.
+// shared arrays (indexed out of bounds) and misaligned vector accesses, the
+// guard page for a thread's stack overflow. The emulator adds the kernel,
+// block and thread to the report.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>
@@ -63,14 +64,18 @@ TEST_F(CudaSanitizerTest, DynamicSharedMemoryOverflowIsReported) {
   EXPECT_DEATH((void)emu::launch(fault_dynamic_shared, 1, 32,
                                  32 * sizeof(float), out.data(), 32),
                "AddressSanitizer: heap-buffer-overflow.*" +
-                   faultLine("dynamic-shared"));
+                   faultLine("dynamic-shared") +
+                   ".*cuda-emu: in kernel 'fault_dynamic_shared' block "
+                   "\\(0,0,0\\) thread 0");
 }
 
 TEST_F(CudaSanitizerTest, GlobalMemoryOverflowIsReported) {
   std::vector<float> out(40);
   EXPECT_DEATH((void)emu::launch(fault_global, 2, 32, 0, out.data(), 40),
                "AddressSanitizer: heap-buffer-overflow.*" +
-                   faultLine("global"));
+                   faultLine("global") +
+                   ".*cuda-emu: in kernel 'fault_global' block \\(1,0,0\\) "
+                   "thread 8");
 }
 
 TEST_F(CudaSanitizerTest, StaticSharedMemoryOverflowIsReported) {
@@ -78,7 +83,9 @@ TEST_F(CudaSanitizerTest, StaticSharedMemoryOverflowIsReported) {
   ASSERT_TRUE(emu::launch(fault_static_shared, 1, 32, 0, out.data()).ok());
   EXPECT_DEATH((void)emu::launch(fault_static_shared, 1, 33, 0, out.data()),
                faultLine("static-shared") +
-                   ":.*index 32 out of bounds for type 'float\\[32\\]'");
+                   ":.*index 32 out of bounds for type 'float\\[32\\]'.*"
+                   "cuda-emu: in kernel 'fault_static_shared' block "
+                   "\\(0,0,0\\) thread 32");
 }
 
 TEST_F(CudaSanitizerTest, MisalignedVectorLoadIsReported) {

@@ -42,6 +42,17 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define MTC_EMU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MTC_EMU_SANITIZED 1
+#endif
+#endif
+#ifdef MTC_EMU_SANITIZED
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 /// The running block's dynamic shared memory. Kernel code declares it as
 /// `extern thread_local T (*mtc_emu_dynamic_shared)[]` (see cuda_emu.h), an
 /// ABI-compatible view of this pointer; over-aligned so that any __align__
@@ -208,6 +219,10 @@ public:
   [[noreturn]] void abandon();
   [[noreturn]] void exitThread();
 
+  /// Prints which kernel, block and thread is running (for a sanitizer
+  /// report that ends the process).
+  void printRunning() const;
+
   static void threadMain(void *arg);
 
 private:
@@ -262,6 +277,23 @@ BlockRunner &thisThreadRunner() {
 
 /// The runner whose fiber is running on this OS thread, if any.
 __thread BlockRunner *activeRunner = nullptr;
+
+void BlockRunner::printRunning() const {
+  if (!running || !launch)
+    return;
+  std::fprintf(stderr, "cuda-emu: in kernel '%s' block (%u,%u,%u) %s\n",
+               launch->name.c_str(), block.index.x, block.index.y,
+               block.index.z, threadName(running->linear).c_str());
+}
+
+#ifdef MTC_EMU_SANITIZED
+/// A sanitizer report inside a kernel names the source line; this adds the
+/// kernel, block and thread of this OS thread's running fiber.
+void reportRunningThreadAtDeath() {
+  if (activeRunner)
+    activeRunner->printRunning();
+}
+#endif
 
 BlockRunner &activeOrAbort(const char *what, const Site &site) {
   if (!activeRunner)
@@ -912,6 +944,12 @@ struct SharedBuffer {
 Status launchErased(const LaunchConfig &cfg, const void *kernel,
                     void (*body)(void *), void *arg) {
   Launch launch{&cfg, kernelName(cfg, kernel), body, arg};
+#ifdef MTC_EMU_SANITIZED
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    __sanitizer_set_death_callback(reportRunningThreadAtDeath);
+  });
+#endif
   if (detail::currentThread)
     return Status::error("kernel '" + launch.name +
                          "': launched from inside a kernel (dynamic "
