@@ -585,19 +585,28 @@ void readRopeDict(Fields &f, const json &obj, const std::string &where,
              " is not supported with rope type '" + type + "'");
 }
 
+/// The activation transformers runs for \p field's value: ACT2FN's name,
+/// as the model type maps it. GemmaConfig turns the legacy "gelu" of the
+/// published Gemma 1 configs into "gelu_pytorch_tanh"; elsewhere "gelu" is
+/// the exact (erf) GELU.
 Act readAct(Fields &f, Arch &a, const std::string &field) {
   std::string v = f.string(field, "silu");
   a.actField = field;
   a.actValue = v;
   if (v == "silu" || v == "swish")
     return Act::Silu;
-  if (v == "gelu_pytorch_tanh" || v == "gelu_new" || v == "gelu_tanh")
+  // gelu_new, gelu_fast and gelu_python_tanh compute the same tanh formula
+  // as gelu_pytorch_tanh (gelu_fast with sqrt(2 / pi) to 10 digits).
+  if (v == "gelu_pytorch_tanh" || v == "gelu_new" || v == "gelu_fast" ||
+      v == "gelu_python_tanh")
     return Act::GeluTanh;
-  if (v == "gelu")
+  if (v == "gelu" && a.modelType == "gemma")
+    return Act::GeluTanh;
+  if (v == "gelu" || v == "gelu_python")
     return Act::GeluErf;
   f.fail(field + " '" + v +
-         "' is not supported (supported: silu, swish, gelu, "
-         "gelu_pytorch_tanh, gelu_new)");
+         "' is not supported (supported: silu, swish, gelu, gelu_python, "
+         "gelu_pytorch_tanh, gelu_python_tanh, gelu_new, gelu_fast)");
 }
 
 /// Parses "layer_types" (a list of "full_attention"/"sliding_attention").
@@ -713,14 +722,15 @@ Arch readArch(const json &cfg, const std::string &file) {
   bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
   bool qwenMoe = mt == "qwen2_moe" || mt == "qwen3_moe";
 
-  // Activation.
-  if (gemma && mt != "gemma") {
+  // Activation: Gemma2MLP and Gemma3MLP read hidden_activation only, every
+  // other model (Gemma 1's included) hidden_act only; the other field is
+  // one transformers' model does not read.
+  if (mt == "gemma2" || mt == "gemma3_text") {
     f.markUsed("hidden_act");
-    a.act = readAct(f, a,
-                    f.present("hidden_activation") || !f.present("hidden_act")
-                        ? "hidden_activation"
-                        : "hidden_act");
+    a.act = readAct(f, a, "hidden_activation");
   } else {
+    if (mt == "gemma")
+      f.markUsed("hidden_activation");
     a.act = readAct(f, a, "hidden_act");
   }
 
@@ -1185,6 +1195,9 @@ private:
     if (a.finalSoftcap > 0)
       entry("final_softcap", fmtFloat(a.finalSoftcap),
             "final_logit_softcapping");
+    if (a.modelType == "gemma" && a.actValue == "gelu")
+      os << "    # hidden_act 'gelu' is the tanh-approximated GELU: "
+            "transformers' GemmaConfig\n    # maps it to gelu_pytorch_tanh\n";
     os << "  }\n";
   }
 
