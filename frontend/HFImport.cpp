@@ -68,23 +68,46 @@ std::string fmtFloat(double v) {
 
 class Fields {
 public:
-  Fields(const json &cfg, json defaults, std::string file)
-      : cfg(cfg), defaults(std::move(defaults)), file(std::move(file)) {}
+  Fields(const json &cfg, json defaults, std::set<std::string> nullable,
+         std::string modelType, std::string file)
+      : cfg(cfg), defaults(std::move(defaults)), nullable(std::move(nullable)),
+        modelType(std::move(modelType)), file(std::move(file)) {}
 
   [[noreturn]] void fail(const std::string &msg) const {
     throw ImportError{file + ": " + msg};
   }
 
-  /// The value of \p name (null when absent or null and no default).
+  /// The value of \p name: the config's value; when the field is absent,
+  /// transformers' default for the model type (null when it has none). A
+  /// field written as `null` is transformers' None, which is not its
+  /// default: it is accepted (and read as null) only where transformers
+  /// builds a model with None for that model type, and an error elsewhere.
   const json &get(const std::string &name) {
     used.insert(name);
     auto it = cfg.find(name);
-    if (it != cfg.end() && !it->is_null())
-      return *it;
+    if (it != cfg.end()) {
+      if (!it->is_null())
+        return *it;
+      if (!nullable.count(name)) {
+        auto d = defaults.find(name);
+        fail("field '" + name + "' is null, from which transformers builds " +
+             "no model for model_type '" + modelType + "' (" +
+             (d != defaults.end()
+                  ? "leave the field out for its default, " + show(*d)
+                  : std::string("leave the field out")) +
+             ")");
+      }
+      return nullJson;
+    }
     auto d = defaults.find(name);
     if (d != defaults.end())
       return *d;
     return nullJson;
+  }
+  /// Whether the config writes \p name as `null`.
+  bool isNull(const std::string &name) const {
+    auto it = cfg.find(name);
+    return it != cfg.end() && it->is_null();
   }
   bool present(const std::string &name) const {
     auto it = cfg.find(name);
@@ -170,6 +193,8 @@ public:
 
   const json &cfg;
   json defaults;
+  std::set<std::string> nullable;
+  std::string modelType;
   std::string file;
   std::set<std::string> used;
   json nullJson;
@@ -206,7 +231,8 @@ struct Arch {
   std::string modelType, modelName, file;
   int64_t vocab = 0, dim = 0, nLayers = 0, nHeads = 0, nKv = 0, headDim = 0,
           ffn = 0;
-  bool headDimGiven = false;
+  bool headDimGiven = false;     // a number: the config's or the default
+  bool headDimDefaulted = false; // the config class's default (qwen3, gemma)
   double eps = 1e-6, initStd = 0.02;
   bool tie = false;
   NormPlacement norms = NormPlacement::Pre;
@@ -244,9 +270,13 @@ const char *kArchNames[][2] = {
     {"phi3", "Phi3"},          {"olmo2", "Olmo2"},
 };
 
-/// transformers' defaults (the config classes' own) for the fields the
-/// importer reads, so that a config.json that omits a field means what it
-/// means to transformers.
+/// transformers' defaults (the config classes' own, transformers 5.23.0) for
+/// the fields the importer reads, so that a config.json that omits a field
+/// means what it means to transformers. A field without an entry here has
+/// no value when absent (None in transformers: no window, no softcap, ...)
+/// or one derived from other fields where it is read (num_key_value_heads =
+/// num_attention_heads, head_dim = hidden_size // num_attention_heads).
+/// docs/hf.md has the table.
 json defaultsFor(const std::string &mt) {
   json d = {{"initializer_range", 0.02},
             {"hidden_act", "silu"},
@@ -272,7 +302,7 @@ json defaultsFor(const std::string &mt) {
          {"num_key_value_heads", 8},
          {"rms_norm_eps", 1e-6},
          {"sliding_window", 4096}});
-  else if (mt == "qwen2" || mt == "qwen3")
+  else if (mt == "qwen2" || mt == "qwen3") {
     set({{"vocab_size", 151936},
          {"hidden_size", 4096},
          {"intermediate_size", 22016},
@@ -282,7 +312,9 @@ json defaultsFor(const std::string &mt) {
          {"rms_norm_eps", 1e-6},
          {"sliding_window", 4096},
          {"max_window_layers", 28}});
-  else if (mt == "mixtral")
+    if (mt == "qwen3")
+      set({{"head_dim", 128}}); // Qwen3Config's own, not hidden / heads
+  } else if (mt == "mixtral")
     set({{"vocab_size", 32000},
          {"hidden_size", 4096},
          {"intermediate_size", 14336},
@@ -384,6 +416,32 @@ json defaultsFor(const std::string &mt) {
          {"num_attention_heads", 32},
          {"rms_norm_eps", 1e-5}});
   return d;
+}
+
+/// The fields that a config.json may write as `null` for model type \p mt:
+/// those whose None transformers' config class and model accept, read as
+/// that None (not as the default): no sliding window, no softcap,
+/// num_key_value_heads = num_attention_heads, head_dim = hidden_size //
+/// num_attention_heads, the default rope and layer kinds. Any other field
+/// the importer reads is an error when null: transformers' strict config
+/// classes reject it (`rms_norm_eps: null`), or its model fails on it
+/// (`head_dim: null` for qwen2, `sliding_window: null` for gemma2).
+std::set<std::string> nullableFor(const std::string &mt) {
+  std::set<std::string> n = {"rope_scaling", "rope_parameters", "layer_types",
+                             "mlp_only_layers"};
+  if (mt == "llama" || mt == "qwen2" || mt == "qwen3" || mt == "phi3" ||
+      mt == "olmo2")
+    n.insert("num_key_value_heads"); // __post_init__: num_attention_heads
+  if (mt == "llama" || mt == "mistral" || mt == "mixtral")
+    n.insert("head_dim"); // hidden_size // num_attention_heads
+  if (mt == "mistral" || mt == "mixtral" || mt == "phi3" || mt == "qwen2" ||
+      mt == "qwen3" || mt == "qwen2_moe" || mt == "qwen3_moe")
+    n.insert("sliding_window"); // no window (qwen2_moe: see readArch)
+  if (mt == "gemma2" || mt == "gemma3_text") {
+    n.insert("attn_logit_softcapping");
+    n.insert("final_logit_softcapping");
+  }
+  return n;
 }
 
 /// Fields that never change the computation (token ids, generation and
@@ -527,19 +585,28 @@ void readRopeDict(Fields &f, const json &obj, const std::string &where,
              " is not supported with rope type '" + type + "'");
 }
 
+/// The activation transformers runs for \p field's value: ACT2FN's name,
+/// as the model type maps it. GemmaConfig turns the legacy "gelu" of the
+/// published Gemma 1 configs into "gelu_pytorch_tanh"; elsewhere "gelu" is
+/// the exact (erf) GELU.
 Act readAct(Fields &f, Arch &a, const std::string &field) {
   std::string v = f.string(field, "silu");
   a.actField = field;
   a.actValue = v;
   if (v == "silu" || v == "swish")
     return Act::Silu;
-  if (v == "gelu_pytorch_tanh" || v == "gelu_new" || v == "gelu_tanh")
+  // gelu_new, gelu_fast and gelu_python_tanh compute the same tanh formula
+  // as gelu_pytorch_tanh (gelu_fast with sqrt(2 / pi) to 10 digits).
+  if (v == "gelu_pytorch_tanh" || v == "gelu_new" || v == "gelu_fast" ||
+      v == "gelu_python_tanh")
     return Act::GeluTanh;
-  if (v == "gelu")
+  if (v == "gelu" && a.modelType == "gemma")
+    return Act::GeluTanh;
+  if (v == "gelu" || v == "gelu_python")
     return Act::GeluErf;
   f.fail(field + " '" + v +
-         "' is not supported (supported: silu, swish, gelu, "
-         "gelu_pytorch_tanh, gelu_new)");
+         "' is not supported (supported: silu, swish, gelu, gelu_python, "
+         "gelu_pytorch_tanh, gelu_python_tanh, gelu_new, gelu_fast)");
 }
 
 /// Parses "layer_types" (a list of "full_attention"/"sliding_attention").
@@ -592,7 +659,7 @@ Arch readArch(const json &cfg, const std::string &file) {
                       "' is not supported (supported: " + list + ")"};
   }
   const std::string &mt = a.modelType;
-  Fields f(cfg, defaultsFor(mt), file);
+  Fields f(cfg, defaultsFor(mt), nullableFor(mt), mt, file);
   f.markUsed("model_type");
 
   if (cfg.contains("quantization_config"))
@@ -610,15 +677,30 @@ Arch readArch(const json &cfg, const std::string &file) {
     f.fail("num_attention_heads " + std::to_string(a.nHeads) +
            " is not a multiple of num_key_value_heads " +
            std::to_string(a.nKv));
-  a.headDimGiven = f.present("head_dim") || !f.get("head_dim").is_null();
+  // LlamaConfig, Gemma2Config and Gemma3TextConfig refuse a hidden_size
+  // that is not a multiple of num_attention_heads, head_dim or not; the
+  // other config classes take it.
+  if ((mt == "llama" || mt == "gemma2" || mt == "gemma3_text") &&
+      a.dim % a.nHeads != 0)
+    f.fail("hidden_size " + std::to_string(a.dim) +
+           " is not a multiple of num_attention_heads " +
+           std::to_string(a.nHeads) + " (transformers requires it for " +
+           "model_type '" + mt + "')");
+  // head_dim: the config's, else the class default (qwen3: 128, gemma: 256),
+  // else hidden_size // num_attention_heads, rounded down as in
+  // transformers' attention modules.
+  const json &headDim = f.get("head_dim");
+  a.headDimGiven = !headDim.is_null();
+  a.headDimDefaulted = a.headDimGiven && !f.present("head_dim");
   if (a.headDimGiven) {
-    a.headDim = f.integer("head_dim", 1);
+    a.headDim = f.checkInt(headDim, "head_dim", 1);
   } else {
-    if (a.dim % a.nHeads != 0)
-      f.fail("hidden_size " + std::to_string(a.dim) +
-             " is not a multiple of num_attention_heads " +
-             std::to_string(a.nHeads) + " and no head_dim is given");
     a.headDim = a.dim / a.nHeads;
+    if (a.headDim == 0)
+      f.fail("hidden_size " + std::to_string(a.dim) +
+             " is smaller than num_attention_heads " +
+             std::to_string(a.nHeads) +
+             ": head_dim (hidden_size // num_attention_heads) would be 0");
   }
   a.ffn = f.integer("intermediate_size", 1);
   a.eps = f.number("rms_norm_eps", true, 1e-6);
@@ -640,14 +722,15 @@ Arch readArch(const json &cfg, const std::string &file) {
   bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
   bool qwenMoe = mt == "qwen2_moe" || mt == "qwen3_moe";
 
-  // Activation.
-  if (gemma && mt != "gemma") {
+  // Activation: Gemma2MLP and Gemma3MLP read hidden_activation only, every
+  // other model (Gemma 1's included) hidden_act only; the other field is
+  // one transformers' model does not read.
+  if (mt == "gemma2" || mt == "gemma3_text") {
     f.markUsed("hidden_act");
-    a.act = readAct(f, a,
-                    f.present("hidden_activation") || !f.present("hidden_act")
-                        ? "hidden_activation"
-                        : "hidden_act");
+    a.act = readAct(f, a, "hidden_activation");
   } else {
+    if (mt == "gemma")
+      f.markUsed("hidden_activation");
     a.act = readAct(f, a, "hidden_act");
   }
 
@@ -726,6 +809,8 @@ Arch readArch(const json &cfg, const std::string &file) {
     readRopeDict(f, f.get("rope_scaling"), "rope_scaling", a.rope,
                  &a.ropeFraction);
   }
+  if (mt == "phi3" && f.isNull("partial_rotary_factor"))
+    f.get("partial_rotary_factor"); // an error: Phi3Config rejects None
   if (f.present("partial_rotary_factor")) {
     if (mt != "phi3")
       f.fail("partial_rotary_factor is not supported for model_type '" + mt +
@@ -771,6 +856,10 @@ Arch readArch(const json &cfg, const std::string &file) {
     f.markUsed("max_window_layers");
   } else if (mt == "qwen2" || mt == "qwen3" || mt == "qwen2_moe") {
     bool use = f.boolean("use_sliding_window", false);
+    if (mt == "qwen2_moe" && use && f.isNull("sliding_window"))
+      f.fail("sliding_window null with use_sliding_window true is not "
+             "supported: transformers' Qwen2Moe sliding layers fail "
+             "without a window size");
     int64_t w = windowField();
     int64_t maxWindow = f.integer("max_window_layers", 0, false, 28);
     if (readLayerTypes(f, a.nLayers, a.layers)) {
@@ -816,6 +905,12 @@ Arch readArch(const json &cfg, const std::string &file) {
         : f.present("num_experts")
             ? "num_experts"
             : (mt == "mixtral" ? "num_local_experts" : "num_experts");
+    // MixtralConfig and Qwen3MoeConfig alias num_experts to
+    // num_local_experts: either written as null is None, an error there.
+    if (mt != "qwen2_moe")
+      for (const char *k : {"num_experts", "num_local_experts"})
+        if (f.isNull(k))
+          f.get(k);
     f.markUsed("num_experts");
     f.markUsed("num_local_experts");
     a.nExperts = f.integer(expertsField, 1);
@@ -1028,11 +1123,18 @@ private:
     entry("n_layers", std::to_string(a.nLayers), "num_hidden_layers");
     entry("n_heads", std::to_string(a.nHeads), "num_attention_heads");
     entry("n_kv", std::to_string(a.nKv), "num_key_value_heads");
-    if (a.headDimGiven)
+    if (a.headDimDefaulted)
+      entry("head_dim", std::to_string(a.headDim),
+            "head_dim absent: transformers' " + a.modelName + "Config default");
+    else if (a.headDimGiven)
       entry("head_dim", std::to_string(a.headDim), "head_dim");
-    else
+    else if (a.dim % a.nHeads == 0)
       entry("head_dim", "dim / n_heads",
             "hidden_size / num_attention_heads = " + std::to_string(a.headDim));
+    else
+      entry("head_dim", "(dim - dim % n_heads) / n_heads",
+            "hidden_size // num_attention_heads = " +
+                std::to_string(a.headDim) + " (rounded down)");
     entry("ffn", std::to_string(a.ffn), "intermediate_size");
     if (anyMoe()) {
       if (a.expertStyle == "qwen")
@@ -1093,6 +1195,9 @@ private:
     if (a.finalSoftcap > 0)
       entry("final_softcap", fmtFloat(a.finalSoftcap),
             "final_logit_softcapping");
+    if (a.modelType == "gemma" && a.actValue == "gelu")
+      os << "    # hidden_act 'gelu' is the tanh-approximated GELU: "
+            "transformers' GemmaConfig\n    # maps it to gelu_pytorch_tanh\n";
     os << "  }\n";
   }
 
