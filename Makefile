@@ -15,7 +15,22 @@ CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja \
 	-DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit \
 	$(CMAKE_FLAGS)
 
-.PHONY: all deps configure build run test check-lit check-unit fuzz docs clean format
+# The runtime alone (docs/building.md): lib/, runtime/ and mtc-unittests,
+# configured with MTC_BUILD_COMPILER=OFF, so without LLVM, MLIR or ANTLR on any
+# include path. Building it is the check that no llvm/ or mlir/ header has
+# entered lib/ or runtime/; `make test` runs it. Same compiler and flags as the
+# full build, so ccache serves its objects from build/.
+RUNTIME_BUILD_DIR ?= build-runtime
+RUNTIME_CMAKE_FLAGS ?=
+CONFIGURE_RUNTIME = cmake -S . -B $(RUNTIME_BUILD_DIR) -G Ninja \
+	-DCMAKE_BUILD_TYPE=Release \
+	-DCMAKE_C_COMPILER=$(LLVM_DIR)/bin/clang \
+	-DCMAKE_CXX_COMPILER=$(LLVM_DIR)/bin/clang++ \
+	-DMTC_BUILD_COMPILER=OFF \
+	$(RUNTIME_CMAKE_FLAGS)
+
+.PHONY: all deps configure build build-runtime run test check-runtime \
+	check-lit check-unit fuzz docs clean format
 
 all: build
 
@@ -31,6 +46,12 @@ configure: deps
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+$(RUNTIME_BUILD_DIR)/build.ninja:
+	$(CONFIGURE_RUNTIME)
+
+build-runtime: deps $(RUNTIME_BUILD_DIR)/build.ninja
+	cmake --build $(RUNTIME_BUILD_DIR) -j $(JOBS)
+
 # The main job on the embedded default: train examples/tiny-llama.mt on the
 # shipped corpus (data/corpus.txt, two Jane Austen novels) for about three
 # minutes on two cores, then print a sample from the trained model.
@@ -44,9 +65,13 @@ run: build
 		$(RUN_FLAGS) --out $(RUN_DIR)/checkpoint --metrics $(RUN_DIR)/metrics.jsonl \
 		--sample-prompt "It is a truth universally acknowledged" --sample-tokens 300
 
-# Everything: unit tests, lit tests, and a bounded fuzzing run of the parser.
-test: build
+# Everything: the runtime-only build and its unit tests, then every test of the
+# full build (unit tests, lit tests, bounded fuzzing runs of the parsers).
+test: build check-runtime
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+check-runtime: build-runtime
+	cd $(RUNTIME_BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 check-lit: build
 	cmake --build $(BUILD_DIR) --target check-mtc-lit
@@ -65,4 +90,4 @@ format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(RUNTIME_BUILD_DIR)

@@ -10,9 +10,11 @@ PKGS=(
   "llvm-${LLVM_MAJOR}-dev" "llvm-${LLVM_MAJOR}-tools" "libmlir-${LLVM_MAJOR}-dev" "mlir-${LLVM_MAJOR}-tools"
   "clang-${LLVM_MAJOR}" "libclang-rt-${LLVM_MAJOR}-dev" "lld-${LLVM_MAJOR}"
   antlr4 libantlr4-runtime-dev
-  libfmt-dev libgtest-dev libopenblas-dev nlohmann-json3-dev
-  zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
+  libgtest-dev libopenblas-dev nlohmann-json3-dev
 )
+# Not needed: zlib, zstd, libedit, libxml2 and curl headers (LLVM's CMake
+# package looks for them but mtc links only the shared libLLVM and libMLIR,
+# which carry their own dependencies), fmt (unused).
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -3,8 +3,8 @@
 // Part of mtc.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_TEST_UNIT_TESTMODELS_H
-#define MTC_TEST_UNIT_TESTMODELS_H
+#ifndef MTC_TEST_UNIT_FRONTEND_TESTMODELS_H
+#define MTC_TEST_UNIT_FRONTEND_TESTMODELS_H
 
 namespace mtc::test {
 
@@ -52,4 +52,4 @@ inline const char *const kTinyLlama = R"mt(model TinyLlama {
 
 } // namespace mtc::test
 
-#endif // MTC_TEST_UNIT_TESTMODELS_H
+#endif // MTC_TEST_UNIT_FRONTEND_TESTMODELS_H

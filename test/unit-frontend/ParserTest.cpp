@@ -8,7 +8,7 @@
 #include "frontend/Parser.h"
 #include "frontend/ASTPrinter.h"
 
-#include "test/unit/TestModels.h"
+#include "test/unit-frontend/TestModels.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include "frontend/Sema.h"
 #include "frontend/Parser.h"
 
-#include "test/unit/TestModels.h"
+#include "test/unit-frontend/TestModels.h"
 
 #include <gtest/gtest.h>
 
