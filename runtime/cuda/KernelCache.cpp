@@ -78,6 +78,10 @@ uint64_t KernelCache::key(const Nvrtc &nvrtc, const std::string &source,
                      (options.cubin ? "cubin" : "ptx") + '\0';
   for (const std::string &o : options.extra)
     text += o + '\0';
+  for (const std::string &d : options.includeDirs)
+    text += "-I" + d + '\0';
+  for (const auto &[name, header] : options.headers)
+    text += name + '\0' + header + '\0';
   text += source;
   return xxh64(text.data(), text.size());
 }

@@ -43,7 +43,8 @@ public:
                                         const NvrtcOptions &options);
 
   /// The key of an entry: xxh64 over the source, the arch, the cubin flag,
-  /// the extra options and the NVRTC identity.
+  /// the extra options, the include directories, the in-memory headers and
+  /// the NVRTC identity.
   static uint64_t key(const Nvrtc &nvrtc, const std::string &source,
                       const NvrtcOptions &options);
   /// The file of the entry with \p key.

@@ -6,6 +6,8 @@
 
 #include "runtime/cuda/Nvrtc.h"
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -28,6 +30,29 @@ int64_t numberBefore(const std::string &line, const std::string &unit) {
 }
 
 } // namespace
+
+Expected<std::string> cudaToolkitIncludeDir() {
+  std::vector<std::string> tried;
+  auto fromEnv = [&](const char *var, const char *suffix) {
+    if (const char *v = std::getenv(var); v && *v)
+      tried.push_back(std::string(v) + suffix);
+  };
+  fromEnv("MTC_CUDA_INCLUDE", "");
+  fromEnv("CUDA_HOME", "/include");
+  fromEnv("CUDA_PATH", "/include");
+  tried.push_back("/usr/local/cuda/include");
+  for (const std::string &dir : tried)
+    if (FILE *f = std::fopen((dir + "/cuda_bf16.h").c_str(), "r")) {
+      std::fclose(f);
+      return dir;
+    }
+  std::string list;
+  for (const std::string &dir : tried)
+    list += (list.empty() ? "" : ", ") + dir;
+  return Status::error("no CUDA toolkit headers (cuda_bf16.h) in " + list +
+                       "; set MTC_CUDA_INCLUDE to the toolkit's include "
+                       "directory");
+}
 
 std::vector<KernelStats> parsePtxasLog(const std::string &log) {
   std::vector<KernelStats> out;
@@ -123,8 +148,14 @@ Expected<CompiledModule> Nvrtc::compile(const std::string &source,
            std::to_string(rc) + ")";
   };
   void *prog = nullptr;
-  if (int rc = api.nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0,
-                                      nullptr, nullptr))
+  std::vector<const char *> headerNames, headerTexts;
+  for (const auto &[hname, htext] : options.headers) {
+    headerNames.push_back(hname.c_str());
+    headerTexts.push_back(htext.c_str());
+  }
+  if (int rc = api.nvrtcCreateProgram(&prog, source.c_str(), name.c_str(),
+                                      static_cast<int>(headerNames.size()),
+                                      headerTexts.data(), headerNames.data()))
     return Status::error(name + ": nvrtcCreateProgram: " + error(rc));
   struct Destroy {
     const NvrtcApi &api;
@@ -136,6 +167,8 @@ Expected<CompiledModule> Nvrtc::compile(const std::string &source,
                                    "-std=c++17"};
   if (options.cubin)
     opts.push_back("--ptxas-options=-v");
+  for (const std::string &dir : options.includeDirs)
+    opts.push_back("--include-path=" + dir);
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());
   std::vector<const char *> argv;
   for (const std::string &o : opts)

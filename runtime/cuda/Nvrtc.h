@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mtc::cuda {
@@ -46,9 +47,15 @@ struct KernelStats {
 struct NvrtcOptions {
   std::string arch = "sm_90"; ///< "sm_80", "sm_90", ...
   bool cubin = true;          ///< also ptxas to a cubin (with KernelStats)
-  /// More NVRTC options ("-DMTC_CUDA_PORTABLE", "--use_fast_math"); the
-  /// defaults are -std=c++17, the arch and, with cubin, ptxas -v.
+  /// More NVRTC options ("-DMTC_CUDA_PORTABLE", "-lineinfo"); the defaults
+  /// are -std=c++17, the arch and, with cubin, ptxas -v.
   std::vector<std::string> extra;
+  /// Directories searched by #include (e.g. cudaToolkitIncludeDir(), for
+  /// <cuda_bf16.h>).
+  std::vector<std::string> includeDirs;
+  /// Headers given in memory, {name, text}: `#include "name"` finds them
+  /// before any directory (the library kernels' common.cuh).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 /// The result of compiling one source.
@@ -87,6 +94,12 @@ private:
   NvrtcApi api;
   int versionMajor = 0, versionMinor = 0;
 };
+
+/// The CUDA toolkit's include directory, for the <cuda_bf16.h> the kernels
+/// include: $MTC_CUDA_INCLUDE, else $CUDA_HOME/include, $CUDA_PATH/include,
+/// /usr/local/cuda/include — the first holding cuda_bf16.h. The error says
+/// where it looked and how to point at one.
+Expected<std::string> cudaToolkitIncludeDir();
 
 /// The per-kernel statistics in ptxas' verbose output (`-v`): "Compiling
 /// entry function 'k' for 'sm_90'", "Used 8 registers, used 1 barriers, 64
