@@ -6,7 +6,8 @@
 // Cody-Waite reduction x = n ln2 + r, |r| <= ln2 / 2, exp(r) = 1 + r +
 // r^2 P(r) with the Cephes expf coefficients (max. rel. error ~2 ulp),
 // scaled by 2^n through the exponent bits. Exactly 0 for x < -87.3
-// (including -inf: masked scores give 0) and +inf above 88.7; NaN stays NaN.
+// (including -inf: masked scores give 0) and +inf above 88.7; NaN stays NaN
+// (without undefined behaviour: NaN never reaches the float-to-int cast).
 // ftanh: built on fexp (see below).
 //
 // MTC_CLONES: hot loops are compiled for AVX-512, AVX2+FMA and the baseline
@@ -34,7 +35,12 @@
 namespace mtc::cpu::detail {
 
 MTC_INLINE float fexp(float x) {
-  float xc = std::min(std::max(x, -87.3f), 88.7f);
+  // Clamp with comparisons that are false for NaN, so that NaN becomes a
+  // finite 88.7 here (the result is fixed up below) instead of reaching the
+  // float-to-int conversion, which is undefined for NaN. The same values as
+  // std::min(std::max(x, -87.3f), 88.7f) for every other input.
+  float xc = x < 88.7f ? x : 88.7f;
+  xc = xc > -87.3f ? xc : -87.3f;
   float t = xc * 1.44269504088896341f + 12582912.0f; // round to nearest int
   float n = t - 12582912.0f;
   float r = xc - n * 0.693359375f;

@@ -142,11 +142,18 @@ const Command kCommands[] = {
     {"gradcheck",
      "mtc gradcheck MODEL.mt|MODEL.mtb|--hf DIR [--batch N] [--seq N] [--seed "
      "N] "
-     "[--set NAME=VALUE]... [--tolerance X] [--step X] "
+     "[--set NAME=VALUE]... [--tolerance X] [--step X] [--coordinates N] "
+     "[--tensors GLOB[,GLOB]...] "
      "[--recompute full|none|selective] [--cpu NAME]",
      "compare the compiled gradients with finite differences on a small "
      "random instance",
-     runGradCheck},
+     runGradCheck,
+     "A tensor fails when its compiled gradient and the finite differences\n"
+     "  differ by more than the differences' own error bound (truncation and\n"
+     "  the fp32 rounding noise of the loss, both estimated) plus\n"
+     "  --tolerance (5e-3) relative.\n"
+     "  --tensors checks only the tensors whose names match a glob\n"
+     "  ('Block.2.*'). See docs/training.md."},
     {"import-hf", "mtc import-hf DIR|config.json [-o MODEL.mt]",
      "write .mt source for a HuggingFace config.json (docs/hf.md); "
      "compile, train and gradcheck take --hf DIR to import in memory",
@@ -1064,6 +1071,7 @@ int runGradCheck(const std::vector<std::string> &args) {
                    {Flag::Double, "--tolerance", &opts.tolerance, 0},
                    {Flag::Double, "--step", &opts.step, 1e-12},
                    {Flag::Int, "--coordinates", &coords, 0},
+                   {Flag::String, "--tensors", &opts.tensors},
                    {Flag::Set, "--set", &copts.overrides},
                    {Flag::String, "--recompute", &recompute},
                    {Flag::String, "--cpu", &copts.cpu},
@@ -1081,7 +1089,7 @@ int runGradCheck(const std::vector<std::string> &args) {
     return error("gradcheck: " + st.message());
   if (!hf.empty())
     opts.hfWeights = mtc::driver::hfWeightsPath(hf);
-  int failures = mtc::driver::gradCheck(b, opts, std::cout);
+  int failures = mtc::driver::gradCheck(b, opts, std::cout, std::cerr);
   return failures == 0 ? 0 : 1;
 }
 
