@@ -42,6 +42,8 @@ enum : int {
   kCuDevAttrMaxSharedMemoryPerBlockOptin = 97,
   kCuFuncAttrMaxDynamicSharedSizeBytes = 8,
   kCuMemHostRegisterPortable = 1,
+  kCuMemHostRegisterDeviceMap = 2,
+  kCuStreamWaitValueGeq = 0,
   kCuStreamNonBlocking = 1,
   kCuEventDisableTiming = 2,
 };

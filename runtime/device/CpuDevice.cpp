@@ -25,39 +25,6 @@ namespace {
 /// threads): synchronize() from inside a command would wait for itself.
 thread_local const CpuDevice *currentDevice = nullptr;
 
-std::string formatBytes(int64_t bytes) {
-  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024)
-    return std::to_string(bytes) + " bytes";
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u],
-                static_cast<long long>(bytes));
-  return buf;
-}
-
-template <typename D> double toSeconds(D d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-/// Sorts and merges intervals into a disjoint ascending list.
-template <typename I> void mergeIntervals(std::vector<I> &v) {
-  std::sort(v.begin(), v.end());
-  size_t out = 0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (out > 0 && v[i].first <= v[out - 1].second)
-      v[out - 1].second = std::max(v[out - 1].second, v[i].second);
-    else
-      v[out++] = v[i];
-  }
-  v.resize(out);
-}
-
 } // namespace
 
 void convertF32ToBF16(const void *src, void *dst, int64_t n) {
@@ -100,7 +67,7 @@ CpuDevice::CpuDevice(int64_t capacityBytes)
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     throw DeviceError{"cpu device: cannot allocate the " +
-                      formatBytes(capacityBytes) +
+                      describeBytes(capacityBytes) +
                       " arena: " + std::strerror(errno)};
   // Large arenas are backed by transparent huge pages where the kernel
   // offers them (fewer TLB misses in kernels and copies); best effort.
@@ -154,6 +121,7 @@ Stream CpuDevice::createStream(const std::string &label) {
   for (auto &other : streams)
     if (other->trackName == base)
       st->trackName = base + " #" + std::to_string(st->id);
+  st->timeline.label = st->trackName;
   if (trace)
     st->traceTrack = trace->track(st->trackName);
   StreamState *p = st.get();
@@ -165,7 +133,8 @@ Stream CpuDevice::createStream(const std::string &label) {
 Stream CpuDevice::createHostStream(const std::string &label) {
   Stream s = createStream(label);
   std::lock_guard<std::mutex> lock(mu);
-  streams[static_cast<size_t>(static_cast<int>(s))]->hostWork = true;
+  StreamState &st = *streams[static_cast<size_t>(static_cast<int>(s))];
+  st.hostWork = st.timeline.hostWork = true;
   return s;
 }
 
@@ -395,15 +364,7 @@ void CpuDevice::run(StreamState &st) {
         firstError = DeviceError{"cpu device: stream '" + st.trackName +
                                  "': " + cmd.label + ": " + error};
       }
-      Interval iv{std::max(begin, statsOrigin), end};
-      if (iv.first < iv.second) {
-        st.busySeconds += toSeconds(iv.second - iv.first);
-        if (cmd.kind == Kind::Launch)
-          st.launchIntervals.push_back(iv);
-        else
-          st.copyIntervals.push_back(iv);
-      }
-      ++st.commands;
+      st.timeline.add(cmd.kind == Kind::Launch, begin, end, statsOrigin);
       if (cmd.kind == Kind::Launch) {
         ++launches;
       } else {
@@ -462,41 +423,14 @@ void CpuDevice::execute(StreamState &st, Command &cmd) {
 
 DeviceStats CpuDevice::stats() const {
   std::lock_guard<std::mutex> lock(mu);
-  DeviceStats out;
+  std::vector<const StreamTimeline *> timelines;
+  for (const auto &st : streams)
+    timelines.push_back(&st->timeline);
+  DeviceStats out = summarize(timelines, statsOrigin);
   out.h2dBytes = h2dBytes;
   out.d2hBytes = d2hBytes;
   out.copies = copies;
   out.launches = launches;
-  out.elapsedSeconds = toSeconds(Clock::now() - statsOrigin);
-  double covered = 0;
-  for (const auto &st : streams) {
-    out.streams.push_back({st->trackName, st->busySeconds, st->commands});
-    for (const Interval &iv : st->launchIntervals)
-      out.computeSeconds += toSeconds(iv.second - iv.first);
-    if (st->copyIntervals.empty())
-      continue;
-    // the union of the launches running on the other streams
-    std::vector<Interval> compute;
-    for (const auto &other : streams)
-      if (other.get() != st.get() && !other->hostWork)
-        compute.insert(compute.end(), other->launchIntervals.begin(),
-                       other->launchIntervals.end());
-    mergeIntervals(compute);
-    for (const Interval &c : st->copyIntervals) {
-      out.copySeconds += toSeconds(c.second - c.first);
-      auto it = std::lower_bound(compute.begin(), compute.end(), c.first,
-                                 [](const Interval &iv, Clock::time_point t) {
-                                   return iv.second < t;
-                                 });
-      for (; it != compute.end() && it->first < c.second; ++it) {
-        auto lo = std::max(it->first, c.first);
-        auto hi = std::min(it->second, c.second);
-        if (lo < hi)
-          covered += toSeconds(hi - lo);
-      }
-    }
-  }
-  out.overlap = out.copySeconds > 0 ? covered / out.copySeconds : 0;
   return out;
 }
 
@@ -504,12 +438,8 @@ void CpuDevice::resetStats() {
   std::lock_guard<std::mutex> lock(mu);
   statsOrigin = Clock::now();
   h2dBytes = d2hBytes = copies = launches = 0;
-  for (auto &st : streams) {
-    st->copyIntervals.clear();
-    st->launchIntervals.clear();
-    st->busySeconds = 0;
-    st->commands = 0;
-  }
+  for (auto &st : streams)
+    st->timeline.clear();
 }
 
 void CpuDevice::setTrace(Trace *t) {

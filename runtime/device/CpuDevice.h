@@ -33,6 +33,7 @@
 #define MTC_RUNTIME_DEVICE_CPUDEVICE_H
 
 #include "runtime/device/Device.h"
+#include "runtime/device/Timeline.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -88,7 +89,6 @@ public:
 
 private:
   using Clock = std::chrono::steady_clock;
-  using Interval = std::pair<Clock::time_point, Clock::time_point>;
 
   enum class Kind { CopyH2D, CopyD2H, Launch, Record, Wait };
   struct Command {
@@ -114,10 +114,7 @@ private:
     std::condition_variable wake; // commands arrived, or stopping
     std::thread worker;
     int traceTrack = 0;
-    // statistics (guarded by mu)
-    std::vector<Interval> copyIntervals, launchIntervals;
-    double busySeconds = 0;
-    int64_t commands = 0;
+    StreamTimeline timeline; ///< statistics (guarded by mu)
   };
   struct EventState {
     uint64_t recorded = 0; ///< generation of the latest record() queued

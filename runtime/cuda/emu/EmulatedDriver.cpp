@@ -9,12 +9,14 @@
 
 #include "runtime/cuda/emu/KernelRegistry.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -50,12 +52,29 @@ double now() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+/// An event's records are numbered; a wait or synchronize targets the
+/// record that was latest when it was issued, and is released when that
+/// record has executed -- records on different streams may execute out of
+/// order.
 struct Event {
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t recorded = 0;  ///< records queued
-  uint64_t completed = 0; ///< records executed
-  double time = 0;        ///< when the last record executed
+  uint64_t recorded = 0;    ///< records queued
+  uint64_t reached = 0;     ///< every record <= reached has executed
+  std::set<uint64_t> ahead; ///< executed records > reached + 1
+  double time = 0;          ///< when the last record executed
+  bool hasReached(uint64_t g) const { return g <= reached || ahead.count(g); }
+  void markReached(uint64_t g) {
+    if (g != reached + 1) {
+      ahead.insert(g);
+      return;
+    }
+    reached = g;
+    while (!ahead.empty() && *ahead.begin() == reached + 1) {
+      ahead.erase(ahead.begin());
+      ++reached;
+    }
+  }
 };
 
 /// One stream: a worker thread running its commands in order.
@@ -398,6 +417,40 @@ int memHostUnregister(void *p) {
   return kSuccess;
 }
 
+int memHostGetDevicePointer(unsigned long long *out, void *p, unsigned) {
+  // One address space: a registered (or host-allocated) pointer is its own
+  // device pointer.
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto key = reinterpret_cast<uintptr_t>(p);
+  auto it = s.registered.upper_bound(key);
+  if (it == s.registered.begin() ||
+      key >= std::prev(it)->first + std::prev(it)->second)
+    return kInvalidValue;
+  *out = key;
+  return kSuccess;
+}
+
+int memAllocHost(void **out, size_t bytes) {
+  void *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (!p)
+    return kOutOfMemory;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.registered[reinterpret_cast<uintptr_t>(p)] = bytes;
+  *out = p;
+  return kSuccess;
+}
+
+int memFreeHost(void *p) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.registered.erase(reinterpret_cast<uintptr_t>(p)))
+    return kInvalidValue;
+  std::free(p);
+  return kSuccess;
+}
+
 int memcpyHtoD(unsigned long long dst, const void *src, size_t n,
                void *stream) {
   if (!validDevicePointer(dst, n))
@@ -483,7 +536,7 @@ int eventRecord(void *h, void *stream) {
   }
   auto complete = [e, gen] {
     std::lock_guard<std::mutex> lock(e->mu);
-    e->completed = std::max(e->completed, gen);
+    e->markReached(gen);
     e->time = now();
     e->cv.notify_all();
   };
@@ -505,21 +558,21 @@ int eventRecord(void *h, void *stream) {
 int eventQuery(void *h) {
   auto *e = static_cast<Event *>(h);
   std::lock_guard<std::mutex> lock(e->mu);
-  return e->completed >= e->recorded ? kSuccess : kNotReady;
+  return e->hasReached(e->recorded) ? kSuccess : kNotReady;
 }
 
 int eventSynchronize(void *h) {
   auto *e = static_cast<Event *>(h);
   std::unique_lock<std::mutex> lock(e->mu);
   uint64_t want = e->recorded;
-  e->cv.wait(lock, [&] { return e->completed >= want; });
+  e->cv.wait(lock, [&] { return e->hasReached(want); });
   return kSuccess;
 }
 
 int eventElapsedTime(float *ms, void *start, void *end) {
   auto *a = static_cast<Event *>(start), *b = static_cast<Event *>(end);
   std::scoped_lock lock(a->mu, b->mu);
-  if (a->completed < a->recorded || b->completed < b->recorded)
+  if (!a->hasReached(a->recorded) || !b->hasReached(b->recorded))
     return kNotReady;
   if (a->recorded == 0 || b->recorded == 0)
     return kInvalidHandle;
@@ -536,7 +589,22 @@ int streamWaitEvent(void *stream, void *h, unsigned) {
   }
   return enqueue(stream, [e, want] {
     std::unique_lock<std::mutex> lock(e->mu);
-    e->cv.wait(lock, [&] { return e->completed >= want; });
+    e->cv.wait(lock, [&] { return e->hasReached(want); });
+    return kSuccess;
+  });
+}
+
+int streamWaitValue32(void *stream, unsigned long long addr, unsigned value,
+                      unsigned flags) {
+  if (flags != cuda::kCuStreamWaitValueGeq)
+    return kInvalidValue;
+  // (int32_t)(*addr - value) >= 0, read as the GPU would: polling memory
+  // that host threads write.
+  auto *word = reinterpret_cast<const std::atomic<uint32_t> *>(addr);
+  return enqueue(stream, [word, value] {
+    while (static_cast<int32_t>(word->load(std::memory_order_acquire) - value) <
+           0)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     return kSuccess;
   });
 }
@@ -675,6 +743,10 @@ emulatedCudaDriver(const EmulatedDriverOptions &options) {
   a.cuMemFree_v2 = memFree;
   a.cuMemHostRegister_v2 = memHostRegister;
   a.cuMemHostUnregister = memHostUnregister;
+  a.cuMemHostGetDevicePointer_v2 = memHostGetDevicePointer;
+  a.cuMemAllocHost_v2 = memAllocHost;
+  a.cuMemFreeHost = memFreeHost;
+  a.cuStreamWaitValue32_v2 = streamWaitValue32;
   a.cuMemcpyHtoDAsync_v2 = memcpyHtoD;
   a.cuMemcpyDtoHAsync_v2 = memcpyDtoH;
   a.cuMemsetD8Async = memsetD8;

@@ -1,0 +1,583 @@
+//===- CudaDevice.cpp - A GPU behind the Device interface -----------------===//
+//
+// Part of mtc. See CudaDevice.h. One mutex guards the stream and event
+// tables, the pending timings and the statistics; it is never held while a
+// closure runs or while the driver blocks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/CudaDevice.h"
+
+#include "runtime/device/CpuDevice.h"
+#include "runtime/device/Trace.h"
+
+#include <cstring>
+#include <exception>
+
+namespace mtc::device {
+
+namespace {
+
+/// The device whose closure the current thread runs (nullptr elsewhere).
+thread_local const CudaDevice *currentDevice = nullptr;
+
+} // namespace
+
+void CudaDevice::check(int rc, const std::string &what) const {
+  if (rc != cuda::kCudaSuccess)
+    throw DeviceError{deviceName + ": " + what + ": " +
+                      cuda::cudaErrorText(*api, rc)};
+}
+
+CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
+                       int64_t capacity, int ordinal)
+    : api(std::move(driverApi)), capacityBytes(capacity),
+      statsOrigin(Clock::now()) {
+  deviceName = "cuda:" + std::to_string(ordinal);
+  if (capacity < 0)
+    throw DeviceError{deviceName + ": negative arena capacity " +
+                      std::to_string(capacity)};
+  int count = 0;
+  check(api->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    throw DeviceError{"no CUDA device " + std::to_string(ordinal) + " (" +
+                      std::to_string(count) + " found by " + api->where + ")"};
+  check(api->cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  char name[256] = {0};
+  check(api->cuDeviceGetName(name, sizeof name - 1, device), "cuDeviceGetName");
+  deviceName += " (" + std::string(name) + ")";
+  check(api->cuDeviceGetAttribute(
+            &capability.first, cuda::kCuDevAttrComputeCapabilityMajor, device),
+        "cuDeviceGetAttribute");
+  check(api->cuDeviceGetAttribute(
+            &capability.second, cuda::kCuDevAttrComputeCapabilityMinor, device),
+        "cuDeviceGetAttribute");
+  check(api->cuDevicePrimaryCtxRetain(&context, device),
+        "cuDevicePrimaryCtxRetain");
+  check(api->cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  if (capacity > 0) {
+    int rc = api->cuMemAlloc_v2(&arena, static_cast<size_t>(capacity));
+    if (rc != cuda::kCudaSuccess) {
+      size_t free = 0, total = 0;
+      api->cuMemGetInfo_v2(&free, &total);
+      api->cuDevicePrimaryCtxRelease_v2(device);
+      throw DeviceError{
+          deviceName + ": cannot allocate the " + describeBytes(capacity) +
+          " arena (" + describeBytes(static_cast<int64_t>(free)) + " free of " +
+          describeBytes(static_cast<int64_t>(total)) +
+          "): " + cuda::cudaErrorText(*api, rc)};
+    }
+  }
+  check(api->cuStreamCreate(&clockStream, cuda::kCuStreamNonBlocking),
+        "cuStreamCreate");
+  check(api->cuEventCreate(&baseEvent, 0), "cuEventCreate");
+  check(api->cuEventRecord(baseEvent, clockStream), "cuEventRecord");
+  check(api->cuEventSynchronize(baseEvent), "cuEventSynchronize");
+  baseHost = Clock::now();
+}
+
+CudaDevice::~CudaDevice() {
+  // Queued work completes first (CUDA destroys streams after their work);
+  // errors are not reported from a destructor.
+  api->cuCtxSetCurrent(context);
+  for (auto &st : streams)
+    api->cuStreamSynchronize(st->cu);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    for (auto &st : streams)
+      st->wake.notify_all();
+  }
+  for (auto &st : streams) {
+    if (st->worker.joinable())
+      st->worker.join();
+    api->cuStreamDestroy_v2(st->cu);
+    api->cuMemFreeHost(st->counter);
+  }
+  for (auto &p : pending)
+    if (p->staging)
+      api->cuMemFreeHost(p->staging);
+  for (void *e : events)
+    api->cuEventDestroy_v2(e);
+  for (void *e : freeEvents)
+    api->cuEventDestroy_v2(e);
+  for (auto &[p, bytes] : registered)
+    api->cuMemHostUnregister(p);
+  api->cuEventDestroy_v2(baseEvent);
+  api->cuStreamDestroy_v2(clockStream);
+  if (arena)
+    api->cuMemFree_v2(arena);
+  api->cuDevicePrimaryCtxRelease_v2(device);
+}
+
+void CudaDevice::checkRange(const std::string &what, int64_t offset,
+                            int64_t bytes) const {
+  if (offset >= 0 && bytes >= 0 && offset <= capacityBytes &&
+      bytes <= capacityBytes - offset)
+    return;
+  std::string range = bytes >= 0 && offset >= 0 && offset <= INT64_MAX - bytes
+                          ? " [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + bytes) + ")"
+                          : "";
+  throw DeviceError{deviceName + ": " + what + ": " + std::to_string(bytes) +
+                    " bytes at offset " + std::to_string(offset) + range +
+                    " are outside the arena (capacity " +
+                    std::to_string(capacityBytes) + " bytes)"};
+}
+
+void *CudaDevice::at(int64_t offset, int64_t bytes) {
+  checkRange("at()", offset, bytes);
+  return reinterpret_cast<char *>(arena) + offset;
+}
+
+Stream CudaDevice::createStream(const std::string &label) {
+  api->cuCtxSetCurrent(context);
+  auto st = std::make_unique<StreamState>();
+  check(api->cuStreamCreate(&st->cu, cuda::kCuStreamNonBlocking),
+        "cuStreamCreate");
+  void *counter = nullptr;
+  check(api->cuMemAllocHost_v2(&counter, 64), "cuMemAllocHost");
+  st->counter = new (counter) std::atomic<uint32_t>(0);
+  check(api->cuMemHostGetDevicePointer_v2(&st->counterDevice, counter, 0),
+        "cuMemHostGetDevicePointer");
+  std::lock_guard<std::mutex> lock(mu);
+  st->id = static_cast<int>(streams.size());
+  std::string base = label.empty() ? "stream " + std::to_string(st->id) : label;
+  st->trackName = base;
+  for (auto &other : streams)
+    if (other->trackName == base)
+      st->trackName = base + " #" + std::to_string(st->id);
+  st->timeline.label = st->trackName;
+  if (trace)
+    st->traceTrack = trace->track(st->trackName);
+  StreamState *p = st.get();
+  streams.push_back(std::move(st));
+  p->worker = std::thread([this, p] { runHostJobs(*p); });
+  return p->id;
+}
+
+Stream CudaDevice::createHostStream(const std::string &label) {
+  Stream s = createStream(label);
+  std::lock_guard<std::mutex> lock(mu);
+  streams[static_cast<size_t>(static_cast<int>(s))]->timeline.hostWork = true;
+  return s;
+}
+
+Event CudaDevice::createEvent() {
+  api->cuCtxSetCurrent(context);
+  void *e = nullptr;
+  check(api->cuEventCreate(&e, cuda::kCuEventDisableTiming), "cuEventCreate");
+  std::lock_guard<std::mutex> lock(mu);
+  events.push_back(e);
+  eventRecords.push_back(0);
+  return static_cast<Event>(events.size() - 1);
+}
+
+CudaDevice::StreamState &CudaDevice::streamLocked(Stream s, const char *what) {
+  if (s < 0 || static_cast<size_t>(s) >= streams.size())
+    throw DeviceError{deviceName + ": " + what + ": no stream " +
+                      std::to_string(s) + " (" +
+                      std::to_string(streams.size()) + " created)"};
+  return *streams[s];
+}
+
+void *CudaDevice::eventLocked(Event e, const char *what) {
+  if (e < 0 || static_cast<size_t>(e) >= events.size())
+    throw DeviceError{deviceName + ": " + what + ": no event " +
+                      std::to_string(e) + " (" + std::to_string(events.size()) +
+                      " created)"};
+  return events[e];
+}
+
+void *CudaDevice::takeTimingEvent() {
+  if (!freeEvents.empty()) {
+    void *e = freeEvents.back();
+    freeEvents.pop_back();
+    return e;
+  }
+  void *e = nullptr;
+  check(api->cuEventCreate(&e, 0), "cuEventCreate");
+  return e;
+}
+
+void CudaDevice::enqueueHostJob(StreamState &st, std::function<void()> fn,
+                                std::shared_ptr<Pending> p) {
+  HostJob job;
+  job.after = takeTimingEvent();
+  check(api->cuEventRecord(job.after, st.cu), "cuEventRecord");
+  job.fn = std::move(fn);
+  job.ticket = ++st.tickets;
+  job.pending = std::move(p);
+  check(api->cuStreamWaitValue32_v2(st.cu, st.counterDevice, job.ticket,
+                                    cuda::kCuStreamWaitValueGeq),
+        "cuStreamWaitValue32");
+  st.jobs.push_back(std::move(job));
+  st.wake.notify_one();
+}
+
+void CudaDevice::runHostJobs(StreamState &st) {
+  currentDevice = this;
+  api->cuCtxSetCurrent(context);
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    st.wake.wait(lock, [&] { return stopping || !st.jobs.empty(); });
+    if (st.jobs.empty())
+      break; // stopping with nothing left
+    HostJob job = std::move(st.jobs.front());
+    st.jobs.pop_front();
+    lock.unlock();
+    int rc = api->cuEventSynchronize(job.after);
+    std::string error;
+    bool skipped = isFailed.load();
+    Clock::time_point begin = Clock::now();
+    if (rc != cuda::kCudaSuccess) {
+      error = "waiting for the stream's earlier work: " +
+              cuda::cudaErrorText(*api, rc);
+    } else if (!skipped) {
+      try {
+        job.fn();
+      } catch (const DeviceError &e) {
+        error = e.message;
+      } catch (const std::exception &e) {
+        error = e.what();
+      } catch (...) {
+        error = "unknown exception";
+      }
+    }
+    Clock::time_point end = Clock::now();
+    lock.lock();
+    if (!error.empty())
+      fail(deviceName + ": stream '" + st.trackName + "': " +
+           (job.pending ? job.pending->label : "launch") + ": " + error);
+    freeEvents.push_back(job.after);
+    if (job.pending) {
+      job.pending->begin = begin;
+      job.pending->finish = end;
+      job.pending->skipped = skipped;
+      job.pending->hostDone = true;
+    }
+    // Releases the stream's later GPU work (and synchronize()).
+    st.counter->store(job.ticket, std::memory_order_release);
+  }
+  currentDevice = nullptr;
+}
+
+void CudaDevice::fail(const std::string &message) {
+  if (!isFailed.exchange(true))
+    firstError = DeviceError{message};
+}
+
+void CudaDevice::throwIfFailed() const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (isFailed)
+    throw firstError;
+}
+
+void CudaDevice::checkNotOnDevice(const char *what) const {
+  if (currentDevice == this)
+    throw DeviceError{deviceName + ": " + what +
+                      " called from a command running on a stream of the "
+                      "same device (it would wait for itself)"};
+}
+
+void CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
+                              int64_t bytes, Convert c,
+                              const std::string &label) {
+  int64_t written = bytes;
+  if (c == Convert::F32ToBF16) {
+    if (bytes % 4 != 0)
+      throw DeviceError{deviceName + ": copyToDevice f32->bf16 of " +
+                        std::to_string(bytes) +
+                        " bytes: not a whole number of fp32 values"};
+    written = bytes / 2;
+  }
+  std::string what = "copyToDevice" + (label.empty() ? "" : " '" + label + "'");
+  checkRange(what, dst, written);
+  if (!src && bytes > 0)
+    throw DeviceError{deviceName + ": " + what + ": null host source"};
+  api->cuCtxSetCurrent(context);
+  std::lock_guard<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "copyToDevice");
+  auto p = std::make_shared<Pending>();
+  p->stream = st.id;
+  p->kind = Kind::CopyH2D;
+  p->bytes = written;
+  p->label = label.empty() ? "copy h2d " + std::to_string(bytes) + " bytes" +
+                                 (c == Convert::F32ToBF16 ? " f32->bf16" : "")
+                           : label;
+  pending.push_back(p);
+  if (isFailed || written == 0) {
+    p->skipped = isFailed;
+    return;
+  }
+  const void *from = src;
+  if (c == Convert::F32ToBF16) {
+    // Converted in stream order on the host thread, into pinned memory.
+    check(api->cuMemAllocHost_v2(&p->staging, static_cast<size_t>(written)),
+          "cuMemAllocHost");
+    void *staging = p->staging;
+    enqueueHostJob(
+        st,
+        [src, staging, bytes] { convertF32ToBF16(src, staging, bytes / 4); },
+        nullptr);
+    from = staging;
+  }
+  p->start = takeTimingEvent();
+  p->end = takeTimingEvent();
+  check(api->cuEventRecord(p->start, st.cu), "cuEventRecord");
+  check(api->cuMemcpyHtoDAsync_v2(arena + static_cast<uint64_t>(dst), from,
+                                  static_cast<size_t>(written), st.cu),
+        what);
+  check(api->cuEventRecord(p->end, st.cu), "cuEventRecord");
+}
+
+void CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
+                            const std::string &label) {
+  std::string what = "copyToHost" + (label.empty() ? "" : " '" + label + "'");
+  checkRange(what, src, bytes);
+  if (!dst && bytes > 0)
+    throw DeviceError{deviceName + ": " + what + ": null host destination"};
+  api->cuCtxSetCurrent(context);
+  std::lock_guard<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "copyToHost");
+  auto p = std::make_shared<Pending>();
+  p->stream = st.id;
+  p->kind = Kind::CopyD2H;
+  p->bytes = bytes;
+  p->label =
+      label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
+  pending.push_back(p);
+  if (isFailed || bytes == 0) {
+    p->skipped = isFailed;
+    return;
+  }
+  p->start = takeTimingEvent();
+  p->end = takeTimingEvent();
+  check(api->cuEventRecord(p->start, st.cu), "cuEventRecord");
+  check(api->cuMemcpyDtoHAsync_v2(dst, arena + static_cast<uint64_t>(src),
+                                  static_cast<size_t>(bytes), st.cu),
+        what);
+  check(api->cuEventRecord(p->end, st.cu), "cuEventRecord");
+}
+
+void CudaDevice::launch(Stream s, std::function<void()> fn,
+                        const std::string &label) {
+  if (!fn)
+    throw DeviceError{deviceName + ": launch '" + label + "': empty function"};
+  api->cuCtxSetCurrent(context);
+  std::lock_guard<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "launch");
+  auto p = std::make_shared<Pending>();
+  p->stream = st.id;
+  p->kind = Kind::Launch;
+  p->label = label.empty() ? "launch" : label;
+  pending.push_back(p);
+  enqueueHostJob(st, std::move(fn), p);
+}
+
+void CudaDevice::traceSync(StreamState &st, Kind kind, const std::string &label,
+                           const std::function<void()> &command) {
+  if (!trace) {
+    command();
+    return;
+  }
+  auto p = std::make_shared<Pending>();
+  p->stream = st.id;
+  p->kind = kind;
+  p->label = label;
+  p->start = takeTimingEvent();
+  p->end = takeTimingEvent();
+  check(api->cuEventRecord(p->start, st.cu), "cuEventRecord");
+  command();
+  check(api->cuEventRecord(p->end, st.cu), "cuEventRecord");
+  pending.push_back(p);
+}
+
+void CudaDevice::record(Event e, Stream s) {
+  api->cuCtxSetCurrent(context);
+  std::lock_guard<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "record");
+  void *ev = eventLocked(e, "record");
+  ++eventRecords[e];
+  traceSync(st, Kind::Record, "record event " + std::to_string(e),
+            [&] { check(api->cuEventRecord(ev, st.cu), "cuEventRecord"); });
+}
+
+void CudaDevice::wait(Stream s, Event e) {
+  api->cuCtxSetCurrent(context);
+  std::lock_guard<std::mutex> lock(mu);
+  StreamState &st = streamLocked(s, "wait");
+  void *ev = eventLocked(e, "wait");
+  if (eventRecords[e] == 0)
+    return; // never recorded: nothing to wait for (CUDA semantics)
+  traceSync(st, Kind::Wait, "wait event " + std::to_string(e), [&] {
+    check(api->cuStreamWaitEvent(st.cu, ev, 0), "cuStreamWaitEvent");
+  });
+}
+
+void CudaDevice::synchronize(Event e) {
+  checkNotOnDevice("synchronize(event)");
+  void *ev;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ev = eventLocked(e, "synchronize");
+  }
+  api->cuCtxSetCurrent(context);
+  int rc = api->cuEventSynchronize(ev);
+  if (rc != cuda::kCudaSuccess) {
+    std::lock_guard<std::mutex> lock(mu);
+    fail(deviceName + ": synchronize(event): " + cuda::cudaErrorText(*api, rc));
+  }
+  throwIfFailed();
+}
+
+void CudaDevice::synchronize(Stream s) {
+  checkNotOnDevice("synchronize(stream)");
+  void *cu;
+  std::string track;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    StreamState &st = streamLocked(s, "synchronize");
+    cu = st.cu;
+    track = st.trackName;
+  }
+  api->cuCtxSetCurrent(context);
+  int rc = api->cuStreamSynchronize(cu);
+  if (rc != cuda::kCudaSuccess) {
+    std::lock_guard<std::mutex> lock(mu);
+    fail(deviceName + ": stream '" + track +
+         "': " + cuda::cudaErrorText(*api, rc));
+  }
+  harvest(false);
+  throwIfFailed();
+}
+
+void CudaDevice::synchronize() {
+  checkNotOnDevice("synchronize()");
+  std::vector<std::pair<void *, std::string>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto &st : streams)
+      all.push_back({st->cu, st->trackName});
+  }
+  api->cuCtxSetCurrent(context);
+  for (auto &[cu, track] : all) {
+    int rc = api->cuStreamSynchronize(cu);
+    if (rc != cuda::kCudaSuccess) {
+      std::lock_guard<std::mutex> lock(mu);
+      fail(deviceName + ": stream '" + track +
+           "': " + cuda::cudaErrorText(*api, rc));
+    }
+  }
+  harvest(false);
+  throwIfFailed();
+}
+
+bool CudaDevice::registerHost(void *p, int64_t bytes, std::string *reason) {
+  if (!p || bytes <= 0)
+    return true;
+  api->cuCtxSetCurrent(context);
+  int rc = api->cuMemHostRegister_v2(p, static_cast<size_t>(bytes),
+                                     cuda::kCuMemHostRegisterPortable |
+                                         cuda::kCuMemHostRegisterDeviceMap);
+  if (rc != cuda::kCudaSuccess) {
+    if (reason)
+      *reason = "cannot pin " + describeBytes(bytes) +
+                " for DMA: " + cuda::cudaErrorText(*api, rc);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  registered.push_back({p, bytes});
+  return true;
+}
+
+std::pair<int64_t, int64_t> CudaDevice::memoryInfo() const {
+  size_t free = 0, total = 0;
+  api->cuCtxSetCurrent(context);
+  check(api->cuMemGetInfo_v2(&free, &total), "cuMemGetInfo");
+  return {static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
+CudaDevice::Clock::time_point CudaDevice::hostTimeOf(void *event) const {
+  float ms = 0;
+  api->cuEventElapsedTime(&ms, baseEvent, event);
+  return baseHost + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double, std::milli>(ms));
+}
+
+void CudaDevice::harvest(bool) const {
+  std::lock_guard<std::mutex> lock(mu);
+  while (!pending.empty()) {
+    Pending &p = *pending.front();
+    Clock::time_point begin, end;
+    if (p.kind == Kind::Launch) {
+      if (!p.hostDone)
+        break;
+      begin = p.begin;
+      end = p.finish;
+    } else if (p.end) {
+      if (api->cuEventQuery(p.end) != cuda::kCudaSuccess)
+        break;
+      begin = hostTimeOf(p.start);
+      end = hostTimeOf(p.end);
+      freeEvents.push_back(p.start);
+      freeEvents.push_back(p.end);
+    } else {
+      begin = end = Clock::now(); // zero bytes, or skipped
+    }
+    if (p.staging)
+      api->cuMemFreeHost(p.staging);
+    StreamState &st = *streams[p.stream];
+    bool sync = p.kind == Kind::Record || p.kind == Kind::Wait;
+    const char *category = sync                     ? "sync"
+                           : p.kind == Kind::Launch ? "compute"
+                                                    : "copy";
+    if (trace)
+      trace->span(st.traceTrack, p.skipped ? p.label + " (skipped)" : p.label,
+                  begin, p.skipped ? begin : end, category);
+    if (!p.skipped && !sync) {
+      const_cast<StreamTimeline &>(st.timeline)
+          .add(p.kind == Kind::Launch, begin, end, statsOrigin);
+      if (p.kind == Kind::Launch) {
+        ++launches;
+      } else {
+        ++copies;
+        (p.kind == Kind::CopyH2D ? h2dBytes : d2hBytes) += p.bytes;
+      }
+    }
+    pending.pop_front();
+  }
+}
+
+DeviceStats CudaDevice::stats() const {
+  harvest(false);
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<const StreamTimeline *> timelines;
+  for (const auto &st : streams)
+    timelines.push_back(&st->timeline);
+  DeviceStats out = summarize(timelines, statsOrigin);
+  out.h2dBytes = h2dBytes;
+  out.d2hBytes = d2hBytes;
+  out.copies = copies;
+  out.launches = launches;
+  return out;
+}
+
+void CudaDevice::resetStats() {
+  harvest(false);
+  std::lock_guard<std::mutex> lock(mu);
+  statsOrigin = Clock::now();
+  h2dBytes = d2hBytes = copies = launches = 0;
+  for (auto &st : streams)
+    st->timeline.clear();
+}
+
+void CudaDevice::setTrace(Trace *t) {
+  std::lock_guard<std::mutex> lock(mu);
+  trace = t;
+  if (t)
+    for (auto &st : streams)
+      st->traceTrack = t->track(st->trackName);
+}
+
+} // namespace mtc::device

@@ -1,0 +1,190 @@
+//===- CudaDevice.h - A GPU behind the Device interface ---------*- C++ -*-===//
+//
+// Part of mtc. The Device (Device.h) of a CUDA GPU, driven only through a
+// CudaDriverApi table (runtime/cuda/CudaDriver.h): the real driver loaded
+// with dlopen, or the emulated driver of `--device cuda-emu`, which runs
+// the same code on the CPU. Nothing here links a GPU library.
+//
+//   arena     one cuMemAlloc of exactly the capacity; at() returns device
+//             pointers (valid only inside kernels)
+//   streams   one CUstream each (non-blocking), plus one host thread for the
+//             stream's launch() closures
+//   events    one CUevent each; record/wait/synchronize map 1:1
+//   copies    cuMemcpyHtoDAsync / cuMemcpyDtoHAsync on the stream; pinned
+//             host memory (registerHost) makes them asynchronous DMA
+//   launch    a host closure in stream order: the stream's prior GPU work is
+//             awaited (an event) by the stream's host thread, which runs the
+//             closure and then releases the stream's later GPU work
+//             (cuStreamWaitValue32 on a pinned counter) -- no driver host
+//             function runs user code, so closures of different streams
+//             never wait for each other and may call the driver
+//   F32ToBF16 the fp32 source is converted on the stream's host thread, in
+//             stream order, into a pinned staging buffer, then copied
+//   timing    CUDA events around every copy and host clocks around every
+//             launch, harvested into DeviceStats and the trace at
+//             synchronize() and stats()
+//
+// Errors: a driver call that fails throws DeviceError with the driver's
+// name and text of the error; a closure that throws fails the device like
+// CpuDevice (later copies and launches are skipped, the first error is
+// rethrown by every synchronize()).
+//
+// Thread safety: as CpuDevice: commands may be queued from one host thread
+// at a time; synchronize() may be called from any thread but not from a
+// closure running on the device.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_DEVICE_CUDADEVICE_H
+#define MTC_RUNTIME_DEVICE_CUDADEVICE_H
+
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/device/Device.h"
+#include "runtime/device/Timeline.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mtc::device {
+
+class CudaDevice : public Device {
+public:
+  /// Opens GPU \p ordinal of \p api with an arena of \p capacityBytes
+  /// (0: none). Throws DeviceError naming the size when the GPU cannot
+  /// allocate it, and the driver's error for anything else.
+  CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> api,
+             int64_t capacityBytes, int ordinal = 0);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice &) = delete;
+  CudaDevice &operator=(const CudaDevice &) = delete;
+
+  std::string name() const override { return deviceName; }
+  int64_t capacity() const override { return capacityBytes; }
+  void *at(int64_t offset, int64_t bytes) override;
+
+  Stream createStream(const std::string &label) override;
+  Stream createHostStream(const std::string &label) override;
+  Event createEvent() override;
+
+  void copyToDevice(Stream s, int64_t dst, const void *src, int64_t bytes,
+                    Convert c = Convert::None,
+                    const std::string &label = "") override;
+  void copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
+                  const std::string &label = "") override;
+  void launch(Stream s, std::function<void()> fn,
+              const std::string &label = "") override;
+  void record(Event e, Stream s) override;
+  void wait(Stream s, Event e) override;
+  void synchronize(Event e) override;
+  void synchronize(Stream s) override;
+  void synchronize() override;
+
+  DeviceStats stats() const override;
+  void resetStats() override;
+  void setTrace(Trace *trace) override;
+
+  /// Pins \p bytes of host memory at \p p for DMA (cuMemHostRegister), so
+  /// that copies from and to it are asynchronous. Best effort: returns false
+  /// with the driver's reason when it cannot.
+  bool registerHost(void *p, int64_t bytes, std::string *reason = nullptr);
+
+  /// Free and total GPU memory as the driver reports them now.
+  std::pair<int64_t, int64_t> memoryInfo() const;
+  /// The GPU's compute capability, e.g. {9, 0}.
+  std::pair<int, int> computeCapability() const { return capability; }
+  /// The driver table (for the kernel launches of the CUDA backend).
+  const cuda::CudaDriverApi &driver() const { return *api; }
+
+private:
+  using Clock = std::chrono::steady_clock;
+  enum class Kind { CopyH2D, CopyD2H, Launch, Record, Wait };
+
+  /// A copy or launch whose timing is not harvested yet.
+  struct Pending {
+    int stream = 0;
+    Kind kind = Kind::Launch;
+    std::string label;
+    int64_t bytes = 0;     ///< bytes moved (h2d: written)
+    void *start = nullptr; ///< copies: CUevents around the copy
+    void *end = nullptr;
+    void *staging = nullptr;         ///< F32ToBF16: pinned buffer to free
+    bool skipped = false;            ///< not executed (the device had failed)
+    bool hostDone = false;           ///< launches: the closure has run
+    Clock::time_point begin, finish; ///< launches: host clocks
+  };
+  /// One closure (or conversion) for a stream's host thread.
+  struct HostJob {
+    void *after = nullptr; ///< CUevent: the stream's prior GPU work
+    std::function<void()> fn;
+    uint32_t ticket = 0;
+    std::shared_ptr<Pending> pending;
+  };
+  struct StreamState {
+    int id = 0;
+    std::string trackName;
+    void *cu = nullptr; ///< CUstream
+    std::thread worker;
+    std::deque<HostJob> jobs;
+    std::condition_variable wake;
+    std::atomic<uint32_t> *counter = nullptr; ///< pinned: last job done
+    unsigned long long counterDevice = 0;
+    uint32_t tickets = 0; ///< jobs queued
+    int traceTrack = 0;
+    StreamTimeline timeline; ///< harvested statistics (guarded by mu)
+  };
+
+  void check(int rc, const std::string &what) const;
+  void checkRange(const std::string &what, int64_t offset, int64_t bytes) const;
+  StreamState &streamLocked(Stream s, const char *what);
+  void *eventLocked(Event e, const char *what);
+  void *takeTimingEvent();
+  /// A record or wait: timed on the stream, for the trace only.
+  void traceSync(StreamState &st, Kind kind, const std::string &label,
+                 const std::function<void()> &command);
+  /// Queues \p job on \p st's host thread after the stream's GPU work so
+  /// far, and makes the stream's later GPU work wait for it.
+  void enqueueHostJob(StreamState &st, std::function<void()> fn,
+                      std::shared_ptr<Pending> pending);
+  void runHostJobs(StreamState &st);
+  void fail(const std::string &message);
+  void throwIfFailed() const;
+  void checkNotOnDevice(const char *what) const;
+  /// Moves the timing of completed commands into the timelines and trace
+  /// (\p wait: all of them, after synchronisation).
+  void harvest(bool wait) const;
+  Clock::time_point hostTimeOf(void *event) const;
+
+  std::shared_ptr<const cuda::CudaDriverApi> api;
+  std::string deviceName;
+  std::pair<int, int> capability{0, 0};
+  int64_t capacityBytes = 0;
+  void *context = nullptr;
+  int device = 0;
+  unsigned long long arena = 0;
+  void *clockStream = nullptr; ///< records the base timing event
+  void *baseEvent = nullptr;   ///< GPU time 0 ...
+  Clock::time_point baseHost;  ///< ... is this host time
+
+  mutable std::mutex mu;
+  std::vector<std::unique_ptr<StreamState>> streams;
+  std::vector<void *> events;
+  std::vector<uint64_t> eventRecords;     ///< records queued per event
+  mutable std::vector<void *> freeEvents; ///< timing events to reuse
+  mutable std::deque<std::shared_ptr<Pending>> pending;
+  bool stopping = false;
+  std::atomic<bool> isFailed{false};
+  DeviceError firstError;
+  std::vector<std::pair<void *, int64_t>> registered;
+  Trace *trace = nullptr;
+  Clock::time_point statsOrigin;
+  mutable int64_t h2dBytes = 0, d2hBytes = 0, copies = 0, launches = 0;
+};
+
+} // namespace mtc::device
+
+#endif // MTC_RUNTIME_DEVICE_CUDADEVICE_H
