@@ -29,6 +29,17 @@ struct CudaDriverApi {
 #define MTC_CUDA_SYMBOL(name, params) int(*name) params = nullptr;
 #include "runtime/cuda/CudaDriverSymbols.def"
   std::string where; ///< "libcuda.so.1" or "the emulated driver"
+  /// The emulated driver (runtime/cuda/emu): modules are EmulatedModuleImage
+  /// values naming kernels compiled for the emulator, not cubins.
+  bool emulated = false;
+};
+
+/// What the emulated driver's cuModuleLoadData takes: the module (a .cu
+/// compiled for the emulator and registered, runtime/cuda/emu/KernelRegistry.h)
+/// of this name.
+struct EmulatedModuleImage {
+  char magic[8] = {'M', 'T', 'C', 'E', 'M', 'U', '1', '\0'};
+  const char *module = nullptr; ///< "norm.cu"
 };
 
 /// The few driver constants mtc uses (values from cuda.h).

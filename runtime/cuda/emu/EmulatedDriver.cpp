@@ -725,6 +725,7 @@ emulatedCudaDriver(const EmulatedDriverOptions &options) {
   api = std::make_shared<CudaDriverApi>();
   CudaDriverApi &a = *api;
   a.where = "the emulated CUDA driver";
+  a.emulated = true;
   a.cuGetErrorName = getErrorName;
   a.cuGetErrorString = getErrorString;
   a.cuInit = init;

@@ -49,12 +49,8 @@ struct EmulatedDriverOptions {
   int launchWorkers = 1;
 };
 
-/// What cuModuleLoadData accepts from the emulated driver's users: the
-/// registered module (KernelRegistry.h) of this name.
-struct EmulatedModuleImage {
-  char magic[8] = {'M', 'T', 'C', 'E', 'M', 'U', '1', '\0'};
-  const char *module = nullptr; ///< "norm.cu"
-};
+/// What cuModuleLoadData accepts (defined with the driver table).
+using cuda::EmulatedModuleImage;
 
 /// The process's emulated driver (configured with \p options the first time
 /// and whenever no device memory is allocated; otherwise an error).
