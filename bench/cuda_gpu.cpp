@@ -23,11 +23,14 @@
 #include "runtime/cuda/emu/EmulatedDriver.h"
 #include "runtime/cuda/emu/EmulatedGemm.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
+#include <sys/mman.h>
 #include <vector>
 
 using namespace mtc;
@@ -152,17 +155,43 @@ int main(int argc, char **argv) {
   copyRate(true, true, pinned, dbuf, bytes, 1, s1, s2); // warm-up
   std::printf("\n| copy (%zu MiB x %d) | GB/s |\n| --- | ---: |\n", copyMiB,
               reps);
-  std::printf("| host->device, pinned | %.1f |\n",
+  std::printf("| host->device, registered | %.1f |\n",
               copyRate(true, false, pinned, dbuf, bytes, reps, s1, s2));
-  std::printf("| device->host, pinned | %.1f |\n",
+  std::printf("| device->host, registered | %.1f |\n",
               copyRate(false, true, pinned, dbuf, bytes, reps, s1, s2));
-  std::printf("| both at once, pinned (sum) | %.1f |\n",
+  std::printf("| both at once, registered (sum) | %.1f |\n",
               copyRate(true, true, pinned, dbuf, bytes, reps, s1, s2));
-  std::printf("| host->device, pageable | %.1f |\n",
-              copyRate(true, false, pageable.data(), dbuf, bytes, reps, s1,
-                       s2));
+  std::printf(
+      "| host->device, pageable | %.1f |\n",
+      copyRate(true, false, pageable.data(), dbuf, bytes, reps, s1, s2));
   check(D->cuMemHostUnregister(pinned), "cuMemHostUnregister");
   std::free(pinned);
+  // The same through memory the driver allocated (cuMemAllocHost), and
+  // through registered memory backed by transparent huge pages: which
+  // host memory HostStore should pin.
+  void *driverPinned = nullptr;
+  check(D->cuMemAllocHost_v2(&driverPinned, 2 * bytes), "cuMemAllocHost");
+  std::memset(driverPinned, 1, 2 * bytes);
+  char *dp = static_cast<char *>(driverPinned);
+  std::printf("| host->device, cuMemAllocHost | %.1f |\n",
+              copyRate(true, false, dp, dbuf, bytes, reps, s1, s2));
+  std::printf("| device->host, cuMemAllocHost | %.1f |\n",
+              copyRate(false, true, dp, dbuf, bytes, reps, s1, s2));
+  std::printf("| both at once, cuMemAllocHost (sum) | %.1f |\n",
+              copyRate(true, true, dp, dbuf, bytes, reps, s1, s2));
+  check(D->cuMemFreeHost(driverPinned), "cuMemFreeHost");
+  char *huge =
+      static_cast<char *>(std::aligned_alloc(size_t(2) << 20, 2 * bytes));
+  madvise(huge, 2 * bytes, MADV_HUGEPAGE);
+  std::memset(huge, 1, 2 * bytes);
+  check(D->cuMemHostRegister_v2(huge, 2 * bytes, kCuMemHostRegisterPortable),
+        "cuMemHostRegister");
+  std::printf("| host->device, registered huge pages | %.1f |\n",
+              copyRate(true, false, huge, dbuf, bytes, reps, s1, s2));
+  std::printf("| device->host, registered huge pages | %.1f |\n",
+              copyRate(false, true, huge, dbuf, bytes, reps, s1, s2));
+  check(D->cuMemHostUnregister(huge), "cuMemHostUnregister");
+  std::free(huge);
   check(D->cuMemFree_v2(dbuf), "cuMemFree");
 
   // --- GEMMs -----------------------------------------------------------------
@@ -195,6 +224,23 @@ int main(int argc, char **argv) {
   if (emulated)
     shapes = {{"square 96", 96, 96, 96, false, false},
               {"x W^T", 64, 80, 48, false, true}};
+  size_t maxElems = 0;
+  for (const Shape &sh : shapes)
+    maxElems = std::max<size_t>(
+        maxElems, std::max(sh.m * sh.k, std::max(sh.k * sh.n, sh.m * sh.n)));
+  std::vector<float> randF32(maxElems);
+  std::vector<uint16_t> randBf16(maxElems);
+  {
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (size_t i = 0; i < maxElems; ++i) {
+      float x = dist(rng);
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      randBf16[i] = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+      randF32[i] = x;
+    }
+  }
   size_t wsBytes = 64 << 20;
   unsigned long long ws = 0;
   check(D->cuMemAlloc_v2(&ws, wsBytes), "cuMemAlloc");
@@ -209,8 +255,14 @@ int main(int argc, char **argv) {
       check(D->cuMemAlloc_v2(&a, sh.m * sh.k * elem), "cuMemAlloc");
       check(D->cuMemAlloc_v2(&b, sh.k * sh.n * elem), "cuMemAlloc");
       check(D->cuMemAlloc_v2(&c, sh.m * sh.n * elem), "cuMemAlloc");
-      check(D->cuMemsetD8Async(a, 0x3c, sh.m * sh.k * elem, s1), "memset");
-      check(D->cuMemsetD8Async(b, 0x3c, sh.k * sh.n * elem, s1), "memset");
+      // Random operands in [-1, 1): constant data draws less power and
+      // runs at higher clocks, which would flatter the rates.
+      const char *src = bf == 0
+                            ? reinterpret_cast<const char *>(randBf16.data())
+                            : reinterpret_cast<const char *>(randF32.data());
+      check(D->cuMemcpyHtoDAsync_v2(a, src, sh.m * sh.k * elem, s1), "HtoD");
+      check(D->cuMemcpyHtoDAsync_v2(b, src, sh.k * sh.n * elem, s1), "HtoD");
+      check(D->cuStreamSynchronize(s1), "cuStreamSynchronize");
       GemmShape gs;
       gs.transA = sh.ta;
       gs.transB = sh.tb;

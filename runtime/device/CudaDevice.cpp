@@ -94,9 +94,8 @@ CudaDevice::~CudaDevice() {
     api->cuStreamDestroy_v2(st->cu);
     api->cuMemFreeHost(st->counter);
   }
-  for (auto &p : pending)
-    if (p->staging)
-      api->cuMemFreeHost(p->staging);
+  for (auto &[b, size] : stagingSize)
+    api->cuMemFreeHost(b);
   for (void *e : events)
     api->cuEventDestroy_v2(e);
   for (void *e : freeEvents)
@@ -140,6 +139,7 @@ Stream CudaDevice::createStream(const std::string &label) {
   st->counter = new (counter) std::atomic<uint32_t>(0);
   check(api->cuMemHostGetDevicePointer_v2(&st->counterDevice, counter, 0),
         "cuMemHostGetDevicePointer");
+  std::lock_guard<std::mutex> issue(issueMu);
   std::lock_guard<std::mutex> lock(mu);
   st->id = static_cast<int>(streams.size());
   std::string base = label.empty() ? "stream " + std::to_string(st->id) : label;
@@ -202,8 +202,13 @@ void *CudaDevice::takeTimingEvent() {
 
 void CudaDevice::enqueueHostJob(StreamState &st, std::function<void()> fn,
                                 std::shared_ptr<Pending> p) {
+  // The caller holds issueMu, not mu: a driver call that blocks (a full
+  // command queue) must leave the host threads free to make progress.
   HostJob job;
-  job.after = takeTimingEvent();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    job.after = takeTimingEvent();
+  }
   check(api->cuEventRecord(job.after, st.cu), "cuEventRecord");
   job.fn = std::move(fn);
   job.ticket = ++st.tickets;
@@ -211,6 +216,7 @@ void CudaDevice::enqueueHostJob(StreamState &st, std::function<void()> fn,
   check(api->cuStreamWaitValue32_v2(st.cu, st.counterDevice, job.ticket,
                                     cuda::kCuStreamWaitValueGeq),
         "cuStreamWaitValue32");
+  std::lock_guard<std::mutex> lock(mu);
   st.jobs.push_back(std::move(job));
   st.wake.notify_one();
 }
@@ -280,6 +286,42 @@ void CudaDevice::checkNotOnDevice(const char *what) const {
                       "same device (it would wait for itself)"};
 }
 
+bool CudaDevice::isPinnedLocked(const void *p, int64_t bytes) const {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  for (const auto &[base, size] : registered) {
+    auto b = reinterpret_cast<uintptr_t>(base);
+    if (a >= b && a - b <= static_cast<uintptr_t>(size) &&
+        static_cast<uintptr_t>(bytes) <= b + size - a)
+      return true;
+  }
+  return false;
+}
+
+void *CudaDevice::takeStaging(int64_t bytes) {
+  size_t size = 4096;
+  while (size < static_cast<size_t>(bytes))
+    size *= 2;
+  {
+    std::lock_guard<std::mutex> lock(stagingMu);
+    auto &free = stagingFree[size];
+    if (!free.empty()) {
+      void *b = free.back();
+      free.pop_back();
+      return b;
+    }
+  }
+  void *b = nullptr;
+  check(api->cuMemAllocHost_v2(&b, size), "cuMemAllocHost (staging)");
+  std::lock_guard<std::mutex> lock(stagingMu);
+  stagingSize[b] = size;
+  return b;
+}
+
+void CudaDevice::giveStaging(void *b) const {
+  std::lock_guard<std::mutex> lock(stagingMu);
+  stagingFree[stagingSize.at(b)].push_back(b);
+}
+
 void CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
                               int64_t bytes, Convert c,
                               const std::string &label) {
@@ -296,39 +338,57 @@ void CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
   if (!src && bytes > 0)
     throw DeviceError{deviceName + ": " + what + ": null host source"};
   api->cuCtxSetCurrent(context);
-  std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "copyToDevice");
+  std::lock_guard<std::mutex> issue(issueMu);
+  StreamState *st;
+  bool pinned;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    st = &streamLocked(s, "copyToDevice");
+    pinned = c == Convert::None && isPinnedLocked(src, bytes);
+  }
   auto p = std::make_shared<Pending>();
-  p->stream = st.id;
+  p->stream = st->id;
   p->kind = Kind::CopyH2D;
   p->bytes = written;
   p->label = label.empty() ? "copy h2d " + std::to_string(bytes) + " bytes" +
                                  (c == Convert::F32ToBF16 ? " f32->bf16" : "")
                            : label;
-  pending.push_back(p);
   if (isFailed || written == 0) {
     p->skipped = isFailed;
+    std::lock_guard<std::mutex> lock(mu);
+    pending.push_back(p);
     return;
   }
   const void *from = src;
-  if (c == Convert::F32ToBF16) {
-    // Converted in stream order on the host thread, into pinned memory.
-    check(api->cuMemAllocHost_v2(&p->staging, static_cast<size_t>(written)),
-          "cuMemAllocHost");
+  if (!pinned) {
+    // Pageable memory (or a conversion): read in stream order on the host
+    // thread into pinned staging, so the DMA is asynchronous. The driver's
+    // own pageable path would block this thread until the stream gets here.
+    p->staging = takeStaging(written);
     void *staging = p->staging;
-    enqueueHostJob(
-        st,
-        [src, staging, bytes] { convertF32ToBF16(src, staging, bytes / 4); },
-        nullptr);
+    if (c == Convert::F32ToBF16)
+      enqueueHostJob(
+          *st,
+          [src, staging, bytes] { convertF32ToBF16(src, staging, bytes / 4); },
+          nullptr);
+    else
+      enqueueHostJob(
+          *st, [src, staging, bytes] { std::memcpy(staging, src, bytes); },
+          nullptr);
     from = staging;
   }
-  p->start = takeTimingEvent();
-  p->end = takeTimingEvent();
-  check(api->cuEventRecord(p->start, st.cu), "cuEventRecord");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    p->start = takeTimingEvent();
+    p->end = takeTimingEvent();
+  }
+  check(api->cuEventRecord(p->start, st->cu), "cuEventRecord");
   check(api->cuMemcpyHtoDAsync_v2(arena + static_cast<uint64_t>(dst), from,
-                                  static_cast<size_t>(written), st.cu),
+                                  static_cast<size_t>(written), st->cu),
         what);
-  check(api->cuEventRecord(p->end, st.cu), "cuEventRecord");
+  check(api->cuEventRecord(p->end, st->cu), "cuEventRecord");
+  std::lock_guard<std::mutex> lock(mu);
+  pending.push_back(p);
 }
 
 void CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
@@ -338,26 +398,52 @@ void CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
   if (!dst && bytes > 0)
     throw DeviceError{deviceName + ": " + what + ": null host destination"};
   api->cuCtxSetCurrent(context);
-  std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "copyToHost");
+  std::lock_guard<std::mutex> issue(issueMu);
+  StreamState *st;
+  bool pinned;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    st = &streamLocked(s, "copyToHost");
+    pinned = isPinnedLocked(dst, bytes);
+  }
   auto p = std::make_shared<Pending>();
-  p->stream = st.id;
+  p->stream = st->id;
   p->kind = Kind::CopyD2H;
   p->bytes = bytes;
   p->label =
       label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
-  pending.push_back(p);
   if (isFailed || bytes == 0) {
     p->skipped = isFailed;
+    std::lock_guard<std::mutex> lock(mu);
+    pending.push_back(p);
     return;
   }
-  p->start = takeTimingEvent();
-  p->end = takeTimingEvent();
-  check(api->cuEventRecord(p->start, st.cu), "cuEventRecord");
-  check(api->cuMemcpyDtoHAsync_v2(dst, arena + static_cast<uint64_t>(src),
-                                  static_cast<size_t>(bytes), st.cu),
+  void *to = dst;
+  if (!pinned) {
+    p->staging = takeStaging(bytes);
+    to = p->staging;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    p->start = takeTimingEvent();
+    p->end = takeTimingEvent();
+  }
+  check(api->cuEventRecord(p->start, st->cu), "cuEventRecord");
+  check(api->cuMemcpyDtoHAsync_v2(to, arena + static_cast<uint64_t>(src),
+                                  static_cast<size_t>(bytes), st->cu),
         what);
-  check(api->cuEventRecord(p->end, st.cu), "cuEventRecord");
+  check(api->cuEventRecord(p->end, st->cu), "cuEventRecord");
+  if (!pinned) {
+    // Pageable destination: the stream's host thread copies the staging
+    // buffer out once the DMA is done (the driver's own pageable path would
+    // block this thread until then).
+    p->needsHost = true;
+    void *staging = p->staging;
+    enqueueHostJob(
+        *st, [dst, staging, bytes] { std::memcpy(dst, staging, bytes); }, p);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  pending.push_back(p);
 }
 
 void CudaDevice::launch(Stream s, std::function<void()> fn,
@@ -365,14 +451,18 @@ void CudaDevice::launch(Stream s, std::function<void()> fn,
   if (!fn)
     throw DeviceError{deviceName + ": launch '" + label + "': empty function"};
   api->cuCtxSetCurrent(context);
-  std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "launch");
+  std::lock_guard<std::mutex> issue(issueMu);
+  StreamState *st;
   auto p = std::make_shared<Pending>();
-  p->stream = st.id;
   p->kind = Kind::Launch;
   p->label = label.empty() ? "launch" : label;
-  pending.push_back(p);
-  enqueueHostJob(st, std::move(fn), p);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    st = &streamLocked(s, "launch");
+    p->stream = st->id;
+    pending.push_back(p);
+  }
+  enqueueHostJob(*st, std::move(fn), p);
 }
 
 void CudaDevice::traceSync(StreamState &st, Kind kind, const std::string &label,
@@ -385,33 +475,47 @@ void CudaDevice::traceSync(StreamState &st, Kind kind, const std::string &label,
   p->stream = st.id;
   p->kind = kind;
   p->label = label;
-  p->start = takeTimingEvent();
-  p->end = takeTimingEvent();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    p->start = takeTimingEvent();
+    p->end = takeTimingEvent();
+  }
   check(api->cuEventRecord(p->start, st.cu), "cuEventRecord");
   command();
   check(api->cuEventRecord(p->end, st.cu), "cuEventRecord");
+  std::lock_guard<std::mutex> lock(mu);
   pending.push_back(p);
 }
 
 void CudaDevice::record(Event e, Stream s) {
   api->cuCtxSetCurrent(context);
-  std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "record");
-  void *ev = eventLocked(e, "record");
-  ++eventRecords[e];
-  traceSync(st, Kind::Record, "record event " + std::to_string(e),
-            [&] { check(api->cuEventRecord(ev, st.cu), "cuEventRecord"); });
+  std::lock_guard<std::mutex> issue(issueMu);
+  StreamState *st;
+  void *ev;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    st = &streamLocked(s, "record");
+    ev = eventLocked(e, "record");
+    ++eventRecords[e];
+  }
+  traceSync(*st, Kind::Record, "record event " + std::to_string(e),
+            [&] { check(api->cuEventRecord(ev, st->cu), "cuEventRecord"); });
 }
 
 void CudaDevice::wait(Stream s, Event e) {
   api->cuCtxSetCurrent(context);
-  std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "wait");
-  void *ev = eventLocked(e, "wait");
-  if (eventRecords[e] == 0)
-    return; // never recorded: nothing to wait for (CUDA semantics)
-  traceSync(st, Kind::Wait, "wait event " + std::to_string(e), [&] {
-    check(api->cuStreamWaitEvent(st.cu, ev, 0), "cuStreamWaitEvent");
+  std::lock_guard<std::mutex> issue(issueMu);
+  StreamState *st;
+  void *ev;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    st = &streamLocked(s, "wait");
+    ev = eventLocked(e, "wait");
+    if (eventRecords[e] == 0)
+      return; // never recorded: nothing to wait for (CUDA semantics)
+  }
+  traceSync(*st, Kind::Wait, "wait event " + std::to_string(e), [&] {
+    check(api->cuStreamWaitEvent(st->cu, ev, 0), "cuStreamWaitEvent");
   });
 }
 
@@ -516,7 +620,8 @@ void CudaDevice::harvest(bool) const {
       begin = p.begin;
       end = p.finish;
     } else if (p.end) {
-      if (api->cuEventQuery(p.end) != cuda::kCudaSuccess)
+      if (api->cuEventQuery(p.end) != cuda::kCudaSuccess ||
+          (p.needsHost && !p.hostDone))
         break;
       begin = hostTimeOf(p.start);
       end = hostTimeOf(p.end);
@@ -526,7 +631,7 @@ void CudaDevice::harvest(bool) const {
       begin = end = Clock::now(); // zero bytes, or skipped
     }
     if (p.staging)
-      api->cuMemFreeHost(p.staging);
+      giveStaging(p.staging);
     StreamState &st = *streams[p.stream];
     bool sync = p.kind == Kind::Record || p.kind == Kind::Wait;
     const char *category = sync                     ? "sync"

@@ -10,8 +10,12 @@
 //   streams   one CUstream each (non-blocking), plus one host thread for the
 //             stream's launch() closures
 //   events    one CUevent each; record/wait/synchronize map 1:1
-//   copies    cuMemcpyHtoDAsync / cuMemcpyDtoHAsync on the stream; pinned
-//             host memory (registerHost) makes them asynchronous DMA
+//   copies    cuMemcpyHtoDAsync / cuMemcpyDtoHAsync on the stream, from or
+//             to memory pinned with registerHost (HostStore's); pageable
+//             memory goes through pinned staging buffers (a pool) filled or
+//             emptied by the stream's host thread in stream order -- the
+//             driver's pageable copies would block the issuing thread until
+//             the stream got there, deadlocking with the stream's closures
 //   launch    a host closure in stream order: the stream's prior GPU work is
 //             awaited (an event) by the stream's host thread, which runs the
 //             closure and then releases the stream's later GPU work
@@ -45,6 +49,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -112,7 +117,8 @@ private:
     int64_t bytes = 0;     ///< bytes moved (h2d: written)
     void *start = nullptr; ///< copies: CUevents around the copy
     void *end = nullptr;
-    void *staging = nullptr;         ///< F32ToBF16: pinned buffer to free
+    void *staging = nullptr;         ///< pinned staging (back to the pool)
+    bool needsHost = false;          ///< d2h to pageable: copied out after
     bool skipped = false;            ///< not executed (the device had failed)
     bool hostDone = false;           ///< launches: the closure has run
     Clock::time_point begin, finish; ///< launches: host clocks
@@ -151,6 +157,13 @@ private:
   void enqueueHostJob(StreamState &st, std::function<void()> fn,
                       std::shared_ptr<Pending> pending);
   void runHostJobs(StreamState &st);
+  /// Whether [p, p + bytes) lies in memory pinned with registerHost.
+  bool isPinnedLocked(const void *p, int64_t bytes) const;
+  /// A pinned staging buffer of at least \p bytes from the pool (allocated
+  /// when none is free; freed only with the device, since cuMemFreeHost
+  /// waits for the whole device).
+  void *takeStaging(int64_t bytes);
+  void giveStaging(void *buffer) const;
   void fail(const std::string &message);
   void throwIfFailed() const;
   void checkNotOnDevice(const char *what) const;
@@ -170,7 +183,15 @@ private:
   void *baseEvent = nullptr;   ///< GPU time 0 ...
   Clock::time_point baseHost;  ///< ... is this host time
 
+  /// Held by the thread issuing commands for the whole of one command (so
+  /// commands reach each CUstream in call order), and never by a host
+  /// thread: a driver call that blocks under it cannot stall the closures
+  /// the GPU may be waiting for.
+  std::mutex issueMu;
   mutable std::mutex mu;
+  mutable std::mutex stagingMu;
+  mutable std::map<size_t, std::vector<void *>> stagingFree;
+  std::map<void *, size_t> stagingSize;
   std::vector<std::unique_ptr<StreamState>> streams;
   std::vector<void *> events;
   std::vector<uint64_t> eventRecords;     ///< records queued per event

@@ -443,6 +443,10 @@ int memAllocHost(void **out, size_t bytes) {
 }
 
 int memFreeHost(void *p) {
+  // Like the real driver, freeing page-locked memory waits for the device
+  // to go idle first (so a caller that holds what the device's work waits
+  // for deadlocks here as it would on a GPU).
+  ctxSynchronize();
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.registered.erase(reinterpret_cast<uintptr_t>(p)))
@@ -451,10 +455,31 @@ int memFreeHost(void *p) {
   return kSuccess;
 }
 
+/// Whether [p, p + n) lies in page-locked memory (registered or
+/// cuMemAllocHost'ed).
+bool isPinned(const void *p, size_t n) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto key = reinterpret_cast<uintptr_t>(p);
+  auto it = s.registered.upper_bound(key);
+  return it != s.registered.begin() &&
+         key + n <= std::prev(it)->first + std::prev(it)->second;
+}
+
+int streamSynchronize(void *h);
+
 int memcpyHtoD(unsigned long long dst, const void *src, size_t n,
                void *stream) {
   if (!validDevicePointer(dst, n))
     return kInvalidValue;
+  int rc = kSuccess;
+  if (!isPinned(src, n)) {
+    // The real driver's pageable path: the stream's earlier work completes
+    // before the call reads the source (the caller blocks).
+    rc = streamSynchronize(stream);
+    if (rc != kSuccess)
+      return rc;
+  }
   return enqueue(stream, [=] {
     std::memcpy(reinterpret_cast<void *>(dst), src, n);
     return kSuccess;
@@ -464,10 +489,14 @@ int memcpyHtoD(unsigned long long dst, const void *src, size_t n,
 int memcpyDtoH(void *dst, unsigned long long src, size_t n, void *stream) {
   if (!validDevicePointer(src, n))
     return kInvalidValue;
-  return enqueue(stream, [=] {
+  int rc = enqueue(stream, [=] {
     std::memcpy(dst, reinterpret_cast<const void *>(src), n);
     return kSuccess;
   });
+  // To pageable memory the real driver returns only once the copy is done.
+  if (rc == kSuccess && !isPinned(dst, n))
+    rc = streamSynchronize(stream);
+  return rc;
 }
 
 int memsetD8(unsigned long long dst, unsigned char v, size_t n, void *stream) {

@@ -14,7 +14,11 @@
 //   events       a record is a command; cuStreamWaitEvent holds a stream
 //                until the record it saw has executed; elapsed time from
 //                host clocks
-//   copies       memcpy / memset commands on the stream
+//   copies       memcpy / memset commands on the stream; as on a GPU, a
+//                copy from pageable (not registered, not cuMemAllocHost)
+//                memory first waits for the stream's earlier work, and one
+//                to pageable memory returns only when done -- the caller
+//                blocks; cuMemFreeHost waits for the device to go idle
 //   modules      cuModuleLoadData takes an EmulatedModuleImage naming kernels
 //                compiled for the emulator (KernelRegistry.h); a function is
 //                an entry point found by name
