@@ -1,7 +1,8 @@
-# cmake -DOUT=file.cpp -DSOURCES="a.cu;b.cuh" -P Embed.cmake
+# cmake -DOUT=file.cpp -DSOURCES=a.cu,b.cuh -P Embed.cmake
 # Writes the text of every source into OUT as the table KernelSources.h
 # declares: {file name, text, is a header}. Raw string literals with a
 # delimiter no kernel text contains.
+string(REPLACE "," ";" SOURCES "${SOURCES}")
 set(body "")
 foreach(src IN LISTS SOURCES)
   file(READ ${src} text)
