@@ -22,6 +22,9 @@
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/emu/EmulatedDriver.h"
 #include "runtime/cuda/emu/EmulatedGemm.h"
+#include "runtime/device/CudaDevice.h"
+
+#include <chrono>
 
 #include <algorithm>
 #include <cstdio>
@@ -193,6 +196,58 @@ int main(int argc, char **argv) {
   check(D->cuMemHostUnregister(huge), "cuMemHostUnregister");
   std::free(huge);
   check(D->cuMemFree_v2(dbuf), "cuMemFree");
+
+  // --- CudaDevice: what the streaming runtime sees ---------------------------
+  // Weights pinned with registerHost as HostStore does, copied in 64 MiB
+  // "layers" on a copy stream while a compute stream runs host-closure
+  // launches; and the cost of one launch() round trip (event, host thread,
+  // cuStreamWaitValue32 release), which bounds how CudaDevice's closures
+  // may be used.
+  {
+    int64_t layer = int64_t(64) << 20, layers = emulated ? 2 : 32;
+    device::CudaDevice cd(*api, 2 * layer);
+    std::vector<char> host(static_cast<size_t>(layer * layers), 1);
+    std::string why;
+    if (!cd.registerHost(host.data(), static_cast<int64_t>(host.size()),
+                         &why)) {
+      std::fprintf(stderr, "mtc-bench-cuda: %s\n", why.c_str());
+      return 1;
+    }
+    device::Stream copy = cd.createStream("copy"),
+                   compute = cd.createStream("compute");
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t l = 0; l < layers; ++l)
+      cd.copyToDevice(copy, (l % 2) * layer, host.data() + l * layer, layer);
+    cd.synchronize();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::printf("\n| CudaDevice | value |\n| --- | ---: |\n");
+    std::printf("| host->device, %lld x 64 MiB registered, one stream | %.1f "
+                "GB/s |\n",
+                (long long)layers, double(layer) * layers / s / 1e9);
+    int n = emulated ? 50 : 2000;
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i)
+      cd.launch(compute, [] {});
+    cd.synchronize();
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::printf("| launch() of an empty closure, back to back | %.1f us |\n",
+                s / n * 1e6);
+    device::Event e = cd.createEvent();
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n / 10; ++i) {
+      cd.launch(compute, [] {});
+      cd.record(e, compute);
+      cd.synchronize(e);
+    }
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::printf("| launch() + record + synchronize(event), round trip | %.1f "
+                "us |\n",
+                s / (n / 10) * 1e6);
+  }
 
   // --- GEMMs -----------------------------------------------------------------
   std::unique_ptr<GemmEngine> engine;
