@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace mtc::cuda::test {
@@ -73,8 +74,7 @@ void CudaDriverTest::copyIn(unsigned long long dst, const void *src,
   sync();
 }
 
-void CudaDriverTest::copyOut(void *dst, unsigned long long src,
-                             size_t bytes) {
+void CudaDriverTest::copyOut(void *dst, unsigned long long src, size_t bytes) {
   CUDA_OK(api->cuMemcpyDtoHAsync_v2(dst, src, bytes, stream), "copy out");
   sync();
 }
@@ -133,6 +133,15 @@ std::string readFile(const std::string &path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<float> randoms(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
 }
 
 uint16_t toBf16(float x) {

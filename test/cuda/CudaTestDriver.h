@@ -98,6 +98,10 @@ struct DriverParamName {
                         ::mtc::cuda::test::DriverParam{"cuda", false}),        \
       ::mtc::cuda::test::DriverParamName())
 
+/// \p n values uniform in [lo, hi) from a generator seeded with \p seed.
+std::vector<float> randoms(size_t n, uint32_t seed, float lo = -2,
+                           float hi = 2);
+
 /// bf16 helpers for building inputs and reading outputs.
 uint16_t toBf16(float x);
 float fromBf16(uint16_t h);

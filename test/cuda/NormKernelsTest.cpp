@@ -22,16 +22,6 @@ namespace {
 
 class NormKernels : public CudaDriverTest {};
 
-std::vector<float> randoms(size_t n, uint32_t seed, float lo = -2,
-                           float hi = 2) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
-
 /// max |got - want| / (|want| + floor), the floor a small fraction of the
 /// largest reference value (so near-zero entries are not judged alone).
 double maxRelError(const std::vector<float> &got,
