@@ -73,7 +73,11 @@ namespace mtc::cpu {
 // RoPE
 //===----------------------------------------------------------------------===//
 
-namespace {
+int64_t ropeRotaryDims(const RopeParams &p, int64_t D) {
+  int64_t rot = static_cast<int64_t>(std::llround(p.fraction * double(D)));
+  return std::min<int64_t>(std::max<int64_t>(rot, 0), D) & ~int64_t(1);
+}
+
 std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot) {
   int64_t half = rot / 2;
   std::vector<double> f(half);
@@ -97,7 +101,6 @@ std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot) {
   }
   return f;
 }
-} // namespace
 
 namespace {
 /// cos and sin tables [S, half] of one rope configuration.
@@ -156,8 +159,7 @@ const RopeTables &ropeTables(int64_t S, int64_t posOffset, int64_t rot,
 
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t D,
           const RopeParams &p, bool inverse, int64_t posOffset) {
-  int64_t rot = static_cast<int64_t>(std::llround(p.fraction * double(D)));
-  rot = std::min<int64_t>(std::max<int64_t>(rot, 0), D) & ~int64_t(1);
+  int64_t rot = ropeRotaryDims(p, D);
   int64_t half = rot / 2;
   const RopeTables &tables = ropeTables(S, posOffset, rot, p, inverse);
   const std::vector<float> &cosT = tables.cosT, &sinT = tables.sinT;

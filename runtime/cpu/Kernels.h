@@ -143,6 +143,13 @@ struct RopeParams {
 /// VJP). y may alias x.
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t D,
           const RopeParams &p, bool inverse, int64_t posOffset = 0);
+/// The rotary dims of a head of D: round(fraction * D) clamped to [0, D] and
+/// rounded down to even.
+int64_t ropeRotaryDims(const RopeParams &p, int64_t D);
+/// The rotation frequencies of the pairs (i, i + rot/2), i < rot/2, in
+/// double, llama3 scaling applied: what rope() uses, and what the CUDA rope
+/// kernel (runtime/cuda/kernels/rope.cu) takes as its frequency table.
+std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot);
 
 struct AttentionParams {
   bool causal = true;
