@@ -58,10 +58,11 @@ __device__ __forceinline__ float capped(float l, float cap) {
   return cap > 0.0f ? cap * tanhf(l / cap) : l;
 }
 
-/// log sum_j exp(l'[j]) of one row, returned to every thread of the block.
+/// The max m and the sum s of exp(l'[j] - m) of one row, returned to every
+/// thread of the block.
 template <typename T>
-__device__ __forceinline__ float rowLogSumExp(const T *row, int V, float cap,
-                                              float *scratch) {
+__device__ __forceinline__ float2 rowMaxSum(const T *row, int V, float cap,
+                                            float *scratch) {
   float m = __int_as_float(0xff800000); // -inf
   for (int j = threadIdx.x; j < V; j += blockDim.x)
     m = fmaxf(m, capped(toFloat(row[j]), cap));
@@ -70,7 +71,7 @@ __device__ __forceinline__ float rowLogSumExp(const T *row, int V, float cap,
   for (int j = threadIdx.x; j < V; j += blockDim.x)
     s += expf(capped(toFloat(row[j]), cap) - m);
   s = blockSum(s, scratch);
-  return m + logf(s);
+  return make_float2(m, s);
 }
 
 template <typename T>
@@ -91,12 +92,14 @@ lossRow(const T *logits, const int *targets, int rows, int V, int ignoreIndex,
     return;
   }
   const T *row = logits + static_cast<long long>(r) * V;
-  const float lse = rowLogSumExp(row, V, cap, scratch);
+  const float2 ms = rowMaxSum(row, V, cap, scratch);
   if (threadIdx.x == 0) {
-    rowLoss[r] = t >= 0 && t < V ? lse - capped(toFloat(row[t]), cap)
-                                 : __int_as_float(0x7fffffff); // NaN
+    // (m - l'_t) + log s: the difference first, exact when they are close.
+    rowLoss[r] = t >= 0 && t < V
+                     ? (ms.x - capped(toFloat(row[t]), cap)) + logf(ms.y)
+                     : __int_as_float(0x7fffffff); // NaN
     if (rowLse)
-      rowLse[r] = lse;
+      rowLse[r] = ms.x + logf(ms.y);
   }
 }
 
@@ -117,11 +120,22 @@ gradRow(T *logits, const int *targets, const float *rowLse, int rows, int V,
   }
   // Every element is read and then overwritten by the same thread, so the
   // in-place update needs no barrier after the reductions.
-  const float lse = rowLse ? rowLse[r] : rowLogSumExp(row, V, cap, scratch);
+  // softmax_j = exp(l'_j - m) / s. Recomputed, m and 1 / s are exact to
+  // fp32 rounding; from the forward's lse (m = lse, s = 1) the rounding of
+  // lse adds about ulp(lse) of relative error.
+  float m, scaleOverSum;
+  if (rowLse) {
+    m = rowLse[r];
+    scaleOverSum = scale;
+  } else {
+    const float2 ms = rowMaxSum(row, V, cap, scratch);
+    m = ms.x;
+    scaleOverSum = scale / ms.y;
+  }
   const float invCap = cap > 0.0f ? 1.0f / cap : 0.0f;
   for (int j = threadIdx.x; j < V; j += blockDim.x) {
     const float c = capped(toFloat(row[j]), cap);
-    float g = scale * expf(c - lse);
+    float g = scaleOverSum * expf(c - m);
     if (j == t)
       g -= scale;
     if (cap > 0.0f) {
