@@ -82,6 +82,7 @@ const RopeCase kRopeCases[] = {
     {2, 3, 5, 38, 1.0, true, true, true, 13},
     {1, 4, 3, 65, 0.25, false, true, false, 100}, // rot 16, odd D
     {3, 2, 1, 128, 1.0, true, false, true, 8190},
+    {1, 3, 2, 9, 1.0, false, false, false, 0}, // rot 8: one pass-through dim
 };
 
 cpu::RopeParams ropeParams(const RopeCase &c) {
