@@ -80,8 +80,8 @@ __device__ __forceinline__ long long gridStride() {
 //===----------------------------------------------------------------------===//
 
 /// y's dims with their x strides, in units of E, padded to 8 dims with
-/// leading dims of size 1 so that every loop over them unrolls into
-/// registers.
+/// trailing dims of size 1. Every loop over them has a fixed trip count and
+/// unrolls, so the plan lives in registers (no local memory).
 struct TransposePlan {
   long long size[8], xStride[8];
 };
@@ -112,37 +112,41 @@ template <typename E>
 __device__ __forceinline__ void transposeEntry(const E *x, E *y,
                                                const TransposeShape &s) {
   TransposePlan p;
-  const int pad = 8 - s.rank;
+  long long lastSize = 1;
+  int lastFrom = -1;
 #pragma unroll
   for (int d = 0; d < 8; ++d) {
-    // y dim d - pad is x dim perm[d - pad]; its x stride is the product of
-    // the x dims after it.
-    const int xd = d >= pad ? s.perm[d - pad] : -1;
-    long long size = 1, stride = 0;
+    // y dim d is x dim perm[d]; its x stride is the product of the x dims
+    // after that one. Constant indices only, selected by predicates.
+    const bool live = d < s.rank;
+    const int xd = live ? s.perm[d] : -1;
+    long long size = 1, stride = 1;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       if (j == xd)
         size = s.shape[j];
-    }
-    if (xd >= 0) {
-      stride = 1;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        if (j > xd && j < s.rank)
-          stride *= s.shape[j];
+      if (live && j > xd && j < s.rank)
+        stride *= s.shape[j];
     }
     p.size[d] = size;
-    p.xStride[d] = stride;
+    p.xStride[d] = live ? stride : 0;
+    if (d == s.rank - 1) {
+      lastSize = size;
+      lastFrom = xd;
+    }
   }
   // The innermost dim stays innermost: move it in 16-byte words if it can
   // (the other strides are multiples of its size).
   constexpr int kVec = 16 / sizeof(E);
-  if (s.perm[s.rank - 1] == s.rank - 1 && p.size[7] % kVec == 0 &&
-      aligned16(x) && aligned16(y)) {
-    p.size[7] /= kVec;
+  if (lastFrom == s.rank - 1 && lastSize % kVec == 0 && aligned16(x) &&
+      aligned16(y)) {
 #pragma unroll
-    for (int d = 0; d < 7; ++d)
-      p.xStride[d] /= kVec;
+    for (int d = 0; d < 8; ++d) {
+      if (d == s.rank - 1)
+        p.size[d] /= kVec;
+      else
+        p.xStride[d] /= kVec;
+    }
     transposeCopy(reinterpret_cast<const E16 *>(x), reinterpret_cast<E16 *>(y),
                   p);
     return;
