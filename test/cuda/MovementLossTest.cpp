@@ -50,16 +50,6 @@ public:
   using CudaDriverTest::upload;
 };
 
-std::vector<float> randoms(size_t n, uint32_t seed, float lo = -2,
-                           float hi = 2) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
-
 /// Distinct 2-byte patterns (any bits: the kernels only move them).
 std::vector<uint16_t> patterns(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

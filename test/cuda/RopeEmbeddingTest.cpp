@@ -33,16 +33,6 @@ protected:
                      int V, int D, unsigned sumThreads);
 };
 
-std::vector<float> randoms(size_t n, uint32_t seed, float lo = -2,
-                           float hi = 2) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
-
 std::vector<uint16_t> bf16s(const std::vector<float> &v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
