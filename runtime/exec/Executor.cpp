@@ -223,6 +223,10 @@ void keepFreedMemory() {
 
 Executor::Executor(const bundle::Bundle &b, ParamStore &store)
     : bundle(b), store(store) {
+  Expected<DecodedProgram> decoded = DecodedProgram::decode(b);
+  if (!decoded)
+    throw ExecError{"bundle: " + decoded.message()};
+  program = std::move(*decoded);
   keepFreedMemory();
 }
 

@@ -24,6 +24,7 @@
 #include "lib/Bundle/Bundle.h"
 #include "lib/Bundle/Plan.h"
 #include "lib/Support/Status.h"
+#include "runtime/exec/DecodedOp.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/ParamStore.h"
 
@@ -118,6 +119,10 @@ struct ExecError {
 
 class Executor {
 public:
+  /// Decodes every op of \p b (DecodedOp.h). Throws ExecError when the
+  /// bundle holds an op the runtime does not know or an attribute that is
+  /// missing or ill-typed, naming the function, the op and its source
+  /// location. \p b must outlive the executor and not change.
   Executor(const bundle::Bundle &b, ParamStore &store);
 
   /// Runs the model's forward_backward on one micro-batch: returns the loss
@@ -256,6 +261,8 @@ private:
 
   const bundle::Bundle &bundle;
   ParamStore &store;
+  /// The bundle's functions, decoded at construction.
+  DecodedProgram program;
   int64_t B = 0, S = 0;
   int64_t T = 0; ///< tokens routed to the expert being run
   double auxLossSum = 0;
