@@ -4,15 +4,18 @@
 // constructed (runtime/exec/DecodedOp.h): an unknown op, a missing attribute
 // and an attribute of the wrong type are load errors naming the function, the
 // op and its source location, not a silent default or an error when the op
-// first runs. The bundles here are built in memory, so the reader's
-// validation (test/bundle) never sees them.
+// first runs. The same for the commands of a step program
+// (runtime/stream/StepProgram.h). The bundles here are built in memory, so
+// the reader's validation (test/bundle) never sees them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Bundle/Validate.h"
 #include "runtime/exec/DecodedOp.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/KernelTable.h"
 #include "runtime/exec/ParamStore.h"
+#include "runtime/stream/StepProgram.h"
 
 #include <gtest/gtest.h>
 
@@ -194,4 +197,105 @@ TEST(ExecutorDecode, OpsDefAndTheValidatorsOpTableAgree) {
     EXPECT_EQ(*opKindOf(name), kind) << name;
   }
   EXPECT_FALSE(opKindOf("no_such_op").has_value());
+}
+
+TEST(ExecutorDecode, AnOpWithoutAKernelTableEntryIsALoadError) {
+  Bundle b = tinyBundle();
+  Expected<DecodedProgram> p = DecodedProgram::decode(b);
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_TRUE(exec::cpuKernelTable().covers(*p).ok());
+  // A backend that has every kernel but rmsnorm's.
+  exec::KernelTable partial("test");
+  for (size_t k = 0; k < kNumOpKinds; ++k)
+    partial.set(static_cast<OpKind>(k),
+                exec::cpuKernelTable()[static_cast<OpKind>(k)]);
+  partial.set(OpKind::RmsNorm, nullptr);
+  Status st = partial.covers(*p);
+  EXPECT_EQ(st.message(), "layer 'Block': function 'forward': op 1 'rmsnorm' "
+                          "at m.mt:3:7: the test backend has no kernel for "
+                          "this op");
+}
+
+namespace {
+
+/// forward_backward = the forward with a layers loop over op 2, and a plan
+/// running it: stage [0, 2), the loop, stage [3, 4).
+Bundle planned() {
+  Bundle b = tinyBundle();
+  b.functions["forward_backward"] = b.functions["forward"];
+  auto plan = std::make_shared<StepPlan>();
+  PlanCommand stage0{"stage", {{"begin", int64_t(0)}, {"end", int64_t(2)}}, {}};
+  PlanCommand loop{"layers",
+                   {{"layer", std::string("Block")},
+                    {"first", int64_t(0)},
+                    {"count", int64_t(1)},
+                    {"direction", std::string("forward")},
+                    {"op_index", int64_t(2)}},
+                   {}};
+  loop.body = {PlanCommand{"prefetch", {{"ahead", int64_t(1)}}, {}},
+               PlanCommand{"wait_weights", {}, {}},
+               PlanCommand{"save", {{"to", std::string("host")}}, {}},
+               PlanCommand{"compute", {}, {}}};
+  PlanCommand stage1{"stage", {{"begin", int64_t(3)}, {"end", int64_t(4)}}, {}};
+  plan->program = {stage0, loop, stage1};
+  b.step = plan;
+  return b;
+}
+
+std::string stepError(const Bundle &b) {
+  Expected<std::vector<stream::StepCommand>> p =
+      stream::decodeStepProgram(*b.step, b.functions.at("forward_backward"));
+  return p.ok() ? "" : p.message();
+}
+
+} // namespace
+
+TEST(StepProgramDecode, CommandsDecodeIntoKindsAndFields) {
+  Bundle b = planned();
+  Expected<std::vector<stream::StepCommand>> p =
+      stream::decodeStepProgram(*b.step, b.functions.at("forward_backward"));
+  ASSERT_TRUE(p.ok()) << p.message();
+  ASSERT_EQ(p->size(), 3u);
+  EXPECT_EQ((*p)[0].kind, stream::StepCommandKind::Stage);
+  EXPECT_EQ((*p)[0].end, 2u);
+  const stream::StepCommand &loop = (*p)[1];
+  EXPECT_EQ(loop.kind, stream::StepCommandKind::Layers);
+  EXPECT_TRUE(loop.forward);
+  EXPECT_EQ(loop.opIndex, 2u);
+  EXPECT_EQ(loop.op, &b.functions.at("forward_backward").ops[2]);
+  ASSERT_EQ(loop.body.size(), 4u);
+  EXPECT_EQ(loop.body[0].ahead, 1);
+  EXPECT_TRUE(loop.body[2].host);
+  EXPECT_STREQ(stream::stepCommandName(loop.body[3].kind), "compute");
+}
+
+TEST(StepProgramDecode, UnknownCommandsAreLoadErrors) {
+  Bundle b = planned();
+  b.step->program[0].op = "stgae";
+  EXPECT_EQ(stepError(b), "unknown command 'stgae' in the program");
+  Bundle c = planned();
+  c.step->program[1].body[1].op = "wait";
+  EXPECT_EQ(stepError(c), "unknown command 'wait' in a layers loop");
+  Bundle d = planned();
+  d.step->program[0].body = {};
+  d.step->program[0].op = "compute"; // a body command at the top
+  EXPECT_EQ(stepError(d), "unknown command 'compute' in the program");
+}
+
+TEST(StepProgramDecode, MissingOrIllTypedFieldsAreLoadErrors) {
+  Bundle b = planned();
+  b.step->program[1].body[0].attrs.clear();
+  EXPECT_EQ(stepError(b), "'prefetch' has no field 'ahead'");
+  Bundle c = planned();
+  c.step->program[1].body[2].attrs["to"] = std::string("disk");
+  EXPECT_EQ(stepError(c),
+            "field 'to' of 'save' must be one of 'device', 'host', got 'disk'");
+  Bundle d = planned();
+  d.step->program[1].attrs["direction"] = int64_t(1);
+  EXPECT_EQ(stepError(d), "field 'direction' of 'layers' must be one of "
+                          "'forward', 'backward'");
+  Bundle e = planned();
+  e.step->program[1].attrs["op_index"] = int64_t(1);
+  EXPECT_EQ(stepError(e), "layers loop over 'Block' does not match op 1 "
+                          "('embedding @')");
 }
