@@ -1,10 +1,14 @@
 //===- Executor.h - Runs bundle functions on the CPU ------------*- C++ -*-===//
 //
-// Part of mtc. Interprets the functions of a bundle op by op with the CPU
-// kernels of runtime/cpu, with parameters resident in a ParamStore. A layer
-// application runs the layer's forward once per instance and keeps each
-// instance's input (the activation checkpoint); its gradient runs the layer's
-// backward in reverse order from those inputs, recomputing the rest.
+// Part of mtc. Runs the functions of a bundle op by op with the CPU kernels
+// of runtime/cpu, with parameters resident in a ParamStore. The ops are
+// decoded once, when the executor is constructed (DecodedOp.h), and each runs
+// through the entry of its kind in the backend's kernel table
+// (KernelTable.h; the CPU kernels are runtime/exec/Exec*.cpp, one file per
+// op family). A layer application runs the layer's forward once per instance
+// and keeps each instance's input (the activation checkpoint); its gradient
+// runs the layer's backward in reverse order from those inputs, recomputing
+// the rest.
 //
 // Mixture-of-experts layers: `moe` routes each token to its top-k experts
 // and runs an expert's forward on the [T, D] tokens routed to it (T bound per
@@ -121,9 +125,10 @@ struct ExecError {
 class Executor {
 public:
   /// Decodes every op of \p b (DecodedOp.h). Throws ExecError when the
-  /// bundle holds an op the runtime does not know or an attribute that is
-  /// missing or ill-typed, naming the function, the op and its source
-  /// location. \p b must outlive the executor and not change.
+  /// bundle holds an op the runtime (or the CPU kernel table) does not know
+  /// or an attribute that is missing, misspelt or ill-typed, naming the
+  /// function, the op and its source location. \p b must outlive the
+  /// executor and not change.
   Executor(const bundle::Bundle &b, ParamStore &store);
 
   /// Runs the model's forward_backward on one micro-batch: returns the loss

@@ -240,15 +240,16 @@ void StreamExecutor::validate() {
       planError("no layer '" + op.symbol + "' with forward and backward");
     int64_t boundary = numel(concrete(fb->values.at(op.operands.at(0))));
     activationBytes = std::max(activationBytes, bundle::tensorBytes(boundary));
+    const bundle::Function &f = layer->functions.at("forward");
+    std::vector<bool> &lse = attentionResults[layer->name];
+    lse.assign(f.results.size(), false);
+    for (size_t r = 0; r < f.results.size(); ++r)
+      lse[r] = isAttentionResult(f, f.results[r]);
     if (forward) {
-      const bundle::Function &f = layer->functions.at("forward");
-      std::vector<bool> &lse = attentionResults[layer->name];
-      lse.assign(f.results.size(), false);
       int64_t bytes = 0;
       for (size_t r = 0; r < f.results.size(); ++r) {
         std::vector<int64_t> shape = concrete(f.values.at(f.results[r]));
         bytes += bundle::tensorBytes(numel(shape));
-        lse[r] = isAttentionResult(f, f.results[r]);
         if (r > 0 && lse[r])
           bytes += bundle::tensorBytes(shape[0] * shape[1] * shape[2]);
       }
