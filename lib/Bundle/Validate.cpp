@@ -861,6 +861,31 @@ const OpSpec *findOp(const std::string &name) {
   return it == index.end() ? nullptr : it->second;
 }
 
+Status checkAttributes(const Op &op, const OpSpec &spec) {
+  for (const auto &[key, value] : op.attrs) {
+    auto it = std::find_if(
+        spec.attrs.begin(), spec.attrs.end(),
+        [&, &key = key](const AttrSpec &a) { return key == a.name; });
+    if (it == spec.attrs.end()) {
+      std::string known;
+      for (const AttrSpec &a : spec.attrs)
+        known += std::string(known.empty() ? "" : ", ") + a.name;
+      return Status::error(
+          "unknown attribute '" + key + "' (" +
+          (known.empty() ? "'" + op.name + "' has none" : "expected " + known) +
+          ")");
+    }
+    if (!hasType(value, it->type))
+      return Status::error("attribute '" + key + "' must be " +
+                           attrTypeName(it->type) + ", got " + attrText(value));
+  }
+  for (const AttrSpec &a : spec.attrs)
+    if (a.required && !op.attr(a.name))
+      return Status::error("missing attribute '" + std::string(a.name) + "' (" +
+                           attrTypeName(a.type) + ")");
+  return Status::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Functions
 //===----------------------------------------------------------------------===//
@@ -973,27 +998,8 @@ private:
   }
 
   void checkAttrs(const OpChecker &c, const OpSpec &spec) const {
-    for (const auto &[key, value] : c.op.attrs) {
-      auto it = std::find_if(
-          spec.attrs.begin(), spec.attrs.end(),
-          [&, &key = key](const AttrSpec &a) { return key == a.name; });
-      if (it == spec.attrs.end()) {
-        std::string known;
-        for (const AttrSpec &a : spec.attrs)
-          known += std::string(known.empty() ? "" : ", ") + a.name;
-        c.fail("unknown attribute '" + key + "' (" +
-               (known.empty() ? "'" + c.op.name + "' has none"
-                              : "expected " + known) +
-               ")");
-      }
-      if (!hasType(value, it->type))
-        c.fail("attribute '" + key + "' must be " + attrTypeName(it->type) +
-               ", got " + attrText(value));
-    }
-    for (const AttrSpec &a : spec.attrs)
-      if (a.required && !c.op.attr(a.name))
-        c.fail("missing attribute '" + std::string(a.name) + "' (" +
-               attrTypeName(a.type) + ")");
+    if (Status st = checkAttributes(c.op, spec); !st.ok())
+      c.fail(st.message());
   }
 
   void resolveSymbol(OpChecker &c, SymbolKind kind) const {
@@ -1314,8 +1320,7 @@ void validateBundle(const Bundle &b) {
     ValueType ids{{kDimB, kDimS}, DType::I32};
     if (!fn.args.empty()) {
       const Shape &declared = fn.values[fn.args[0]].shape;
-      if (declared.size() == 2 &&
-          (declared[0] == kDimB || declared[0] > 0) &&
+      if (declared.size() == 2 && (declared[0] == kDimB || declared[0] > 0) &&
           (declared[1] == kDimS || declared[1] > 0))
         ids.shape = declared;
     }

@@ -72,6 +72,12 @@ struct OpSpec {
 /// know.
 const OpSpec *findOp(const std::string &name);
 
+/// Checks the attributes of \p op against \p spec (its op table entry): an
+/// attribute the op does not have, one of the wrong type, a required one
+/// missing. The error says which ("missing attribute 'eps' (a number)"); the
+/// caller adds where the op is.
+Status checkAttributes(const Op &op, const OpSpec &spec);
+
 /// Checks everything the runtime relies on beyond the syntax fromJson reads
 /// (see the file comment and docs/bundle.md, "Validation"). Returns false
 /// with a message in \p err at the first problem.

@@ -1,10 +1,14 @@
 //===- Executor.h - Runs bundle functions on the CPU ------------*- C++ -*-===//
 //
-// Part of mtc. Interprets the functions of a bundle op by op with the CPU
-// kernels of runtime/cpu, with parameters resident in a ParamStore. A layer
-// application runs the layer's forward once per instance and keeps each
-// instance's input (the activation checkpoint); its gradient runs the layer's
-// backward in reverse order from those inputs, recomputing the rest.
+// Part of mtc. Runs the functions of a bundle op by op with the CPU kernels
+// of runtime/cpu, with parameters resident in a ParamStore. The ops are
+// decoded once, when the executor is constructed (DecodedOp.h), and each runs
+// through the entry of its kind in the backend's kernel table
+// (KernelTable.h; the CPU kernels are runtime/exec/Exec*.cpp, one file per
+// op family). A layer application runs the layer's forward once per instance
+// and keeps each instance's input (the activation checkpoint); its gradient
+// runs the layer's backward in reverse order from those inputs, recomputing
+// the rest.
 //
 // Mixture-of-experts layers: `moe` routes each token to its top-k experts
 // and runs an expert's forward on the [T, D] tokens routed to it (T bound per
@@ -24,7 +28,9 @@
 #include "lib/Bundle/Bundle.h"
 #include "lib/Bundle/Plan.h"
 #include "lib/Support/Status.h"
+#include "runtime/exec/DecodedOp.h"
 #include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/KernelTable.h"
 #include "runtime/exec/ParamStore.h"
 
 #include <cstdint>
@@ -118,6 +124,11 @@ struct ExecError {
 
 class Executor {
 public:
+  /// Decodes every op of \p b (DecodedOp.h). Throws ExecError when the
+  /// bundle holds an op the runtime (or the CPU kernel table) does not know
+  /// or an attribute that is missing, misspelt or ill-typed, naming the
+  /// function, the op and its source location. \p b must outlive the
+  /// executor and not change.
   Executor(const bundle::Bundle &b, ParamStore &store);
 
   /// Runs the model's forward_backward on one micro-batch: returns the loss
@@ -206,6 +217,9 @@ public:
   void pinRouting(RoutingPin mode) { pin = mode; }
 
 private:
+  /// The kernels' view of the executor (runtime/exec/OpContext.h).
+  friend class OpContext;
+
   struct Scope {
     std::string layer; ///< empty: model level
     int64_t instance = 0;
@@ -229,14 +243,17 @@ private:
   std::vector<Tensor> run(const bundle::Function &fn, std::vector<Tensor> args,
                           const Scope &scope, Mode mode = Mode::Full,
                           Tensor *logitsOut = nullptr);
-  void exec(const bundle::Op &op, std::vector<Tensor> &values,
+  /// The decoded form of \p fn (a function of the bundle).
+  const DecodedFunction &decoded(const bundle::Function &fn) const;
+  /// Runs \p op through the kernel table.
+  void exec(const DecodedOp &op, std::vector<Tensor> &values,
             const bundle::Function &fn, const Scope &scope);
   ParamSlot *slot(const bundle::Op &op, const Scope &scope);
-  FusedKernel fusedKernel(const bundle::Op &op);
+  FusedKernel fusedKernel(const std::string &symbol);
   std::vector<int64_t> concrete(const bundle::ValueType &t) const;
   /// The router softmax and each token's top-k experts.
-  Routing route(const bundle::Op &op, const Tensor &h, const Tensor &router,
-                int64_t numExperts);
+  Routing route(const bundle::Op &op, int64_t topK, const Tensor &h,
+                const Tensor &router, int64_t numExperts);
   /// Gate weights and per-expert token lists from r.choice.
   static void assign(Routing &r, bool normalize);
   /// Runs function \p fn of expert \p e on \p args ([T_e, D] tokens).
@@ -244,10 +261,13 @@ private:
                                 const bundle::Expert &expert,
                                 const std::string &fn, int64_t e,
                                 std::vector<Tensor> args, const Scope &scope);
-  void moe(const bundle::Op &op, std::vector<Tensor> &values,
-           const bundle::Function &fn, const Scope &scope);
-  void moeGrad(const bundle::Op &op, std::vector<Tensor> &values,
-               const bundle::Function &fn, const Scope &scope);
+  /// The kernels that run functions of the bundle (ExecLayers.cpp,
+  /// ExecMoE.cpp), entered through OpContext.
+  void applyLayers(OpContext &c);
+  void applyLayersGrad(OpContext &c);
+  void fused(OpContext &c);
+  void moe(OpContext &c);
+  void moeGrad(OpContext &c);
   /// Clears per-call state (counters, aux loss, routing fingerprint).
   void beginCall(int64_t b, int64_t s);
   /// The function's loss (the loss op's double value when the result is
@@ -256,6 +276,10 @@ private:
 
   const bundle::Bundle &bundle;
   ParamStore &store;
+  /// The bundle's functions, decoded at construction.
+  DecodedProgram program;
+  /// The kernels of the backend the executor runs on.
+  const KernelTable *table;
   int64_t B = 0, S = 0;
   int64_t T = 0; ///< tokens routed to the expert being run
   double auxLossSum = 0;

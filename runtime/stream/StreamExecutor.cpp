@@ -33,10 +33,12 @@ const bundle::StepPlan &planOf(const bundle::Bundle &b) {
 }
 
 /// Whether value \p v of \p f is the result of an attention op (which
-/// carries its log-sum-exp).
+/// carries its log-sum-exp). At construction only: runLoop reads the answer
+/// from attentionResults.
 bool isAttentionResult(const bundle::Function &f, int v) {
   for (const bundle::Op &op : f.ops)
-    if (op.name == "attention" && !op.results.empty() && op.results[0] == v)
+    if (bundle::opKindOf(op.name) == bundle::OpKind::Attention &&
+        !op.results.empty() && op.results[0] == v)
       return true;
   return false;
 }
@@ -223,48 +225,32 @@ void StreamExecutor::validate() {
     return n;
   };
   int64_t ckptTotal = 0, positions = 0;
-  std::set<std::string> commands = {"load_model_weights", "stage", "layers",
-                                    "return_model_grads"};
-  for (const bundle::PlanCommand &c : p.program) {
-    if (!commands.count(c.op))
-      planError("unknown command '" + c.op + "' in the program");
-    if (c.op == "stage") {
-      int64_t begin = c.intAttr("begin", -1), end = c.intAttr("end", -1);
-      if (begin < 0 || end < begin ||
-          end > static_cast<int64_t>(fb->ops.size()))
-        planError("stage [" + std::to_string(begin) + ", " +
-                  std::to_string(end) + ") is outside forward_backward's " +
-                  std::to_string(fb->ops.size()) + " ops");
+  Expected<std::vector<StepCommand>> decoded = decodeStepProgram(p, *fb);
+  if (!decoded)
+    planError(decoded.message());
+  program = std::move(*decoded);
+  for (const StepCommand &c : program) {
+    if (c.kind != StepCommandKind::Layers)
       continue;
-    }
-    if (c.op != "layers")
-      continue;
-    int64_t index = c.intAttr("op_index", -1);
-    if (index < 0 || index >= static_cast<int64_t>(fb->ops.size()))
-      planError("layers loop names op " + std::to_string(index) +
-                ", outside forward_backward");
-    const bundle::Op &op = fb->ops[index];
-    bool forward = c.strAttr("direction") == "forward";
-    if (op.name != (forward ? "apply_layers" : "apply_layers_grad") ||
-        op.symbol != c.strAttr("layer") ||
-        op.intAttr("first") != c.intAttr("first", -1) ||
-        op.intAttr("count") != c.intAttr("count", -1))
-      planError("layers loop over '" + c.strAttr("layer") +
-                "' does not match op " + std::to_string(index) + " ('" +
-                op.name + " @" + op.symbol + "')");
+    const bundle::Op &op = *c.op;
+    bool forward = c.forward;
     const bundle::Layer *layer = b.layer(op.symbol);
     if (!layer || !layer->functions.count("forward") ||
         !layer->functions.count("backward"))
       planError("no layer '" + op.symbol + "' with forward and backward");
     int64_t boundary = numel(concrete(fb->values.at(op.operands.at(0))));
     activationBytes = std::max(activationBytes, bundle::tensorBytes(boundary));
+    const bundle::Function &f = layer->functions.at("forward");
+    std::vector<bool> &lse = attentionResults[layer->name];
+    lse.assign(f.results.size(), false);
+    for (size_t r = 0; r < f.results.size(); ++r)
+      lse[r] = isAttentionResult(f, f.results[r]);
     if (forward) {
-      const bundle::Function &f = layer->functions.at("forward");
       int64_t bytes = 0;
       for (size_t r = 0; r < f.results.size(); ++r) {
         std::vector<int64_t> shape = concrete(f.values.at(f.results[r]));
         bytes += bundle::tensorBytes(numel(shape));
-        if (r > 0 && isAttentionResult(f, f.results[r]))
+        if (r > 0 && lse[r])
           bytes += bundle::tensorBytes(shape[0] * shape[1] * shape[2]);
       }
       if (p.recompute == "full" && f.results.size() != 1)
@@ -272,19 +258,11 @@ void StreamExecutor::validate() {
                   "' keeps intermediates");
       ckptBytes[layer->name] = bytes;
       maxCkptBytes = std::max(maxCkptBytes, bytes);
-      for (int64_t i = op.intAttr("first");
-           i < op.intAttr("first") + op.intAttr("count"); ++i) {
+      for (int64_t i = c.first; i < c.first + c.count; ++i) {
         ckptIndex[{layer->name, i}] = ckptTotal;
         ckptTotal += M * bytes;
         ++positions;
       }
-    }
-    for (const bundle::PlanCommand &bc : c.body) {
-      static const std::set<std::string> body = {
-          "optimizer_update", "prefetch", "wait_weights", "save",
-          "restore",          "compute",  "grad_return"};
-      if (!body.count(bc.op))
-        planError("unknown command '" + bc.op + "' in a layers loop");
     }
   }
 
@@ -466,8 +444,9 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   // Queued commands refer to this frame: if queueing fails, wait for what
   // was queued before unwinding.
   try {
-    for (const bundle::PlanCommand &c : p.program) {
-      if (c.op == "load_model_weights") {
+    for (const StepCommand &c : program) {
+      switch (c.kind) {
+      case StepCommandKind::LoadModelWeights: {
         if (modelPending) {
           launchUpdate(modelGroup, evModelUpdated);
           device.wait(h2d, evModelUpdated);
@@ -488,9 +467,10 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
             },
             "zero model grads");
         ++stats.modelWeightLoads;
-      } else if (c.op == "stage") {
-        size_t begin = static_cast<size_t>(c.intAttr("begin"));
-        size_t end = static_cast<size_t>(c.intAttr("end"));
+        break;
+      }
+      case StepCommandKind::Stage: {
+        size_t begin = c.begin, end = c.end;
         launchWork(
             compute,
             [&, begin, end] {
@@ -507,13 +487,15 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
             },
             "stage ops [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ")");
-      } else if (c.op == "layers") {
+        break;
+      }
+      case StepCommandKind::Layers: {
         LoopInfo loop;
         loop.cmd = &c;
-        loop.op = &fb->ops.at(static_cast<size_t>(c.intAttr("op_index")));
-        loop.forward = c.strAttr("direction") == "forward";
-        loop.first = c.intAttr("first");
-        loop.count = c.intAttr("count");
+        loop.op = c.op;
+        loop.forward = c.forward;
+        loop.first = c.first;
+        loop.count = c.count;
         for (Dim d : fb->values.at(loop.op->operands.at(0)).shape)
           loop.boundaryShape.push_back(d == kDimB   ? p.batch
                                        : d == kDimS ? p.seq
@@ -522,7 +504,9 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
         for (int64_t d : loop.boundaryShape)
           loop.boundaryNumel *= d;
         runLoop(loop, vals, aux);
-      } else if (c.op == "return_model_grads") {
+        break;
+      }
+      case StepCommandKind::ReturnModelGrads:
         device.record(evModelGrads, compute);
         device.wait(d2h, evModelGrads);
         for (size_t q = 0; q < modelGroup.slots.size(); ++q)
@@ -531,6 +515,15 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
               modelGradsOff + modelGroup.offsets[q],
               4 * static_cast<int64_t>(modelGroup.slots[q]->grad.size()),
               "grads " + modelGroup.slots[q]->name);
+        break;
+      case StepCommandKind::OptimizerUpdate:
+      case StepCommandKind::Prefetch:
+      case StepCommandKind::WaitWeights:
+      case StepCommandKind::Save:
+      case StepCommandKind::Restore:
+      case StepCommandKind::Compute:
+      case StepCommandKind::GradReturn:
+        break; // only in a layers body (decodeStepProgram)
       }
     }
   } catch (...) {
@@ -629,7 +622,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       extraShapes.push_back(s);
       extraOffsets.push_back(off);
       off += bundle::tensorBytes(n);
-      if (isAttentionResult(f, f.results[r])) {
+      if (attentionResults.at(layer).at(r)) {
         // [B, S, Hq] log-sum-exp after the output.
         extraLse.push_back(off);
         off += bundle::tensorBytes(s[0] * s[1] * s[2]);
@@ -658,25 +651,30 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
     const int64_t st = k % 2;
     const int64_t in = k % 2, out = (k + 1) % 2;
     bool saveHost = false, restoreHost = false, returnGrads = false;
-    for (const bundle::PlanCommand &c : loop.cmd->body) {
-      if (c.op == "optimizer_update") {
-        for (int64_t j : targets(k, c.intAttr("ahead"))) {
+    for (const StepCommand &c : loop.cmd->body) {
+      switch (c.kind) {
+      case StepCommandKind::OptimizerUpdate:
+        for (int64_t j : targets(k, c.ahead)) {
           if (!pendingGroups.count({layer, j}))
             continue;
           size_t sj = static_cast<size_t>(j % depth);
           launchUpdate(group(layer, j), evUpdated[sj]);
           device.wait(h2d, evUpdated[sj]);
         }
-      } else if (c.op == "prefetch") {
-        for (int64_t j : targets(k, c.intAttr("ahead")))
+        break;
+      case StepCommandKind::Prefetch:
+        for (int64_t j : targets(k, c.ahead))
           loadWeights(layer, j);
-      } else if (c.op == "wait_weights") {
+        break;
+      case StepCommandKind::WaitWeights:
         loadWeights(layer, i); // a no-op when prefetched
         device.wait(compute, evWeights[s]);
-      } else if (c.op == "save") {
-        saveHost = c.strAttr("to") == "host";
-      } else if (c.op == "restore") {
-        restoreHost = c.strAttr("from") == "host";
+        break;
+      case StepCommandKind::Save:
+        saveHost = c.host;
+        break;
+      case StepCommandKind::Restore:
+        restoreHost = c.host;
         if (restoreHost && !hostActivations) {
           int64_t pos = checkpointIndex(layer, i);
           // The staging slot is free once compute has read it, and the
@@ -694,9 +692,11 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           device.record(evRestored[st], h2d);
           device.wait(compute, evRestored[st]);
         }
-      } else if (c.op == "grad_return") {
+        break;
+      case StepCommandKind::GradReturn:
         returnGrads = true;
-      } else if (c.op == "compute") {
+        break;
+      case StepCommandKind::Compute: {
         Group *g = &group(layer, i);
         const int64_t wOff = weightsOff[s];
         const int64_t pos = checkpointIndex(layer, i);
@@ -766,6 +766,13 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           if (restoreHost)
             device.record(evStagingRead[st], compute);
         }
+        break;
+      }
+      case StepCommandKind::LoadModelWeights:
+      case StepCommandKind::Stage:
+      case StepCommandKind::Layers:
+      case StepCommandKind::ReturnModelGrads:
+        break; // never in a body (decodeStepProgram)
       }
     }
     if (returnGrads) {

@@ -26,6 +26,7 @@
 #include "runtime/device/Device.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
+#include "runtime/stream/StepProgram.h"
 
 #include <cstdint>
 #include <functional>
@@ -95,7 +96,7 @@ private:
     int64_t bytes = 0;
   };
   struct LoopInfo {
-    const bundle::PlanCommand *cmd = nullptr;
+    const StepCommand *cmd = nullptr;
     const bundle::Op *op = nullptr; ///< its apply_layers(_grad) op
     bool forward = true;
     int64_t first = 0, count = 0;
@@ -160,6 +161,11 @@ private:
   exec::Executor &ex;
   device::Device &device;
   const bundle::Function *fb = nullptr;
+  /// The plan's program, decoded at construction (StepProgram.h).
+  std::vector<StepCommand> program;
+  /// Per layer: which results of its forward are attention outputs (a kept
+  /// one carries its log-sum-exp in the checkpoint).
+  std::map<std::string, std::vector<bool>> attentionResults;
 
   device::Stream compute = 0, h2d = 0, d2h = 0, opt = 0;
   std::vector<device::Event> evWeights, evSlotFree, evUpdated;

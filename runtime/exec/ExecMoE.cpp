@@ -1,0 +1,311 @@
+//===- ExecMoE.cpp - Mixture-of-experts ops of the executor ----*- C++ -*-===//
+//
+// Part of mtc. The CPU kernels of `moe` and `moe_grad`: routing, each
+// expert's forward (and backward) on the tokens routed to it, the aux loss.
+//
+// Semantics (HF Mixtral / Qwen2-MoE): router logits r = h @ router [N, E]
+// (N = B * S tokens), p = softmax(r); each token's top_k experts by p (ties:
+// the lower index first); gate weights g = p[top_k], divided by their sum when
+// `normalize`; y_t = sum_k g_tk expert_{e_k}(h_t), each expert's forward run
+// once on the [T_e, D] tokens routed to it (tokens in ascending order; experts
+// without tokens are skipped). aux_loss c > 0 adds c * E * sum_e f_e P_e with
+// f_e = (top-k assignments to e) / (N * top_k) and P_e = mean_t p_te; its
+// gradient flows through P_e only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/OpContext.h"
+
+#include "runtime/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace mtc::exec {
+
+namespace {
+
+/// Releases what the current Workspace allocated during its lifetime.
+class ReleaseGuard {
+public:
+  ReleaseGuard() : w(Workspace::current()), mark(w ? w->mark() : 0) {}
+  ~ReleaseGuard() {
+    if (w)
+      w->release(mark);
+  }
+
+private:
+  Workspace *w;
+  int64_t mark;
+};
+
+/// Rows \p slots[j].first of src [N, D], stacked: [slots.size(), D].
+Tensor gatherRows(const float *src, int64_t D,
+                  const std::vector<std::pair<int64_t, int64_t>> &slots) {
+  Tensor x = Tensor::empty({static_cast<int64_t>(slots.size()), D});
+  for (size_t j = 0; j < slots.size(); ++j)
+    std::copy(src + slots[j].first * D, src + (slots[j].first + 1) * D,
+              x.data() + static_cast<int64_t>(j) * D);
+  return x;
+}
+
+const bundle::Expert &expertOf(const bundle::Bundle &b, const bundle::Op &op,
+                               const std::string &layerName) {
+  const bundle::Layer *layer = b.layer(layerName);
+  if (!layer)
+    failOp(op, "is only valid inside a layer");
+  const bundle::Expert *e = layer->expert(op.symbol);
+  if (!e)
+    failOp(op, "layer '" + layerName + "' has no expert '" + op.symbol + "'");
+  return *e;
+}
+
+} // namespace
+
+Executor::Routing Executor::route(const bundle::Op &op, int64_t topK,
+                                  const Tensor &h, const Tensor &router,
+                                  int64_t numExperts) {
+  Routing r;
+  if (h.shape.empty() || router.shape.size() != 2)
+    failOp(op, "expects an input [.., D] and a router [D, E]");
+  r.D = h.shape.back();
+  r.N = r.D ? h.numel() / r.D : 0;
+  r.E = router.shape[1];
+  r.K = topK;
+  if (router.shape[0] != r.D || r.E != numExperts)
+    failOp(op, "the router must be [" + std::to_string(r.D) + ", " +
+                   std::to_string(numExperts) + "]");
+  if (r.K < 1 || r.K > r.E)
+    failOp(op, "top_k must be in [1, " + std::to_string(r.E) + "]");
+  const int64_t N = r.N, E = r.E, K = r.K;
+  std::vector<float> logits(static_cast<size_t>(N * E));
+  cpu::matmul(h.data(), router.data(), nullptr, logits.data(), N, r.D, E);
+  r.probs.resize(logits.size());
+  cpu::softmax(logits.data(), r.probs.data(), N, E, 1);
+  r.choice.resize(static_cast<size_t>(N * K));
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < N; ++t) {
+    const float *p = r.probs.data() + t * E;
+    auto key = [&](int32_t e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [&](int32_t a, int32_t b) {
+                        float ka = key(a), kb = key(b);
+                        return ka > kb || (ka == kb && a < b);
+                      });
+    std::copy(order.begin(), order.begin() + K, r.choice.begin() + t * K);
+  }
+  return r;
+}
+
+void Executor::assign(Routing &r, bool normalize) {
+  const int64_t N = r.N, E = r.E, K = r.K;
+  r.gate.resize(static_cast<size_t>(N * K));
+  for (int64_t t = 0; t < N; ++t) {
+    const float *p = r.probs.data() + t * E;
+    float sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      r.gate[t * K + k] = p[r.choice[t * K + k]];
+      sum += r.gate[t * K + k];
+    }
+    if (normalize)
+      for (int64_t k = 0; k < K; ++k)
+        r.gate[t * K + k] /= sum;
+  }
+  r.routed.assign(static_cast<size_t>(E), {});
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t k = 0; k < K; ++k)
+      r.routed[r.choice[t * K + k]].push_back({t, k});
+}
+
+std::vector<Tensor> Executor::runExpert(const bundle::Op &op,
+                                        const bundle::Expert &expert,
+                                        const std::string &fn, int64_t e,
+                                        std::vector<Tensor> args,
+                                        const Scope &scope) {
+  auto it = expert.functions.find(fn);
+  if (it == expert.functions.end())
+    failOp(op, "expert '" + expert.name + "' has no " + fn + " function");
+  Scope inner{scope.layer, scope.instance, expert.name, e, scope.backward};
+  int64_t savedT = T;
+  T = args.at(0).shape.at(0);
+  std::vector<Tensor> out;
+  try {
+    out = run(it->second, std::move(args), inner);
+  } catch (...) {
+    T = savedT;
+    throw;
+  }
+  T = savedT;
+  if (out.size() != 1)
+    failOp(op, "expert '" + expert.name + "' " + fn + " must return one value");
+  return out;
+}
+
+void Executor::moe(OpContext &c) {
+  const bundle::Op &op = c.op;
+  const Scope &scope = c.scope;
+  const MoeAttrs &a = c.attrs<MoeAttrs>();
+  const bundle::Expert &expert = expertOf(bundle, op, scope.layer);
+  const Tensor &h = c.in(0);
+  const Tensor &router = c.in(1);
+  Routing r = route(op, a.topK, h, router, expert.count);
+  if (!scope.backward) {
+    // A recomputation inside a layer's backward counts nothing twice.
+    for (int32_t c : r.choice)
+      routingHash =
+          (routingHash ^ static_cast<uint64_t>(c + 1)) * 1099511628211ull;
+    if (pin == RoutingPin::Record) {
+      pinnedChoices.push_back(r.choice);
+    } else if (pin == RoutingPin::Replay) {
+      if (pinnedNext >= pinnedChoices.size() ||
+          pinnedChoices[pinnedNext].size() != r.choice.size())
+        failOp(op, "no recorded routing to replay for this call");
+      r.choice = pinnedChoices[pinnedNext++];
+    }
+  }
+  assign(r, a.normalize);
+  const int64_t D = r.D, K = r.K;
+  Tensor y = Tensor::zeros(c.resultShape(0));
+  if (y.numel() != r.N * D)
+    failOp(op, "result shape does not match the input");
+  for (int64_t e = 0; e < r.E; ++e) {
+    const auto &slots = r.routed[e];
+    if (slots.empty())
+      continue;
+    int64_t Te = static_cast<int64_t>(slots.size());
+    // Each expert's temporaries are released once its output is added in.
+    ReleaseGuard release;
+    Tensor out = runExpert(op, expert, "forward", e,
+                           {gatherRows(h.data(), D, slots)}, scope)
+                     .at(0);
+    if (out.numel() != Te * D)
+      failOp(op, "expert '" + expert.name + "' returned a wrong shape");
+    for (int64_t j = 0; j < Te; ++j) {
+      auto [t, k] = slots[j];
+      float g = r.gate[t * K + k];
+      float *yt = y.data() + t * D;
+      const float *oj = out.data() + j * D;
+      for (int64_t d = 0; d < D; ++d)
+        yt[d] += g * oj[d];
+    }
+  }
+  if (!scope.backward) {
+    double coef = a.auxLoss;
+    if (coef > 0 && r.N > 0) {
+      double aux = 0;
+      for (int64_t e = 0; e < r.E; ++e) {
+        double f = static_cast<double>(r.routed[e].size()) / (r.N * r.K);
+        double P = 0;
+        for (int64_t t = 0; t < r.N; ++t)
+          P += r.probs[t * r.E + e];
+        aux += f * P / r.N;
+      }
+      auxLossSum += coef * r.E * aux;
+    }
+  }
+  c.setResult(std::move(y));
+}
+
+void Executor::moeGrad(OpContext &c) {
+  const bundle::Op &op = c.op;
+  const Scope &scope = c.scope;
+  const MoeAttrs &a = c.attrs<MoeAttrs>();
+  const bundle::Expert &expert = expertOf(bundle, op, scope.layer);
+  const Tensor &h = c.in(0);
+  const Tensor &router = c.in(1);
+  const Tensor &dy = c.in(2);
+  // The same inputs as the forward pass, so the same choices.
+  Routing r = route(op, a.topK, h, router, expert.count);
+  assign(r, a.normalize);
+  const int64_t N = r.N, D = r.D, E = r.E, K = r.K;
+  Tensor dh = Tensor::zeros(c.resultShape(0));
+  Tensor drouter = Tensor::zeros(c.resultShape(1));
+  if (dy.numel() != N * D || dh.numel() != N * D || drouter.numel() != D * E)
+    failOp(op, "operand and result shapes do not match");
+
+  // Experts: dy_e = g * dy on each expert's tokens; dg = <dy_t, expert_out>.
+  std::vector<double> dg(static_cast<size_t>(N * K), 0.0);
+  for (int64_t e = 0; e < E; ++e) {
+    const auto &slots = r.routed[e];
+    if (slots.empty())
+      continue;
+    int64_t Te = static_cast<int64_t>(slots.size());
+    ReleaseGuard release;
+    Tensor xe = gatherRows(h.data(), D, slots);
+    Tensor out = runExpert(op, expert, "forward", e, {xe}, scope).at(0);
+    if (out.numel() != Te * D)
+      failOp(op, "expert '" + expert.name + "' returned a wrong shape");
+    Tensor dye = Tensor::empty({Te, D});
+    for (int64_t j = 0; j < Te; ++j) {
+      auto [t, k] = slots[j];
+      float g = r.gate[t * K + k];
+      const float *dyt = dy.data() + t * D, *oj = out.data() + j * D;
+      float *dj = dye.data() + j * D;
+      double dot = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        dj[d] = g * dyt[d];
+        dot += static_cast<double>(dyt[d]) * oj[d];
+      }
+      dg[t * K + k] = dot;
+    }
+    Tensor dxe = runExpert(op, expert, "backward", e,
+                           {std::move(xe), std::move(dye)}, scope)
+                     .at(0);
+    if (dxe.numel() != Te * D)
+      failOp(op,
+             "expert '" + expert.name + "' backward returned a wrong shape");
+    for (int64_t j = 0; j < Te; ++j) {
+      float *dht = dh.data() + slots[j].first * D;
+      const float *dj = dxe.data() + j * D;
+      for (int64_t d = 0; d < D; ++d)
+        dht[d] += dj[d];
+    }
+  }
+
+  // Gate weights -> probabilities (through the renormalisation), plus the
+  // aux loss' gradient c * E * f_e / N in every token's dp_e.
+  std::vector<float> dp(static_cast<size_t>(N * E), 0.0f);
+  const bool normalize = a.normalize;
+  for (int64_t t = 0; t < N; ++t) {
+    const float *p = r.probs.data() + t * E;
+    const int32_t *ch = r.choice.data() + t * K;
+    if (normalize) {
+      // g_k = p_k / s: dp_k = (dg_k - sum_j dg_j g_j) / s.
+      double sum = 0, dot = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        sum += p[ch[k]];
+        dot += dg[t * K + k] * r.gate[t * K + k];
+      }
+      for (int64_t k = 0; k < K; ++k)
+        dp[t * E + ch[k]] += static_cast<float>((dg[t * K + k] - dot) / sum);
+    } else {
+      for (int64_t k = 0; k < K; ++k)
+        dp[t * E + ch[k]] += static_cast<float>(dg[t * K + k]);
+    }
+  }
+  double aux = a.auxLoss;
+  if (aux > 0 && N > 0)
+    for (int64_t e = 0; e < E; ++e) {
+      double f = static_cast<double>(r.routed[e].size()) / (N * K);
+      float coef = static_cast<float>(aux * E * f / N);
+      for (int64_t t = 0; t < N; ++t)
+        dp[t * E + e] += coef;
+    }
+  std::vector<float> dr(dp.size());
+  cpu::softmaxGrad(r.probs.data(), dp.data(), dr.data(), N, E, 1);
+  // dh += dr @ router^T; drouter = h^T dr.
+  cpu::gemm(false, true, N, D, E, 1.0f, dr.data(), router.data(), 1.0f,
+            dh.data());
+  cpu::matmulGradWeightAcc(h.data(), dr.data(), drouter.data(), N, D, E);
+  c.setResult(std::move(dh), 0);
+  c.setResult(std::move(drouter), 1);
+}
+
+void addMoeKernels(KernelTable &t) {
+  t.set(OpKind::Moe, [](OpContext &c) { c.moe(); });
+  t.set(OpKind::MoeGrad, [](OpContext &c) { c.moeGrad(); });
+}
+
+} // namespace mtc::exec

@@ -1,0 +1,122 @@
+//===- OpContext.h - What a kernel of the executor sees ---------*- C++ -*-===//
+//
+// Part of mtc. Internal to runtime/exec. A kernel-table entry (KernelTable.h)
+// gets one OpContext per op it runs: the decoded op with its typed
+// attributes, its operands, the placement of its results (planned in a
+// workspace or allocated afresh) and the executor state a few ops need (the
+// KV cache, the loss, parameters, running layer and expert functions). The
+// context is a friend of the Executor, so that the kernels stay free
+// functions in the op-family files (Exec*.cpp) without making the executor's
+// state public.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_EXEC_OPCONTEXT_H
+#define MTC_RUNTIME_EXEC_OPCONTEXT_H
+
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/KernelTable.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace mtc::exec {
+
+/// A run-time error of \p op: "file:line:col: error in 'matmul': msg".
+[[noreturn]] void failOp(const bundle::Op &op, const std::string &msg);
+
+/// The product of dims [from, to) of \p s.
+int64_t product(const std::vector<int64_t> &s, size_t from, size_t to);
+/// [outer, n, inner] around \p axis.
+void split3(const std::vector<int64_t> &s, int64_t axis, int64_t &outer,
+            int64_t &n, int64_t &inner);
+
+class OpContext {
+public:
+  OpContext(Executor &ex, const DecodedOp &op, std::vector<Tensor> &values,
+            const bundle::Function &fn, const Executor::Scope &scope)
+      : decoded(op), op(*op.op), ex(ex), vals(values), fn(fn), scope(scope) {}
+
+  const DecodedOp &decoded;
+  const bundle::Op &op;
+
+  bundle::OpKind kind() const { return decoded.kind; }
+  /// The op's typed attributes (DecodedOp.h).
+  template <typename A> const A &attrs() const { return decoded.get<A>(); }
+  size_t numOperands() const { return op.operands.size(); }
+
+  Tensor &in(size_t i) {
+    if (i >= op.operands.size())
+      fail("missing operand");
+    return vals[op.operands[i]];
+  }
+  std::vector<int64_t> resultShape(size_t i = 0) const {
+    return ex.concrete(fn.values[op.results.at(i)]);
+  }
+  void setResult(Tensor t, size_t i = 0) {
+    vals[op.results.at(i)] = std::move(t);
+  }
+  /// Zero-filled, for kernels that accumulate into (or only partly write)
+  /// their result. A planned result is already in place: it is used.
+  Tensor newResult(size_t i = 0) {
+    const Tensor &pre = vals[op.results.at(i)];
+    if (!pre.f)
+      return Tensor::zeros(resultShape(i));
+    std::memset(pre.f.get(), 0, static_cast<size_t>(4 * pre.numel()));
+    return pre;
+  }
+  /// Uninitialised, for kernels that write every element.
+  Tensor newOutput(size_t i = 0) {
+    const Tensor &pre = vals[op.results.at(i)];
+    return pre.f ? pre : Tensor::empty(resultShape(i));
+  }
+  [[noreturn]] void fail(const std::string &msg) const { failOp(op, msg); }
+
+  /// Whether the executor is decoding with its KV cache (Executor::decode),
+  /// and the absolute position of the first new token.
+  bool decoding() const { return ex.decoding; }
+  int64_t cachePosition() const { return ex.cacheLength; }
+  /// Fails when decoding and \p axis of operand 0 is the sequence axis: the
+  /// op would mix positions the KV cache does not keep.
+  void checkDecodable(int64_t axis) const;
+  /// The KV cache of this attention op in this layer instance.
+  Executor::KV &kvCache();
+  /// Records the loss a cross-entropy op computed, in double precision.
+  void setLoss(double loss) { ex.lastLoss = loss; }
+  /// The parameter the op names, in its scope (model, layer, expert).
+  ParamSlot &param() { return *ex.slot(op, scope); }
+  /// Where \p s's value (\p grad false) or gradient lives.
+  float *paramData(ParamSlot &s, bool grad) {
+    return ex.paramLocator ? ex.paramLocator(s, grad)
+                           : (grad ? s.grad.data() : s.value.data());
+  }
+
+  /// The ops that run functions of the bundle (ExecLayers.cpp, ExecMoE.cpp).
+  void applyLayers() { ex.applyLayers(*this); }
+  void applyLayersGrad() { ex.applyLayersGrad(*this); }
+  void fused() { ex.fused(*this); }
+  void moe() { ex.moe(*this); }
+  void moeGrad() { ex.moeGrad(*this); }
+
+private:
+  friend class Executor;
+  Executor &ex;
+  std::vector<Tensor> &vals;
+  const bundle::Function &fn;
+  const Executor::Scope &scope;
+};
+
+/// The CPU kernels of each op family (Exec*.cpp) enter themselves into
+/// \p t.
+void addLayerKernels(KernelTable &t);
+void addMatmulKernels(KernelTable &t);
+void addElementwiseKernels(KernelTable &t);
+void addNormKernels(KernelTable &t);
+void addMovementKernels(KernelTable &t);
+void addAttentionKernels(KernelTable &t);
+void addLossKernels(KernelTable &t);
+void addMoeKernels(KernelTable &t);
+
+} // namespace mtc::exec
+
+#endif // MTC_RUNTIME_EXEC_OPCONTEXT_H

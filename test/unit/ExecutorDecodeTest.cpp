@@ -1,0 +1,301 @@
+//===- ExecutorDecodeTest.cpp - Ops decoded at load -------------*- C++ -*-===//
+//
+// Part of mtc. The executor decodes every op of a bundle when it is
+// constructed (runtime/exec/DecodedOp.h): an unknown op, a missing attribute
+// and an attribute of the wrong type are load errors naming the function, the
+// op and its source location, not a silent default or an error when the op
+// first runs. The same for the commands of a step program
+// (runtime/stream/StepProgram.h). The bundles here are built in memory, so
+// the reader's validation (test/bundle) never sees them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Bundle/Validate.h"
+#include "runtime/exec/DecodedOp.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/KernelTable.h"
+#include "runtime/exec/ParamStore.h"
+#include "runtime/stream/StepProgram.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mtc;
+using namespace mtc::bundle;
+using mtc::exec::DecodedProgram;
+
+namespace {
+
+ValueType f32(Shape s) { return {std::move(s), DType::F32}; }
+
+Op op(std::string name, std::vector<int> operands, std::vector<int> results,
+      std::string symbol = "") {
+  Op o;
+  o.name = std::move(name);
+  o.operands = std::move(operands);
+  o.results = std::move(results);
+  o.symbol = std::move(symbol);
+  o.loc = "m.mt:3:7";
+  return o;
+}
+
+/// tokens -> embedding -> Block (rmsnorm, then a fused add) -> loss.
+Bundle tinyBundle() {
+  Bundle b;
+  b.model = "M";
+  b.params = {Param{"emb", {8, 4}, DType::F32, "normal", {0.02}}};
+  Function fwd;
+  fwd.values = {
+      {{kDimB, kDimS}, DType::I32}, {{kDimB, kDimS}, DType::I32}, f32({8, 4}),
+      f32({kDimB, kDimS, 4}),       f32({kDimB, kDimS, 4}),       f32({})};
+  fwd.args = {0, 1};
+  fwd.ops = {op("param_ref", {}, {2}, "emb"), op("embedding", {0, 2}, {3}),
+             op("apply_layers", {3}, {4}, "Block"),
+             op("linear_cross_entropy", {4, 2, 1}, {5})};
+  fwd.ops[2].attrs = {{"first", int64_t(0)}, {"count", int64_t(1)}};
+  fwd.ops[3].attrs = {{"transpose_weight", true}};
+  fwd.results = {5};
+  b.functions["forward"] = fwd;
+
+  Layer l;
+  l.name = "Block";
+  l.count = 1;
+  l.params = {Param{"w", {4}, DType::F32, "ones", {}}};
+  Function lf;
+  lf.values = {f32({kDimB, kDimS, 4}), f32({4}), f32({kDimB, kDimS, 4}),
+               f32({kDimB, kDimS, 4})};
+  lf.args = {0};
+  lf.ops = {op("param_ref", {}, {1}, "w"), op("rmsnorm", {0, 1}, {2}),
+            op("fused", {2, 0}, {3})};
+  lf.ops[1].attrs = {{"eps", 1e-5}};
+  auto body = std::make_shared<Function>();
+  body->values = {f32({kDimB, kDimS, 4}), f32({kDimB, kDimS, 4}),
+                  f32({kDimB, kDimS, 4})};
+  body->args = {0, 1};
+  body->ops = {op("add", {0, 1}, {2})};
+  body->results = {2};
+  lf.ops[2].region = body;
+  lf.results = {3};
+  l.functions["forward"] = lf;
+  b.layers.push_back(l);
+  return b;
+}
+
+Function &layerForward(Bundle &b) { return b.layers[0].functions["forward"]; }
+
+/// The load error of \p b ("" if it decodes), through the executor.
+std::string loadError(const Bundle &b) {
+  exec::ParamStore store(b);
+  try {
+    exec::Executor ex(b, store);
+  } catch (const exec::ExecError &e) {
+    return e.message;
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(ExecutorDecode, TinyBundleDecodesAndRuns) {
+  Bundle b = tinyBundle();
+  Expected<DecodedProgram> p = DecodedProgram::decode(b);
+  ASSERT_TRUE(p.ok()) << p.message();
+  const exec::DecodedFunction *f = p->find(layerForward(b));
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->ops.size(), 3u);
+  EXPECT_EQ(f->ops[1].kind, OpKind::RmsNorm);
+  EXPECT_DOUBLE_EQ(f->ops[1].get<exec::NormAttrs>().eps, 1e-5);
+  EXPECT_DOUBLE_EQ(f->ops[1].get<exec::NormAttrs>().offset, 0.0);
+  ASSERT_NE(f->ops[2].region, nullptr);
+  EXPECT_EQ(f->ops[2].region->ops.at(0).kind, OpKind::Add);
+  EXPECT_EQ(f->ops[2].region->ops.at(0).get<exec::BinaryAttrs>().fn,
+            exec::BinaryFn::Add);
+
+  exec::ParamStore store(b);
+  store.initialize(1);
+  exec::Executor ex(b, store);
+  std::vector<int32_t> tokens = {1, 2, 3, 4}, targets = {2, 3, 4, 5};
+  double loss = ex.loss(tokens.data(), targets.data(), 1, 4);
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_GT(loss, 0.0);
+}
+
+TEST(ExecutorDecode, UnknownOpIsALoadError) {
+  Bundle b = tinyBundle();
+  layerForward(b).ops[1].name = "rmsnorn";
+  EXPECT_EQ(loadError(b),
+            "bundle: layer 'Block': function 'forward': op 1 'rmsnorn' at "
+            "m.mt:3:7: unknown op (the runtime has no kernel for 'rmsnorn')");
+}
+
+TEST(ExecutorDecode, UnknownOpInAFusedBodyIsALoadError) {
+  Bundle b = tinyBundle();
+  layerForward(b).ops[2].region->ops[0].name = "plus";
+  EXPECT_EQ(loadError(b),
+            "bundle: layer 'Block': function 'forward': op 2 'fused' at "
+            "m.mt:3:7: region: op 0 'plus' at m.mt:3:7: unknown op (the "
+            "runtime has no kernel for 'plus')");
+}
+
+TEST(ExecutorDecode, MissingAttributeIsALoadError) {
+  Bundle b = tinyBundle();
+  layerForward(b).ops[1].attrs.clear();
+  EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
+                          "'rmsnorm' at m.mt:3:7: missing attribute 'eps' "
+                          "(a number)");
+}
+
+TEST(ExecutorDecode, MisspeltAttributeIsALoadError) {
+  // Read by name with a default, `epsilon` used to run as eps = 0.
+  Bundle b = tinyBundle();
+  layerForward(b).ops[1].attrs = {{"epsilon", 1e-5}};
+  EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
+                          "'rmsnorm' at m.mt:3:7: unknown attribute "
+                          "'epsilon' (expected eps, offset)");
+}
+
+TEST(ExecutorDecode, IllTypedAttributeIsALoadError) {
+  Bundle b = tinyBundle();
+  layerForward(b).ops[1].attrs = {{"eps", std::string("small")}};
+  EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
+                          "'rmsnorm' at m.mt:3:7: attribute 'eps' must be a "
+                          "number, got 'small'");
+
+  Bundle c = tinyBundle();
+  c.functions["forward"].ops[2].attrs["count"] = 1.5;
+  EXPECT_EQ(loadError(c), "bundle: function 'forward': op 2 'apply_layers' "
+                          "at m.mt:3:7: attribute 'count' must be an "
+                          "integer, got 1.5");
+}
+
+TEST(ExecutorDecode, ValueOutsideAnAttributesVocabularyIsALoadError) {
+  Bundle b = tinyBundle();
+  Op &norm = layerForward(b).ops[1];
+  norm.name = "unary_grad";
+  norm.attrs = {{"kind", std::string("swish")}};
+  EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
+                          "'unary_grad' at m.mt:3:7: unknown elementwise "
+                          "function 'swish'");
+}
+
+TEST(ExecutorDecode, WrongArityIsALoadError) {
+  Bundle b = tinyBundle();
+  layerForward(b).ops[1].operands = {0};
+  EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
+                          "'rmsnorm' at m.mt:3:7: expected 2 operands, got 1");
+}
+
+TEST(ExecutorDecode, OpsDefAndTheValidatorsOpTableAgree) {
+  // Every op kind has an entry in the op table the reader validates with,
+  // and names round-trip.
+  for (size_t k = 0; k < kNumOpKinds; ++k) {
+    OpKind kind = static_cast<OpKind>(k);
+    const char *name = opKindName(kind);
+    EXPECT_NE(findOp(name), nullptr) << name;
+    ASSERT_TRUE(opKindOf(name).has_value()) << name;
+    EXPECT_EQ(*opKindOf(name), kind) << name;
+  }
+  EXPECT_FALSE(opKindOf("no_such_op").has_value());
+}
+
+TEST(ExecutorDecode, AnOpWithoutAKernelTableEntryIsALoadError) {
+  Bundle b = tinyBundle();
+  Expected<DecodedProgram> p = DecodedProgram::decode(b);
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_TRUE(exec::cpuKernelTable().covers(*p).ok());
+  // A backend that has every kernel but rmsnorm's.
+  exec::KernelTable partial("test");
+  for (size_t k = 0; k < kNumOpKinds; ++k)
+    partial.set(static_cast<OpKind>(k),
+                exec::cpuKernelTable()[static_cast<OpKind>(k)]);
+  partial.set(OpKind::RmsNorm, nullptr);
+  Status st = partial.covers(*p);
+  EXPECT_EQ(st.message(), "layer 'Block': function 'forward': op 1 'rmsnorm' "
+                          "at m.mt:3:7: the test backend has no kernel for "
+                          "this op");
+}
+
+namespace {
+
+/// forward_backward = the forward with a layers loop over op 2, and a plan
+/// running it: stage [0, 2), the loop, stage [3, 4).
+Bundle planned() {
+  Bundle b = tinyBundle();
+  b.functions["forward_backward"] = b.functions["forward"];
+  auto plan = std::make_shared<StepPlan>();
+  PlanCommand stage0{"stage", {{"begin", int64_t(0)}, {"end", int64_t(2)}}, {}};
+  PlanCommand loop{"layers",
+                   {{"layer", std::string("Block")},
+                    {"first", int64_t(0)},
+                    {"count", int64_t(1)},
+                    {"direction", std::string("forward")},
+                    {"op_index", int64_t(2)}},
+                   {}};
+  loop.body = {PlanCommand{"prefetch", {{"ahead", int64_t(1)}}, {}},
+               PlanCommand{"wait_weights", {}, {}},
+               PlanCommand{"save", {{"to", std::string("host")}}, {}},
+               PlanCommand{"compute", {}, {}}};
+  PlanCommand stage1{"stage", {{"begin", int64_t(3)}, {"end", int64_t(4)}}, {}};
+  plan->program = {stage0, loop, stage1};
+  b.step = plan;
+  return b;
+}
+
+std::string stepError(const Bundle &b) {
+  Expected<std::vector<stream::StepCommand>> p =
+      stream::decodeStepProgram(*b.step, b.functions.at("forward_backward"));
+  return p.ok() ? "" : p.message();
+}
+
+} // namespace
+
+TEST(StepProgramDecode, CommandsDecodeIntoKindsAndFields) {
+  Bundle b = planned();
+  Expected<std::vector<stream::StepCommand>> p =
+      stream::decodeStepProgram(*b.step, b.functions.at("forward_backward"));
+  ASSERT_TRUE(p.ok()) << p.message();
+  ASSERT_EQ(p->size(), 3u);
+  EXPECT_EQ((*p)[0].kind, stream::StepCommandKind::Stage);
+  EXPECT_EQ((*p)[0].end, 2u);
+  const stream::StepCommand &loop = (*p)[1];
+  EXPECT_EQ(loop.kind, stream::StepCommandKind::Layers);
+  EXPECT_TRUE(loop.forward);
+  EXPECT_EQ(loop.opIndex, 2u);
+  EXPECT_EQ(loop.op, &b.functions.at("forward_backward").ops[2]);
+  ASSERT_EQ(loop.body.size(), 4u);
+  EXPECT_EQ(loop.body[0].ahead, 1);
+  EXPECT_TRUE(loop.body[2].host);
+  EXPECT_STREQ(stream::stepCommandName(loop.body[3].kind), "compute");
+}
+
+TEST(StepProgramDecode, UnknownCommandsAreLoadErrors) {
+  Bundle b = planned();
+  b.step->program[0].op = "stgae";
+  EXPECT_EQ(stepError(b), "unknown command 'stgae' in the program");
+  Bundle c = planned();
+  c.step->program[1].body[1].op = "wait";
+  EXPECT_EQ(stepError(c), "unknown command 'wait' in a layers loop");
+  Bundle d = planned();
+  d.step->program[0].body = {};
+  d.step->program[0].op = "compute"; // a body command at the top
+  EXPECT_EQ(stepError(d), "unknown command 'compute' in the program");
+}
+
+TEST(StepProgramDecode, MissingOrIllTypedFieldsAreLoadErrors) {
+  Bundle b = planned();
+  b.step->program[1].body[0].attrs.clear();
+  EXPECT_EQ(stepError(b), "'prefetch' has no field 'ahead'");
+  Bundle c = planned();
+  c.step->program[1].body[2].attrs["to"] = std::string("disk");
+  EXPECT_EQ(stepError(c),
+            "field 'to' of 'save' must be one of 'device', 'host', got 'disk'");
+  Bundle d = planned();
+  d.step->program[1].attrs["direction"] = int64_t(1);
+  EXPECT_EQ(stepError(d), "field 'direction' of 'layers' must be one of "
+                          "'forward', 'backward'");
+  Bundle e = planned();
+  e.step->program[1].attrs["op_index"] = int64_t(1);
+  EXPECT_EQ(stepError(e), "layers loop over 'Block' does not match op 1 "
+                          "('embedding @')");
+}
