@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,14 +20,15 @@ using namespace mtc;
 
 namespace {
 
+/// A fresh directory (mkdtemp: a name left by an earlier run whose process
+/// had the same pid would make symlink/link fail).
 std::string tempDir() {
-  static int counter = 0;
   std::string base = ::testing::TempDir();
   while (base.size() > 1 && base.back() == '/')
     base.pop_back();
-  std::string d = base + "/mtc-files-" + std::to_string(::getpid()) + "-" +
-                  std::to_string(counter++);
-  ::mkdir(d.c_str(), 0755);
+  std::string d = base + "/mtc-files-XXXXXX";
+  if (!::mkdtemp(d.data()))
+    ADD_FAILURE() << "mkdtemp " << d << " failed";
   return d;
 }
 
