@@ -14,7 +14,8 @@
 //       y = x / sqrt(mean(x^2) + eps) * (offset + w)
 //   mtc_layernorm_T(x, w, b, y, rows, D, eps)
 //       y = (x - mean) / sqrt(var + eps) * w + b   (b may be null)
-//       variance of the centred row (two passes, no E[x^2] - E[x]^2)
+//       variance of the centred row (two passes, no E[x^2] - E[x]^2; the
+//       second pass also corrects the mean, see meanRstd)
 //
 // Backward: dx is f32 in both variants (x, w, dy of type T); dwAcc / dbAcc
 // are ACCUMULATED, deterministically, in three launches:
@@ -80,21 +81,29 @@ __device__ __forceinline__ void chunkRows(int rows, int c, int chunks,
   last = static_cast<int>(static_cast<long long>(rows) * (c + 1) / chunks);
 }
 
-/// Mean and 1/sqrt(var + eps) of one row, in two passes (as runtime/cpu).
+/// Mean and 1/sqrt(var + eps) of one row (\p scratch: 64 floats). Two
+/// passes as runtime/cpu, the second also summing the deviations from the
+/// first mean m0 to correct it: mean = m0 + sum(x - m0) / D,
+/// var = sum((x - m0)^2) / D - (sum(x - m0) / D)^2 (the corrected two-pass
+/// algorithm). The fp32 block sum alone leaves the mean a few ulp off the
+/// CPU's double one, which shows where x - mean cancels.
 template <typename T>
 __device__ __forceinline__ float2 meanRstd(const T *xr, int D, float eps,
                                            float *scratch) {
   float s = 0.0f;
   for (int j = threadIdx.x; j < D; j += blockDim.x)
     s += toFloat(xr[j]);
-  const float mean = blockSum(s, scratch) / D;
-  float q = 0.0f;
+  const float m0 = blockSum(s, scratch) / D;
+  float c = 0.0f, q = 0.0f;
   for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const float d = toFloat(xr[j]) - mean;
+    const float d = toFloat(xr[j]) - m0;
+    c += d;
     q += d * d;
   }
-  const float var = blockSum(q, scratch) / D;
-  return make_float2(mean, 1.0f / sqrtf(var + eps));
+  const float2 sums = blockSum2(c, q, scratch);
+  const float shift = sums.x / D;
+  const float var = fmaxf(sums.y / D - shift * shift, 0.0f);
+  return make_float2(m0 + shift, 1.0f / sqrtf(var + eps));
 }
 
 template <typename T>
@@ -170,7 +179,7 @@ template <typename T>
 __device__ void layernorm(const T *__restrict__ x, const T *__restrict__ w,
                           const T *__restrict__ b, T *__restrict__ y, int rows,
                           int D, float eps) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[64];
   const int row = blockIdx.x;
   if (row >= rows)
     return;
