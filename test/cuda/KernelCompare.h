@@ -8,7 +8,8 @@
 //   f32 outputs   relative error |got - ref| / max(|ref|, floor * max|ref|),
 //                 the floor (a fraction of the tensor's largest magnitude)
 //                 keeping outputs that cancel to about zero (dx = a - b) from
-//                 dominating; the worst value is printed so the docs can
+//                 dominating (with floor 0, an exact 0 must come out as 0
+//                 or below FLT_MIN); the worst value is printed so the docs can
 //                 quote it.
 //   bf16 outputs  ULP distance to the f32 reference rounded to bf16 (the
 //                 reference computed by runtime/cpu on the bf16 inputs
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -78,7 +80,8 @@ inline double maxRelError(const std::vector<float> &got,
       continue;
     }
     double err = std::fabs(double(got[i]) - ref[i]) /
-                 std::max({double(std::fabs(ref[i])), floor * scale, 1e-30});
+                 std::max({double(std::fabs(ref[i])), floor * scale,
+                           double(std::numeric_limits<float>::min())});
     if (!(err <= worst)) { // NaN counts as the worst
       worst = std::isnan(err) ? INFINITY : err;
       if (getenv("MTC_DEBUG_CMP"))

@@ -182,6 +182,41 @@ TEST_P(NormKernels, LayerNormF32AndBf16) {
   }
 }
 
+/// Rows with a mean far from 0 (1000 +- 1), against a double-precision
+/// reference: the statistics must not lose the deviations to the mean's
+/// rounding. Bound, relative to max|y| (floor 1): the mean itself is a
+/// float, 0.5 ulp of 1000 = 3e-5 off, times rstd (1.7) and |w| (<= 2): 1e-4
+/// of a max|y| of ~5.5, i.e. 2e-5. Without the mean's correction (an fp32
+/// sum of the row alone) the error is several times that.
+TEST_P(NormKernels, LayerNormLargeMeanAgainstDouble) {
+  void *fn = kernel("norm.cu", "mtc_layernorm_f32");
+  int rows = 3, D = 4099;
+  std::vector<float> x = randomFloats(size_t(rows) * D, 21, 999, 1001),
+                     w = randomFloats(D, 22), b = randomFloats(D, 23);
+  float eps = 1e-5f;
+  unsigned long long dx = upload(x), dw = upload(w), db = upload(b),
+                     dy = alloc(x.size() * 4);
+  launch(fn, {unsigned(rows)}, {256}, 0, {&dx, &dw, &db, &dy, &rows, &D, &eps});
+  std::vector<float> ref(x.size()), cpuY(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < D; ++j)
+      mean += x[size_t(r) * D + j];
+    mean /= D;
+    for (int j = 0; j < D; ++j)
+      var += (x[size_t(r) * D + j] - mean) * (x[size_t(r) * D + j] - mean);
+    double rstd = 1.0 / std::sqrt(var / D + eps);
+    for (int j = 0; j < D; ++j)
+      ref[size_t(r) * D + j] =
+          float((x[size_t(r) * D + j] - mean) * rstd * w[j] + b[j]);
+  }
+  cpu::layernorm(x.data(), w.data(), b.data(), cpuY.data(), rows, D, eps);
+  maxRelError(cpuY, ref, 1, "(runtime/cpu layernorm, mean 1000)");
+  EXPECT_LE(maxRelError(download<float>(dy, x.size()), ref, 1,
+                        "layernorm_f32 mean 1000 vs double"),
+            3e-5);
+}
+
 /// layernormGrad through its launches; \p withB: db wanted.
 template <typename T>
 void layernormGradCase(NormKernels &t, const std::string &suffix, int rows,
