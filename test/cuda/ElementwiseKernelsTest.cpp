@@ -135,9 +135,11 @@ TEST_P(ElementwiseKernels, UnaryBf16EveryOp) {
       cpu::unaryGrad(cpu::Unary(op), x.data(), g.data(), dx.data(), n, param);
       std::vector<uint16_t> got;
       runUnary(*this, fwd, false, true, op, param, x, {}, offset, 2, 64, &got);
-      EXPECT_LE(maxBf16Ulps(got, y, "unary_bf16 " + what), 2);
+      // Floor 1% of max|y| as in the f32 test (GeluErf's 1 + erf cancels:
+      // CUDA's erff and libm's differ there by an ulp of 1).
+      EXPECT_LE(maxBf16Ulps(got, y, "unary_bf16 " + what, 1e-2), 2);
       runUnary(*this, bwd, true, true, op, param, x, g, offset, 2, 64, &got);
-      EXPECT_LE(maxBf16Ulps(got, dx, "unary_grad_bf16 " + what), 2);
+      EXPECT_LE(maxBf16Ulps(got, dx, "unary_grad_bf16 " + what, 1e-2), 2);
     }
   }
 }
