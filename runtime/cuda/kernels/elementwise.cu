@@ -40,6 +40,7 @@
 #include "common.cuh"
 #include "fastmath.cuh"
 #include "shapes.cuh"
+#include "vector.cuh"
 
 namespace {
 
@@ -166,30 +167,8 @@ template <int Op> __device__ __forceinline__ float binaryF(float a, float b) {
 }
 
 //===----------------------------------------------------------------------===//
-// 16-byte packs
+// Loops
 //===----------------------------------------------------------------------===//
-
-template <typename T> struct Pack {
-  static constexpr int kN = 16 / sizeof(T); ///< 4 f32 or 8 bf16
-  union {
-    float4 raw;
-    T v[kN];
-  };
-  __device__ __forceinline__ Pack() {}
-};
-
-template <typename T> __device__ __forceinline__ Pack<T> load16(const T *p) {
-  Pack<T> pk;
-  pk.raw = *reinterpret_cast<const float4 *>(p);
-  return pk;
-}
-template <typename T>
-__device__ __forceinline__ void store16(T *p, const Pack<T> &pk) {
-  *reinterpret_cast<float4 *>(p) = pk.raw;
-}
-__device__ __forceinline__ bool aligned16(const void *p) {
-  return (reinterpret_cast<unsigned long long>(p) & 15) == 0;
-}
 
 __device__ __forceinline__ long long firstIndex() {
   return static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -197,10 +176,6 @@ __device__ __forceinline__ long long firstIndex() {
 __device__ __forceinline__ long long gridThreads() {
   return static_cast<long long>(gridDim.x) * blockDim.x;
 }
-
-//===----------------------------------------------------------------------===//
-// Loops
-//===----------------------------------------------------------------------===//
 
 template <typename T, int Op>
 __device__ void unaryLoop(const T *x, T *y, long long n, float p) {
@@ -244,6 +219,26 @@ __device__ void unaryGradLoop(const T *x, const T *dy, T *dx, long long n,
     dx[i] = fromFloat<T>(unaryGradF<Op>(toFloat(x[i]), toFloat(dy[i]), p));
 }
 
+/// out[i] for i in [first, n), operand offsets from the shape, in index
+/// type I.
+template <typename T, int Op, typename I>
+__device__ __forceinline__ void broadcastLoop(const T *a, const T *b, T *out,
+                                              const BroadcastShape &s,
+                                              long long n, long long first) {
+  const I end = static_cast<I>(n), step = static_cast<I>(gridThreads());
+  for (I i = static_cast<I>(first + firstIndex()); i < end; i += step) {
+    I offA = 0, offB = 0, rem = i;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const I size = static_cast<I>(s.size[d]);
+      const I k = rem % size;
+      rem /= size;
+      offA += k * static_cast<I>(s.strideA[d]);
+      offB += k * static_cast<I>(s.strideB[d]);
+    }
+    out[i] = fromFloat<T>(binaryF<Op>(toFloat(a[offA]), toFloat(b[offB])));
+  }
+}
+
 template <typename T, int Op>
 __device__ void binaryLoop(const T *a, const T *b, T *out,
                            const BroadcastShape &s, long long n) {
@@ -263,16 +258,12 @@ __device__ void binaryLoop(const T *a, const T *b, T *out,
     }
     done = packs * kN;
   }
-  for (long long i = done + firstIndex(); i < n; i += gridThreads()) {
-    long long offA = 0, offB = 0, rem = i;
-    for (int d = s.rank - 1; d >= 0; --d) {
-      const long long k = rem % s.size[d];
-      rem /= s.size[d];
-      offA += k * s.strideA[d];
-      offB += k * s.strideB[d];
-    }
-    out[i] = fromFloat<T>(binaryF<Op>(toFloat(a[offA]), toFloat(b[offB])));
-  }
+  // A 64-bit division costs several times a 32-bit one: index in 32 bits
+  // whenever the output (and so every operand) has fewer than 2^31 elements.
+  if (n <= 0x7fffffffLL)
+    broadcastLoop<T, Op, unsigned>(a, b, out, s, n, done);
+  else
+    broadcastLoop<T, Op, unsigned long long>(a, b, out, s, n, done);
 }
 
 // The op switch sits outside the loops: each loop is a plain map.

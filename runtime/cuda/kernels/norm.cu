@@ -43,14 +43,19 @@
 // 64), as runtime/cpu's paramChunks, gives D / blockDim.x * 64 blocks in
 // step 2, plenty for a GPU at D >= 1024.
 //
-// Reductions over a row: each thread sums its strided elements in fp32,
+// Row access: 16-byte packs (4 f32 / 8 bf16 per load, vector.cuh) when the
+// row pointers are 16-byte aligned -- always when D is a multiple of 4 (f32)
+// or 8 (bf16) and the tensors are -- with a scalar tail; element by element
+// otherwise. Reductions over a row: each thread sums its elements in fp32,
 // then a warp xor butterfly and one partial per warp (common.cuh's
-// blockSum) -- fixed order, deterministic. A row is read from global memory
-// once per pass (rmsnorm 2 passes, layernorm 3; the backward one more):
-// at D <= 16384 a row is at most 64 KiB and the later passes mostly hit L1/L2.
+// blockSum) -- an order fixed by (D, blockDim.x, alignment), deterministic.
+// A row is read from global memory once per pass (rmsnorm 2 passes,
+// layernorm 3; the backward one more): at D <= 16384 a row is at most 64 KiB
+// and the later passes mostly hit L1/L2.
 //
 //===----------------------------------------------------------------------===//
 #include "common.cuh"
+#include "vector.cuh"
 
 namespace {
 
@@ -85,21 +90,20 @@ __device__ __forceinline__ void chunkRows(int rows, int c, int chunks,
 /// passes as runtime/cpu, the second also summing the deviations from the
 /// first mean m0 to correct it: mean = m0 + sum(x - m0) / D,
 /// var = sum((x - m0)^2) / D - (sum(x - m0) / D)^2 (the corrected two-pass
-/// algorithm). The fp32 block sum alone leaves the mean a few ulp off the
-/// CPU's double one, which shows where x - mean cancels.
+/// algorithm). The fp32 block sum alone leaves the mean several ulp off
+/// where |mean| >> std (test: LayerNormLargeMeanAgainstDouble).
 template <typename T>
 __device__ __forceinline__ float2 meanRstd(const T *xr, int D, float eps,
-                                           float *scratch) {
+                                           bool vec, float *scratch) {
   float s = 0.0f;
-  for (int j = threadIdx.x; j < D; j += blockDim.x)
-    s += toFloat(xr[j]);
+  forRow(xr, D, vec, [&](int, float v) { s += v; });
   const float m0 = blockSum(s, scratch) / D;
   float c = 0.0f, q = 0.0f;
-  for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const float d = toFloat(xr[j]) - m0;
+  forRow(xr, D, vec, [&](int, float v) {
+    const float d = v - m0;
     c += d;
     q += d * d;
-  }
+  });
   const float2 sums = blockSum2(c, q, scratch);
   const float shift = sums.x / D;
   const float var = fmaxf(sums.y / D - shift * shift, 0.0f);
@@ -116,15 +120,13 @@ __device__ void rmsnorm(const T *__restrict__ x, const T *__restrict__ w,
     return;
   const T *xr = x + static_cast<size_t>(row) * D;
   T *yr = y + static_cast<size_t>(row) * D;
+  const bool vec = aligned16(xr) && aligned16(w) && aligned16(yr);
   float ss = 0.0f;
-  for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const float v = toFloat(xr[j]);
-    ss += v * v;
-  }
+  forRow(xr, D, vec, [&](int, float v) { ss += v * v; });
   // 1 / sqrtf (both correctly rounded) rather than rsqrtf (2 ulp).
   const float inv = 1.0f / sqrtf(blockSum(ss, scratch) / D + eps);
-  for (int j = threadIdx.x; j < D; j += blockDim.x)
-    yr[j] = fromFloat<T>(toFloat(xr[j]) * inv * (offset + toFloat(w[j])));
+  mapRow2(xr, w, yr, D, vec,
+          [&](int, float v, float wv) { return v * inv * (offset + wv); });
 }
 
 template <typename T>
@@ -141,18 +143,19 @@ __device__ void rmsnormGrad(const T *__restrict__ x, const T *__restrict__ w,
   const size_t base = static_cast<size_t>(row) * D;
   const T *xr = x + base, *gr = dy + base;
   float *dr = dx + base;
+  // w and dx go element by element (w stays in L1 from row to row).
+  const bool vec = aligned16(xr) && aligned16(gr);
   float ss = 0.0f, dot = 0.0f;
-  for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const float v = toFloat(xr[j]);
+  forRow2(xr, gr, D, vec, [&](int j, float v, float g) {
     ss += v * v;
-    dot += toFloat(gr[j]) * (offset + toFloat(w[j])) * v;
-  }
+    dot += g * (offset + toFloat(w[j])) * v;
+  });
   const float2 sums = blockSum2(ss, dot, scratch);
   const float inv = 1.0f / sqrtf(sums.x / D + eps);
   const float k = inv * inv * inv * sums.y / D;
-  for (int j = threadIdx.x; j < D; j += blockDim.x)
-    dr[j] =
-        inv * (offset + toFloat(w[j])) * toFloat(gr[j]) - toFloat(xr[j]) * k;
+  forRow2(xr, gr, D, vec, [&](int j, float v, float g) {
+    dr[j] = inv * (offset + toFloat(w[j])) * g - v * k;
+  });
   if (rstd && threadIdx.x == 0)
     rstd[row] = inv;
 }
@@ -185,11 +188,12 @@ __device__ void layernorm(const T *__restrict__ x, const T *__restrict__ w,
     return;
   const T *xr = x + static_cast<size_t>(row) * D;
   T *yr = y + static_cast<size_t>(row) * D;
-  const float2 s = meanRstd(xr, D, eps, scratch);
-  for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const float v = (toFloat(xr[j]) - s.x) * s.y * toFloat(w[j]);
-    yr[j] = fromFloat<T>(b ? v + toFloat(b[j]) : v);
-  }
+  const bool vec = aligned16(xr) && aligned16(w) && aligned16(yr);
+  const float2 s = meanRstd(xr, D, eps, vec, scratch);
+  mapRow2(xr, w, yr, D, vec, [&](int j, float v, float wv) {
+    const float out = (v - s.x) * s.y * wv;
+    return b ? out + toFloat(b[j]) : out;
+  });
 }
 
 template <typename T>
@@ -206,20 +210,21 @@ __device__ void layernormGrad(const T *__restrict__ x, const T *__restrict__ w,
   const size_t base = static_cast<size_t>(row) * D;
   const T *xr = x + base, *gr = dy + base;
   float *dr = dx + base;
-  const float2 s = meanRstd(xr, D, eps, scratch);
+  const bool vec = aligned16(xr) && aligned16(gr);
+  const float2 s = meanRstd(xr, D, eps, vec, scratch);
   float sg = 0.0f, sgx = 0.0f;
-  for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const float g = toFloat(gr[j]) * toFloat(w[j]);
+  forRow2(xr, gr, D, vec, [&](int j, float v, float gy) {
+    const float g = gy * toFloat(w[j]);
     sg += g;
-    sgx += g * ((toFloat(xr[j]) - s.x) * s.y);
-  }
+    sgx += g * ((v - s.x) * s.y);
+  });
   const float2 sums = blockSum2(sg, sgx, scratch);
   const float mg = sums.x / D, mgx = sums.y / D;
-  for (int j = threadIdx.x; j < D; j += blockDim.x) {
-    const float g = toFloat(gr[j]) * toFloat(w[j]);
-    const float xhat = (toFloat(xr[j]) - s.x) * s.y;
+  forRow2(xr, gr, D, vec, [&](int j, float v, float gy) {
+    const float g = gy * toFloat(w[j]);
+    const float xhat = (v - s.x) * s.y;
     dr[j] = s.y * (g - mg - xhat * mgx);
-  }
+  });
   if (stats && threadIdx.x == 0) {
     stats[2 * static_cast<size_t>(row)] = s.x;
     stats[2 * static_cast<size_t>(row) + 1] = s.y;

@@ -13,8 +13,9 @@
 //
 //   row form (inner == 1; the hot case): one block per row, grid (outer),
 //   block any multiple of 32 up to 1024 (256 for n of 1k and more, 64-128
-//   below), no dynamic shared memory; thread t handles elements t,
-//   t + blockDim.x, ..., then a warp butterfly and one partial per warp.
+//   below), no dynamic shared memory; the block walks the row in 16-byte
+//   packs when the row pointers are aligned (vector.cuh), else element by
+//   element, then a warp butterfly and one partial per warp.
 //   strided form (`_strided`, any inner >= 1): one thread per column (o, i),
 //   walking n with stride inner (coalesced across i); grid
 //   (ceil(outer * inner / blockDim.x)), block any multiple of 32 up to 1024
@@ -61,6 +62,7 @@
 #include "common.cuh"
 #include "fastmath.cuh"
 #include "shapes.cuh"
+#include "vector.cuh"
 
 namespace {
 
@@ -82,18 +84,15 @@ __device__ void reduceRows(const T *__restrict__ x, T *__restrict__ y,
   if (row >= outer)
     return;
   const T *xr = x + static_cast<size_t>(row) * n;
+  const bool vec = aligned16(xr);
   float r;
   if (op == kMax) {
     float m = negInf();
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      const float v = toFloat(xr[j]);
-      m = v > m ? v : m;
-    }
+    forRow(xr, n, vec, [&](int, float v) { m = v > m ? v : m; });
     r = blockMax(m, scratch);
   } else {
     float s = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x)
-      s += toFloat(xr[j]);
+    forRow(xr, n, vec, [&](int, float v) { s += v; });
     r = blockSum(s, scratch);
     if (op == kMean)
       r /= n;
@@ -179,13 +178,14 @@ __device__ void reduceGradRows(const T *__restrict__ x,
   const T *xr = x + base;
   float m = negInf();
   int arg = n; // none yet
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float v = toFloat(xr[j]);
-    if (v > m) { // strictly: this thread's first maximal index
+  // A thread sees its elements in increasing j (packs, then the tail), so
+  // `>` keeps its first maximal index.
+  forRow(xr, n, aligned16(xr), [&](int j, float v) {
+    if (v > m) {
       m = v;
       arg = j;
     }
-  }
+  });
   arg = blockArgMax(m, arg, vals, idx, n);
   if (arg == n) // no element above -inf: runtime/cpu picks index 0
     arg = 0;
@@ -250,15 +250,14 @@ __device__ void softmaxRows(const T *__restrict__ x, T *__restrict__ y,
     return;
   const T *xr = x + static_cast<size_t>(row) * n;
   T *yr = y + static_cast<size_t>(row) * n;
+  const bool vec = aligned16(xr) && aligned16(yr);
   float m = negInf(), s = 0.0f;
-  for (int j = threadIdx.x; j < n; j += blockDim.x)
-    onlineAdd(toFloat(xr[j]), m, s);
+  forRow(xr, n, vec, [&](int, float v) { onlineAdd(v, m, s); });
   const float M = blockMax(m, scratch);
   // A thread that saw nothing (s == 0) adds 0 even when m == M == -inf.
   const float inv =
       1.0f / blockSum(s == 0.0f ? 0.0f : s * fexp(m - M), scratch);
-  for (int j = threadIdx.x; j < n; j += blockDim.x)
-    yr[j] = fromFloat<T>(fexp(toFloat(xr[j]) - M) * inv);
+  mapRow(xr, yr, n, vec, [&](int, float v) { return fexp(v - M) * inv; });
 }
 
 template <typename T>
@@ -293,12 +292,12 @@ __device__ void softmaxGradRows(const T *__restrict__ y,
   const size_t base = static_cast<size_t>(row) * n;
   const T *p = y + base, *g = dy + base;
   T *d = dx + base;
+  const bool vec = aligned16(p) && aligned16(g) && aligned16(d);
   float dot = 0.0f;
-  for (int j = threadIdx.x; j < n; j += blockDim.x)
-    dot += toFloat(p[j]) * toFloat(g[j]);
+  forRow2(p, g, n, vec, [&](int, float pv, float gv) { dot += pv * gv; });
   dot = blockSum(dot, scratch);
-  for (int j = threadIdx.x; j < n; j += blockDim.x)
-    d[j] = fromFloat<T>(toFloat(p[j]) * (toFloat(g[j]) - dot));
+  mapRow2(p, g, d, n, vec,
+          [&](int, float pv, float gv) { return pv * (gv - dot); });
 }
 
 template <typename T>
