@@ -207,8 +207,16 @@ TEST_P(ElementwiseKernels, BinaryBroadcastF32AndBf16) {
       {{4, 5, 6}, {4, 5, 6}, {6}, 0},    // trailing (a bias)
       {{4, 5, 6}, {4, 1, 6}, {5, 1}, 0}, // both broadcast
       {{2, 3, 4, 5}, {3, 1, 5}, {2, 3, 4, 5}, 0},
-      {{7, 9}, {}, {7, 9}, 0},            // scalar a
-      {{3, 1, 4}, {3, 1, 4}, {1, 4}, 0}}; // a size-1 output dim
+      {{7, 9}, {}, {7, 9}, 0},           // scalar a
+      {{3, 1, 4}, {3, 1, 4}, {1, 4}, 0}, // a size-1 output dim
+      // Innermost a multiple of the pack (8 bf16): a pack at a time.
+      {{6, 16}, {6, 16}, {16}, 0}, // a bias
+      {{6, 16}, {6, 16}, {16}, 1}, // misaligned: element-wise
+      // b broadcast innermost: one b value per pack.
+      {{2, 3, 8},
+       {2, 1, 8},
+       {3, 1},
+       0}}; // b broadcast innermost // a size-1 output dim
   for (bool bf16 : {false, true}) {
     void *fn =
         kernel("elementwise.cu", bf16 ? "mtc_binary_bf16" : "mtc_binary_f32");

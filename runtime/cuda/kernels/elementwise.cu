@@ -29,12 +29,16 @@
 //
 // In place (y == x, dx == dy, out == a or b) is allowed.
 //
-// Memory access: when every pointer of a call is 16-byte aligned (and, for
-// binary, when the shape is one dimension with unit strides on both sides,
-// i.e. no broadcast after the host collapsed it) elements move as float4 (4
-// f32 or 8 bf16) with a scalar tail; otherwise one scalar per thread and
-// element, coalesced across the warp. Broadcast offsets cost one division
-// per output dimension: collapse adjacent dims with the same pattern first.
+// Memory access: when every pointer of a call is 16-byte aligned, elements
+// move as float4 (4 f32 or 8 bf16; kN per pack) with a scalar tail: unary,
+// and binary without broadcast (one dimension, unit strides). A broadcast
+// binary goes a pack of outputs at a time when the innermost output
+// dimension is a multiple of kN and each operand is either broadcast there
+// or contiguous there with strides that are multiples of kN (a bias add);
+// otherwise one element per thread, coalesced across the warp. Broadcast
+// offsets cost one division per output dimension (per pack, or per
+// element): collapse adjacent dims with the same pattern first. Indices are
+// 32-bit below 2^31 output elements.
 //
 //===----------------------------------------------------------------------===//
 #include "common.cuh"
@@ -239,6 +243,62 @@ __device__ __forceinline__ void broadcastLoop(const T *a, const T *b, T *out,
   }
 }
 
+/// Whether an operand (pointer \p p, strides \p stride) can be read a pack
+/// of kN outputs along the innermost dimension at a time: broadcast there
+/// (one value serves the pack), or contiguous there with every stride a
+/// multiple of kN and \p p aligned (so every pack starts 16-byte aligned).
+template <int kN>
+__device__ __forceinline__ bool packable(const void *p, const long long *stride,
+                                         int rank) {
+  const long long last = stride[rank - 1];
+  if (last == 0)
+    return true;
+  if (last != 1 || !aligned16(p))
+    return false;
+  for (int d = 0; d < rank - 1; ++d)
+    if (stride[d] % kN != 0)
+      return false;
+  return true;
+}
+
+/// The broadcast loop a pack of kN outputs at a time (one index
+/// decomposition per pack): when the innermost output dimension is a
+/// multiple of kN and both operands are packable.
+template <typename T, int Op, typename I>
+__device__ __forceinline__ void broadcastPacks(const T *a, const T *b, T *out,
+                                               const BroadcastShape &s,
+                                               long long n) {
+  constexpr int kN = Pack<T>::kN;
+  const bool aRow = s.strideA[s.rank - 1] == 1,
+             bRow = s.strideB[s.rank - 1] == 1;
+  const I packs = static_cast<I>(n / kN), step = static_cast<I>(gridThreads());
+  for (I q = static_cast<I>(firstIndex()); q < packs; q += step) {
+    I offA = 0, offB = 0, rem = q * kN;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const I size = static_cast<I>(s.size[d]);
+      const I k = rem % size;
+      rem /= size;
+      offA += k * static_cast<I>(s.strideA[d]);
+      offB += k * static_cast<I>(s.strideB[d]);
+    }
+    Pack<T> pa, pb, po;
+    float va = 0.0f, vb = 0.0f;
+    if (aRow)
+      pa = load16(a + offA);
+    else
+      va = toFloat(a[offA]);
+    if (bRow)
+      pb = load16(b + offB);
+    else
+      vb = toFloat(b[offB]);
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      po.v[k] = fromFloat<T>(binaryF<Op>(aRow ? toFloat(pa.v[k]) : va,
+                                         bRow ? toFloat(pb.v[k]) : vb));
+    store16(out + static_cast<size_t>(q) * kN, po);
+  }
+}
+
 template <typename T, int Op>
 __device__ void binaryLoop(const T *a, const T *b, T *out,
                            const BroadcastShape &s, long long n) {
@@ -257,6 +317,14 @@ __device__ void binaryLoop(const T *a, const T *b, T *out,
       store16(out + v * kN, po);
     }
     done = packs * kN;
+  } else if (s.rank >= 1 && s.size[s.rank - 1] % kN == 0 && aligned16(out) &&
+             packable<kN>(a, s.strideA, s.rank) &&
+             packable<kN>(b, s.strideB, s.rank)) {
+    if (n <= 0x7fffffffLL)
+      broadcastPacks<T, Op, unsigned>(a, b, out, s, n);
+    else
+      broadcastPacks<T, Op, unsigned long long>(a, b, out, s, n);
+    return;
   }
   // A 64-bit division costs several times a 32-bit one: index in 32 bits
   // whenever the output (and so every operand) has fewer than 2^31 elements.

@@ -143,18 +143,18 @@ __device__ void rmsnormGrad(const T *__restrict__ x, const T *__restrict__ w,
   const size_t base = static_cast<size_t>(row) * D;
   const T *xr = x + base, *gr = dy + base;
   float *dr = dx + base;
-  // w and dx go element by element (w stays in L1 from row to row).
-  const bool vec = aligned16(xr) && aligned16(gr);
+  const bool vec =
+      aligned16(xr) && aligned16(gr) && aligned16(w) && aligned16(dr);
   float ss = 0.0f, dot = 0.0f;
-  forRow2(xr, gr, D, vec, [&](int j, float v, float g) {
+  forRow3(xr, gr, w, D, vec, [&](int, float v, float g, float wv) {
     ss += v * v;
-    dot += g * (offset + toFloat(w[j])) * v;
+    dot += g * (offset + wv) * v;
   });
   const float2 sums = blockSum2(ss, dot, scratch);
   const float inv = 1.0f / sqrtf(sums.x / D + eps);
   const float k = inv * inv * inv * sums.y / D;
-  forRow2(xr, gr, D, vec, [&](int j, float v, float g) {
-    dr[j] = inv * (offset + toFloat(w[j])) * g - v * k;
+  mapRow3(xr, gr, w, dr, D, vec, [&](int, float v, float g, float wv) {
+    return inv * (offset + wv) * g - v * k;
   });
   if (rstd && threadIdx.x == 0)
     rstd[row] = inv;
@@ -188,12 +188,16 @@ __device__ void layernorm(const T *__restrict__ x, const T *__restrict__ w,
     return;
   const T *xr = x + static_cast<size_t>(row) * D;
   T *yr = y + static_cast<size_t>(row) * D;
-  const bool vec = aligned16(xr) && aligned16(w) && aligned16(yr);
+  const bool vec =
+      aligned16(xr) && aligned16(w) && aligned16(yr) && (!b || aligned16(b));
   const float2 s = meanRstd(xr, D, eps, vec, scratch);
-  mapRow2(xr, w, yr, D, vec, [&](int j, float v, float wv) {
-    const float out = (v - s.x) * s.y * wv;
-    return b ? out + toFloat(b[j]) : out;
-  });
+  if (b)
+    mapRow3(xr, w, b, yr, D, vec, [&](int, float v, float wv, float bv) {
+      return (v - s.x) * s.y * wv + bv;
+    });
+  else
+    mapRow2(xr, w, yr, D, vec,
+            [&](int, float v, float wv) { return (v - s.x) * s.y * wv; });
 }
 
 template <typename T>
@@ -210,20 +214,21 @@ __device__ void layernormGrad(const T *__restrict__ x, const T *__restrict__ w,
   const size_t base = static_cast<size_t>(row) * D;
   const T *xr = x + base, *gr = dy + base;
   float *dr = dx + base;
-  const bool vec = aligned16(xr) && aligned16(gr);
+  const bool vec =
+      aligned16(xr) && aligned16(gr) && aligned16(w) && aligned16(dr);
   const float2 s = meanRstd(xr, D, eps, vec, scratch);
   float sg = 0.0f, sgx = 0.0f;
-  forRow2(xr, gr, D, vec, [&](int j, float v, float gy) {
-    const float g = gy * toFloat(w[j]);
+  forRow3(xr, gr, w, D, vec, [&](int, float v, float gy, float wv) {
+    const float g = gy * wv;
     sg += g;
     sgx += g * ((v - s.x) * s.y);
   });
   const float2 sums = blockSum2(sg, sgx, scratch);
   const float mg = sums.x / D, mgx = sums.y / D;
-  forRow2(xr, gr, D, vec, [&](int j, float v, float gy) {
-    const float g = gy * toFloat(w[j]);
+  mapRow3(xr, gr, w, dr, D, vec, [&](int, float v, float gy, float wv) {
+    const float g = gy * wv;
     const float xhat = (v - s.x) * s.y;
-    dr[j] = s.y * (g - mg - xhat * mgx);
+    return s.y * (g - mg - xhat * mgx);
   });
   if (stats && threadIdx.x == 0) {
     stats[2 * static_cast<size_t>(row)] = s.x;

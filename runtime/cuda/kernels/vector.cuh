@@ -125,6 +125,60 @@ __device__ __forceinline__ void mapRow2(const T *a, const T *b, T *out, int D,
     out[j] = fromFloat<T>(g(j, toFloat(a[j]), toFloat(b[j])));
 }
 
+/// f(j, a[j], b[j], c[j]) for this thread's elements of three rows of D.
+template <typename T, typename F>
+__device__ __forceinline__ void forRow3(const T *a, const T *b, const T *c,
+                                        int D, bool vec, F f) {
+  constexpr int kN = Pack<T>::kN;
+  int tail = 0;
+  if (vec) {
+    const int packs = D / kN;
+    for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T> pa = load16(a + p * kN), pb = load16(b + p * kN),
+                    pc = load16(c + p * kN);
+#pragma unroll
+      for (int k = 0; k < kN; ++k)
+        f(p * kN + k, toFloat(pa.v[k]), toFloat(pb.v[k]), toFloat(pc.v[k]));
+    }
+    tail = packs * kN;
+  }
+  for (int j = tail + threadIdx.x; j < D; j += blockDim.x)
+    f(j, toFloat(a[j]), toFloat(b[j]), toFloat(c[j]));
+}
+
+/// out[j] = g(j, a[j], b[j], c[j]) over rows of D; Out is T or float (an f32
+/// result of bf16 inputs: kN floats, stored as kN / 4 float4s).
+template <typename T, typename Out, typename G>
+__device__ __forceinline__ void mapRow3(const T *a, const T *b, const T *c,
+                                        Out *out, int D, bool vec, G g) {
+  constexpr int kN = Pack<T>::kN;
+  int tail = 0;
+  if (vec) {
+    const int packs = D / kN;
+    for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T> pa = load16(a + p * kN), pb = load16(b + p * kN),
+                    pc = load16(c + p * kN);
+      float r[kN];
+#pragma unroll
+      for (int k = 0; k < kN; ++k)
+        r[k] =
+            g(p * kN + k, toFloat(pa.v[k]), toFloat(pb.v[k]), toFloat(pc.v[k]));
+      constexpr int kOut = 16 / sizeof(Out);
+#pragma unroll
+      for (int q = 0; q < kN / kOut; ++q) {
+        Pack<Out> po;
+#pragma unroll
+        for (int k = 0; k < kOut; ++k)
+          po.v[k] = fromFloat<Out>(r[q * kOut + k]);
+        store16(out + p * kN + q * kOut, po);
+      }
+    }
+    tail = packs * kN;
+  }
+  for (int j = tail + threadIdx.x; j < D; j += blockDim.x)
+    out[j] = fromFloat<Out>(g(j, toFloat(a[j]), toFloat(b[j]), toFloat(c[j])));
+}
+
 } // namespace mtc_cuda
 
 #endif // MTC_RUNTIME_CUDA_KERNELS_VECTOR_CUH
