@@ -213,10 +213,8 @@ TEST_P(ElementwiseKernels, BinaryBroadcastF32AndBf16) {
       {{6, 16}, {6, 16}, {16}, 0}, // a bias
       {{6, 16}, {6, 16}, {16}, 1}, // misaligned: element-wise
       // b broadcast innermost: one b value per pack.
-      {{2, 3, 8},
-       {2, 1, 8},
-       {3, 1},
-       0}}; // b broadcast innermost // a size-1 output dim
+      {{2, 3, 8}, {2, 1, 8}, {3, 1}, 0},
+  };
   for (bool bf16 : {false, true}) {
     void *fn =
         kernel("elementwise.cu", bf16 ? "mtc_binary_bf16" : "mtc_binary_f32");
