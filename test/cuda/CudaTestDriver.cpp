@@ -73,7 +73,8 @@ void CudaDriverTest::copyIn(unsigned long long dst, const void *src,
   sync();
 }
 
-void CudaDriverTest::copyOut(void *dst, unsigned long long src, size_t bytes) {
+void CudaDriverTest::copyOut(void *dst, unsigned long long src,
+                             size_t bytes) {
   CUDA_OK(api->cuMemcpyDtoHAsync_v2(dst, src, bytes, stream), "copy out");
   sync();
 }

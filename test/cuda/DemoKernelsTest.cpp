@@ -83,8 +83,8 @@ TEST_P(DemoKernels, AddRmsNormBf16WithinOneUlp) {
     std::vector<double> h(D);
     double ss = 0;
     for (int j = 0; j < D; ++j) {
-      h[j] =
-          fromBf16(toBf16(fromBf16(x[i * ld + j]) + fromBf16(r[i * ld + j])));
+      h[j] = fromBf16(
+          toBf16(fromBf16(x[i * ld + j]) + fromBf16(r[i * ld + j])));
       ss += h[j] * h[j];
     }
     double inv = 1.0 / std::sqrt(ss / D + eps);
@@ -96,8 +96,8 @@ TEST_P(DemoKernels, AddRmsNormBf16WithinOneUlp) {
 }
 
 TEST_P(DemoKernels, SoftmaxF32) {
-  void *fn =
-      kernel("softmax.cu", "softmax_f32", "test/cuda-emu/kernels/softmax.cu");
+  void *fn = kernel("softmax.cu", "softmax_f32",
+                    "test/cuda-emu/kernels/softmax.cu");
   for (int n : {1, 33, 1000}) {
     int rows = 4;
     std::vector<float> x = randoms(rows * n, 7, -8, 8);
@@ -120,7 +120,8 @@ TEST_P(DemoKernels, SoftmaxF32) {
 }
 
 TEST_P(DemoKernels, SgemmF32) {
-  void *fn = kernel("sgemm.cu", "sgemm_f32", "test/cuda-emu/kernels/sgemm.cu");
+  void *fn =
+      kernel("sgemm.cu", "sgemm_f32", "test/cuda-emu/kernels/sgemm.cu");
   int M = 70, N = 65, K = 33;
   std::vector<float> a = randoms(M * K, 8), b = randoms(K * N, 9),
                      c0 = randoms(M * N, 10);
