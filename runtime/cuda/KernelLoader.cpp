@@ -22,18 +22,18 @@ KernelLoader::create(std::shared_ptr<const CudaDriverApi> api, int ordinal,
                            "cuDeviceGet(" + std::to_string(ordinal) + ")");
       !s.ok())
     return s;
-  if (Status s = cudaCheck(
-          d,
-          d.cuDeviceGetAttribute(&major, kCuDevAttrComputeCapabilityMajor,
-                                 device),
-          "cuDeviceGetAttribute");
+  if (Status s =
+          cudaCheck(d,
+                    d.cuDeviceGetAttribute(
+                        &major, kCuDevAttrComputeCapabilityMajor, device),
+                    "cuDeviceGetAttribute");
       !s.ok())
     return s;
-  if (Status s = cudaCheck(
-          d,
-          d.cuDeviceGetAttribute(&minor, kCuDevAttrComputeCapabilityMinor,
-                                 device),
-          "cuDeviceGetAttribute");
+  if (Status s =
+          cudaCheck(d,
+                    d.cuDeviceGetAttribute(
+                        &minor, kCuDevAttrComputeCapabilityMinor, device),
+                    "cuDeviceGetAttribute");
       !s.ok())
     return s;
   l->archName = "sm_" + std::to_string(major) + std::to_string(minor);
@@ -69,9 +69,10 @@ Expected<void *> KernelLoader::load(const std::string &name,
   void *module = nullptr;
   if (d.emulated) {
     if (!extra.empty())
-      return Status::error(name + ": the emulated driver runs the build's "
-                                  "compile of this file and takes no "
-                                  "compile options (" +
+      return Status::error(name +
+                           ": the emulated driver runs the build's "
+                           "compile of this file and takes no "
+                           "compile options (" +
                            extra.front() + ")");
     EmulatedModuleImage image;
     image.module = name.c_str();

@@ -9,67 +9,23 @@
 
 #include "lib/Bundle/Validate.h"
 
+#include "test/unit/TinyBundle.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 using namespace mtc;
 using namespace mtc::bundle;
+using mtc::bundle::tiny::f32;
+using mtc::bundle::tiny::layerForward;
+using mtc::bundle::tiny::op;
+using mtc::bundle::tiny::TinyLayer;
 
 namespace {
 
-ValueType f32(Shape s) { return {std::move(s), DType::F32}; }
-
-Op op(std::string name, std::vector<int> operands, std::vector<int> results,
-      std::string symbol = "") {
-  Op o;
-  o.name = std::move(name);
-  o.operands = std::move(operands);
-  o.results = std::move(results);
-  o.symbol = std::move(symbol);
-  o.loc = "m.mt:1:1";
-  return o;
-}
-
-/// tokens -> embedding -> Block x 2 (matmul, then a fused add) -> loss.
 Bundle tinyBundle() {
-  Bundle b;
-  b.model = "M";
-  b.params = {Param{"emb", {8, 4}, DType::F32, "normal", {0.02}}};
-  Function fwd;
-  fwd.values = {
-      {{kDimB, kDimS}, DType::I32}, {{kDimB, kDimS}, DType::I32}, f32({8, 4}),
-      f32({kDimB, kDimS, 4}),       f32({kDimB, kDimS, 4}),       f32({})};
-  fwd.args = {0, 1};
-  fwd.ops = {op("param_ref", {}, {2}, "emb"), op("embedding", {0, 2}, {3}),
-             op("apply_layers", {3}, {4}, "Block"),
-             op("linear_cross_entropy", {4, 2, 1}, {5})};
-  fwd.ops[2].attrs = {{"first", int64_t(0)}, {"count", int64_t(2)}};
-  fwd.ops[3].attrs = {{"transpose_weight", true}};
-  fwd.results = {5};
-  b.functions["forward"] = fwd;
-
-  Layer l;
-  l.name = "Block";
-  l.count = 2;
-  l.params = {Param{"w", {4, 4}, DType::F32, "normal", {0.02}}};
-  Function lf;
-  lf.values = {f32({kDimB, kDimS, 4}), f32({4, 4}), f32({kDimB, kDimS, 4}),
-               f32({kDimB, kDimS, 4})};
-  lf.args = {0};
-  lf.ops = {op("param_ref", {}, {1}, "w"), op("matmul", {0, 1}, {2}),
-            op("fused", {2, 0}, {3})};
-  auto body = std::make_shared<Function>();
-  body->values = {f32({kDimB, kDimS, 4}), f32({kDimB, kDimS, 4}),
-                  f32({kDimB, kDimS, 4})};
-  body->args = {0, 1};
-  body->ops = {op("add", {0, 1}, {2})};
-  body->results = {2};
-  lf.ops[2].region = body;
-  lf.results = {3};
-  l.functions["forward"] = lf;
-  b.layers.push_back(l);
-  return b;
+  return tiny::tinyBundle(TinyLayer{2, "matmul", {4, 4}, "normal", {0.02}, {}});
 }
 
 /// The validation error of \p b ("" if it validates).
@@ -77,8 +33,6 @@ std::string errorOf(const Bundle &b) {
   std::string err;
   return validate(b, err) ? "" : err;
 }
-
-Function &layerForward(Bundle &b) { return b.layers[0].functions["forward"]; }
 
 } // namespace
 

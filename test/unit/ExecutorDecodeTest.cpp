@@ -17,72 +17,26 @@
 #include "runtime/exec/ParamStore.h"
 #include "runtime/stream/StepProgram.h"
 
+#include "test/unit/TinyBundle.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 using namespace mtc;
 using namespace mtc::bundle;
+using mtc::bundle::tiny::f32;
+using mtc::bundle::tiny::layerForward;
+using mtc::bundle::tiny::op;
+using mtc::bundle::tiny::TinyLayer;
 using mtc::exec::DecodedProgram;
 
 namespace {
 
-ValueType f32(Shape s) { return {std::move(s), DType::F32}; }
-
-Op op(std::string name, std::vector<int> operands, std::vector<int> results,
-      std::string symbol = "") {
-  Op o;
-  o.name = std::move(name);
-  o.operands = std::move(operands);
-  o.results = std::move(results);
-  o.symbol = std::move(symbol);
-  o.loc = "m.mt:3:7";
-  return o;
-}
-
-/// tokens -> embedding -> Block (rmsnorm, then a fused add) -> loss.
 Bundle tinyBundle() {
-  Bundle b;
-  b.model = "M";
-  b.params = {Param{"emb", {8, 4}, DType::F32, "normal", {0.02}}};
-  Function fwd;
-  fwd.values = {
-      {{kDimB, kDimS}, DType::I32}, {{kDimB, kDimS}, DType::I32}, f32({8, 4}),
-      f32({kDimB, kDimS, 4}),       f32({kDimB, kDimS, 4}),       f32({})};
-  fwd.args = {0, 1};
-  fwd.ops = {op("param_ref", {}, {2}, "emb"), op("embedding", {0, 2}, {3}),
-             op("apply_layers", {3}, {4}, "Block"),
-             op("linear_cross_entropy", {4, 2, 1}, {5})};
-  fwd.ops[2].attrs = {{"first", int64_t(0)}, {"count", int64_t(1)}};
-  fwd.ops[3].attrs = {{"transpose_weight", true}};
-  fwd.results = {5};
-  b.functions["forward"] = fwd;
-
-  Layer l;
-  l.name = "Block";
-  l.count = 1;
-  l.params = {Param{"w", {4}, DType::F32, "ones", {}}};
-  Function lf;
-  lf.values = {f32({kDimB, kDimS, 4}), f32({4}), f32({kDimB, kDimS, 4}),
-               f32({kDimB, kDimS, 4})};
-  lf.args = {0};
-  lf.ops = {op("param_ref", {}, {1}, "w"), op("rmsnorm", {0, 1}, {2}),
-            op("fused", {2, 0}, {3})};
-  lf.ops[1].attrs = {{"eps", 1e-5}};
-  auto body = std::make_shared<Function>();
-  body->values = {f32({kDimB, kDimS, 4}), f32({kDimB, kDimS, 4}),
-                  f32({kDimB, kDimS, 4})};
-  body->args = {0, 1};
-  body->ops = {op("add", {0, 1}, {2})};
-  body->results = {2};
-  lf.ops[2].region = body;
-  lf.results = {3};
-  l.functions["forward"] = lf;
-  b.layers.push_back(l);
-  return b;
+  return tiny::tinyBundle(
+      TinyLayer{1, "rmsnorm", {4}, "ones", {}, {{"eps", 1e-5}}});
 }
-
-Function &layerForward(Bundle &b) { return b.layers[0].functions["forward"]; }
 
 /// The load error of \p b ("" if it decodes), through the executor.
 std::string loadError(const Bundle &b) {
@@ -126,7 +80,7 @@ TEST(ExecutorDecode, UnknownOpIsALoadError) {
   layerForward(b).ops[1].name = "rmsnorn";
   EXPECT_EQ(loadError(b),
             "bundle: layer 'Block': function 'forward': op 1 'rmsnorn' at "
-            "m.mt:3:7: unknown op (the runtime has no kernel for 'rmsnorn')");
+            "m.mt:1:1: unknown op (the runtime has no kernel for 'rmsnorn')");
 }
 
 TEST(ExecutorDecode, UnknownOpInAFusedBodyIsALoadError) {
@@ -134,7 +88,7 @@ TEST(ExecutorDecode, UnknownOpInAFusedBodyIsALoadError) {
   layerForward(b).ops[2].region->ops[0].name = "plus";
   EXPECT_EQ(loadError(b),
             "bundle: layer 'Block': function 'forward': op 2 'fused' at "
-            "m.mt:3:7: region: op 0 'plus' at m.mt:3:7: unknown op (the "
+            "m.mt:1:1: region: op 0 'plus' at m.mt:1:1: unknown op (the "
             "runtime has no kernel for 'plus')");
 }
 
@@ -142,7 +96,7 @@ TEST(ExecutorDecode, MissingAttributeIsALoadError) {
   Bundle b = tinyBundle();
   layerForward(b).ops[1].attrs.clear();
   EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
-                          "'rmsnorm' at m.mt:3:7: missing attribute 'eps' "
+                          "'rmsnorm' at m.mt:1:1: missing attribute 'eps' "
                           "(a number)");
 }
 
@@ -151,7 +105,7 @@ TEST(ExecutorDecode, MisspeltAttributeIsALoadError) {
   Bundle b = tinyBundle();
   layerForward(b).ops[1].attrs = {{"epsilon", 1e-5}};
   EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
-                          "'rmsnorm' at m.mt:3:7: unknown attribute "
+                          "'rmsnorm' at m.mt:1:1: unknown attribute "
                           "'epsilon' (expected eps, offset)");
 }
 
@@ -159,13 +113,13 @@ TEST(ExecutorDecode, IllTypedAttributeIsALoadError) {
   Bundle b = tinyBundle();
   layerForward(b).ops[1].attrs = {{"eps", std::string("small")}};
   EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
-                          "'rmsnorm' at m.mt:3:7: attribute 'eps' must be a "
+                          "'rmsnorm' at m.mt:1:1: attribute 'eps' must be a "
                           "number, got 'small'");
 
   Bundle c = tinyBundle();
   c.functions["forward"].ops[2].attrs["count"] = 1.5;
   EXPECT_EQ(loadError(c), "bundle: function 'forward': op 2 'apply_layers' "
-                          "at m.mt:3:7: attribute 'count' must be an "
+                          "at m.mt:1:1: attribute 'count' must be an "
                           "integer, got 1.5");
 }
 
@@ -175,7 +129,7 @@ TEST(ExecutorDecode, ValueOutsideAnAttributesVocabularyIsALoadError) {
   norm.name = "unary_grad";
   norm.attrs = {{"kind", std::string("swish")}};
   EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
-                          "'unary_grad' at m.mt:3:7: unknown elementwise "
+                          "'unary_grad' at m.mt:1:1: unknown elementwise "
                           "function 'swish'");
 }
 
@@ -183,7 +137,7 @@ TEST(ExecutorDecode, WrongArityIsALoadError) {
   Bundle b = tinyBundle();
   layerForward(b).ops[1].operands = {0};
   EXPECT_EQ(loadError(b), "bundle: layer 'Block': function 'forward': op 1 "
-                          "'rmsnorm' at m.mt:3:7: expected 2 operands, got 1");
+                          "'rmsnorm' at m.mt:1:1: expected 2 operands, got 1");
 }
 
 TEST(ExecutorDecode, OpsDefAndTheValidatorsOpTableAgree) {
@@ -212,7 +166,7 @@ TEST(ExecutorDecode, AnOpWithoutAKernelTableEntryIsALoadError) {
   partial.set(OpKind::RmsNorm, nullptr);
   Status st = partial.covers(*p);
   EXPECT_EQ(st.message(), "layer 'Block': function 'forward': op 1 'rmsnorm' "
-                          "at m.mt:3:7: the test backend has no kernel for "
+                          "at m.mt:1:1: the test backend has no kernel for "
                           "this op");
 }
 
