@@ -353,12 +353,8 @@ void CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
   p->label = label.empty() ? "copy h2d " + std::to_string(bytes) + " bytes" +
                                  (c == Convert::F32ToBF16 ? " f32->bf16" : "")
                            : label;
-  if (isFailed || written == 0) {
-    p->skipped = isFailed;
-    std::lock_guard<std::mutex> lock(mu);
-    pending.push_back(p);
+  if (queueIfNothingToDo(p, written))
     return;
-  }
   const void *from = src;
   if (!pinned) {
     // Pageable memory (or a conversion): read in stream order on the host
@@ -377,18 +373,11 @@ void CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
           nullptr);
     from = staging;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    p->start = takeTimingEvent();
-    p->end = takeTimingEvent();
-  }
-  check(api->cuEventRecord(p->start, st->cu), "cuEventRecord");
-  check(api->cuMemcpyHtoDAsync_v2(arena + static_cast<uint64_t>(dst), from,
-                                  static_cast<size_t>(written), st->cu),
-        what);
-  check(api->cuEventRecord(p->end, st->cu), "cuEventRecord");
-  std::lock_guard<std::mutex> lock(mu);
-  pending.push_back(p);
+  issueTimed(*st, p, [&] {
+    check(api->cuMemcpyHtoDAsync_v2(arena + static_cast<uint64_t>(dst), from,
+                                    static_cast<size_t>(written), st->cu),
+          what);
+  });
 }
 
 void CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
@@ -412,38 +401,27 @@ void CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
   p->bytes = bytes;
   p->label =
       label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
-  if (isFailed || bytes == 0) {
-    p->skipped = isFailed;
-    std::lock_guard<std::mutex> lock(mu);
-    pending.push_back(p);
+  if (queueIfNothingToDo(p, bytes))
     return;
-  }
   void *to = dst;
   if (!pinned) {
     p->staging = takeStaging(bytes);
     to = p->staging;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    p->start = takeTimingEvent();
-    p->end = takeTimingEvent();
-  }
-  check(api->cuEventRecord(p->start, st->cu), "cuEventRecord");
-  check(api->cuMemcpyDtoHAsync_v2(to, arena + static_cast<uint64_t>(src),
-                                  static_cast<size_t>(bytes), st->cu),
-        what);
-  check(api->cuEventRecord(p->end, st->cu), "cuEventRecord");
+  // Pageable destination: the stream's host thread copies the staging
+  // buffer out once the DMA is done (the driver's own pageable path would
+  // block this thread until then); harvest() waits for that too.
+  p->needsHost = !pinned;
+  issueTimed(*st, p, [&] {
+    check(api->cuMemcpyDtoHAsync_v2(to, arena + static_cast<uint64_t>(src),
+                                    static_cast<size_t>(bytes), st->cu),
+          what);
+  });
   if (!pinned) {
-    // Pageable destination: the stream's host thread copies the staging
-    // buffer out once the DMA is done (the driver's own pageable path would
-    // block this thread until then).
-    p->needsHost = true;
     void *staging = p->staging;
     enqueueHostJob(
         *st, [dst, staging, bytes] { std::memcpy(dst, staging, bytes); }, p);
   }
-  std::lock_guard<std::mutex> lock(mu);
-  pending.push_back(p);
 }
 
 void CudaDevice::launch(Stream s, std::function<void()> fn,
@@ -475,6 +453,11 @@ void CudaDevice::traceSync(StreamState &st, Kind kind, const std::string &label,
   p->stream = st.id;
   p->kind = kind;
   p->label = label;
+  issueTimed(st, std::move(p), command);
+}
+
+void CudaDevice::issueTimed(StreamState &st, std::shared_ptr<Pending> p,
+                            const std::function<void()> &command) {
   {
     std::lock_guard<std::mutex> lock(mu);
     p->start = takeTimingEvent();
@@ -484,7 +467,17 @@ void CudaDevice::traceSync(StreamState &st, Kind kind, const std::string &label,
   command();
   check(api->cuEventRecord(p->end, st.cu), "cuEventRecord");
   std::lock_guard<std::mutex> lock(mu);
+  pending.push_back(std::move(p));
+}
+
+bool CudaDevice::queueIfNothingToDo(const std::shared_ptr<Pending> &p,
+                                    int64_t bytes) {
+  if (!isFailed && bytes != 0)
+    return false;
+  p->skipped = isFailed;
+  std::lock_guard<std::mutex> lock(mu);
   pending.push_back(p);
+  return true;
 }
 
 void CudaDevice::record(Event e, Stream s) {

@@ -152,6 +152,13 @@ private:
   /// A record or wait: timed on the stream, for the trace only.
   void traceSync(StreamState &st, Kind kind, const std::string &label,
                  const std::function<void()> &command);
+  /// Issues \p command on \p st between p's two timing events (taken
+  /// here) and queues p for harvest().
+  void issueTimed(StreamState &st, std::shared_ptr<Pending> p,
+                  const std::function<void()> &command);
+  /// A copy of nothing, or on a failed device: p queued (skipped if failed)
+  /// and true.
+  bool queueIfNothingToDo(const std::shared_ptr<Pending> &p, int64_t bytes);
   /// Queues \p job on \p st's host thread after the stream's GPU work so
   /// far, and makes the stream's later GPU work wait for it.
   void enqueueHostJob(StreamState &st, std::function<void()> fn,
