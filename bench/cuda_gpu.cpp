@@ -22,6 +22,7 @@
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/emu/EmulatedDriver.h"
 #include "runtime/cuda/emu/EmulatedGemm.h"
+#include "runtime/device/CpuDevice.h"
 #include "runtime/device/CudaDevice.h"
 
 #include <chrono>
@@ -288,13 +289,9 @@ int main(int argc, char **argv) {
   {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1, 1);
-    for (size_t i = 0; i < maxElems; ++i) {
-      float x = dist(rng);
-      uint32_t u;
-      std::memcpy(&u, &x, 4);
-      randBf16[i] = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-      randF32[i] = x;
-    }
+    for (float &x : randF32)
+      x = dist(rng);
+    device::convertF32ToBF16(randF32.data(), randBf16.data(), maxElems);
   }
   size_t wsBytes = 64 << 20;
   unsigned long long ws = 0;

@@ -481,7 +481,8 @@ int memcpyHtoD(unsigned long long dst, const void *src, size_t n,
       return rc;
   }
   return enqueue(stream, [=] {
-    std::memcpy(reinterpret_cast<void *>(dst), src, n);
+    if (n > 0) // memcpy of null pointers is undefined even for 0 bytes
+      std::memcpy(reinterpret_cast<void *>(dst), src, n);
     return kSuccess;
   });
 }
@@ -490,7 +491,8 @@ int memcpyDtoH(void *dst, unsigned long long src, size_t n, void *stream) {
   if (!validDevicePointer(src, n))
     return kInvalidValue;
   int rc = enqueue(stream, [=] {
-    std::memcpy(dst, reinterpret_cast<const void *>(src), n);
+    if (n > 0)
+      std::memcpy(dst, reinterpret_cast<const void *>(src), n);
     return kSuccess;
   });
   // To pageable memory the real driver returns only once the copy is done.
@@ -503,7 +505,8 @@ int memsetD8(unsigned long long dst, unsigned char v, size_t n, void *stream) {
   if (!validDevicePointer(dst, n))
     return kInvalidValue;
   return enqueue(stream, [=] {
-    std::memset(reinterpret_cast<void *>(dst), v, n);
+    if (n > 0)
+      std::memset(reinterpret_cast<void *>(dst), v, n);
     return kSuccess;
   });
 }
