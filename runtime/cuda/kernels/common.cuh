@@ -1,4 +1,4 @@
-//===- common.cuh - What every mtc CUDA kernel shares -----------*- CUDA -*-===//
+//===- common.cuh - What every mtc CUDA kernel shares -----------*- C++ -*-===//
 //
 // Part of mtc. Included by every library kernel (runtime/cuda/kernels/*.cu)
 // and by the kernels the compiler emits for fused regions. Valid CUDA C for
