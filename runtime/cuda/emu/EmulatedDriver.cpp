@@ -501,6 +501,18 @@ int memcpyDtoH(void *dst, unsigned long long src, size_t n, void *stream) {
   return rc;
 }
 
+int memcpyDtoD(unsigned long long dst, unsigned long long src, size_t n,
+               void *stream) {
+  if (!validDevicePointer(dst, n) || !validDevicePointer(src, n))
+    return kInvalidValue;
+  return enqueue(stream, [=] {
+    if (n > 0)
+      std::memmove(reinterpret_cast<void *>(dst),
+                   reinterpret_cast<const void *>(src), n);
+    return kSuccess;
+  });
+}
+
 int memsetD8(unsigned long long dst, unsigned char v, size_t n, void *stream) {
   if (!validDevicePointer(dst, n))
     return kInvalidValue;
@@ -782,6 +794,7 @@ emulatedCudaDriver(const EmulatedDriverOptions &options) {
   a.cuStreamWaitValue32_v2 = streamWaitValue32;
   a.cuMemcpyHtoDAsync_v2 = memcpyHtoD;
   a.cuMemcpyDtoHAsync_v2 = memcpyDtoH;
+  a.cuMemcpyDtoDAsync_v2 = memcpyDtoD;
   a.cuMemsetD8Async = memsetD8;
   a.cuStreamCreate = streamCreate;
   a.cuStreamDestroy_v2 = streamDestroy;
