@@ -62,7 +62,7 @@ public:
     const Tensor &pre = vals[op.results.at(i)];
     if (!pre.f)
       return Tensor::zeros(resultShape(i));
-    std::memset(pre.f.get(), 0, static_cast<size_t>(4 * pre.numel()));
+    ex.backend->zero(pre.f.get(), 4 * pre.numel());
     return pre;
   }
   /// Uninitialised, for kernels that write every element.
@@ -81,6 +81,9 @@ public:
   void checkDecodable(int64_t axis) const;
   /// The KV cache of this attention op in this layer instance.
   Executor::KV &kvCache();
+  /// The backend the op runs on (its memory operations; the CUDA kernels
+  /// reach their launch context through it).
+  Backend &backend() const { return *ex.backend; }
   /// Records the loss a cross-entropy op computed, in double precision.
   void setLoss(double loss) { ex.lastLoss = loss; }
   /// The parameter the op names, in its scope (model, layer, expert).
