@@ -52,6 +52,7 @@ void CudaDriverTest::TearDown() {
   for (unsigned long long p : allocations)
     api->cuMemFree_v2(p);
   allocations.clear();
+  functions.reset();
   loader.reset();
   if (stream)
     api->cuStreamDestroy_v2(stream);
@@ -118,6 +119,23 @@ void CudaDriverTest::launch(void *fn, Dim3 grid, Dim3 block,
                               nullptr),
           "cuLaunchKernel");
   sync();
+}
+
+ops::Launch CudaDriverTest::opsLaunch() {
+  if (!functions)
+    functions = std::make_unique<ops::KernelFunctions>(*loader);
+  ops::Launch L;
+  L.api = api.get();
+  L.functions = functions.get();
+  L.stream = stream;
+  L.scratch = [this](int64_t bytes) -> Expected<ops::DevPtr> {
+    unsigned long long p = alloc(static_cast<size_t>(bytes));
+    if (!p)
+      return Status::error("the test's scratch allocation of " +
+                           std::to_string(bytes) + " bytes failed");
+    return p;
+  };
+  return L;
 }
 
 std::string sourceDir() {

@@ -13,6 +13,7 @@
 
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/KernelLoader.h"
+#include "runtime/cuda/ops/Launch.h"
 
 #include <gtest/gtest.h>
 
@@ -68,6 +69,11 @@ protected:
               std::vector<void *> args);
   void sync();
 
+  /// A Launch for the op launchers (runtime/cuda/ops) over the test's
+  /// stream and kernel loader; scratch comes from alloc(), so it lives
+  /// until the end of the test. No GEMM engine.
+  ops::Launch opsLaunch();
+
   std::shared_ptr<const CudaDriverApi> api;
   std::unique_ptr<KernelLoader> loader;
   void *context = nullptr;
@@ -76,6 +82,7 @@ protected:
 
 private:
   std::vector<unsigned long long> allocations;
+  std::unique_ptr<ops::KernelFunctions> functions;
 };
 
 /// The source tree: $MTC_SOURCE_DIR, else the build's.

@@ -43,6 +43,17 @@ struct ReduceToShape {
   long long redSize[kMaxDims], redStride[kMaxDims];
 };
 
+/// A piece of rope's frequency table (rope_freqs_f64, rope.cu): entries
+/// [first, first + count) of the table, count <= kRopeFreqChunk. Passed by
+/// value (2 KiB, within the 4 KiB of kernel parameters), so the table the
+/// host computed reaches device memory in a launch, with no host buffer that
+/// must outlive a copy.
+constexpr int kRopeFreqChunk = 256;
+struct RopeFreqChunk {
+  int first, count;
+  double value[kRopeFreqChunk];
+};
+
 } // namespace mtc_cuda
 
 #endif // MTC_RUNTIME_CUDA_KERNELS_SHAPES_CUH
