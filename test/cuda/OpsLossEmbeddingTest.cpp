@@ -11,8 +11,9 @@
 // within 1e-5 relative; tensors (dlogits, dx, dW, logits) within 1e-5 of
 // the reference's largest magnitude (max |got - ref| / max |ref|: dx and dW
 // are sums in another order, so elements near zero have no relative error
-// to speak of). bf16 (linear cross-entropy on bf16 x and W): 2e-2, the
-// logits' rounding to bf16.
+// to speak of). bf16 (linear cross-entropy on bf16 x and W, against the
+// CPU on the same rounded values): the loss within 1e-3 relative, dx and dW
+// within 1e-2 (the bf16 logits chunk and bf16 dx).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
@@ -363,10 +364,10 @@ TEST_P(OpsLossEmbedding, LinearCrossEntropyBf16FollowsCpu) {
                                  c.n, c.D, c.V, ignore, c.softcap,
                                  ops::DType::BF16, ops::DType::F32, bytes));
   sync();
-  EXPECT_NEAR(download<float>(dloss, 1)[0], ref, 2e-2 * std::fabs(ref));
+  EXPECT_NEAR(download<float>(dloss, 1)[0], ref, 1e-3 * std::fabs(ref));
   EXPECT_LE(relErr(::fromBf16(download<uint16_t>(ddx, c.n * c.D)), dxRef),
-            2e-2);
-  EXPECT_LE(relErr(download<float>(ddw, c.D * c.V), dwRef), 2e-2);
+            1e-2);
+  EXPECT_LE(relErr(download<float>(ddw, c.D * c.V), dwRef), 1e-2);
 }
 
 } // namespace
