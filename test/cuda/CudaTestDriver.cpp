@@ -6,6 +6,7 @@
 #include "test/cuda/CudaTestDriver.h"
 
 #include "runtime/cuda/emu/EmulatedDriver.h"
+#include "runtime/cuda/emu/EmulatedGemm.h"
 #include "runtime/device/CpuDevice.h"
 
 #include <cstdlib>
@@ -49,6 +50,8 @@ void CudaDriverTest::TearDown() {
     return;
   if (stream)
     api->cuStreamSynchronize(stream);
+  gemmEngine.reset();
+  functions.reset();
   for (unsigned long long p : allocations)
     api->cuMemFree_v2(p);
   allocations.clear();
@@ -121,19 +124,30 @@ void CudaDriverTest::launch(void *fn, Dim3 grid, Dim3 block,
   sync();
 }
 
-ops::Launch CudaDriverTest::opsLaunch() {
-  if (!functions)
-    functions = std::make_unique<ops::KernelFunctions>(*loader);
+ops::Launch CudaDriverTest::makeLaunch() {
   ops::Launch L;
   L.api = api.get();
-  L.functions = functions.get();
   L.stream = stream;
+  if (!functions)
+    functions = std::make_unique<ops::KernelFunctions>(*loader);
+  L.functions = functions.get();
+  if (!gemmEngine) {
+    if (emulated()) {
+      gemmEngine = emu::emulatedGemm(api);
+    } else {
+      Expected<std::unique_ptr<GemmEngine>> lt = openCublasLt();
+      EXPECT_TRUE(lt.ok()) << lt.message();
+      if (lt)
+        gemmEngine = std::move(*lt);
+    }
+  }
+  L.gemm = gemmEngine.get();
+  L.gemmWorkspaceBytes = size_t(32) << 20;
+  L.gemmWorkspace = reinterpret_cast<void *>(alloc(L.gemmWorkspaceBytes));
   L.scratch = [this](int64_t bytes) -> Expected<ops::DevPtr> {
-    unsigned long long p = alloc(static_cast<size_t>(bytes));
-    if (!p)
-      return Status::error("the test's scratch allocation of " +
-                           std::to_string(bytes) + " bytes failed");
-    return p;
+    if (bytes < 0)
+      return Status::error("test scratch: negative size");
+    return alloc(static_cast<size_t>(bytes));
   };
   return L;
 }

@@ -29,7 +29,7 @@ public:
   /// the runtime finishes step 2 of the backward with.
   void finish(unsigned long long partial, unsigned long long acc, int chunks,
               int D) {
-    Status s = cuda::ops::sumPartials(opsLaunch(), partial, acc, chunks, D,
+    Status s = cuda::ops::sumPartials(makeLaunch(), partial, acc, chunks, D,
                                       /*accumulate=*/true);
     ASSERT_TRUE(s.ok()) << s.message();
     sync();

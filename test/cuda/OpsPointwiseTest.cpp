@@ -38,7 +38,7 @@ protected:
   void SetUp() override {
     CudaDriverTest::SetUp();
     if (loader)
-      L = opsLaunch();
+      L = makeLaunch();
   }
 
   /// Uploads \p v as f32, or rounded to bf16 when \p type is BF16.
