@@ -54,6 +54,11 @@ public:
   /// here: use it only where the plan allows a synchronisation).
   virtual void download(void *dst, const void *src, int64_t bytes) = 0;
 
+  /// Errors the backend's kernels could only record on the device (a token
+  /// id outside the vocabulary), read once the work queued so far has run:
+  /// the caller synchronised first. Throws ExecError naming the first one.
+  virtual void checkDeferredErrors() {}
+
   /// Device compute of a streaming runtime on stream \p stream (a
   /// device::Stream id) of the backend's device. False when the backend has
   /// no device of its own (CPU: the caller launches \p fn as a closure

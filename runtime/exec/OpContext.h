@@ -13,6 +13,7 @@
 #ifndef MTC_RUNTIME_EXEC_OPCONTEXT_H
 #define MTC_RUNTIME_EXEC_OPCONTEXT_H
 
+#include "runtime/cpu/Kernels.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/KernelTable.h"
 
@@ -30,6 +31,14 @@ int64_t product(const std::vector<int64_t> &s, size_t from, size_t to);
 /// [outer, n, inner] around \p axis.
 void split3(const std::vector<int64_t> &s, int64_t axis, int64_t &outer,
             int64_t &n, int64_t &inner);
+
+/// The runtime/cpu form of decoded attributes, shared by the CPU kernels
+/// and the CUDA ones (whose launchers mirror runtime/cpu).
+cpu::Unary cpuUnary(UnaryFn fn);
+cpu::Binary cpuBinary(BinaryFn fn);
+cpu::Reduce cpuReduce(ReduceFn fn);
+cpu::RopeParams ropeParams(const RopeAttrs &a);
+cpu::AttentionParams attentionParams(const AttentionAttrs &a);
 
 class OpContext {
 public:

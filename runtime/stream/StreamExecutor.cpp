@@ -556,6 +556,7 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
     throw;
   }
   device.synchronize();
+  mem.checkDeferredErrors();
 
   device::DeviceStats ds = device.stats();
   stats.h2dBytes = ds.h2dBytes;

@@ -102,11 +102,10 @@ cuda::ops::Launch CudaBackend::launch() {
   L.scratch = [this](int64_t bytes) -> Expected<DevPtr> {
     int64_t size = (bytes + 255) / 256 * 256;
     if (bytes < 0 || scratchTop + size > scratchBytes)
-      return Status::error("the CUDA backend's scratch region (" +
-                           std::to_string(scratchBytes) +
-                           " bytes) cannot hold " + std::to_string(bytes) +
-                           " more bytes (" + std::to_string(scratchTop) +
-                           " in use)");
+      return Status::error(
+          "the CUDA backend's scratch region (" + std::to_string(scratchBytes) +
+          " bytes) cannot hold " + std::to_string(bytes) + " more bytes (" +
+          std::to_string(scratchTop) + " in use)");
     DevPtr p = scratchBase + static_cast<DevPtr>(scratchTop);
     scratchTop += size;
     return p;
@@ -129,11 +128,11 @@ void CudaBackend::fill32(void *p, uint32_t bits, int64_t n) {
   if (n <= 0)
     return;
   launch();
-  check(cuda::cudaCheck(dev.driver(),
-                        dev.driver().cuMemsetD32Async(
-                            reinterpret_cast<DevPtr>(p), bits,
-                            static_cast<size_t>(n), cu),
-                        "cuMemsetD32Async"));
+  check(cuda::cudaCheck(
+      dev.driver(),
+      dev.driver().cuMemsetD32Async(reinterpret_cast<DevPtr>(p), bits,
+                                    static_cast<size_t>(n), cu),
+      "cuMemsetD32Async"));
 }
 
 DevPtr CudaBackend::tokenCheck(const std::string &where, const void *ids,
