@@ -825,11 +825,16 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
         << data->ignoreIndex() << " (the model's ignore_index)\n";
   out << "step: " << opts.microBatches << " x " << opts.batch << " x "
       << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
-      << " threads, fused kernels "
-      << (b.cpuKernels.empty() || !opts.useKernels
-              ? std::string("interpreted")
-              : "compiled for " + b.cpuKernelsTarget)
-      << "\n";
+      << " threads, ";
+  if (auto *cb = dynamic_cast<exec::CudaBackend *>(backend.get()))
+    out << "device " << cpuDevice->name() << " (CUDA kernels, GEMMs on "
+        << cb->gemmName() << ", no fused regions)\n";
+  else
+    out << "fused kernels "
+        << (b.cpuKernels.empty() || !opts.useKernels
+                ? std::string("interpreted")
+                : "compiled for " + b.cpuKernelsTarget)
+        << "\n";
   for (const std::string &n : notes)
     out << "note: " << n << "\n";
   if (startStep > 0)

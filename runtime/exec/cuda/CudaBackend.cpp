@@ -176,6 +176,28 @@ void CudaBackend::upload(void *dst, const void *src, int64_t bytes) {
 }
 
 void CudaBackend::download(void *dst, const void *src, int64_t bytes) {
+  const auto *p = static_cast<const char *>(src);
+  const auto *arena = static_cast<const char *>(dev.at(0, 0));
+  if (p < arena || p + bytes > arena + dev.capacity()) {
+    // The backend's own memory (the token checks): read directly, after
+    // everything queued on the device so far.
+    if (cu)
+      throw ExecError{"internal error: a download of the CUDA backend's own "
+                      "memory inside the device's compute"};
+    dev.synchronize();
+    dev.compute(
+        device::Stream(ownStream),
+        [&](void *stream) {
+          check(cuda::cudaCheck(dev.driver(),
+                                dev.driver().cuMemcpyDtoHAsync_v2(
+                                    dst, reinterpret_cast<DevPtr>(src),
+                                    static_cast<size_t>(bytes), stream),
+                                "cuMemcpyDtoHAsync"));
+        },
+        "download");
+    dev.synchronize(device::Stream(ownStream));
+    return;
+  }
   int s = cu ? streamId : ownStream;
   if (cu) {
     dev.copyToHost(device::Stream(s), dst, static_cast<int64_t>(offsetOf(src)),
