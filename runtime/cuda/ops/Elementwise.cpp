@@ -2,10 +2,10 @@
 //
 // Part of mtc.
 //
-// Geometry: unary, unaryGrad and binary are grid-stride loops
+// Geometry (Geometry.h): unary, unaryGrad and binary are grid-stride loops
 // (elementwise.cu), so the grid only sets the parallelism: 256 threads a
-// block, one thread per 16-byte pack of outputs, at most kMaxBlocks blocks
-// (a few waves on any current GPU; each thread then loops). reduceTo splits
+// block, one thread per 16-byte pack of outputs, at most 2048 blocks (a few
+// waves on any current GPU; each thread then loops). reduceTo splits
 // each output's reduced indices into `chunks` ranges (reduce.cu's
 // mtc_reduce_to_f32) so that a bias gradient (few outputs, many rows) still
 // fills the GPU; the partials are summed in chunk order by
@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/ops/Elementwise.h"
 
+#include "runtime/cuda/ops/Geometry.h"
 #include "runtime/cuda/ops/Reduce.h"
 
 #include <algorithm>
@@ -24,17 +25,8 @@
 namespace mtc::cuda::ops {
 namespace {
 
-constexpr unsigned kBlock = 256;
-constexpr int64_t kMaxBlocks = 2048;
-
-/// Blocks of kBlock threads for a grid-stride loop over \p n elements of
-/// \p type, one 16-byte pack per thread.
-unsigned gridStrideBlocks(int64_t n, DType type) {
-  const int64_t perPack = 16 / dtypeBytes(type);
-  const int64_t threads = (n + perPack - 1) / perPack;
-  return static_cast<unsigned>(
-      std::min<int64_t>((threads + kBlock - 1) / kBlock, kMaxBlocks));
-}
+using geometry::kStrideBlock;
+using geometry::strideBlocks;
 
 std::string shapeString(const std::vector<int64_t> &s) {
   std::string out = "[";
@@ -179,7 +171,7 @@ Status unary(const Launch &L, cpu::Unary f, DevPtr x, DevPtr y, int64_t n,
   int op = static_cast<int>(f);
   return L
       .kernel("elementwise.cu", std::string("mtc_unary_") + dtypeSuffix(type),
-              {gridStrideBlocks(n, type)}, {kBlock}, 0,
+              {strideBlocks(n, type)}, {kStrideBlock}, 0,
               {&x, &y, &count, &op, &param})
       .withPrefix("unary");
 }
@@ -196,7 +188,7 @@ Status unaryGrad(const Launch &L, cpu::Unary f, DevPtr x, DevPtr dy, DevPtr dx,
   return L
       .kernel("elementwise.cu",
               std::string("mtc_unary_grad_") + dtypeSuffix(type),
-              {gridStrideBlocks(n, type)}, {kBlock}, 0,
+              {strideBlocks(n, type)}, {kStrideBlock}, 0,
               {&x, &dy, &dx, &count, &op, &param})
       .withPrefix("unaryGrad");
 }
@@ -216,7 +208,7 @@ Status binary(const Launch &L, cpu::Binary op, DevPtr a,
   int code = static_cast<int>(op);
   return L
       .kernel("elementwise.cu", std::string("mtc_binary_") + dtypeSuffix(type),
-              {gridStrideBlocks(n, type)}, {kBlock}, 0,
+              {strideBlocks(n, type)}, {kStrideBlock}, 0,
               {&a, &b, &out, &*shape, &count, &code})
       .withPrefix("binary");
 }
@@ -254,7 +246,8 @@ Status reduceTo(const Launch &L, DevPtr x, const std::vector<int64_t> &from,
       return Status::error("reduceTo: " + partial.message());
     out = *partial;
   }
-  const int64_t blocks = (s.outN + kBlock - 1) / kBlock;
+  // A thread per (output, chunk); 256 a block, as the grid-stride loops.
+  const int64_t blocks = (s.outN + kStrideBlock - 1) / kStrideBlock;
   if (blocks > INT_MAX)
     return Status::error("reduceTo: " + std::to_string(s.outN) +
                          " outputs exceed the kernel's grid");
@@ -262,7 +255,7 @@ Status reduceTo(const Launch &L, DevPtr x, const std::vector<int64_t> &from,
   if (Status st = L.kernel(
           "reduce.cu", "mtc_reduce_to_f32",
           {static_cast<unsigned>(blocks), static_cast<unsigned>(chunks)},
-          {kBlock}, 0, {&x, &out, &s, &c});
+          {kStrideBlock}, 0, {&x, &out, &s, &c});
       !st)
     return st.withPrefix("reduceTo");
   return chunks > 1 ? sumPartials(L, out, y, chunks, s.outN, false)

@@ -3,8 +3,8 @@
 // Part of mtc.
 //
 // Geometry (norm.cu's banner): the row kernels (forward, and the backward's
-// dx) run one block per row, 64 threads for rows below 128 elements, 128
-// below 1024, 256 from there. The parameter gradients run in two more
+// dx) run one block per row of geometry::rowBlock threads (about two
+// 16-byte packs each, 64 to 512). The parameter gradients run in two more
 // launches: per-chunk column partials (grid (ceil(D / 128), chunks), 128
 // threads; chunks = min(rows, 64), runtime/cpu's paramChunks) into scratch,
 // then mtc_sum_partials_f32 accumulating them in chunk order into dw / db.
@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/ops/Norm.h"
 
+#include "runtime/cuda/ops/Geometry.h"
 #include "runtime/cuda/ops/Reduce.h"
 
 #include <algorithm>
@@ -24,8 +25,6 @@ namespace mtc::cuda::ops {
 namespace {
 
 constexpr unsigned kColumnBlock = 128;
-
-unsigned rowBlock(int64_t D) { return D >= 1024 ? 256 : D >= 128 ? 128 : 64; }
 
 /// Chunks of rows for the parameter-gradient partials, as runtime/cpu's.
 int paramChunks(int64_t rows) {
@@ -66,7 +65,7 @@ Status rmsnorm(const Launch &L, DevPtr x, DevPtr w, DevPtr y, int64_t rows,
   int r = static_cast<int>(rows), d = static_cast<int>(D);
   return L
       .kernel("norm.cu", std::string("mtc_rmsnorm_") + dtypeSuffix(type),
-              rowGrid(rows), {rowBlock(D)}, 0,
+              rowGrid(rows), {geometry::rowBlock(D, type)}, 0,
               {&x, &w, &y, &r, &d, &eps, &offset})
       .withPrefix("rmsnorm");
 }
@@ -89,7 +88,7 @@ Status rmsnormGrad(const Launch &L, DevPtr x, DevPtr w, DevPtr dy, DevPtr dx,
     rstd = *p;
   }
   if (Status s = L.kernel("norm.cu", "mtc_rmsnorm_grad_" + sfx, rowGrid(rows),
-                          {rowBlock(D)}, 0,
+                          {geometry::rowBlock(D, type)}, 0,
                           {&x, &w, &dy, &dx, &rstd, &r, &d, &eps, &offset});
       !s || !dwAcc)
     return s.withPrefix(what);
@@ -115,7 +114,8 @@ Status layernorm(const Launch &L, DevPtr x, DevPtr w, DevPtr b, DevPtr y,
   int r = static_cast<int>(rows), d = static_cast<int>(D);
   return L
       .kernel("norm.cu", std::string("mtc_layernorm_") + dtypeSuffix(type),
-              rowGrid(rows), {rowBlock(D)}, 0, {&x, &w, &b, &y, &r, &d, &eps})
+              rowGrid(rows), {geometry::rowBlock(D, type)}, 0,
+              {&x, &w, &b, &y, &r, &d, &eps})
       .withPrefix("layernorm");
 }
 
@@ -137,9 +137,9 @@ Status layernormGrad(const Launch &L, DevPtr x, DevPtr w, DevPtr dy, DevPtr dx,
       return p.status();
     stats = *p;
   }
-  if (Status s =
-          L.kernel("norm.cu", "mtc_layernorm_grad_" + sfx, rowGrid(rows),
-                   {rowBlock(D)}, 0, {&x, &w, &dy, &dx, &stats, &r, &d, &eps});
+  if (Status s = L.kernel("norm.cu", "mtc_layernorm_grad_" + sfx, rowGrid(rows),
+                          {geometry::rowBlock(D, type)}, 0,
+                          {&x, &w, &dy, &dx, &stats, &r, &d, &eps});
       !s || !params)
     return s.withPrefix(what);
   // The partial kernel always writes partialW: it gets scratch even when

@@ -3,13 +3,15 @@
 // Part of mtc.
 //
 // Geometry (reduce.cu's banner): inner == 1 launches the row form, one
-// block per row (grid outer), 64 threads for rows below 128 elements, 128
-// below 1024, 256 from there; any other inner the strided form, one thread
-// per (outer, inner) column in blocks of 128. The kernels index in int:
+// block per row (grid outer) of geometry::rowBlock threads (about two
+// 16-byte packs each, 64 to 512); any other inner the strided form, one
+// thread per (outer, inner) column in blocks of 128. The kernels index in int:
 // outer, n and inner must each stay below 2^31.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/ops/Reduce.h"
+
+#include "runtime/cuda/ops/Geometry.h"
 
 #include <climits>
 #include <string>
@@ -18,8 +20,6 @@ namespace mtc::cuda::ops {
 namespace {
 
 constexpr unsigned kStridedBlock = 128;
-
-unsigned rowBlock(int64_t n) { return n >= 1024 ? 256 : n >= 128 ? 128 : 64; }
 
 /// Checks [outer, n, inner] against the kernels' int indices.
 Status checkAxis(const char *what, int64_t outer, int64_t n, int64_t inner) {
@@ -55,7 +55,7 @@ AxisLaunch axisLaunch(const char *base, DType type, int64_t outer, int64_t n,
   if (inner == 1) {
     a.entry = std::string(base) + dtypeSuffix(type);
     a.grid.x = static_cast<unsigned>(outer);
-    a.block.x = rowBlock(n);
+    a.block.x = geometry::rowBlock(n, type);
   } else {
     a.entry = std::string(base) + "strided_" + dtypeSuffix(type);
     a.grid.x = static_cast<unsigned>((outer * inner + kStridedBlock - 1) /
