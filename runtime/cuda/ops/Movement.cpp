@@ -7,6 +7,8 @@
 
 #include "runtime/cuda/ops/Movement.h"
 
+#include "runtime/cuda/ops/Geometry.h"
+
 #include <algorithm>
 #include <string>
 
@@ -14,13 +16,13 @@ namespace mtc::cuda::ops {
 
 namespace {
 
-constexpr unsigned kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
+using geometry::kStrideBlock;
 
-/// The grid of a grid-stride launch over \p total output elements.
-Dim3 gridFor(int64_t total) {
-  int64_t blocks = (total + kThreads - 1) / kThreads;
-  return {static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxBlocks))};
+/// The grid of a grid-stride launch over \p total output elements of
+/// \p dtype: Geometry.h's rule (one thread per 16-byte pack, a few waves at
+/// most), at least one block.
+Dim3 gridFor(int64_t total, DType dtype) {
+  return {std::max(1u, geometry::strideBlocks(total, dtype))};
 }
 
 std::string entry(const char *name, DType t) {
@@ -68,7 +70,7 @@ Status concatGroup(const Launch &L, const std::vector<DevPtr> &parts,
   }
   long long o = outer, in = inner;
   return L.kernel("movement.cu", entry("concat", dtype),
-                  gridFor(outer * total * inner), {kThreads}, 0,
+                  gridFor(outer * total * inner, dtype), {kStrideBlock}, 0,
                   {&y, &p, &o, &in});
 }
 
@@ -157,8 +159,8 @@ Status transpose(const Launch &L, DevPtr x, const std::vector<int64_t> &shape,
   if (total == 0)
     return Status::success();
   mtc_cuda::TransposeShape arg = *s;
-  return L.kernel("movement.cu", entry("transpose", dtype), gridFor(total),
-                  {kThreads}, 0, {&x, &y, &arg});
+  return L.kernel("movement.cu", entry("transpose", dtype),
+                  gridFor(total, dtype), {kStrideBlock}, 0, {&x, &y, &arg});
 }
 
 Status slice(const Launch &L, DevPtr x, DevPtr y, int64_t outer, int64_t n,
@@ -169,8 +171,8 @@ Status slice(const Launch &L, DevPtr x, DevPtr y, int64_t outer, int64_t n,
   if (total == 0)
     return Status::success();
   long long o = outer, nn = n, in = inner, b = start, e = end;
-  return L.kernel("movement.cu", entry("slice", dtype), gridFor(total),
-                  {kThreads}, 0, {&x, &y, &o, &nn, &in, &b, &e});
+  return L.kernel("movement.cu", entry("slice", dtype), gridFor(total, dtype),
+                  {kStrideBlock}, 0, {&x, &y, &o, &nn, &in, &b, &e});
 }
 
 Status pad(const Launch &L, DevPtr x, DevPtr y, int64_t outer, int64_t n,
@@ -181,8 +183,8 @@ Status pad(const Launch &L, DevPtr x, DevPtr y, int64_t outer, int64_t n,
   if (total == 0)
     return Status::success();
   long long o = outer, nn = n, in = inner, b = start, e = end;
-  return L.kernel("movement.cu", entry("pad", dtype), gridFor(total),
-                  {kThreads}, 0, {&x, &y, &o, &nn, &in, &b, &e});
+  return L.kernel("movement.cu", entry("pad", dtype), gridFor(total, dtype),
+                  {kStrideBlock}, 0, {&x, &y, &o, &nn, &in, &b, &e});
 }
 
 Status concat(const Launch &L, const std::vector<DevPtr> &parts,
@@ -248,7 +250,8 @@ Status broadcastRows(const Launch &L, DevPtr x, DevPtr y, int64_t rows,
     return Status::success();
   long long r = rows, nn = n;
   return L.kernel("movement.cu", entry("broadcast_rows", dtype),
-                  gridFor(rows * n), {kThreads}, 0, {&x, &y, &r, &nn});
+                  gridFor(rows * n, dtype), {kStrideBlock}, 0,
+                  {&x, &y, &r, &nn});
 }
 
 } // namespace mtc::cuda::ops

@@ -6,9 +6,9 @@
 // type-agnostic: DType::F32 moves any 4-byte element (f32, int32),
 // DType::BF16 any 2-byte one. Every tensor is dense and row-major.
 //
-// Geometry: grid-stride kernels, 256 threads per block, min(ceil(total /
-// 256), 65535) blocks over the output's elements. Launchers never
-// synchronise.
+// Geometry: grid-stride kernels, Geometry.h's rule over the output's
+// elements (256 threads per block, one per 16-byte pack, at most 2048
+// blocks). Launchers never synchronise.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_CUDA_OPS_MOVEMENT_H
