@@ -1080,6 +1080,13 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
                   ? state["seq"].get<int64_t>()
                   : 256;
   }
+  // A learned position table bounds the context: the KV cache takes the
+  // rows at the tokens' absolute positions.
+  if (Status st = bundle::checkSequenceFits(b, context, "--context");
+      !st.ok()) {
+    err << "mtc: error: " << st.message() << "\n";
+    return 1;
+  }
   int64_t vocab = b.vocabulary();
   Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =
       modelTokenizer(b, opts.tokenizer);
