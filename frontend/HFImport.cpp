@@ -259,6 +259,7 @@ struct Arch {
   std::string expertStyle;      // "mixtral" (w1/w3/w2) or "qwen"
   std::string layerTypesSource; // how the per-layer kinds were derived
   std::vector<std::string> unknownFields; // reported as warnings
+  std::vector<std::string> notes;         // other warnings, without the file
 };
 
 const char *kArchNames[][2] = {
@@ -1551,10 +1552,8 @@ std::string hfConfigPath(const std::string &dirOrConfig) {
   return dirOrConfig;
 }
 
-bool importHFConfigText(const std::string &jsonText,
-                        const std::string &displayName, std::string &mtSource,
-                        std::string &err, std::vector<std::string> *warnings,
-                        HFNameMap *names) {
+Expected<HFImportResult> importHFConfigText(const std::string &jsonText,
+                                            const std::string &displayName) {
   try {
     json cfg;
     try {
@@ -1563,60 +1562,51 @@ bool importHFConfigText(const std::string &jsonText,
       std::string what = e.what();
       // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
       size_t p = what.find("] ");
-      err = displayName + ": malformed JSON: " +
-            (p == std::string::npos ? what : what.substr(p + 2));
-      return false;
+      return Status::error(
+          displayName + ": malformed JSON: " +
+          (p == std::string::npos ? what : what.substr(p + 2)));
     }
     Arch arch = readArch(cfg, displayName);
-    if (warnings)
-      for (const std::string &k : arch.unknownFields)
-        warnings->push_back(
-            displayName + ": field '" + k + "' (" + show(cfg[k]) +
-            ") is not known to the importer for model_type '" + arch.modelType +
-            "' and is ignored; check that it does not change "
-            "the computation");
+    HFImportResult out;
+    for (const std::string &k : arch.unknownFields)
+      out.warnings.push_back(
+          displayName + ": field '" + k + "' (" + show(cfg[k]) +
+          ") is not known to the importer for model_type '" + arch.modelType +
+          "' and is ignored; check that it does not change the computation");
+    for (const std::string &w : arch.notes)
+      out.warnings.push_back(displayName + ": " + w);
     Printer printer(arch);
-    mtSource = printer.run();
-    if (names)
-      *names = std::move(printer.names);
-    return true;
+    out.source = printer.run();
+    out.names = std::move(printer.names);
+    return out;
   } catch (const ImportError &e) {
-    err = e.message;
+    return Status::error(e.message);
   } catch (const std::exception &e) {
-    err = displayName + ": " + e.what();
+    return Status::error(displayName + ": " + e.what());
   } catch (...) {
-    err = displayName + ": unexpected error while importing";
+    return Status::error(displayName + ": unexpected error while importing");
   }
-  return false;
 }
 
-bool importHFConfig(const std::string &configPath, std::string &mtSource,
-                    std::string &err, std::vector<std::string> *warnings,
-                    HFNameMap *names) {
+Expected<HFImportResult> importHFConfig(const std::string &configPath) {
   struct stat st;
-  if (::stat(configPath.c_str(), &st) != 0) {
-    err = "cannot open '" + configPath + "': " + std::strerror(errno);
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    err = "'" + configPath + "' is not a regular file";
-    return false;
-  }
-  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
-    err = configPath + ": file is " + std::to_string(st.st_size) +
-          " bytes; config.json is limited to " +
-          std::to_string(kMaxConfigBytes) + " bytes";
-    return false;
-  }
+  if (::stat(configPath.c_str(), &st) != 0)
+    return Status::error("cannot open '" + configPath +
+                         "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::error("'" + configPath + "' is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes)
+    return Status::error(configPath + ": file is " +
+                         std::to_string(st.st_size) +
+                         " bytes; config.json is limited to " +
+                         std::to_string(kMaxConfigBytes) + " bytes");
   std::ifstream in(configPath, std::ios::binary);
-  if (!in) {
-    err = "cannot open '" + configPath + "': " + std::strerror(errno);
-    return false;
-  }
+  if (!in)
+    return Status::error("cannot open '" + configPath +
+                         "': " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
-  return importHFConfigText(ss.str(), configPath, mtSource, err, warnings,
-                            names);
+  return importHFConfigText(ss.str(), configPath);
 }
 
 } // namespace mtc

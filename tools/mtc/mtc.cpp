@@ -661,15 +661,13 @@ int runImportHF(const std::vector<std::string> &args) {
           {{"-o", output}}, {{"the config", mtc::hfConfigPath(input)}});
       !st.ok())
     return error("import-hf: " + st.message());
-  std::string source, err;
-  std::vector<std::string> warnings;
-  bool ok =
-      mtc::importHFConfig(mtc::hfConfigPath(input), source, err, &warnings);
-  for (const std::string &w : warnings)
+  mtc::Expected<mtc::HFImportResult> imported =
+      mtc::importHFConfig(mtc::hfConfigPath(input));
+  if (!imported)
+    return error(imported.message());
+  for (const std::string &w : imported->warnings)
     std::cerr << "mtc: warning: " << w << "\n";
-  if (!ok)
-    return error(err);
-  return writeOutput(output, source) ? 0 : 1;
+  return writeOutput(output, imported->source) ? 0 : 1;
 }
 
 int runExportHF(const std::vector<std::string> &args) {
