@@ -1184,13 +1184,16 @@ private:
     param("w_qkv", "[dim, 3 * dim]", "normal(init_std)",
           "attn.c_attn.weight (q, k, v columns in order)");
     param("b_qkv", "[3 * dim]", "zeros", "attn.c_attn.bias");
-    param("wo", "[dim, dim]", "normal(init_std)", "attn.c_proj.weight");
+    // GPT2PreTrainedModel draws the residual projections (c_proj) with
+    // std / sqrt(2 * n_layer): scaled_normal.
+    param("wo", "[dim, dim]", "scaled_normal(init_std)", "attn.c_proj.weight");
     param("bo", "[dim]", "zeros", "attn.c_proj.bias");
     param("mlp_norm", "[dim]", "ones", "ln_2.weight");
     param("mlp_norm_b", "[dim]", "zeros", "ln_2.bias");
     param("w_up", "[dim, ffn]", "normal(init_std)", "mlp.c_fc.weight");
     param("b_up", "[ffn]", "zeros", "mlp.c_fc.bias");
-    param("w_down", "[ffn, dim]", "normal(init_std)", "mlp.c_proj.weight");
+    param("w_down", "[ffn, dim]", "scaled_normal(init_std)",
+          "mlp.c_proj.weight");
     param("b_down", "[dim]", "zeros", "mlp.c_proj.bias");
     os << "\n    forward(x: [B, S, dim]) -> [B, S, dim] {\n"
        << "      h = layernorm(x, attn_norm, attn_norm_b, eps)\n"
