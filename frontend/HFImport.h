@@ -2,8 +2,8 @@
 //
 // Part of mtc. Reads a HuggingFace `config.json` (a decoder-only causal LM:
 // llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gemma, gemma2,
-// gemma3_text, phi3, olmo2) and writes readable, editable `.mt` source for
-// the same architecture: a config block with the HF values under readable
+// gemma3_text, phi3, olmo2, gpt2) and writes readable, editable `.mt` source
+// for the same architecture: a config block with the HF values under readable
 // names, parameters whose comments give the HF tensor names, layer templates
 // and the forward. docs/hf.md lists the supported fields, the field policy
 // and the parameter-name mapping.
