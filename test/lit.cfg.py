@@ -28,3 +28,12 @@ llvm_config.add_tool_substitutions(["mtc", "mtc-opt", "mtc-parity"], tool_dirs)
 
 if config.cuda_found in ("TRUE", "ON", "1", "True"):
     config.available_features.add("cuda")
+
+# A CUDA driver is installed (libcuda.so.1 loads): tests of the no-driver
+# error are unsupported there.
+try:
+    import ctypes
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    pass

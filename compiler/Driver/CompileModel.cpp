@@ -166,6 +166,7 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
   mlir::PassManager pm(context);
   TrainingPipelineOptions popts;
   popts.recompute = policy;
+  popts.fuse = options.fuse;
   buildTrainingPipeline(pm, popts);
   if (options.stream.enabled) {
     StreamingPipelineOptions sopts;

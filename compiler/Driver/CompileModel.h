@@ -64,6 +64,9 @@ struct CompileOptions {
   RecomputePolicy recompute = RecomputePolicy::Full;
   /// Streaming step plan (off by default).
   StreamOptions stream;
+  /// Fuse elementwise chains (TrainingPipelineOptions::fuse); `mtc train
+  /// --device cuda|cuda-emu` turns it off.
+  bool fuse = true;
 };
 
 /// Parses a byte size for `--device-memory`: "64MiB", "2GiB", "512KiB",

@@ -20,7 +20,8 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   autodiff.save = options.recompute;
   pm.addPass(createMtcAutodiff(autodiff));
   pm.addPass(mlir::createCSEPass());
-  pm.addPass(createMtcFuse());
+  if (options.fuse)
+    pm.addPass(createMtcFuse());
 }
 
 namespace {

@@ -20,6 +20,10 @@ struct TrainingPipelineOptions {
   /// keep every intermediate the backward needs) or selective (keep the
   /// matmul, attention and moe results; recompute the rest). Not auto.
   RecomputePolicy recompute = RecomputePolicy::Full;
+  /// Fuse elementwise chains into mt.fused regions (mtc-fuse). Off for
+  /// bundles the CUDA backend runs until it has its own fused kernels: each
+  /// op then runs its library kernel, and every value is in the plan.
+  bool fuse = true;
 };
 
 /// mt dialect (as MLIRGen produces it) -> what the bundle writer takes:

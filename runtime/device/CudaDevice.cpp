@@ -443,6 +443,47 @@ void CudaDevice::launch(Stream s, std::function<void()> fn,
   enqueueHostJob(*st, std::move(fn), p);
 }
 
+void CudaDevice::compute(Stream s, const std::function<void(void *)> &fn,
+                         const std::string &label) {
+  if (!fn)
+    throw DeviceError{deviceName + ": compute '" + label + "': empty function"};
+  checkNotOnDevice("compute");
+  throwIfFailed();
+  api->cuCtxSetCurrent(context);
+  auto p = std::make_shared<Pending>();
+  p->kind = Kind::Compute;
+  p->label = label.empty() ? "compute" : label;
+  StreamState *st;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    st = &streamLocked(s, "compute");
+    p->stream = st->id;
+    p->start = takeTimingEvent();
+    p->end = takeTimingEvent();
+  }
+  // fn queues its kernels itself and its copies through this device, so
+  // the issue lock is held only around the timing events.
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> issue(issueMu);
+      check(api->cuEventRecord(p->end, st->cu), "cuEventRecord");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    pending.push_back(p);
+  };
+  {
+    std::lock_guard<std::mutex> issue(issueMu);
+    check(api->cuEventRecord(p->start, st->cu), "cuEventRecord");
+  }
+  try {
+    fn(st->cu);
+  } catch (...) {
+    finish();
+    throw;
+  }
+  finish();
+}
+
 void CudaDevice::traceSync(StreamState &st, Kind kind, const std::string &label,
                            const std::function<void()> &command) {
   if (!trace) {
@@ -627,16 +668,15 @@ void CudaDevice::harvest(bool) const {
       giveStaging(p.staging);
     StreamState &st = *streams[p.stream];
     bool sync = p.kind == Kind::Record || p.kind == Kind::Wait;
-    const char *category = sync                     ? "sync"
-                           : p.kind == Kind::Launch ? "compute"
-                                                    : "copy";
+    const bool isCompute = p.kind == Kind::Launch || p.kind == Kind::Compute;
+    const char *category = sync ? "sync" : isCompute ? "compute" : "copy";
     if (trace)
       trace->span(st.traceTrack, p.skipped ? p.label + " (skipped)" : p.label,
                   begin, p.skipped ? begin : end, category);
     if (!p.skipped && !sync) {
       const_cast<StreamTimeline &>(st.timeline)
-          .add(p.kind == Kind::Launch, begin, end, statsOrigin);
-      if (p.kind == Kind::Launch) {
+          .add(isCompute, begin, end, statsOrigin);
+      if (isCompute) {
         ++launches;
       } else {
         ++copies;

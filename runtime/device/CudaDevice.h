@@ -16,6 +16,8 @@
 //             emptied by the stream's host thread in stream order -- the
 //             driver's pageable copies would block the issuing thread until
 //             the stream got there, deadlocking with the stream's closures
+//   compute   device work queued by the calling thread itself (compute()):
+//             the CUDA backend's kernels, between two timing events
 //   launch    a host closure in stream order: the stream's prior GPU work is
 //             awaited (an event) by the stream's host thread, which runs the
 //             closure and then releases the stream's later GPU work
@@ -102,12 +104,29 @@ public:
   std::pair<int64_t, int64_t> memoryInfo() const;
   /// The GPU's compute capability, e.g. {9, 0}.
   std::pair<int, int> computeCapability() const { return capability; }
+  /// Device compute issued by the calling thread: \p fn runs now and
+  /// queues kernels on the CUstream it is given (stream \p s's), in order
+  /// with every command queued on \p s before and after; it may queue
+  /// copies through this device too. Timed by CUDA events around its work
+  /// as one compute span \p label (statistics, trace), counted as a
+  /// launch. Throws the device's first error if it has failed, and what fn
+  /// throws. Not from a command running on the device.
+  void compute(Stream s, const std::function<void(void *)> &fn,
+               const std::string &label = "");
   /// The driver table (for the kernel launches of the CUDA backend).
   const cuda::CudaDriverApi &driver() const { return *api; }
+  const std::shared_ptr<const cuda::CudaDriverApi> &driverTable() const {
+    return api;
+  }
+  /// The GPU's ordinal, and making its context current on this thread (for
+  /// driver calls made beside the device's own: loading modules, allocating
+  /// the CUDA backend's scratch).
+  int ordinal() const { return device; }
+  void makeCurrent() const { api->cuCtxSetCurrent(context); }
 
 private:
   using Clock = std::chrono::steady_clock;
-  enum class Kind { CopyH2D, CopyD2H, Launch, Record, Wait };
+  enum class Kind { CopyH2D, CopyD2H, Launch, Compute, Record, Wait };
 
   /// A copy or launch whose timing is not harvested yet.
   struct Pending {

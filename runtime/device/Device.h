@@ -25,13 +25,10 @@
 // order, such as the AdamW update on the optimizer's host stream, run on the
 // device's own thread for the stream (the driver may serialize the host
 // functions of independent streams), which must not dereference at() (device
-// pointers there) nor call the device. Device compute on a GPU is a dispatch:
-// a record of one kernel-table entry with its arguments (arena offsets,
-// shapes, scalars) and a launch geometry, built once by the executor from the
-// decoded bundle op and queued on the stream without host synchronisation
-// (cuLaunchKernel). The dispatch record joins this interface together with the
-// CUDA kernel table that first uses it; docs/runtime.md ("Launches and
-// dispatches") has the design.
+// pointers there) nor call the device. Device compute on a GPU is issued by
+// the thread queueing the commands (CudaDevice::compute: the executor's CUDA
+// backend queues each op's kernels on the stream, without host
+// synchronisation); docs/runtime.md ("Launches and dispatches").
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_DEVICE_DEVICE_H

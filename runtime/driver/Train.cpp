@@ -21,13 +21,16 @@
 #include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/emu/EmulatedDriver.h"
 #include "runtime/device/CpuDevice.h"
+#include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/InitWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
+#include "runtime/exec/cuda/CudaBackend.h"
 #include "runtime/stream/StreamExecutor.h"
 #include "runtime/train/Data.h"
 #include "runtime/train/Metrics.h"
@@ -696,7 +699,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   }
   // Streaming: the bundle's step plan runs on the CPU device, with its own
   // executor (the host executor `ex` serves validation and sampling).
-  std::unique_ptr<device::CpuDevice> cpuDevice;
+  std::unique_ptr<device::Device> cpuDevice;
+  std::unique_ptr<exec::Backend> backend;
   std::unique_ptr<exec::Executor> streamEx;
   std::unique_ptr<stream::StreamExecutor> streamer;
   device::Trace trace;
@@ -726,16 +730,55 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       return 1;
     }
     try {
-      cpuDevice = std::make_unique<device::CpuDevice>(budget);
+      if (opts.device == "cpu") {
+        cpuDevice = std::make_unique<device::CpuDevice>(budget);
+      } else {
+        // The CUDA backend over the real driver or the emulated one.
+        std::shared_ptr<const cuda::CudaDriverApi> api;
+        Expected<std::shared_ptr<const cuda::CudaDriverApi>> driver =
+            opts.device == "cuda-emu" ? emu::emulatedCudaDriver()
+                                      : cuda::loadCudaDriver();
+        if (!driver) {
+          err << "mtc: error: --device " << opts.device << ": "
+              << driver.message() << "\n";
+          return 1;
+        }
+        api = *driver;
+        auto gpu = std::make_unique<device::CudaDevice>(api, budget);
+        // Weights are copied from the values block and gradients into the
+        // grads block: pinned, those copies are asynchronous DMA.
+        const int64_t blockBytes =
+            static_cast<int64_t>(4 * store.blockElements());
+        for (auto kind :
+             {exec::ParamStore::Kind::Value, exec::ParamStore::Kind::Grad})
+          if (store.block(kind))
+            gpu->registerHost(store.block(kind), blockBytes);
+        Expected<std::unique_ptr<exec::CudaBackend>> be =
+            exec::CudaBackend::create(*gpu);
+        if (!be) {
+          err << "mtc: error: --device " << opts.device << ": " << be.message()
+              << "\n";
+          return 1;
+        }
+        backend = std::move(*be);
+        cpuDevice = std::move(gpu);
+      }
     } catch (const device::DeviceError &e) {
       err << "mtc: error: " << e.message << "\n";
       return 1;
     }
     if (!opts.trace.empty())
       cpuDevice->setTrace(&trace);
-    streamEx = std::make_unique<exec::Executor>(b, store);
-    if (Status st =
-            opts.useKernels ? streamEx->useBundleKernels() : Status::success();
+    try {
+      streamEx = std::make_unique<exec::Executor>(
+          b, store, backend ? *backend : exec::cpuBackend());
+    } catch (const exec::ExecError &e) {
+      err << "mtc: error: --device " << opts.device << ": " << e.message
+          << "\n";
+      return 1;
+    }
+    if (Status st = opts.useKernels && !backend ? streamEx->useBundleKernels()
+                                                : Status::success();
         !st.ok()) {
       err << "mtc: error: " << st.message() << "\n";
       return 1;
@@ -809,11 +852,16 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
         << data->ignoreIndex() << " (the model's ignore_index)\n";
   out << "step: " << opts.microBatches << " x " << opts.batch << " x "
       << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
-      << " threads, fused kernels "
-      << (b.cpuKernels.empty() || !opts.useKernels
-              ? std::string("interpreted")
-              : "compiled for " + b.cpuKernelsTarget)
-      << "\n";
+      << " threads, ";
+  if (auto *cb = dynamic_cast<exec::CudaBackend *>(backend.get()))
+    out << "device " << cpuDevice->name() << " (CUDA kernels, GEMMs on "
+        << cb->gemmName() << ", no fused regions)\n";
+  else
+    out << "fused kernels "
+        << (b.cpuKernels.empty() || !opts.useKernels
+                ? std::string("interpreted")
+                : "compiled for " + b.cpuKernelsTarget)
+        << "\n";
   for (const std::string &n : notes)
     out << "note: " << n << "\n";
   if (startStep > 0)

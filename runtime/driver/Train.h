@@ -60,6 +60,10 @@ struct TrainOptions {
   /// Streaming (bundles with a step plan, docs/streaming.md): the CPU
   /// device's memory in bytes (0: the plan's budget).
   int64_t deviceMemory = 0;
+  /// The device the step plan runs on: "cpu" (CpuDevice, the CPU kernels),
+  /// "cuda" (a GPU through libcuda, the CUDA kernels) or "cuda-emu" (the
+  /// CUDA code path over the emulated driver, on the CPU); docs/cuda.md.
+  std::string device = "cpu";
   /// Chrome-trace JSON of every device stream ("" : none).
   std::string trace;
   /// tokenizer.json (or a directory holding one) for .txt data and the

@@ -12,8 +12,6 @@
 
 namespace mtc::exec {
 
-namespace {
-
 cpu::RopeParams ropeParams(const RopeAttrs &a) {
   cpu::RopeParams p;
   p.theta = a.theta;
@@ -36,6 +34,8 @@ cpu::AttentionParams attentionParams(const AttentionAttrs &a) {
   p.scale = a.scale;
   return p;
 }
+
+namespace {
 
 void rope(OpContext &c) {
   const RopeAttrs &a = c.attrs<RopeAttrs>();

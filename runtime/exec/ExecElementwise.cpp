@@ -12,8 +12,6 @@
 
 namespace mtc::exec {
 
-namespace {
-
 cpu::Unary cpuUnary(UnaryFn fn) {
   switch (fn) {
   case UnaryFn::Neg:
@@ -71,6 +69,8 @@ cpu::Reduce cpuReduce(ReduceFn fn) {
   }
   return cpu::Reduce::Sum;
 }
+
+namespace {
 
 void constant(OpContext &c) {
   Tensor t = c.newOutput();

@@ -74,6 +74,35 @@ Status KernelTable::covers(const DecodedProgram &program) const {
   return st;
 }
 
+namespace {
+
+class CpuBackend final : public Backend {
+public:
+  const KernelTable &table() const override { return cpuKernelTable(); }
+  bool hostMemory() const override { return true; }
+  void zero(void *p, int64_t bytes) override {
+    if (bytes > 0)
+      std::memset(p, 0, static_cast<size_t>(bytes));
+  }
+  void copy(void *dst, const void *src, int64_t bytes) override {
+    if (bytes > 0 && dst != src)
+      std::memcpy(dst, src, static_cast<size_t>(bytes));
+  }
+  void upload(void *dst, const void *src, int64_t bytes) override {
+    copy(dst, src, bytes);
+  }
+  void download(void *dst, const void *src, int64_t bytes) override {
+    copy(dst, src, bytes);
+  }
+};
+
+} // namespace
+
+Backend &cpuBackend() {
+  static CpuBackend backend;
+  return backend;
+}
+
 const KernelTable &cpuKernelTable() {
   static const KernelTable table = [] {
     KernelTable t("CPU");
@@ -115,8 +144,8 @@ void keepFreedMemory() {
 
 } // namespace
 
-Executor::Executor(const bundle::Bundle &b, ParamStore &store)
-    : bundle(b), store(store), table(&cpuKernelTable()) {
+Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend)
+    : bundle(b), store(store), backend(&backend), table(&backend.table()) {
   Expected<DecodedProgram> decoded = DecodedProgram::decode(b);
   if (!decoded)
     throw ExecError{"bundle: " + decoded.message()};
@@ -160,7 +189,8 @@ void Executor::beginCall(int64_t b, int64_t s) {
 }
 
 double Executor::totalLoss(const Tensor &result) const {
-  float value = result.data()[0];
+  float value = 0;
+  backend->download(&value, result.data(), sizeof(float));
   double loss = static_cast<float>(lastLoss) == value ? lastLoss : value;
   return loss + auxLossSum;
 }
@@ -350,16 +380,13 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
         Tensor &got = values[op.results[r]];
         if (want.isInt) {
           if (got.i.get() != want.i.get())
-            std::memcpy(want.i.get(), got.i.get(),
-                        static_cast<size_t>(4 * want.numel()));
+            backend->copy(want.i.get(), got.i.get(), 4 * want.numel());
         } else {
           if (got.f.get() != want.f.get())
-            std::memcpy(want.f.get(), got.data(),
-                        static_cast<size_t>(4 * want.numel()));
+            backend->copy(want.f.get(), got.data(), 4 * want.numel());
           if (want.lse && got.lse && got.lse.get() != want.lse.get())
-            std::memcpy(want.lse.get(), got.lse.get(),
-                        static_cast<size_t>(4 * want.shape[0] * want.shape[1] *
-                                            want.shape[2]));
+            backend->copy(want.lse.get(), got.lse.get(),
+                          4 * want.shape[0] * want.shape[1] * want.shape[2]);
           if (!got.lse)
             want.lse.reset();
         }

@@ -28,6 +28,7 @@
 #include "lib/Bundle/Bundle.h"
 #include "lib/Bundle/Plan.h"
 #include "lib/Support/Status.h"
+#include "runtime/exec/Backend.h"
 #include "runtime/exec/DecodedOp.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/KernelTable.h"
@@ -51,9 +52,13 @@ namespace mtc::exec {
 class Workspace {
 public:
   Workspace() = default;
-  Workspace(void *base, int64_t capacity, std::string what)
-      : base(static_cast<char *>(base)), cap(capacity), name(std::move(what)) {}
-  /// \p bytes (rounded up to 64), zero-filled unless \p zero is false.
+  /// A region of \p backend's value memory (null: host memory).
+  Workspace(void *base, int64_t capacity, std::string what,
+            Backend *backend = nullptr)
+      : base(static_cast<char *>(base)), cap(capacity), name(std::move(what)),
+        mem(backend) {}
+  /// \p bytes (rounded up to 64), zero-filled (through the backend) unless
+  /// \p zero is false.
   /// Throws ExecError when the region is exhausted.
   void *allocate(int64_t bytes, bool zero = true);
   int64_t mark() const { return top; }
@@ -68,6 +73,8 @@ public:
   void reserve(int64_t bytes);
   /// The region's byte at \p offset (bounds-checked).
   char *at(int64_t offset, int64_t bytes);
+  /// The backend whose memory the region is (null: host memory).
+  Backend *backend() const { return mem; }
 
   /// The workspace tensors of this thread are allocated from (null: heap).
   static Workspace *current();
@@ -87,6 +94,7 @@ private:
   char *base = nullptr;
   int64_t cap = 0, top = 0, high = 0;
   std::string name;
+  Backend *mem = nullptr;
 };
 
 /// A dense row-major tensor (fp32, or int32 for token ids). The storage is
@@ -129,7 +137,12 @@ public:
   /// or an attribute that is missing, misspelt or ill-typed, naming the
   /// function, the op and its source location. \p b must outlive the
   /// executor and not change.
-  Executor(const bundle::Bundle &b, ParamStore &store);
+  /// The ops run through \p backend's kernel table (default: the CPU's); a
+  /// bundle op the table has no kernel for is an ExecError here.
+  Executor(const bundle::Bundle &b, ParamStore &store,
+           Backend &backend = cpuBackend());
+  /// The backend the executor runs on.
+  Backend &runsOn() const { return *backend; }
 
   /// Runs the model's forward_backward on one micro-batch: returns the loss
   /// (the function's result plus the aux losses of its moe ops) and adds this
@@ -278,7 +291,8 @@ private:
   ParamStore &store;
   /// The bundle's functions, decoded at construction.
   DecodedProgram program;
-  /// The kernels of the backend the executor runs on.
+  /// The backend the executor runs on, and its kernels.
+  Backend *backend;
   const KernelTable *table;
   int64_t B = 0, S = 0;
   int64_t T = 0; ///< tokens routed to the expert being run

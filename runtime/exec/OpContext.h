@@ -13,6 +13,7 @@
 #ifndef MTC_RUNTIME_EXEC_OPCONTEXT_H
 #define MTC_RUNTIME_EXEC_OPCONTEXT_H
 
+#include "runtime/cpu/Kernels.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/KernelTable.h"
 
@@ -30,6 +31,14 @@ int64_t product(const std::vector<int64_t> &s, size_t from, size_t to);
 /// [outer, n, inner] around \p axis.
 void split3(const std::vector<int64_t> &s, int64_t axis, int64_t &outer,
             int64_t &n, int64_t &inner);
+
+/// The runtime/cpu form of decoded attributes, shared by the CPU kernels
+/// and the CUDA ones (whose launchers mirror runtime/cpu).
+cpu::Unary cpuUnary(UnaryFn fn);
+cpu::Binary cpuBinary(BinaryFn fn);
+cpu::Reduce cpuReduce(ReduceFn fn);
+cpu::RopeParams ropeParams(const RopeAttrs &a);
+cpu::AttentionParams attentionParams(const AttentionAttrs &a);
 
 class OpContext {
 public:
@@ -62,7 +71,7 @@ public:
     const Tensor &pre = vals[op.results.at(i)];
     if (!pre.f)
       return Tensor::zeros(resultShape(i));
-    std::memset(pre.f.get(), 0, static_cast<size_t>(4 * pre.numel()));
+    ex.backend->zero(pre.f.get(), 4 * pre.numel());
     return pre;
   }
   /// Uninitialised, for kernels that write every element.
@@ -81,6 +90,9 @@ public:
   void checkDecodable(int64_t axis) const;
   /// The KV cache of this attention op in this layer instance.
   Executor::KV &kvCache();
+  /// The backend the op runs on (its memory operations; the CUDA kernels
+  /// reach their launch context through it).
+  Backend &backend() const { return *ex.backend; }
   /// Records the loss a cross-entropy op computed, in double precision.
   void setLoss(double loss) { ex.lastLoss = loss; }
   /// The parameter the op names, in its scope (model, layer, expert).

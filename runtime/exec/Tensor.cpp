@@ -36,8 +36,12 @@ void *Workspace::allocate(int64_t bytes, bool zero) {
   char *p = base + top;
   top += size;
   high = std::max(high, top);
-  if (zero)
-    std::memset(p, 0, static_cast<size_t>(size));
+  if (zero) {
+    if (mem)
+      mem->zero(p, size);
+    else
+      std::memset(p, 0, static_cast<size_t>(size));
+  }
   return p;
 }
 
@@ -100,12 +104,17 @@ Tensor Tensor::ints(std::vector<int64_t> shape, const int32_t *src) {
   t.shape = std::move(shape);
   t.isInt = true;
   int64_t n = t.numel();
-  if (Workspace *w = Workspace::current())
-    t.i = std::shared_ptr<int32_t>(static_cast<int32_t *>(w->allocate(4 * n)),
-                                   [](int32_t *) {});
-  else
+  if (Workspace *w = Workspace::current()) {
+    t.i = std::shared_ptr<int32_t>(
+        static_cast<int32_t *>(w->allocate(4 * n, false)), [](int32_t *) {});
+    if (w->backend()) {
+      w->backend()->upload(t.i.get(), src, 4 * n);
+      return t;
+    }
+  } else {
     t.i = std::shared_ptr<int32_t>(new int32_t[static_cast<size_t>(n)],
                                    std::default_delete<int32_t[]>());
+  }
   std::copy(src, src + n, t.i.get());
   return t;
 }

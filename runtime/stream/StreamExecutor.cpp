@@ -53,7 +53,8 @@ double now() {
 StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
                                exec::ParamStore &store, exec::Executor &ex,
                                device::Device &target)
-    : b(bundle), p(planOf(bundle)), store(store), ex(ex), device(target) {
+    : b(bundle), p(planOf(bundle)), store(store), ex(ex), mem(ex.runsOn()),
+      device(target) {
   auto it = b.functions.find("forward_backward");
   if (it == b.functions.end())
     planError("the bundle has no forward_backward function");
@@ -127,6 +128,11 @@ StreamExecutor::~StreamExecutor() {
 
 float *StreamExecutor::dev(int64_t offset, int64_t bytes) {
   return static_cast<float *>(device.at(offset, bytes));
+}
+
+int64_t StreamExecutor::offsetOf(const void *p) {
+  return static_cast<const char *>(p) -
+         static_cast<const char *>(device.at(0, 0));
 }
 
 StreamExecutor::Group &StreamExecutor::group(const std::string &layer,
@@ -299,7 +305,7 @@ void StreamExecutor::validate() {
   stageBytes = stage->bytes / M / 64 * 64;
   for (int64_t mb = 0; mb < M; ++mb)
     stageWs.emplace_back(dev(stageOff + mb * stageBytes, stageBytes),
-                         stageBytes, "stage");
+                         stageBytes, "stage", &mem);
   // Layer functions place their values by liveness (bundle::
   // planLayerFunction, the plan the compiler sized the workspace with).
   std::map<const bundle::Function *, bundle::FunctionPlan> plans;
@@ -315,8 +321,8 @@ void StreamExecutor::validate() {
   const bundle::PlanBuffer *ws = p.buffer("workspace");
   workspaceOff = bufferOffset("workspace", wsNeed);
   workspaceBytes = ws->bytes;
-  workspace =
-      Workspace(dev(workspaceOff, workspaceBytes), workspaceBytes, "workspace");
+  workspace = Workspace(dev(workspaceOff, workspaceBytes), workspaceBytes,
+                        "workspace", &mem);
   (void)positions;
 }
 
@@ -334,6 +340,14 @@ void StreamExecutor::launchWork(device::Stream s, std::function<void()> fn,
         }
       },
       label);
+}
+
+void StreamExecutor::launchCompute(std::function<void()> fn,
+                                   const std::string &label) {
+  // A backend with a device of its own (CUDA) queues the kernels now, from
+  // this thread; the CPU's are run by the compute stream's thread.
+  if (!mem.issue(compute, fn, label))
+    launchWork(compute, std::move(fn), label);
 }
 
 int64_t StreamExecutor::actOff(int64_t side, int64_t mb) const {
@@ -425,8 +439,10 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   std::vector<double> aux(static_cast<size_t>(M), 0.0);
   std::vector<double> loss(static_cast<size_t>(M), 0.0);
   std::vector<bool> haveLoss(static_cast<size_t>(M), false);
-  launchWork(
-      compute,
+  // Device backends: each micro-batch's loss comes back by a copy queued
+  // after the op computing it (read after the step's synchronisation).
+  std::vector<float> lossCopied(static_cast<size_t>(M), 0.0f);
+  launchCompute(
       [&] {
         ex.beginStep(p.batch, p.seq);
         for (int64_t mb = 0; mb < M; ++mb) {
@@ -459,11 +475,9 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
               device::Convert::None, "weights " + modelGroup.slots[q]->name);
         device.record(evModelWeights, h2d);
         device.wait(compute, evModelWeights);
-        launchWork(
-            compute,
+        launchCompute(
             [this] {
-              std::memset(dev(modelGradsOff, modelGroup.bytes), 0,
-                          static_cast<size_t>(modelGroup.bytes));
+              mem.zero(dev(modelGradsOff, modelGroup.bytes), modelGroup.bytes);
             },
             "zero model grads");
         ++stats.modelWeightLoads;
@@ -471,22 +485,30 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
       }
       case StepCommandKind::Stage: {
         size_t begin = c.begin, end = c.end;
-        launchWork(
-            compute,
+        std::vector<const float *> found(static_cast<size_t>(M), nullptr);
+        launchCompute(
             [&, begin, end] {
               for (int64_t mb = 0; mb < M; ++mb) {
                 Workspace::Scope scope(&stageWs[mb]);
                 ex.runOps(*fb, vals[mb], begin, end);
                 const Tensor &r = vals[mb][fb->results.at(0)];
                 if (!haveLoss[mb] && r.f) {
-                  ex.resetAux();
-                  loss[mb] = ex.lossOf(r);
+                  if (mem.hostMemory()) {
+                    ex.resetAux();
+                    loss[mb] = ex.lossOf(r);
+                  } else {
+                    found[mb] = r.data();
+                  }
                   haveLoss[mb] = true;
                 }
               }
             },
             "stage ops [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ")");
+        for (int64_t mb = 0; mb < M; ++mb)
+          if (found[mb])
+            device.copyToHost(compute, &lossCopied[mb], offsetOf(found[mb]),
+                              sizeof(float), "loss");
         break;
       }
       case StepCommandKind::Layers: {
@@ -534,6 +556,7 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
     throw;
   }
   device.synchronize();
+  mem.checkDeferredErrors();
 
   device::DeviceStats ds = device.stats();
   stats.h2dBytes = ds.h2dBytes;
@@ -565,6 +588,8 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   for (int64_t mb = 0; mb < M; ++mb) {
     if (!haveLoss[mb])
       throw ExecError{"the step program computed no loss"};
+    if (!mem.hostMemory())
+      loss[mb] = lossCopied[mb];
     out[mb] = loss[mb] + aux[mb];
   }
   return out;
@@ -586,15 +611,14 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
   // The loop's input, per micro-batch, into the activation buffer (host
   // activations: the first instance reads it from the stage directly).
   if (!hostActivations)
-    launchWork(
-        compute,
+    launchCompute(
         [this, &vals, op, boundaryBytes, M] {
           for (int64_t mb = 0; mb < M; ++mb) {
             const Tensor &x = vals[mb][op->operands.at(0)];
             if (!x.f || x.numel() * 4 != boundaryBytes)
               throw ExecError{"layers loop input has the wrong shape"};
-            std::memcpy(dev(actOff(0, mb), boundaryBytes), x.data(),
-                        static_cast<size_t>(boundaryBytes));
+            mem.copy(dev(actOff(0, mb), boundaryBytes), x.data(),
+                     boundaryBytes);
           }
         },
         "loop input");
@@ -708,8 +732,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         } else if (loop.forward) {
           if (saveHost)
             device.wait(compute, evStagingFree[st]);
-          launchWork(
-              compute,
+          launchCompute(
               [this, &aux, M, g, wOff, pos, in, out, st, saveHost, call = inst,
                boundaryBytes, ckpt] {
                 boundWeights = g;
@@ -740,15 +763,13 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           const int64_t gs = k % 2;
           const int64_t gOff = gradsOff[gs];
           device.wait(compute, evGradFree[gs]);
-          launchWork(
-              compute,
+          launchCompute(
               [this, M, g, wOff, gOff, pos, in, out, st, restoreHost,
                call = inst, boundaryBytes, ckpt] {
                 boundWeights = g;
                 boundWeightsOff = wOff;
                 boundGradsOff = gOff;
-                std::memset(dev(gOff, g->bytes), 0,
-                            static_cast<size_t>(g->bytes));
+                mem.zero(dev(gOff, g->bytes), g->bytes);
                 for (int64_t mb = 0; mb < M; ++mb) {
                   int64_t src = restoreHost
                                     ? stagingOff + (st * M + mb) * maxCkptBytes
@@ -793,14 +814,13 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
   if (hostActivations)
     return;
   const int64_t last = loop.count % 2;
-  launchWork(
-      compute,
+  launchCompute(
       [this, &vals, op, shape, boundaryBytes, last, M] {
         for (int64_t mb = 0; mb < M; ++mb) {
           Workspace::Scope scope(&stageWs[mb]);
-          Tensor y = Tensor::zeros(shape);
-          std::memcpy(y.data(), dev(actOff(last, mb), boundaryBytes),
-                      static_cast<size_t>(boundaryBytes));
+          Tensor y = Tensor::empty(shape);
+          mem.copy(y.data(), dev(actOff(last, mb), boundaryBytes),
+                   boundaryBytes);
           vals[mb][op->results.at(0)] = std::move(y);
         }
       },
@@ -809,24 +829,23 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
 
 void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
                                 float *y, double &aux) {
-  const size_t bb = static_cast<size_t>(call.boundaryBytes);
-  std::memcpy(ckpt, x, bb);
+  mem.copy(ckpt, x, call.boundaryBytes);
   workspace.reset();
   Workspace::Scope scope(&workspace);
   ex.resetAux();
   std::vector<Tensor> outs = ex.runLayer(call.layer, call.instance, "forward",
                                          {Tensor::view(call.shape, x)});
   aux += ex.auxLoss();
-  std::memcpy(y, outs.at(0).data(), bb);
+  mem.copy(y, outs.at(0).data(), call.boundaryBytes);
   for (size_t r = 1; r < outs.size(); ++r) {
-    std::memcpy(ckpt + call.extraOffsets.at(r - 1), outs[r].data(),
-                static_cast<size_t>(4 * outs[r].numel()));
+    mem.copy(ckpt + call.extraOffsets.at(r - 1), outs[r].data(),
+             4 * outs[r].numel());
     if (call.extraLse.at(r - 1) >= 0) {
       if (!outs[r].lse)
         throw ExecError{"a kept attention output has no log-sum-exp"};
       const std::vector<int64_t> &sh = call.extraShapes.at(r - 1);
-      std::memcpy(ckpt + call.extraLse[r - 1], outs[r].lse.get(),
-                  static_cast<size_t>(4 * sh[0] * sh[1] * sh[2]));
+      mem.copy(ckpt + call.extraLse[r - 1], outs[r].lse.get(),
+               4 * sh[0] * sh[1] * sh[2]);
     }
   }
   measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
@@ -849,7 +868,7 @@ void StreamExecutor::backwardOne(const InstanceCall &call, char *ckpt,
   Workspace::Scope scope(&workspace);
   std::vector<Tensor> outs =
       ex.runLayer(call.layer, call.instance, "backward", std::move(args));
-  std::memcpy(dx, outs.at(0).data(), static_cast<size_t>(call.boundaryBytes));
+  mem.copy(dx, outs.at(0).data(), call.boundaryBytes);
   measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
 }
 
@@ -897,8 +916,7 @@ void StreamExecutor::computeHostActivations(
     device.wait(compute, evActOutFree[j]);
     if (saveHost)
       device.wait(compute, evStagingFree[j]);
-    launchWork(
-        compute,
+    launchCompute(
         [this, &vals, &aux, op, call, g, wOff, gOff, mb, first, last, forward,
          inOff, outOff, staging, saveHost, restoreHost, pos, bb, ckpt] {
           boundWeights = g;
@@ -922,14 +940,13 @@ void StreamExecutor::computeHostActivations(
             forwardOne(call, x, c, y, aux[mb]);
           } else {
             if (mb == 0)
-              std::memset(dev(gOff, g->bytes), 0,
-                          static_cast<size_t>(g->bytes));
+              mem.zero(dev(gOff, g->bytes), g->bytes);
             backwardOne(call, c, x, y);
           }
           if (last) {
             Workspace::Scope scope(&stageWs[mb]);
-            Tensor t = Tensor::zeros(call.shape);
-            std::memcpy(t.data(), y, static_cast<size_t>(bb));
+            Tensor t = Tensor::empty(call.shape);
+            mem.copy(t.data(), y, bb);
             vals[mb][op->results.at(0)] = std::move(t);
           }
           boundWeights = nullptr;

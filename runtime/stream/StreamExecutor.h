@@ -147,8 +147,14 @@ private:
   int64_t checkpointBytes(const std::string &layer) const;
   int64_t checkpointIndex(const std::string &layer, int64_t instance) const;
   float *dev(int64_t offset, int64_t bytes);
+  /// Host work on stream \p s (a launched closure).
   void launchWork(device::Stream s, std::function<void()> fn,
                   const std::string &label);
+  /// Device compute on the compute stream: a closure on the CPU backend,
+  /// kernels queued now by this thread on a device backend (Backend::issue).
+  void launchCompute(std::function<void()> fn, const std::string &label);
+  /// The arena offset of device address \p p.
+  int64_t offsetOf(const void *p);
   /// Activation buffer of micro-batch \p mb, side 0 or 1 (ping-pong).
   int64_t actOff(int64_t side, int64_t mb) const;
   /// Host activations: the device slots a micro-batch's input (\p out
@@ -159,6 +165,9 @@ private:
   const bundle::StepPlan &p;
   exec::ParamStore &store;
   exec::Executor &ex;
+  /// The executor's backend: its memory operations fill and move the
+  /// arena's values.
+  exec::Backend &mem;
   device::Device &device;
   const bundle::Function *fb = nullptr;
   /// The plan's program, decoded at construction (StepProgram.h).

@@ -1,12 +1,13 @@
 //===- AttentionKernelsTest.cpp - attention.cu against runtime/cpu --------===//
 //
 // Part of mtc. Flash attention forward (o, lse) and backward (delta, dk/dv,
-// dq) of the library kernels, on either driver, against cpu::attention /
-// cpu::attentionGrad, for every head dimension and both storage types, at
-// small ragged shapes: S not a multiple of the tiles, GQA (Hq / Hkv = 4),
-// sliding windows shorter than S, softcap, non-causal, qOffset > 0 with a KV
-// cache longer than S (forward), several key and query tiles (online
-// softmax rescaling; query tiles skipped by the window).
+// dq) of the library kernels, on either driver, launched through
+// runtime/cuda/ops/Attention.h (one place for their geometry), against
+// cpu::attention / cpu::attentionGrad, for every head dimension and both
+// storage types, at small ragged shapes: S not a multiple of the tiles, GQA
+// (Hq / Hkv = 4), sliding windows shorter than S, softcap, non-causal,
+// qOffset > 0 with a KV cache longer than S (forward), several key and query
+// tiles (online softmax rescaling; query tiles skipped by the window).
 //
 // Tolerances. f32: max |got - want| <= 1e-4 max |want| per tensor (the
 // rule for reductions and attention). bf16: inputs are rounded to bf16 and
@@ -21,6 +22,7 @@
 #include "test/cuda/CudaTestDriver.h"
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/ops/Attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,8 +38,7 @@ class AttentionKernels : public CudaDriverTest {
 public: // for the check helpers below
   using CudaDriverTest::alloc;
   using CudaDriverTest::download;
-  using CudaDriverTest::kernel;
-  using CudaDriverTest::launch;
+  using CudaDriverTest::sync;
   using CudaDriverTest::upload;
 };
 
@@ -67,22 +68,6 @@ struct Config {
     return p;
   }
 };
-
-// Tile sizes and dynamic shared memory of attention.cu's entries (its
-// banner).
-unsigned blockKeys(int D) { return D <= 128 ? 64 : 32; }
-unsigned pitchBytes(int D, int elem) { return (D + 16 / elem) * elem; }
-unsigned fwdSmem(int D, int elem) {
-  return (64 + 2 * blockKeys(D)) * pitchBytes(D, elem);
-}
-unsigned dqSmem(int D, int elem) {
-  return (2 * 64 + 2 * blockKeys(D)) * pitchBytes(D, elem);
-}
-unsigned dkdvSmem(int D, int elem) {
-  unsigned bk = blockKeys(D);
-  return 8 * bk * D + 8 * bk + 4 * bk * pitchBytes(D, elem);
-}
-unsigned ceilDiv(int a, unsigned b) { return (unsigned(a) + b - 1) / b; }
 
 std::vector<float> randoms(size_t n, uint32_t seed, float lo = -2,
                            float hi = 2) {
@@ -149,15 +134,16 @@ std::vector<uint16_t> roundToBf16(std::vector<float> &v) {
 }
 
 const char *storage(bool bf16) { return bf16 ? "bf16" : "f32"; }
+mtc::cuda::ops::DType type(bool bf16) {
+  return bf16 ? mtc::cuda::ops::DType::BF16 : mtc::cuda::ops::DType::F32;
+}
 
-/// Runs attention_fwd_<storage>_d<D> and compares o and lse with
-/// cpu::attention.
-void checkForward(AttentionKernels &t, const Config &c, bool bf16) {
+/// Runs the forward (ops::attention: attention_fwd_<storage>_d<D>) and
+/// compares o and lse with cpu::attention.
+void checkForward(AttentionKernels &t, const mtc::cuda::ops::Launch &L,
+                  const Config &c, bool bf16) {
   SCOPED_TRACE(c.str());
   std::printf("  fwd %s %s\n", storage(bf16), c.str().c_str());
-  const std::string entry = std::string("attention_fwd_") + storage(bf16) +
-                            "_d" + std::to_string(c.D);
-  void *fn = t.kernel("attention.cu", entry);
   size_t nq = size_t(c.B) * c.S * c.Hq * c.D;
   size_t nkv = size_t(c.B) * c.Sk * c.Hkv * c.D;
   std::vector<float> q = randoms(nq, 11 + c.D), k = randoms(nkv, 12 + c.S),
@@ -177,13 +163,11 @@ void checkForward(AttentionKernels &t, const Config &c, bool bf16) {
   unsigned long long dv = bf16 ? t.upload(vb) : t.upload(v);
   unsigned long long dOut = t.alloc(nq * elem);
   unsigned long long dL = t.alloc(wantL.size() * 4);
-  int S = c.S, Sk = c.Sk, Hq = c.Hq, Hkv = c.Hkv, qOffset = c.qOffset;
-  int causal = c.causal, window = c.window;
-  float scale = c.scale, softcap = c.softcap;
-  t.launch(fn, {ceilDiv(c.S, 64), unsigned(c.Hq), unsigned(c.B)}, {128},
-           fwdSmem(c.D, elem),
-           {&dq, &dk, &dv, &dOut, &dL, &S, &Sk, &Hq, &Hkv, &qOffset, &causal,
-            &window, &scale, &softcap});
+  mtc::Status st =
+      mtc::cuda::ops::attention(L, dq, dk, dv, dOut, dL, c.B, c.S, c.Sk, c.Hq,
+                                c.Hkv, c.D, c.params(), c.qOffset, type(bf16));
+  ASSERT_TRUE(st.ok()) << st.message();
+  t.sync();
   if (bf16) {
     expectBf16Close("o", t.download<uint16_t>(dOut, nq), wantO);
   } else {
@@ -207,15 +191,10 @@ void checkForward(AttentionKernels &t, const Config &c, bool bf16) {
 
 /// Runs delta, dkdv and dq of the backward and compares dq, dk, dv with
 /// cpu::attentionGrad (o and lse from cpu::attention, fed to both).
-void checkBackward(AttentionKernels &t, const Config &c, bool bf16) {
+void checkBackward(AttentionKernels &t, const mtc::cuda::ops::Launch &L,
+                   const Config &c, bool bf16) {
   SCOPED_TRACE(c.str());
   std::printf("  bwd %s %s\n", storage(bf16), c.str().c_str());
-  const std::string suffix =
-      std::string(storage(bf16)) + "_d" + std::to_string(c.D);
-  void *deltaFn = t.kernel("attention.cu",
-                           std::string("attention_bwd_delta_") + storage(bf16));
-  void *dkdvFn = t.kernel("attention.cu", "attention_bwd_dkdv_" + suffix);
-  void *dqFn = t.kernel("attention.cu", "attention_bwd_dq_" + suffix);
   size_t nq = size_t(c.B) * c.S * c.Hq * c.D;
   size_t nkv = size_t(c.B) * c.S * c.Hkv * c.D;
   std::vector<float> q = randoms(nq, 21 + c.D), k = randoms(nkv, 22 + c.S),
@@ -245,23 +224,13 @@ void checkBackward(AttentionKernels &t, const Config &c, bool bf16) {
   unsigned long long dO = bf16 ? t.upload(ob) : t.upload(o);
   unsigned long long dGy = bf16 ? t.upload(gyb) : t.upload(gy);
   unsigned long long dL = t.upload(lse);
-  unsigned long long dDelta = t.alloc(lse.size() * 4);
   unsigned long long dDq = t.alloc(nq * elem), dDk = t.alloc(nkv * elem),
                      dDv = t.alloc(nkv * elem);
-  int rows = c.B * c.S * c.Hq, S = c.S, Hq = c.Hq, Hkv = c.Hkv, D = c.D;
-  int causal = c.causal, window = c.window;
-  float scale = c.scale, softcap = c.softcap;
-  t.launch(deltaFn, {ceilDiv(rows, 4)}, {128}, 0,
-           {&dO, &dGy, &dDelta, &rows, &S, &Hq, &D});
-  unsigned bk = blockKeys(c.D);
-  t.launch(dkdvFn, {ceilDiv(c.S, bk), unsigned(c.Hkv), unsigned(c.B)}, {2 * bk},
-           dkdvSmem(c.D, elem),
-           {&dQ, &dK, &dV, &dGy, &dL, &dDelta, &dDk, &dDv, &S, &Hq, &Hkv,
-            &causal, &window, &scale, &softcap});
-  t.launch(dqFn, {ceilDiv(c.S, 64), unsigned(c.Hq), unsigned(c.B)}, {128},
-           dqSmem(c.D, elem),
-           {&dQ, &dK, &dV, &dGy, &dL, &dDelta, &dDq, &S, &Hq, &Hkv, &causal,
-            &window, &scale, &softcap});
+  mtc::Status st = mtc::cuda::ops::attentionGrad(
+      L, dQ, dK, dV, dO, dL, dGy, dDq, dDk, dDv, c.B, c.S, c.Hq, c.Hkv, c.D,
+      c.params(), type(bf16));
+  ASSERT_TRUE(st.ok()) << st.message();
+  t.sync();
   struct Out {
     const char *name;
     unsigned long long dev;
@@ -292,46 +261,52 @@ std::vector<Config> shapes(int D, bool forward) {
 }
 
 TEST_P(AttentionKernels, ForwardF32EveryHeadDim) {
+  const mtc::cuda::ops::Launch L = makeLaunch();
   for (int D : {64, 80, 96, 128, 256})
     for (const Config &c : shapes(D, true))
-      checkForward(*this, c, false);
+      checkForward(*this, L, c, false);
 }
 
 TEST_P(AttentionKernels, ForwardBf16EveryHeadDim) {
+  const mtc::cuda::ops::Launch L = makeLaunch();
   for (int D : {64, 80, 96, 128, 256})
     for (const Config &c : shapes(D, true))
-      checkForward(*this, c, true);
+      checkForward(*this, L, c, true);
 }
 
 // Several key tiles per query tile (online rescaling), several query tiles,
 // a window that skips whole key tiles, rows of a KV cache that see none.
 TEST_P(AttentionKernels, ForwardSeveralTiles) {
+  const mtc::cuda::ops::Launch L = makeLaunch();
   for (bool bf16 : {false, true}) {
-    checkForward(*this, {1, 150, 150, 2, 1, 64, true, 0, 0.0f, 0}, bf16);
-    checkForward(*this, {1, 100, 130, 2, 1, 80, true, 70, 0.0f, 30}, bf16);
-    checkForward(*this, {1, 70, 70, 1, 1, 64, false, 0, 0.0f, 0}, bf16);
+    checkForward(*this, L, {1, 150, 150, 2, 1, 64, true, 0, 0.0f, 0}, bf16);
+    checkForward(*this, L, {1, 100, 130, 2, 1, 80, true, 70, 0.0f, 30}, bf16);
+    checkForward(*this, L, {1, 70, 70, 1, 1, 64, false, 0, 0.0f, 0}, bf16);
   }
 }
 
 TEST_P(AttentionKernels, BackwardF32EveryHeadDim) {
+  const mtc::cuda::ops::Launch L = makeLaunch();
   for (int D : {64, 80, 96, 128, 256})
     for (const Config &c : shapes(D, false))
-      checkBackward(*this, c, false);
+      checkBackward(*this, L, c, false);
 }
 
 TEST_P(AttentionKernels, BackwardBf16EveryHeadDim) {
+  const mtc::cuda::ops::Launch L = makeLaunch();
   for (int D : {64, 80, 96, 128, 256})
     for (const Config &c : shapes(D, false))
-      checkBackward(*this, c, true);
+      checkBackward(*this, L, c, true);
 }
 
 // Several key blocks and query tiles: dk/dv loop over query tiles (some
 // skipped by the window), dq over key tiles.
 TEST_P(AttentionKernels, BackwardSeveralTiles) {
+  const mtc::cuda::ops::Launch L = makeLaunch();
   for (bool bf16 : {false, true}) {
-    checkBackward(*this, {1, 150, 150, 4, 1, 64, true, 0, 0.0f, 0}, bf16);
-    checkBackward(*this, {1, 140, 140, 2, 1, 80, true, 50, 3.0f, 0}, bf16);
-    checkBackward(*this, {1, 75, 75, 2, 2, 256, false, 0, 0.0f, 0}, bf16);
+    checkBackward(*this, L, {1, 150, 150, 4, 1, 64, true, 0, 0.0f, 0}, bf16);
+    checkBackward(*this, L, {1, 140, 140, 2, 1, 80, true, 50, 3.0f, 0}, bf16);
+    checkBackward(*this, L, {1, 75, 75, 2, 2, 256, false, 0, 0.0f, 0}, bf16);
   }
 }
 

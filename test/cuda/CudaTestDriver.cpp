@@ -6,6 +6,7 @@
 #include "test/cuda/CudaTestDriver.h"
 
 #include "runtime/cuda/emu/EmulatedDriver.h"
+#include "runtime/cuda/emu/EmulatedGemm.h"
 #include "runtime/device/CpuDevice.h"
 
 #include <cstdlib>
@@ -49,9 +50,12 @@ void CudaDriverTest::TearDown() {
     return;
   if (stream)
     api->cuStreamSynchronize(stream);
+  gemmEngine.reset();
+  functions.reset();
   for (unsigned long long p : allocations)
     api->cuMemFree_v2(p);
   allocations.clear();
+  functions.reset();
   loader.reset();
   if (stream)
     api->cuStreamDestroy_v2(stream);
@@ -118,6 +122,34 @@ void CudaDriverTest::launch(void *fn, Dim3 grid, Dim3 block,
                               nullptr),
           "cuLaunchKernel");
   sync();
+}
+
+ops::Launch CudaDriverTest::makeLaunch() {
+  ops::Launch L;
+  L.api = api.get();
+  L.stream = stream;
+  if (!functions)
+    functions = std::make_unique<ops::KernelFunctions>(*loader);
+  L.functions = functions.get();
+  if (!gemmEngine) {
+    if (emulated()) {
+      gemmEngine = emu::emulatedGemm(api);
+    } else {
+      Expected<std::unique_ptr<GemmEngine>> lt = openCublasLt();
+      EXPECT_TRUE(lt.ok()) << lt.message();
+      if (lt)
+        gemmEngine = std::move(*lt);
+    }
+  }
+  L.gemm = gemmEngine.get();
+  L.gemmWorkspaceBytes = size_t(32) << 20;
+  L.gemmWorkspace = reinterpret_cast<void *>(alloc(L.gemmWorkspaceBytes));
+  L.scratch = [this](int64_t bytes) -> Expected<ops::DevPtr> {
+    if (bytes < 0)
+      return Status::error("test scratch: negative size");
+    return alloc(static_cast<size_t>(bytes));
+  };
+  return L;
 }
 
 std::string sourceDir() {

@@ -12,7 +12,9 @@
 #define MTC_TEST_CUDA_CUDATESTDRIVER_H
 
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/KernelLoader.h"
+#include "runtime/cuda/ops/Launch.h"
 
 #include <gtest/gtest.h>
 
@@ -68,6 +70,12 @@ protected:
               std::vector<void *> args);
   void sync();
 
+  /// A Launch (runtime/cuda/ops) on the test's stream: library kernels
+  /// through the test's loader, the driver's GEMM engine (the emulated one,
+  /// or cuBLASLt) with a workspace, scratch from alloc() (freed after the
+  /// test).
+  ops::Launch makeLaunch();
+
   std::shared_ptr<const CudaDriverApi> api;
   std::unique_ptr<KernelLoader> loader;
   void *context = nullptr;
@@ -76,6 +84,8 @@ protected:
 
 private:
   std::vector<unsigned long long> allocations;
+  std::unique_ptr<ops::KernelFunctions> functions; ///< of makeLaunch()
+  std::unique_ptr<GemmEngine> gemmEngine;          ///< of makeLaunch()
 };
 
 /// The source tree: $MTC_SOURCE_DIR, else the build's.

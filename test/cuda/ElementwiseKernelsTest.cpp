@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/kernels/shapes.cuh"
+#include "runtime/cuda/ops/Elementwise.h"
 #include "test/cuda/KernelCompare.h"
 
 using namespace mtc;
@@ -175,26 +176,6 @@ std::vector<float> runUnary(ElementwiseKernels &t, void *fn, bool grad,
   return t.download<float>(bo, n);
 }
 
-/// The BroadcastShape of out = a op b (shapes right-aligned, as cpu::binary
-/// takes them), without merging dimensions.
-mtc_cuda::BroadcastShape broadcastShape(const std::vector<int64_t> &out,
-                                        std::vector<int64_t> a,
-                                        std::vector<int64_t> b) {
-  a.insert(a.begin(), out.size() - a.size(), 1);
-  b.insert(b.begin(), out.size() - b.size(), 1);
-  mtc_cuda::BroadcastShape s{};
-  s.rank = static_cast<int>(out.size());
-  int64_t sa = 1, sb = 1;
-  for (size_t i = out.size(); i-- > 0;) {
-    s.size[i] = out[i];
-    s.strideA[i] = a[i] == out[i] ? sa : 0;
-    s.strideB[i] = b[i] == out[i] ? sb : 0;
-    sa *= a[i];
-    sb *= b[i];
-  }
-  return s;
-}
-
 TEST_P(ElementwiseKernels, BinaryBroadcastF32AndBf16) {
   const char *names[] = {"add", "sub", "mul", "div"};
   struct Case {
@@ -248,7 +229,11 @@ TEST_P(ElementwiseKernels, BinaryBroadcastF32AndBf16) {
         };
         unsigned long long da = up(a), db = up(b),
                            dout = alloc((n + c.offset) * es) + c.offset * es;
-        mtc_cuda::BroadcastShape s = broadcastShape(c.out, c.a, c.b);
+        // The shape as the launcher builds it (dims merged).
+        Expected<mtc_cuda::BroadcastShape> shape =
+            cuda::ops::broadcastShape(c.out, c.a, c.b);
+        ASSERT_TRUE(shape.ok()) << shape.message();
+        mtc_cuda::BroadcastShape s = *shape;
         long long total = static_cast<long long>(n);
         launch(fn, {unsigned(std::min<size_t>((n + 63) / 64, 5))}, {64}, 0,
                {&da, &db, &dout, &s, &total, &op});

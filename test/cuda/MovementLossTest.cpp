@@ -1,8 +1,11 @@
 //===- MovementLossTest.cpp - movement.cu and loss.cu on either driver ----===//
 //
 // Part of mtc. Transpose, slice, concat and pad against cpu::transpose,
-// cpu::slice, cpu::concat and cpu::pad (exact: they are copies), on the
-// element-wise and the 16-byte paths, in f32 and bf16 (2-byte elements); and
+// cpu::slice, cpu::concat and cpu::pad, and broadcast_rows (matmul's bias)
+// against its definition (exact: they are copies), on the element-wise and
+// the 16-byte paths, in f32 and bf16 (2-byte elements), with few blocks so
+// that the grid-stride loops turn (the launchers' geometry is tested in
+// OpsMatmulAttentionTest; the shape descriptors are theirs); and
 // the cross-entropy pieces against cpu::crossEntropy / crossEntropyGrad with
 // linearCrossEntropy's softcap, f32 and bf16 logits.
 //
@@ -15,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/ops/Movement.h"
 #include "test/cuda/CudaTestDriver.h"
 
 #include <algorithm>
@@ -26,20 +30,6 @@ using namespace mtc;
 using namespace mtc::cuda::test;
 
 namespace {
-
-/// movement.cu's by-value arguments, with the kernels' layout.
-struct TransposeShape {
-  int rank;
-  int perm[8];
-  long long shape[8];
-};
-struct ConcatParts {
-  unsigned long long part[8];
-  long long size[8];
-  int count;
-};
-static_assert(sizeof(TransposeShape) == 104, "layout of movement.cu");
-static_assert(sizeof(ConcatParts) == 136, "layout of movement.cu");
 
 class MovementLossKernels : public CudaDriverTest {
 public:
@@ -92,7 +82,8 @@ const TransposeCase kTransposeCases[] = {
     {{2, 3, 4, 16}, {2, 0, 1, 3}}, // innermost kept, both widths
     {{2, 3, 4, 5}, {3, 1, 0, 2}},
     {{2, 1, 3, 1, 2, 2, 1, 3}, {7, 5, 0, 2, 6, 1, 4, 3}},
-    {{4, 0, 3}, {2, 1, 0}}, // empty
+    {{2, 3, 2, 3, 2, 3, 2, 3}, {7, 5, 0, 2, 6, 1, 4, 3}}, // 8 dims, unmerged
+    {{4, 0, 3}, {2, 1, 0}},                               // empty
 };
 
 template <typename E>
@@ -100,12 +91,11 @@ void checkTranspose(MovementLossKernels &t, void *fn, const TransposeCase &c,
                     std::vector<E> x) {
   std::vector<float> xf(x.begin(), x.end()), ref(x.size());
   cpu::transpose(xf.data(), c.shape, c.perm, ref.data());
-  TransposeShape s{};
-  s.rank = static_cast<int>(c.shape.size());
-  for (int d = 0; d < s.rank; ++d) {
-    s.shape[d] = c.shape[d];
-    s.perm[d] = static_cast<int>(c.perm[d]);
-  }
+  // The descriptor the launcher passes (dims merged where they can be).
+  Expected<mtc_cuda::TransposeShape> shape =
+      cuda::ops::transposeShape(c.shape, c.perm);
+  ASSERT_TRUE(shape.ok()) << shape.message();
+  mtc_cuda::TransposeShape s = *shape;
   unsigned long long dx = t.upload(x), dy = t.upload(std::vector<E>(x.size()));
   t.launch(fn, {kBlocks}, {kThreads}, 0, {&dx, &dy, &s});
   if (x.empty())
@@ -190,7 +180,7 @@ void checkConcat(MovementLossKernels &t, void *fn, int64_t inner,
   const int64_t outer = 3;
   std::vector<std::vector<E>> parts;
   std::vector<std::vector<float>> partsF;
-  ConcatParts p{};
+  mtc_cuda::ConcatParts p{};
   p.count = static_cast<int>(sizes.size());
   int64_t total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -203,14 +193,15 @@ void checkConcat(MovementLossKernels &t, void *fn, int64_t inner,
     p.size[i] = sizes[i];
     total += sizes[i];
     if (count == 0) {
-      p.part[i] = 0; // an empty part may be null
+      p.part[i] = nullptr; // an empty part may be null
       continue;
     }
     // The last part one element into its allocation: not 16-byte aligned.
     const bool shift = misalign && i + 1 == sizes.size();
     std::vector<E> stored(count + shift);
     std::copy(v.begin(), v.end(), stored.begin() + shift);
-    p.part[i] = t.upload(stored) + shift * sizeof(E);
+    p.part[i] =
+        reinterpret_cast<const void *>(t.upload(stored) + shift * sizeof(E));
   }
   std::vector<const float *> ptrs;
   for (const std::vector<float> &v : partsF)
@@ -240,6 +231,33 @@ TEST_P(MovementLossKernels, ConcatIsExact) {
         checkConcat<uint32_t>(*this, f32, inner, sizes, misalign, 11);
         checkConcat<uint16_t>(*this, b16, inner, sizes, misalign, 12);
       }
+}
+
+template <typename E>
+void checkBroadcastRows(MovementLossKernels &t, void *fn, int64_t rows,
+                        int64_t n, bool misalign) {
+  std::vector<E> x(n + misalign);
+  for (int64_t j = 0; j < n; ++j)
+    x[j + misalign] = static_cast<E>(j * 7 + 1);
+  long long r = rows, nn = n;
+  unsigned long long dx = t.upload(x) + misalign * sizeof(E);
+  unsigned long long dy = t.upload(std::vector<E>(rows * n + 1));
+  t.launch(fn, {kBlocks}, {kThreads}, 0, {&dx, &dy, &r, &nn});
+  std::vector<E> y = t.download<E>(dy, rows * n + 1);
+  for (int64_t i = 0; i < rows * n; ++i)
+    ASSERT_EQ(y[i], x[i % n + misalign]) << i;
+  ASSERT_EQ(y[rows * n], E(0)) << "broadcast_rows wrote past its end";
+}
+
+TEST_P(MovementLossKernels, BroadcastRowsIsExact) {
+  void *f32 = kernel("movement.cu", "broadcast_rows_f32");
+  void *b16 = kernel("movement.cu", "broadcast_rows_bf16");
+  for (int64_t n : kInners)
+    for (bool misalign : {false, true}) {
+      SCOPED_TRACE("n " + std::to_string(n) + (misalign ? " misaligned" : ""));
+      checkBroadcastRows<uint32_t>(*this, f32, 13, n, misalign);
+      checkBroadcastRows<uint16_t>(*this, b16, 13, n, misalign);
+    }
 }
 
 //===----------------------------------------------------------------------===//

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/ops/Reduce.h"
 #include "test/cuda/KernelCompare.h"
 
 using namespace mtc;
@@ -24,15 +25,14 @@ public:
   using CudaDriverTest::launch;
   using CudaDriverTest::upload;
 
-  /// Sums partials [chunks, D] into acc (accumulating), as the runtime does
-  /// after step 2 of the backward.
+  /// Sums partials [chunks, D] into acc (accumulating) through the launcher
+  /// the runtime finishes step 2 of the backward with.
   void finish(unsigned long long partial, unsigned long long acc, int chunks,
               int D) {
-    void *fn = kernel("reduce.cu", "mtc_sum_partials_f32");
-    long long n = D;
-    int accumulate = 1;
-    launch(fn, {unsigned((D + 127) / 128)}, {128}, 0,
-           {&partial, &acc, &chunks, &n, &accumulate});
+    Status s = cuda::ops::sumPartials(makeLaunch(), partial, acc, chunks, D,
+                                      /*accumulate=*/true);
+    ASSERT_TRUE(s.ok()) << s.message();
+    sync();
   }
 };
 

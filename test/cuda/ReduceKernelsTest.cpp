@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/kernels/shapes.cuh"
+#include "runtime/cuda/ops/Elementwise.h"
 #include "test/cuda/KernelCompare.h"
 
 #include <limits>
@@ -216,35 +217,6 @@ TEST_P(ReduceKernels, ReduceGradGoesToTheFirstMaximum) {
   }
 }
 
-/// The ReduceToShape of summing shape \p from down to \p to (right-aligned),
-/// as the runtime would build it (without merging dimensions).
-mtc_cuda::ReduceToShape reduceToShape(const std::vector<int64_t> &from,
-                                      std::vector<int64_t> to) {
-  to.insert(to.begin(), from.size() - to.size(), 1);
-  mtc_cuda::ReduceToShape s{};
-  s.outN = s.redN = 1;
-  int64_t stride = 1;
-  std::vector<int64_t> strides(from.size());
-  for (size_t i = from.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= from[i];
-  }
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] == 1)
-      continue;
-    if (to[i] == from[i]) {
-      s.keptSize[s.keptRank] = from[i];
-      s.keptStride[s.keptRank++] = strides[i];
-      s.outN *= from[i];
-    } else {
-      s.redSize[s.redRank] = from[i];
-      s.redStride[s.redRank++] = strides[i];
-      s.redN *= from[i];
-    }
-  }
-  return s;
-}
-
 TEST_P(ReduceKernels, ReduceToSumsABroadcastBack) {
   void *fn = kernel("reduce.cu", "mtc_reduce_to_f32");
   void *finish = kernel("reduce.cu", "mtc_sum_partials_f32");
@@ -262,7 +234,12 @@ TEST_P(ReduceKernels, ReduceToSumsABroadcastBack) {
       std::string what = "reduce_to " + std::to_string(c.from.size()) +
                          "-d to " + std::to_string(c.to.size()) +
                          "-d chunks=" + std::to_string(chunks);
-      mtc_cuda::ReduceToShape s = reduceToShape(c.from, c.to);
+      // The shape as the launcher builds it (dims merged); the chunks are
+      // this test's, to cover both forms of the output.
+      Expected<mtc_cuda::ReduceToShape> shape =
+          cuda::ops::reduceToShape(c.from, c.to);
+      ASSERT_TRUE(shape.ok()) << shape.message();
+      mtc_cuda::ReduceToShape s = *shape;
       size_t n = 1;
       for (int64_t d : c.from)
         n *= d;

@@ -99,13 +99,14 @@ const Command kCommands[] = {
      "[--sample-tokens N] [--kernels on|off] [--recompute "
      "auto|full|selective|none] "
      "[--cpu NAME] [--set NAME=VALUE]... [--host-state-file PATH] "
-     "[--device-memory SIZE "
+     "[--device-memory SIZE [--device cpu|cuda|cuda-emu] "
      "[--prefetch-depth N] [--checkpoints device|host|auto] "
      "[--optimizer-threads N] [--trace FILE.json]] [--tokenizer "
      "tokenizer.json]\n"
      "       mtc train --resume DIR [--steps N] [flags]...",
      "train a model on a text or token file (CPU; with --device-memory the "
-     "layers stream through a CPU device of that size)",
+     "layers stream through a device of that size: the CPU device, a GPU "
+     "(--device cuda) or the CUDA path on the CPU (--device cuda-emu))",
      runTrain,
      "Checkpoints (--out DIR; every --save-every steps, at --stop-after and "
      "at the end):\n"
@@ -1154,9 +1155,23 @@ int runTrain(const std::vector<std::string> &args) {
            {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
            {Flag::String, "--trace", &opts.trace},
            {Flag::String, "--tokenizer", &opts.tokenizer},
-           {Flag::String, "--host-state-file", &opts.hostStateFile}},
+           {Flag::String, "--host-state-file", &opts.hostStateFile},
+           {Flag::String, "--device", &opts.device}},
           pos, &given))
     return 1;
+  if (opts.device != "cpu" && opts.device != "cuda" &&
+      opts.device != "cuda-emu")
+    return error("train: --device expects cpu, cuda or cuda-emu, got '" +
+                 opts.device + "'");
+  if (opts.device != "cpu") {
+    if (deviceMemory.empty())
+      return error("train: --device " + opts.device +
+                   " runs a streaming step plan: give its budget with "
+                   "--device-memory SIZE");
+    // The CUDA backend runs each op with its library kernel (no fused
+    // regions yet: docs/cuda.md).
+    copts.fuse = false;
+  }
   if (!opts.resume.empty()) {
     // Flags left out take the checkpoint's values; the model defaults to the
     // checkpoint's bundle and --out to the checkpoint directory.

@@ -9,6 +9,7 @@
 
 #include "runtime/cuda/emu/KernelRegistry.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -513,6 +514,16 @@ int memcpyDtoD(unsigned long long dst, unsigned long long src, size_t n,
   });
 }
 
+int memsetD32(unsigned long long dst, unsigned v, size_t n, void *stream) {
+  if (dst % 4 != 0 || !validDevicePointer(dst, 4 * n))
+    return kInvalidValue;
+  return enqueue(stream, [=] {
+    auto *p = reinterpret_cast<unsigned *>(dst);
+    std::fill(p, p + n, v);
+    return kSuccess;
+  });
+}
+
 int memsetD8(unsigned long long dst, unsigned char v, size_t n, void *stream) {
   if (!validDevicePointer(dst, n))
     return kInvalidValue;
@@ -795,6 +806,7 @@ emulatedCudaDriver(const EmulatedDriverOptions &options) {
   a.cuMemcpyHtoDAsync_v2 = memcpyHtoD;
   a.cuMemcpyDtoHAsync_v2 = memcpyDtoH;
   a.cuMemcpyDtoDAsync_v2 = memcpyDtoD;
+  a.cuMemsetD32Async = memsetD32;
   a.cuMemsetD8Async = memsetD8;
   a.cuStreamCreate = streamCreate;
   a.cuStreamDestroy_v2 = streamDestroy;

@@ -33,6 +33,22 @@
 //     recompute it (max and sum passes over the row first).
 //   grid (rows), block (multiple of 32, <= 1024; 256), no dynamic smem.
 //
+//   cross_entropy_grad_dloss_f32 / _bf16(T *logits, const int *targets,
+//                                        const float *rowLse, int rows,
+//                                        int V, int ignoreIndex,
+//                                        float softcap, const float *dloss,
+//                                        const int *count)
+//     cross_entropy_grad with scale = *dloss / *count (in double, rounded
+//     once, as the CPU; 0 when *count is 0) read on the device: on a GPU
+//     dloss and the count are results of earlier kernels, and reading them
+//     on the host would cost a synchronisation.
+//   grid (rows), block (multiple of 32, <= 1024; 256), no dynamic smem.
+//
+//   cross_entropy_count(const int *targets, int rows, int ignoreIndex,
+//                       int *count)
+//     *count = the rows whose target != ignoreIndex (integers: exact).
+//   grid (1), block (multiple of 32, <= 1024; 1024), no dynamic smem.
+//
 //   cross_entropy_mean(const float *rowLoss, const int *targets, int rows,
 //                      int ignoreIndex, float *loss, int *count)
 //     *loss = the mean of rowLoss over the rows whose target != ignoreIndex
@@ -153,6 +169,20 @@ __device__ __forceinline__ double warpSumDouble(double v) {
   return v;
 }
 
+__device__ __forceinline__ int warpSumInt(int v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+/// dloss / count as the CPU computes it: in double, rounded once.
+__device__ __forceinline__ float deviceScale(const float *dloss,
+                                             const int *count) {
+  const int c = *count;
+  return c > 0 ? static_cast<float>(static_cast<double>(*dloss) / c) : 0.0f;
+}
+
 } // namespace
 
 extern "C" __global__ void cross_entropy_f32(const float *logits,
@@ -186,6 +216,42 @@ cross_entropy_grad_bf16(mtc_cuda::bf16 *logits, const int *targets,
   gradRow(logits, targets, rowLse, rows, V, ignoreIndex, softcap, scale);
 }
 
+extern "C" __global__ void cross_entropy_grad_dloss_f32(
+    float *logits, const int *targets, const float *rowLse, int rows, int V,
+    int ignoreIndex, float softcap, const float *dloss, const int *count) {
+  gradRow(logits, targets, rowLse, rows, V, ignoreIndex, softcap,
+          deviceScale(dloss, count));
+}
+
+extern "C" __global__ void
+cross_entropy_grad_dloss_bf16(mtc_cuda::bf16 *logits, const int *targets,
+                              const float *rowLse, int rows, int V,
+                              int ignoreIndex, float softcap,
+                              const float *dloss, const int *count) {
+  gradRow(logits, targets, rowLse, rows, V, ignoreIndex, softcap,
+          deviceScale(dloss, count));
+}
+
+extern "C" __global__ void cross_entropy_count(const int *targets, int rows,
+                                               int ignoreIndex, int *count) {
+  __shared__ int counts[32];
+  const int lane = threadIdx.x % mtc_cuda::kWarpSize,
+            warp = threadIdx.x / mtc_cuda::kWarpSize;
+  int k = 0;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x)
+    k += targets[r] != ignoreIndex;
+  k = warpSumInt(k);
+  if (lane == 0)
+    counts[warp] = k;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x / mtc_cuda::kWarpSize); ++w)
+      n += counts[w];
+    *count = n;
+  }
+}
+
 extern "C" __global__ void cross_entropy_mean(const float *rowLoss,
                                               const int *targets, int rows,
                                               int ignoreIndex, float *loss,
@@ -202,8 +268,7 @@ extern "C" __global__ void cross_entropy_mean(const float *rowLoss,
       ++k;
     }
   s = warpSumDouble(s);
-  for (int offset = 16; offset > 0; offset >>= 1)
-    k += __shfl_xor_sync(mtc_cuda::kFullMask, k, offset);
+  k = warpSumInt(k);
   if (lane == 0) {
     sums[warp] = s;
     counts[warp] = k;

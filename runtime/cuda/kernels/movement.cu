@@ -9,51 +9,47 @@
 //
 //   transpose_f32 / transpose_bf16(const E *x, E *y, TransposeShape s)
 //     y = x transposed by s.perm: y dim i is x dim perm[i] (cpu::transpose).
-//     TransposeShape, by value: { int rank (1..8); int perm[8];
-//     long long shape[8] } -- shape is x's; entries past rank are ignored.
+//     TransposeShape (shapes.cuh), by value: { int rank (1..8); int
+//     perm[8]; long long shape[8] } -- shape is x's; entries past rank are
+//     ignored.
 //   slice_f32 / slice_bf16(const E *x, E *y, long long outer, long long n,
 //                          long long inner, long long start, long long end)
 //     y[outer, end - start, inner] = x[outer, n, inner][:, start:end, :].
 //   concat_f32 / concat_bf16(E *y, ConcatParts parts, long long outer,
 //                            long long inner)
 //     y[outer, sum(size), inner] = the parts [outer, size[i], inner] placed
-//     one after another along the middle axis. ConcatParts, by value:
-//     { const void *part[8]; long long size[8]; int count (1..8) } -- a part
-//     of size 0 may be null.
+//     one after another along the middle axis. ConcatParts (shapes.cuh),
+//     by value: { const void *part[8]; long long size[8]; int count (1..8) }
+//     -- a part of size 0 may be null.
 //   pad_f32 / pad_bf16(const E *x, E *y, long long outer, long long n,
 //                      long long inner, long long start, long long end)
 //     y[outer, n, inner]: x[outer, end - start, inner] at [start, end) of the
 //     middle axis, zeros elsewhere (the VJP of slice).
+//   broadcast_rows_f32 / broadcast_rows_bf16(const E *x, E *y,
+//                                            long long rows, long long n)
+//     y[rows, n] = the row x[n] repeated (matmul's bias, written into y
+//     before the GEMM adds the product with beta = 1).
 //
 // Launch (every entry): grid (any >= 1, e.g. min(ceil(total / 256), 65535),
 // total = y's element count), block (any, 1..1024; 256): a grid-stride loop
 // over y's elements, each written by exactly one thread. No dynamic shared
 // memory. Nothing outside x's and y's extents is read or written.
 //
-// Width: slice, concat and pad move 16-byte words when inner * sizeof(E) is
-// a multiple of 16 and every pointer is 16-byte aligned (then every run of
-// `inner` elements is too); transpose does so when the innermost y dim is
-// the innermost x dim and its bytes and the pointers allow it. Otherwise
+// Width: slice, concat, pad and broadcast_rows move 16-byte words when
+// inner * sizeof(E) (n * sizeof(E) for broadcast_rows) is a multiple of 16
+// and every pointer is 16-byte aligned (then every run of `inner` elements
+// is too); transpose does so when the innermost y dim is the innermost x
+// dim and its bytes and the pointers allow it. Otherwise
 // element by element. The choice is uniform over the launch.
 //
 //===----------------------------------------------------------------------===//
 #include "common.cuh"
-
-/// The shape argument of transpose_*: x's shape and the permutation.
-struct TransposeShape {
-  int rank;
-  int perm[8];
-  long long shape[8];
-};
-
-/// The parts argument of concat_*.
-struct ConcatParts {
-  const void *part[8];
-  long long size[8];
-  int count;
-};
+#include "shapes.cuh"
 
 namespace {
+
+using mtc_cuda::ConcatParts;
+using mtc_cuda::TransposeShape;
 
 typedef unsigned short E2;
 typedef unsigned int E4;
@@ -243,13 +239,33 @@ __device__ __forceinline__ void concatEntry(E *y, const ConcatParts &parts,
     concatCopy(y, parts, outer, inner);
 }
 
+template <typename E>
+__device__ __forceinline__ void broadcastRowsCopy(const E *x, E *y,
+                                                  long long rows, long long n) {
+  const long long total = rows * n;
+  for (long long e = gridStart(); e < total; e += gridStride())
+    y[e] = x[e % n];
+}
+
+template <typename E>
+__device__ __forceinline__ void
+broadcastRowsEntry(const E *x, E *y, long long rows, long long n) {
+  if (wideRuns<E>(n, x, y))
+    broadcastRowsCopy(reinterpret_cast<const E16 *>(x),
+                      reinterpret_cast<E16 *>(y), rows,
+                      n * static_cast<long long>(sizeof(E)) / 16);
+  else
+    broadcastRowsCopy(x, y, rows, n);
+}
+
 } // namespace
 
-extern "C" __global__ void transpose_f32(const E4 *x, E4 *y, TransposeShape s) {
+extern "C" __global__ void transpose_f32(const E4 *x, E4 *y,
+                                         mtc_cuda::TransposeShape s) {
   transposeEntry(x, y, s);
 }
 extern "C" __global__ void transpose_bf16(const E2 *x, E2 *y,
-                                          TransposeShape s) {
+                                          mtc_cuda::TransposeShape s) {
   transposeEntry(x, y, s);
 }
 
@@ -264,11 +280,11 @@ extern "C" __global__ void slice_bf16(const E2 *x, E2 *y, long long outer,
   sliceEntry(x, y, outer, n, inner, start, end);
 }
 
-extern "C" __global__ void concat_f32(E4 *y, ConcatParts parts, long long outer,
-                                      long long inner) {
+extern "C" __global__ void concat_f32(E4 *y, mtc_cuda::ConcatParts parts,
+                                      long long outer, long long inner) {
   concatEntry(y, parts, outer, inner);
 }
-extern "C" __global__ void concat_bf16(E2 *y, ConcatParts parts,
+extern "C" __global__ void concat_bf16(E2 *y, mtc_cuda::ConcatParts parts,
                                        long long outer, long long inner) {
   concatEntry(y, parts, outer, inner);
 }
@@ -282,4 +298,13 @@ extern "C" __global__ void pad_bf16(const E2 *x, E2 *y, long long outer,
                                     long long n, long long inner,
                                     long long start, long long end) {
   padEntry(x, y, outer, n, inner, start, end);
+}
+
+extern "C" __global__ void broadcast_rows_f32(const E4 *x, E4 *y,
+                                              long long rows, long long n) {
+  broadcastRowsEntry(x, y, rows, n);
+}
+extern "C" __global__ void broadcast_rows_bf16(const E2 *x, E2 *y,
+                                               long long rows, long long n) {
+  broadcastRowsEntry(x, y, rows, n);
 }

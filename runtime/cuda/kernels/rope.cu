@@ -20,6 +20,12 @@
 //   block (any, 1..1024; 128 is a good choice)
 //   dynamic shared memory: rot * sizeof(float) bytes (the cos and sin rows)
 //
+//   rope_freqs_f64(double *table, RopeFreqChunk chunk)
+//     table[chunk.first + i] = chunk.value[i] for i < chunk.count
+//     (shapes.cuh): how the host's cpu::ropeInvFreq table reaches device
+//     memory without a host copy (runtime/cuda/ops/Rope.cpp); grid 1, block
+//     kRopeFreqChunk (256), no dynamic shared memory.
+//
 // Guarantees: y[i] = x[i] c - x[i + h] s and y[i + h] = x[i + h] c + x[i] s
 // for i < h = rot / 2, with c = (float)cos(a), s = (float)(+-sin(a)) and
 // a = (double)(s + posOffset) * invFreq[i] computed in double, as the CPU
@@ -32,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "common.cuh"
+#include "shapes.cuh"
 
 namespace {
 
@@ -98,4 +105,11 @@ extern "C" __global__ void rope_bf16(const mtc_cuda::bf16 *x, mtc_cuda::bf16 *y,
     return;
   ropeRow<mtc_cuda::bf16>(x, y, invFreq, S, H, D, rot, posOffset, inverse != 0,
                           reinterpret_cast<float *>(smem));
+}
+
+extern "C" __global__ void rope_freqs_f64(double *table,
+                                          mtc_cuda::RopeFreqChunk chunk) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < chunk.count)
+    table[chunk.first + i] = chunk.value[i];
 }

@@ -2,9 +2,10 @@
 //-*-===//
 //
 // Part of mtc. Plain structs, valid both in CUDA C (elementwise.cu,
-// reduce.cu take them as kernel parameters, by value) and in host C++ (the
-// launching code fills them: include "runtime/cuda/kernels/shapes.cuh"), so
-// the two sides share one layout. No CUDA keywords in here.
+// reduce.cu, movement.cu take them as kernel parameters, by value) and in host
+// C++ (the launching code fills them: include
+// "runtime/cuda/kernels/shapes.cuh"), so the two sides share one layout. No
+// CUDA keywords in here.
 //
 // Shapes are up to kMaxDims dimensions, outermost first. Strides are in
 // elements. The host is expected to merge adjacent dimensions with the same
@@ -41,6 +42,36 @@ struct ReduceToShape {
   int keptRank, redRank;
   long long keptSize[kMaxDims], keptStride[kMaxDims];
   long long redSize[kMaxDims], redStride[kMaxDims];
+};
+
+/// The shape argument of transpose_* (movement.cu): x's shape (rank
+/// 1..kMaxDims, outermost first) and the permutation (y dim i is x dim
+/// perm[i]); entries past rank are ignored.
+struct TransposeShape {
+  int rank;
+  int perm[kMaxDims];
+  long long shape[kMaxDims];
+};
+
+/// The parts argument of concat_* (movement.cu): up to kMaxConcatParts
+/// device pointers with their sizes along the middle axis; a part of size 0
+/// may be null.
+constexpr int kMaxConcatParts = 8;
+struct ConcatParts {
+  const void *part[kMaxConcatParts];
+  long long size[kMaxConcatParts];
+  int count;
+};
+
+/// A piece of rope's frequency table (rope_freqs_f64, rope.cu): entries
+/// [first, first + count) of the table, count <= kRopeFreqChunk. Passed by
+/// value (2 KiB, within the 4 KiB of kernel parameters), so the table the
+/// host computed reaches device memory in a launch, with no host buffer that
+/// must outlive a copy.
+constexpr int kRopeFreqChunk = 256;
+struct RopeFreqChunk {
+  int first, count;
+  double value[kRopeFreqChunk];
 };
 
 } // namespace mtc_cuda

@@ -1,0 +1,80 @@
+//===- Backend.h - Where the executor's kernels and memory live -*- C++ -*-===//
+//
+// Part of mtc. The executor runs each decoded op through the kernel table of
+// a backend (KernelTable.h); the backend also says where the values of a run
+// live and how the executor itself fills and moves them (zeroing a result,
+// placing an op's result at its planned offset, bringing token ids in,
+// reading the loss back):
+//
+//   CPU    values are host memory (the heap, or CpuDevice's arena, which is
+//          host memory too); kernels run on the calling thread; zero/copy
+//          are memset/memcpy
+//   CUDA   values are device memory of a CudaDevice's arena; the kernels
+//          and the executor's own memory operations are queued on the
+//          device's compute stream by the thread running the executor, in
+//          program order, and nothing waits for them except download()
+//          (runtime/exec/cuda/CudaBackend.h)
+//
+// So the executor's code is the same for both: it never dereferences a
+// value itself, except through hostMemory() backends' pointers in the CPU
+// kernels.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_EXEC_BACKEND_H
+#define MTC_RUNTIME_EXEC_BACKEND_H
+
+#include "runtime/exec/KernelTable.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace mtc::exec {
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  /// The kernels of this backend.
+  virtual const KernelTable &table() const = 0;
+  /// Whether values are host memory the executor may read and write
+  /// directly (CPU); false for device memory (CUDA).
+  virtual bool hostMemory() const = 0;
+
+  /// \p bytes of zeros at value memory \p p.
+  virtual void zero(void *p, int64_t bytes) = 0;
+  /// \p bytes from value memory \p src to value memory \p dst (ranges do
+  /// not overlap, or are equal).
+  virtual void copy(void *dst, const void *src, int64_t bytes) = 0;
+  /// \p bytes from host memory \p src into value memory \p dst; \p src must
+  /// stay valid until the work queued so far has run.
+  virtual void upload(void *dst, const void *src, int64_t bytes) = 0;
+  /// \p bytes of value memory \p src into host memory \p dst, once every
+  /// write queued before has landed (the CUDA backend waits for its stream
+  /// here: use it only where the plan allows a synchronisation).
+  virtual void download(void *dst, const void *src, int64_t bytes) = 0;
+
+  /// Errors the backend's kernels could only record on the device (a token
+  /// id outside the vocabulary), read once the work queued so far has run:
+  /// the caller synchronised first. Throws ExecError naming the first one.
+  virtual void checkDeferredErrors() {}
+
+  /// Device compute of a streaming runtime on stream \p stream (a
+  /// device::Stream id) of the backend's device. False when the backend has
+  /// no device of its own (CPU: the caller launches \p fn as a closure
+  /// instead); otherwise \p fn runs now, on the calling thread, and its
+  /// kernels and memory operations are queued on that stream, timed as one
+  /// compute span named \p label.
+  virtual bool issue(int stream, const std::function<void()> &fn,
+                     const std::string &label) {
+    (void)stream, (void)fn, (void)label;
+    return false;
+  }
+};
+
+/// The CPU backend: the CPU kernel table over host memory.
+Backend &cpuBackend();
+
+} // namespace mtc::exec
+
+#endif // MTC_RUNTIME_EXEC_BACKEND_H

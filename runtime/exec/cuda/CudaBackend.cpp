@@ -1,0 +1,215 @@
+//===- CudaBackend.cpp - The executor's backend on a CUDA device ----------===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/cuda/CudaBackend.h"
+
+#include "runtime/cuda/emu/EmulatedGemm.h"
+#include "runtime/cuda/ops/Embedding.h"
+#include "runtime/exec/Executor.h"
+
+namespace mtc::exec {
+
+using cuda::ops::DevPtr;
+
+Expected<std::unique_ptr<CudaBackend>>
+CudaBackend::create(device::CudaDevice &device, int64_t scratchBytes) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend(device));
+  const std::shared_ptr<const cuda::CudaDriverApi> &api = device.driverTable();
+  device.makeCurrent();
+  Expected<std::unique_ptr<cuda::KernelLoader>> loader =
+      cuda::KernelLoader::create(api, device.ordinal());
+  if (!loader)
+    return loader.status().withPrefix("the CUDA backend's kernel loader");
+  b->loader = std::move(*loader);
+  b->functions = std::make_unique<cuda::ops::KernelFunctions>(*b->loader);
+  if (api->emulated) {
+    b->gemm = emu::emulatedGemm(api);
+  } else {
+    Expected<std::unique_ptr<cuda::GemmEngine>> gemm = cuda::openCublasLt();
+    if (!gemm)
+      return gemm.status().withPrefix("the CUDA backend's GEMM engine");
+    b->gemm = std::move(*gemm);
+  }
+  const int64_t flagBytes = 4 * kMaxTokenChecks;
+  Status st = cuda::cudaCheck(
+      *api,
+      api->cuMemAlloc_v2(&b->flagsBase,
+                         static_cast<size_t>(flagBytes + scratchBytes)),
+      "allocating the CUDA backend's scratch region (" +
+          std::to_string(scratchBytes) + " bytes)");
+  if (!st)
+    return st;
+  b->scratchBase = b->flagsBase + static_cast<DevPtr>(flagBytes);
+  b->scratchBytes = scratchBytes;
+  b->ownStream = device.createStream("cuda backend");
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  if (flagsBase) {
+    dev.makeCurrent();
+    // Nothing of ours may still run: the owner synchronised the device.
+    dev.driver().cuMemFree_v2(flagsBase);
+  }
+}
+
+void CudaBackend::check(const Status &st) {
+  if (!st)
+    throw ExecError{st.message()};
+}
+
+DevPtr CudaBackend::offsetOf(const void *p) const {
+  return static_cast<DevPtr>(static_cast<const char *>(p) -
+                             static_cast<const char *>(dev.at(0, 0)));
+}
+
+bool CudaBackend::issue(int stream, const std::function<void()> &fn,
+                        const std::string &label) {
+  dev.compute(
+      device::Stream(stream),
+      [&](void *cuStream) {
+        void *savedCu = cu;
+        int savedId = streamId;
+        cu = cuStream;
+        streamId = stream;
+        try {
+          fn();
+        } catch (...) {
+          cu = savedCu;
+          streamId = savedId;
+          throw;
+        }
+        cu = savedCu;
+        streamId = savedId;
+      },
+      label);
+  return true;
+}
+
+cuda::ops::Launch CudaBackend::launch() {
+  if (!cu)
+    throw ExecError{"internal error: a CUDA kernel queued outside of the "
+                    "device's compute (CudaBackend::issue)"};
+  cuda::ops::Launch L;
+  L.api = &dev.driver();
+  L.functions = functions.get();
+  L.stream = cu;
+  L.gemm = gemm.get();
+  scratchTop = 0;
+  L.scratch = [this](int64_t bytes) -> Expected<DevPtr> {
+    int64_t size = (bytes + 255) / 256 * 256;
+    if (bytes < 0 || scratchTop + size > scratchBytes)
+      return Status::error(
+          "the CUDA backend's scratch region (" + std::to_string(scratchBytes) +
+          " bytes) cannot hold " + std::to_string(bytes) + " more bytes (" +
+          std::to_string(scratchTop) + " in use)");
+    DevPtr p = scratchBase + static_cast<DevPtr>(scratchTop);
+    scratchTop += size;
+    return p;
+  };
+  return L;
+}
+
+void CudaBackend::zero(void *p, int64_t bytes) {
+  cuda::ops::Launch L = launch();
+  check(L.zero(reinterpret_cast<DevPtr>(p), bytes));
+}
+
+void CudaBackend::copy(void *dst, const void *src, int64_t bytes) {
+  cuda::ops::Launch L = launch();
+  check(L.copy(reinterpret_cast<DevPtr>(dst), reinterpret_cast<DevPtr>(src),
+               bytes));
+}
+
+void CudaBackend::fill32(void *p, uint32_t bits, int64_t n) {
+  if (n <= 0)
+    return;
+  launch();
+  check(cuda::cudaCheck(
+      dev.driver(),
+      dev.driver().cuMemsetD32Async(reinterpret_cast<DevPtr>(p), bits,
+                                    static_cast<size_t>(n), cu),
+      "cuMemsetD32Async"));
+}
+
+DevPtr CudaBackend::tokenCheck(const std::string &where, const void *ids,
+                               int64_t n, int64_t V) {
+  if (static_cast<int64_t>(tokenChecks.size()) == kMaxTokenChecks)
+    throw ExecError{"internal error: more than " +
+                    std::to_string(kMaxTokenChecks) +
+                    " embedding ops between two synchronisations"};
+  tokenChecks.push_back({where, ids, n, V});
+  return flagsBase + 4 * static_cast<DevPtr>(tokenChecks.size() - 1);
+}
+
+void CudaBackend::checkDeferredErrors() {
+  if (tokenChecks.empty())
+    return;
+  std::vector<TokenCheck> checks;
+  checks.swap(tokenChecks);
+  std::vector<int32_t> bad(checks.size());
+  download(bad.data(), reinterpret_cast<const void *>(flagsBase),
+           static_cast<int64_t>(4 * bad.size()));
+  for (size_t k = 0; k < checks.size(); ++k) {
+    if (bad[k] == cuda::ops::kEmbeddingNoBadIndex)
+      continue;
+    int32_t id = 0;
+    download(&id, static_cast<const int32_t *>(checks[k].ids) + bad[k],
+             sizeof id);
+    throw ExecError{checks[k].where + "token id " + std::to_string(id) +
+                    " at position " + std::to_string(bad[k]) +
+                    " is outside the vocabulary [0, " +
+                    std::to_string(checks[k].V) + ")"};
+  }
+}
+
+void CudaBackend::upload(void *dst, const void *src, int64_t bytes) {
+  if (!cu)
+    throw ExecError{"internal error: an upload outside of the device's "
+                    "compute (CudaBackend::issue)"};
+  dev.copyToDevice(device::Stream(streamId),
+                   static_cast<int64_t>(offsetOf(dst)), src, bytes,
+                   device::Convert::None, "upload");
+}
+
+void CudaBackend::download(void *dst, const void *src, int64_t bytes) {
+  const auto *p = static_cast<const char *>(src);
+  const auto *arena = static_cast<const char *>(dev.at(0, 0));
+  if (p < arena || p + bytes > arena + dev.capacity()) {
+    // The backend's own memory (the token checks): read directly, after
+    // everything queued on the device so far.
+    if (cu)
+      throw ExecError{"internal error: a download of the CUDA backend's own "
+                      "memory inside the device's compute"};
+    dev.synchronize();
+    dev.compute(
+        device::Stream(ownStream),
+        [&](void *stream) {
+          check(cuda::cudaCheck(dev.driver(),
+                                dev.driver().cuMemcpyDtoHAsync_v2(
+                                    dst, reinterpret_cast<DevPtr>(src),
+                                    static_cast<size_t>(bytes), stream),
+                                "cuMemcpyDtoHAsync"));
+        },
+        "download");
+    dev.synchronize(device::Stream(ownStream));
+    return;
+  }
+  int s = cu ? streamId : ownStream;
+  if (cu) {
+    dev.copyToHost(device::Stream(s), dst, static_cast<int64_t>(offsetOf(src)),
+                   bytes, "download");
+    dev.synchronize(device::Stream(s));
+    return;
+  }
+  // Outside of compute: after everything queued on the device so far.
+  dev.synchronize();
+  dev.copyToHost(device::Stream(s), dst, static_cast<int64_t>(offsetOf(src)),
+                 bytes, "download");
+  dev.synchronize(device::Stream(s));
+}
+
+} // namespace mtc::exec

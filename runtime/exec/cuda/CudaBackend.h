@@ -1,0 +1,123 @@
+//===- CudaBackend.h - The executor's backend on a CUDA device --*- C++ -*-===//
+//
+// Part of mtc. The executor (runtime/exec/Executor.h) on a CudaDevice: values
+// live in the device's arena, every op runs through the CUDA kernel table
+// (CudaKernels.cpp: each entry calls the launchers of runtime/cuda/ops, which
+// queue the library kernels of runtime/cuda/kernels and cuBLASLt GEMMs), and
+// the executor's own memory operations are driver calls on the same stream.
+//
+// How it is driven: the streaming runtime (runtime/stream) hands each piece
+// of device compute to issue(), which runs the executor right away, on the
+// issuing thread, inside CudaDevice::compute(): the host walks the ops in
+// program order and queues their kernels on the compute stream, never
+// waiting for the GPU (download() is the one exception). The device's other
+// streams (weights in, gradients out, the optimizer's host stream) are
+// ordered against it by the plan's events, exactly as with CpuDevice's
+// launched closures.
+//
+// Over the emulated driver (`--device cuda-emu`) the same code runs the
+// kernels' emulator builds on the CPU and the GEMMs on the CPU GEMM.
+//
+// Scratch: the launchers' temporaries (norm weight-gradient partials, the
+// embedding gradient's sort, a chunk of logits) come from a region of its
+// own (one cuMemAlloc, `scratchBytes`), reused from the start by every op:
+// all of the backend's work is on one stream, so an op's kernels run after
+// the previous op's have finished with it. The memory plan does not count it
+// yet (docs/cuda.md).
+//
+// Thread safety: one issuing thread at a time, like the device.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_EXEC_CUDA_CUDABACKEND_H
+#define MTC_RUNTIME_EXEC_CUDA_CUDABACKEND_H
+
+#include "lib/Support/Status.h"
+#include "runtime/cuda/Gemm.h"
+#include "runtime/cuda/KernelLoader.h"
+#include "runtime/cuda/ops/Launch.h"
+#include "runtime/device/CudaDevice.h"
+#include "runtime/exec/Backend.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtc::exec {
+
+/// The CUDA kernel table (CudaKernels.cpp), filled once.
+const KernelTable &cudaKernelTable();
+
+class CudaBackend final : public Backend {
+public:
+  /// Default size of the scratch region.
+  static constexpr int64_t kDefaultScratchBytes = int64_t(256) << 20;
+
+  /// The backend over \p device: its kernel loader (NVRTC on a GPU, the
+  /// registered emulator modules on the emulated driver), its GEMM engine
+  /// (cuBLASLt, or the CPU GEMM) and its scratch region. Errors name what
+  /// could not be opened or allocated.
+  static Expected<std::unique_ptr<CudaBackend>>
+  create(device::CudaDevice &device,
+         int64_t scratchBytes = kDefaultScratchBytes);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend &) = delete;
+  CudaBackend &operator=(const CudaBackend &) = delete;
+
+  const KernelTable &table() const override { return cudaKernelTable(); }
+  bool hostMemory() const override { return false; }
+  void zero(void *p, int64_t bytes) override;
+  void copy(void *dst, const void *src, int64_t bytes) override;
+  void upload(void *dst, const void *src, int64_t bytes) override;
+  void download(void *dst, const void *src, int64_t bytes) override;
+  bool issue(int stream, const std::function<void()> &fn,
+             const std::string &label) override;
+
+  /// Where the op being run queues its work: the current stream, the
+  /// backend's kernels and GEMM engine, and the scratch region (emptied:
+  /// every op starts with all of it).
+  cuda::ops::Launch launch();
+  /// Queues \p n copies of the 32-bit pattern \p bits at \p p.
+  void fill32(void *p, uint32_t bits, int64_t n);
+  /// A device int32 for embedding() to report an id outside the vocabulary
+  /// of the op being run (ops/Embedding.h), checked by
+  /// checkDeferredErrors() with \p ids (device) of \p n tokens, \p V and
+  /// the op's location for the message.
+  cuda::ops::DevPtr tokenCheck(const std::string &where, const void *ids,
+                               int64_t n, int64_t V);
+  void checkDeferredErrors() override;
+  /// "cuBLASLt 130001", "cpu (emulated)": for messages and reports.
+  std::string gemmName() const { return gemm->name(); }
+
+private:
+  CudaBackend(device::CudaDevice &device) : dev(device) {}
+  /// Throws ExecError with \p st's message when it is an error.
+  static void check(const Status &st);
+  cuda::ops::DevPtr offsetOf(const void *p) const;
+
+  device::CudaDevice &dev;
+  std::unique_ptr<cuda::KernelLoader> loader;
+  std::unique_ptr<cuda::ops::KernelFunctions> functions;
+  std::unique_ptr<cuda::GemmEngine> gemm;
+  /// The stream work is queued on: the one issue() runs for, else the
+  /// backend's own.
+  void *cu = nullptr;
+  int streamId = -1;
+  int ownStream = -1;
+  void *ownCu = nullptr;
+  /// Token checks since the last checkDeferredErrors(): one int32 each at
+  /// the start of the scratch allocation (kMaxTokenChecks of them).
+  struct TokenCheck {
+    std::string where;
+    const void *ids;
+    int64_t n, V;
+  };
+  static constexpr int64_t kMaxTokenChecks = 1024;
+  std::vector<TokenCheck> tokenChecks;
+  unsigned long long flagsBase = 0;
+  unsigned long long scratchBase = 0;
+  int64_t scratchBytes = 0, scratchTop = 0;
+};
+
+} // namespace mtc::exec
+
+#endif // MTC_RUNTIME_EXEC_CUDA_CUDABACKEND_H

@@ -1,0 +1,47 @@
+//===- CudaOpContext.h - What the CUDA kernel-table entries share -*- C++ -*-=//
+//
+// Part of mtc. Internal to runtime/exec/cuda: the helpers of the CUDA
+// kernel-table entries (CudaKernels.cpp, CudaDenseKernels.cpp), which reach
+// their backend, device pointers and launch errors through an OpContext.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_EXEC_CUDA_CUDAOPCONTEXT_H
+#define MTC_RUNTIME_EXEC_CUDA_CUDAOPCONTEXT_H
+
+#include "runtime/exec/OpContext.h"
+#include "runtime/exec/cuda/CudaBackend.h"
+
+namespace mtc::exec::cudaops {
+
+using cuda::ops::DevPtr;
+
+/// The CUDA backend the op runs on.
+inline CudaBackend &backendOf(OpContext &c) {
+  return static_cast<CudaBackend &>(c.backend());
+}
+
+/// A tensor's device address.
+inline DevPtr ptr(const Tensor &t) {
+  return t.isInt ? reinterpret_cast<DevPtr>(t.i.get())
+                 : reinterpret_cast<DevPtr>(t.f.get());
+}
+
+/// A launcher's error as the op's error (its source location first).
+inline void check(OpContext &c, const Status &st) {
+  if (!st)
+    c.fail(st.message());
+}
+
+/// The KV cache of generation is the CPU backend's.
+inline void noDecoding(OpContext &c) {
+  if (c.decoding())
+    c.fail("KV-cache decoding runs on the CPU backend only");
+}
+
+/// matmul, weight_grad, attention (+ grad) and the data movement ops
+/// (CudaDenseKernels.cpp).
+void addDenseKernels(KernelTable &t);
+
+} // namespace mtc::exec::cudaops
+
+#endif // MTC_RUNTIME_EXEC_CUDA_CUDAOPCONTEXT_H
