@@ -5,8 +5,9 @@
 // The importer reads the config into an `Arch` (sizes, norms, biases, rope,
 // per-layer attention and feed-forward kinds), then prints `.mt` source from
 // it. What differs per model_type is read from the model type's row of
-// traits (kArchTraits), never from its name. Errors are thrown as ImportError inside this file and returned as values
-// at the two entry points; nlohmann-json's own exceptions are caught there too.
+// traits (kArchTraits), never from its name. Errors are thrown as
+// ImportError inside this file and returned as values at the two entry
+// points; nlohmann-json's own exceptions are caught there too.
 //
 //===----------------------------------------------------------------------===//
 

@@ -368,10 +368,10 @@ Status checkTrainPaths(const TrainOptions &opts, const std::string &outDir) {
   // A directory is read through its model.safetensors (or index): that is
   // the input a checkpoint in --out would replace.
   if (!opts.initFrom.empty())
-    inputs.push_back({"--init-from",
-                      std::filesystem::is_directory(opts.initFrom)
-                          ? opts.initFrom + "/model.safetensors"
-                          : opts.initFrom});
+    inputs.push_back(
+        {"--init-from", std::filesystem::is_directory(opts.initFrom)
+                            ? opts.initFrom + "/model.safetensors"
+                            : opts.initFrom});
   std::vector<NamedPath> outputs = {{"--metrics", opts.metrics},
                                     {"--trace", opts.trace},
                                     {"--host-state-file", opts.hostStateFile}};
