@@ -4,8 +4,10 @@
 //
 // The importer reads the config into an `Arch` (sizes, norms, biases, rope,
 // per-layer attention and feed-forward kinds), then prints `.mt` source from
-// it. Errors are thrown as ImportError inside this file and returned as values
-// at the two entry points; nlohmann-json's own exceptions are caught there too.
+// it. What differs per model_type is read from the model type's row of
+// traits (kArchTraits), never from its name. Errors are thrown as
+// ImportError inside this file and returned as values at the two entry
+// points; nlohmann-json's own exceptions are caught there too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,7 +86,7 @@ public:
   /// builds a model with None for that model type, and an error elsewhere.
   const json &get(const std::string &name) {
     used.insert(name);
-    auto it = cfg.find(name);
+    auto it = find(name);
     if (it != cfg.end()) {
       if (!it->is_null())
         return *it;
@@ -106,12 +108,23 @@ public:
   }
   /// Whether the config writes \p name as `null`.
   bool isNull(const std::string &name) const {
-    auto it = cfg.find(name);
+    auto it = find(name);
     return it != cfg.end() && it->is_null();
   }
   bool present(const std::string &name) const {
-    auto it = cfg.find(name);
+    auto it = find(name);
     return it != cfg.end() && !it->is_null();
+  }
+  /// \p name in the config, or the other name it may have there (a config
+  /// class's attribute_map: GPT-2's `n_embd` is also `hidden_size`).
+  json::const_iterator find(const std::string &name) const {
+    auto it = cfg.find(name);
+    auto alias = aliases.find(name);
+    if (it == cfg.end() && alias != aliases.end()) {
+      used.insert(alias->second);
+      it = cfg.find(alias->second);
+    }
+    return it;
   }
   void markUsed(const std::string &name) { used.insert(name); }
   bool isUsed(const std::string &name) const { return used.count(name); }
@@ -196,7 +209,9 @@ public:
   std::set<std::string> nullable;
   std::string modelType;
   std::string file;
-  std::set<std::string> used;
+  /// Field name to the other name config.json may give it.
+  std::map<std::string, std::string> aliases;
+  mutable std::set<std::string> used;
   json nullJson;
 };
 
@@ -227,13 +242,19 @@ struct LayerKind {
   }
 };
 
+struct ArchTraits;
+
 struct Arch {
+  const ArchTraits *traits = nullptr; // the model type's row
   std::string modelType, modelName, file;
   int64_t vocab = 0, dim = 0, nLayers = 0, nHeads = 0, nKv = 0, headDim = 0,
           ffn = 0;
   bool headDimGiven = false;     // a number: the config's or the default
   bool headDimDefaulted = false; // the config class's default (qwen3, gemma)
   double eps = 1e-6, initStd = 0.02;
+  std::string epsField = "rms_norm_eps";
+  std::string ffnField = "intermediate_size"; // gpt2: "" for 4 * n_embd
+  int64_t nPositions = 0;                     // gpt2: rows of the table
   bool tie = false;
   NormPlacement norms = NormPlacement::Pre;
   double normOffset = 0.0; // 1.0: Gemma's (1 + w)
@@ -259,188 +280,252 @@ struct Arch {
   std::string expertStyle;      // "mixtral" (w1/w3/w2) or "qwen"
   std::string layerTypesSource; // how the per-layer kinds were derived
   std::vector<std::string> unknownFields; // reported as warnings
+  std::vector<std::string> notes;         // other warnings, without the file
 };
 
-const char *kArchNames[][2] = {
-    {"llama", "Llama"},        {"mistral", "Mistral"},
-    {"qwen2", "Qwen2"},        {"qwen3", "Qwen3"},
-    {"mixtral", "Mixtral"},    {"qwen2_moe", "Qwen2Moe"},
-    {"qwen3_moe", "Qwen3Moe"}, {"gemma", "Gemma"},
-    {"gemma2", "Gemma2"},      {"gemma3_text", "Gemma3Text"},
-    {"phi3", "Phi3"},          {"olmo2", "Olmo2"},
+//===----------------------------------------------------------------------===//
+// One row of traits per architecture: everything the importer does
+// differently for a model_type is read from its row (kArchTraits).
+//===----------------------------------------------------------------------===//
+
+/// Which attention biases a model type has, and where that is decided.
+enum class Bias {
+  None,           ///< none (mistral, mixtral, phi3)
+  AttentionField, ///< q, k, v and o from `attention_bias`
+  Qkv,            ///< q, k and v always (qwen2's Qwen2Attention)
+  QkvField,       ///< q, k and v from `qkv_bias` (qwen2_moe)
+  All,            ///< every projection, MLP included (gpt2)
 };
 
-/// transformers' defaults (the config classes' own, transformers 5.23.0) for
-/// the fields the importer reads, so that a config.json that omits a field
-/// means what it means to transformers. A field without an entry here has
-/// no value when absent (None in transformers: no window, no softcap, ...)
-/// or one derived from other fields where it is read (num_key_value_heads =
-/// num_attention_heads, head_dim = hidden_size // num_attention_heads).
-/// docs/hf.md has the table.
-json defaultsFor(const std::string &mt) {
-  json d = {{"initializer_range", 0.02},
-            {"hidden_act", "silu"},
-            {"tie_word_embeddings", false},
-            {"rope_theta", 10000.0}};
-  auto set = [&](json more) {
-    for (auto it = more.begin(); it != more.end(); ++it)
-      d[it.key()] = it.value();
-  };
-  if (mt == "llama")
-    set({{"vocab_size", 32000},
-         {"hidden_size", 4096},
-         {"intermediate_size", 11008},
-         {"num_hidden_layers", 32},
-         {"num_attention_heads", 32},
-         {"rms_norm_eps", 1e-6}});
-  else if (mt == "mistral")
-    set({{"vocab_size", 32000},
-         {"hidden_size", 4096},
-         {"intermediate_size", 14336},
-         {"num_hidden_layers", 32},
-         {"num_attention_heads", 32},
-         {"num_key_value_heads", 8},
-         {"rms_norm_eps", 1e-6},
-         {"sliding_window", 4096}});
-  else if (mt == "qwen2" || mt == "qwen3") {
-    set({{"vocab_size", 151936},
-         {"hidden_size", 4096},
-         {"intermediate_size", 22016},
-         {"num_hidden_layers", 32},
-         {"num_attention_heads", 32},
-         {"num_key_value_heads", 32},
-         {"rms_norm_eps", 1e-6},
-         {"sliding_window", 4096},
-         {"max_window_layers", 28}});
-    if (mt == "qwen3")
-      set({{"head_dim", 128}}); // Qwen3Config's own, not hidden / heads
-  } else if (mt == "mixtral")
-    set({{"vocab_size", 32000},
-         {"hidden_size", 4096},
-         {"intermediate_size", 14336},
-         {"num_hidden_layers", 32},
-         {"num_attention_heads", 32},
-         {"num_key_value_heads", 8},
-         {"rms_norm_eps", 1e-5},
-         {"rope_theta", 1e6},
-         {"num_local_experts", 8},
-         {"num_experts_per_tok", 2},
-         {"router_aux_loss_coef", 0.001}});
-  else if (mt == "qwen2_moe")
-    set({{"vocab_size", 151936},
-         {"hidden_size", 2048},
-         {"intermediate_size", 5632},
-         {"num_hidden_layers", 24},
-         {"num_attention_heads", 16},
-         {"num_key_value_heads", 16},
-         {"rms_norm_eps", 1e-6},
-         {"sliding_window", 4096},
-         {"max_window_layers", 28},
-         {"decoder_sparse_step", 1},
-         {"moe_intermediate_size", 1408},
-         {"shared_expert_intermediate_size", 5632},
-         {"num_experts", 60},
-         {"num_experts_per_tok", 4},
-         {"norm_topk_prob", false},
-         {"router_aux_loss_coef", 0.001},
-         {"qkv_bias", true}});
-  else if (mt == "qwen3_moe")
-    set({{"vocab_size", 151936},
-         {"hidden_size", 2048},
-         {"intermediate_size", 6144},
-         {"num_hidden_layers", 24},
-         {"num_attention_heads", 32},
-         {"num_key_value_heads", 4},
-         {"rms_norm_eps", 1e-6},
-         {"sliding_window", 4096},
-         {"decoder_sparse_step", 1},
-         {"moe_intermediate_size", 768},
-         {"num_experts", 128},
-         {"num_experts_per_tok", 8},
-         {"norm_topk_prob", false},
-         {"router_aux_loss_coef", 0.001}});
-  else if (mt == "gemma")
-    set({{"vocab_size", 256000},
-         {"hidden_size", 3072},
-         {"intermediate_size", 24576},
-         {"num_hidden_layers", 28},
-         {"num_attention_heads", 16},
-         {"num_key_value_heads", 16},
-         {"head_dim", 256},
-         {"hidden_act", "gelu_pytorch_tanh"},
-         {"rms_norm_eps", 1e-6},
-         {"tie_word_embeddings", true}});
-  else if (mt == "gemma2")
-    set({{"vocab_size", 256000},
-         {"hidden_size", 2304},
-         {"intermediate_size", 9216},
-         {"num_hidden_layers", 26},
-         {"num_attention_heads", 8},
-         {"num_key_value_heads", 4},
-         {"head_dim", 256},
-         {"hidden_activation", "gelu_pytorch_tanh"},
-         {"rms_norm_eps", 1e-6},
-         {"tie_word_embeddings", true},
-         {"query_pre_attn_scalar", 256},
-         {"sliding_window", 4096},
-         {"attn_logit_softcapping", 50.0},
-         {"final_logit_softcapping", 30.0}});
-  else if (mt == "gemma3_text")
-    set({{"vocab_size", 262208},
-         {"hidden_size", 2304},
-         {"intermediate_size", 9216},
-         {"num_hidden_layers", 26},
-         {"num_attention_heads", 8},
-         {"num_key_value_heads", 4},
-         {"head_dim", 256},
-         {"hidden_activation", "gelu_pytorch_tanh"},
-         {"rms_norm_eps", 1e-6},
-         {"tie_word_embeddings", true},
-         {"query_pre_attn_scalar", 256},
-         {"sliding_window", 4096},
-         {"rope_theta", 1e6},
-         {"rope_local_base_freq", 10000.0},
-         {"sliding_window_pattern", 6}});
-  else if (mt == "phi3")
-    set({{"vocab_size", 32064},
-         {"hidden_size", 3072},
-         {"intermediate_size", 8192},
-         {"num_hidden_layers", 32},
-         {"num_attention_heads", 32},
-         {"rms_norm_eps", 1e-5}});
-  else if (mt == "olmo2")
-    set({{"vocab_size", 50304},
-         {"hidden_size", 4096},
-         {"intermediate_size", 11008},
-         {"num_hidden_layers", 32},
-         {"num_attention_heads", 32},
-         {"rms_norm_eps", 1e-5}});
+/// How the per-layer attention kinds (sliding or global) are derived.
+enum class Windows {
+  None,      ///< no sliding window in transformers' model
+  Every,     ///< `sliding_window` applies to every layer
+  EveryUsed, ///< every layer, with `use_sliding_window` (qwen3_moe)
+  Qwen2,     ///< `layer_types`, else `i >= max_window_layers`
+  Qwen2Moe,  ///< `layer_types`, else odd `i + 1` below `max_window_layers`
+  Gemma2,    ///< `layer_types`, else even layers
+  Gemma3,    ///< `layer_types`, else `sliding_window_pattern`
+};
+
+/// The feed-forward of the model type's MoE layers.
+enum class Experts { None, Mixtral, Qwen2Moe, Qwen3Moe };
+
+/// Tensor names and layer shape: Llama's (`model.layers.{i}.self_attn.q_proj`,
+/// Linear [out, in] weights, RMSNorm, gated MLP, rope) or GPT-2's
+/// (`transformer.h.{i}.attn.c_attn`, Conv1D [in, out] weights, LayerNorm with
+/// bias, plain MLP, learned absolute positions).
+enum class Layout { Llama, GPT2 };
+
+/// Boolean traits (ArchTraits::flags).
+enum Flag : unsigned {
+  HeadsDivideHidden = 1u << 0, ///< the config class refuses h % heads != 0
+  MlpBiasField = 1u << 1,      ///< `mlp_bias` (llama)
+  GemmaNorms = 1u << 2,        ///< (1 + w) RMSNorms, embeddings * sqrt(h)
+  HiddenActivation = 1u << 3,  ///< the MLP reads `hidden_activation`
+  LegacyGeluTanh = 1u << 4,    ///< "gelu" is the tanh GELU (GemmaConfig)
+  AttnSoftcap = 1u << 5,       ///< `attn_logit_softcapping` applied
+  UnreadAttnSoftcap = 1u << 6, ///< ... kept in the config, not applied
+  FinalSoftcap = 1u << 7,      ///< `final_logit_softcapping`
+  QueryPreAttnScalar = 1u << 8,
+  FusedProjections = 1u << 9, ///< one qkv_proj and one gate_up_proj (phi3)
+  LocalRope = 1u << 10,       ///< sliding layers' own rope base (gemma3)
+  PartialRotary = 1u << 11,   ///< `partial_rotary_factor` (phi3)
+  DropoutWarns = 1u << 12,    ///< published configs carry dropout: warn
+};
+
+struct ArchTraits {
+  const char *modelType, *modelName;
+  Layout layout;
+  NormPlacement norms;
+  QKNorm qkNorm;
+  Bias bias;
+  Windows windows;
+  Experts experts;
+  unsigned flags;
+  /// Fields the config class has but transformers' model does not read:
+  /// ignored silently (space-separated).
+  const char *unread;
+  /// Fields whose `null` transformers' config class and model accept, read
+  /// as None (not as the default): no window, no softcap,
+  /// num_key_value_heads = num_attention_heads, head_dim = hidden_size //
+  /// num_attention_heads. Any other field the importer reads is an error
+  /// when null (space-separated).
+  const char *nullable;
+  /// transformers' defaults (the config class's own, transformers 5.23.0)
+  /// for the fields the importer reads, over kCommonDefaults: a config.json
+  /// that omits a field means what it means to transformers. A field
+  /// without one has no value when absent (None) or one derived from other
+  /// fields where it is read. docs/hf.md has the table.
+  const char *defaults;
+
+  bool has(Flag f) const { return (flags & f) != 0; }
+};
+
+const char *kCommonDefaults = R"({"initializer_range": 0.02,
+    "hidden_act": "silu", "tie_word_embeddings": false,
+    "rope_theta": 10000.0})";
+
+// clang-format off
+const ArchTraits kArchTraits[] = {
+    {"llama", "Llama", Layout::Llama, NormPlacement::Pre, QKNorm::None,
+     Bias::AttentionField, Windows::None, Experts::None,
+     HeadsDivideHidden | MlpBiasField,
+     "", "num_key_value_heads head_dim",
+     R"({"vocab_size": 32000, "hidden_size": 4096,
+         "intermediate_size": 11008, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "rms_norm_eps": 1e-6})"},
+    {"mistral", "Mistral", Layout::Llama, NormPlacement::Pre, QKNorm::None,
+     Bias::None, Windows::Every, Experts::None, 0,
+     "attention_bias", "head_dim sliding_window",
+     R"({"vocab_size": 32000, "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8,
+         "rms_norm_eps": 1e-6, "sliding_window": 4096})"},
+    {"qwen2", "Qwen2", Layout::Llama, NormPlacement::Pre, QKNorm::None,
+     Bias::Qkv, Windows::Qwen2, Experts::None, 0,
+     "attention_bias", "num_key_value_heads sliding_window",
+     R"({"vocab_size": 151936, "hidden_size": 4096,
+         "intermediate_size": 22016, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 32,
+         "rms_norm_eps": 1e-6, "sliding_window": 4096,
+         "max_window_layers": 28})"},
+    {"qwen3", "Qwen3", Layout::Llama, NormPlacement::Pre, QKNorm::PerHead,
+     Bias::AttentionField, Windows::Qwen2, Experts::None, 0,
+     "", "num_key_value_heads sliding_window",
+     // head_dim: Qwen3Config's own 128, not hidden / heads.
+     R"({"vocab_size": 151936, "hidden_size": 4096,
+         "intermediate_size": 22016, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 32,
+         "rms_norm_eps": 1e-6, "sliding_window": 4096,
+         "max_window_layers": 28, "head_dim": 128})"},
+    {"mixtral", "Mixtral", Layout::Llama, NormPlacement::Pre, QKNorm::None,
+     Bias::None, Windows::Every, Experts::Mixtral, 0,
+     "attention_bias", "head_dim sliding_window",
+     R"({"vocab_size": 32000, "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8,
+         "rms_norm_eps": 1e-5, "rope_theta": 1e6, "num_local_experts": 8,
+         "num_experts_per_tok": 2, "router_aux_loss_coef": 0.001})"},
+    {"qwen2_moe", "Qwen2Moe", Layout::Llama, NormPlacement::Pre, QKNorm::None,
+     Bias::QkvField, Windows::Qwen2Moe, Experts::Qwen2Moe, 0,
+     "", "sliding_window",
+     R"({"vocab_size": 151936, "hidden_size": 2048,
+         "intermediate_size": 5632, "num_hidden_layers": 24,
+         "num_attention_heads": 16, "num_key_value_heads": 16,
+         "rms_norm_eps": 1e-6, "sliding_window": 4096,
+         "max_window_layers": 28, "decoder_sparse_step": 1,
+         "moe_intermediate_size": 1408,
+         "shared_expert_intermediate_size": 5632, "num_experts": 60,
+         "num_experts_per_tok": 4, "norm_topk_prob": false,
+         "router_aux_loss_coef": 0.001, "qkv_bias": true})"},
+    {"qwen3_moe", "Qwen3Moe", Layout::Llama, NormPlacement::Pre,
+     QKNorm::PerHead, Bias::AttentionField, Windows::EveryUsed,
+     Experts::Qwen3Moe, 0,
+     "max_window_layers", "sliding_window",
+     R"({"vocab_size": 151936, "hidden_size": 2048,
+         "intermediate_size": 6144, "num_hidden_layers": 24,
+         "num_attention_heads": 32, "num_key_value_heads": 4,
+         "rms_norm_eps": 1e-6, "sliding_window": 4096,
+         "decoder_sparse_step": 1, "moe_intermediate_size": 768,
+         "num_experts": 128, "num_experts_per_tok": 8,
+         "norm_topk_prob": false, "router_aux_loss_coef": 0.001})"},
+    {"gemma", "Gemma", Layout::Llama, NormPlacement::Pre, QKNorm::None,
+     Bias::AttentionField, Windows::None, Experts::None,
+     GemmaNorms | LegacyGeluTanh,
+     "hidden_activation", "",
+     R"({"vocab_size": 256000, "hidden_size": 3072,
+         "intermediate_size": 24576, "num_hidden_layers": 28,
+         "num_attention_heads": 16, "num_key_value_heads": 16,
+         "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+         "rms_norm_eps": 1e-6, "tie_word_embeddings": true})"},
+    {"gemma2", "Gemma2", Layout::Llama, NormPlacement::Sandwich, QKNorm::None,
+     Bias::AttentionField, Windows::Gemma2, Experts::None,
+     HeadsDivideHidden | GemmaNorms | HiddenActivation | AttnSoftcap |
+         FinalSoftcap | QueryPreAttnScalar,
+     "hidden_act", "attn_logit_softcapping final_logit_softcapping",
+     R"({"vocab_size": 256000, "hidden_size": 2304,
+         "intermediate_size": 9216, "num_hidden_layers": 26,
+         "num_attention_heads": 8, "num_key_value_heads": 4,
+         "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+         "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+         "query_pre_attn_scalar": 256, "sliding_window": 4096,
+         "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0})"},
+    {"gemma3_text", "Gemma3Text", Layout::Llama, NormPlacement::Sandwich,
+     QKNorm::PerHead, Bias::AttentionField, Windows::Gemma3, Experts::None,
+     HeadsDivideHidden | GemmaNorms | HiddenActivation | UnreadAttnSoftcap |
+         FinalSoftcap | QueryPreAttnScalar | LocalRope,
+     "hidden_act", "attn_logit_softcapping final_logit_softcapping",
+     R"({"vocab_size": 262208, "hidden_size": 2304,
+         "intermediate_size": 9216, "num_hidden_layers": 26,
+         "num_attention_heads": 8, "num_key_value_heads": 4,
+         "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+         "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+         "query_pre_attn_scalar": 256, "sliding_window": 4096,
+         "rope_theta": 1e6, "rope_local_base_freq": 10000.0,
+         "sliding_window_pattern": 6})"},
+    {"phi3", "Phi3", Layout::Llama, NormPlacement::Pre, QKNorm::None,
+     Bias::None, Windows::Every, Experts::None,
+     FusedProjections | PartialRotary,
+     // original_max_position_embeddings: longrope only (rejected).
+     "attention_bias original_max_position_embeddings",
+     "num_key_value_heads sliding_window",
+     R"({"vocab_size": 32064, "hidden_size": 3072,
+         "intermediate_size": 8192, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "rms_norm_eps": 1e-5})"},
+    {"olmo2", "Olmo2", Layout::Llama, NormPlacement::Post, QKNorm::Full,
+     Bias::AttentionField, Windows::None, Experts::None, 0,
+     "", "num_key_value_heads",
+     R"({"vocab_size": 50304, "hidden_size": 4096,
+         "intermediate_size": 11008, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "rms_norm_eps": 1e-5})"},
+    {"gpt2", "GPT2", Layout::GPT2, NormPlacement::Pre, QKNorm::None,
+     Bias::All, Windows::None, Experts::None,
+     HeadsDivideHidden | DropoutWarns,
+     // n_ctx: older configs' copy of n_positions, not read by the model;
+     // summary_*: GPT2DoubleHeadsModel's classification head only.
+     "n_ctx summary_type summary_use_proj summary_activation "
+     "summary_proj_to_labels summary_first_dropout",
+     "n_inner",
+     R"({"vocab_size": 50257, "n_positions": 1024, "n_embd": 768,
+         "n_layer": 12, "n_head": 12, "activation_function": "gelu_new",
+         "layer_norm_epsilon": 1e-5, "tie_word_embeddings": true,
+         "scale_attn_weights": true,
+         "scale_attn_by_inverse_layer_idx": false,
+         "reorder_and_upcast_attn": false, "add_cross_attention": false,
+         "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1})"},
+};
+// clang-format on
+
+/// The row of \p modelType, or null.
+const ArchTraits *findTraits(const std::string &modelType) {
+  for (const ArchTraits &t : kArchTraits)
+    if (modelType == t.modelType)
+      return &t;
+  return nullptr;
+}
+
+/// The space-separated words of \p list.
+std::set<std::string> words(const char *list) {
+  std::set<std::string> out;
+  std::istringstream in(list);
+  for (std::string w; in >> w;)
+    out.insert(w);
+  return out;
+}
+
+json defaultsFor(const ArchTraits &t) {
+  json d = json::parse(kCommonDefaults);
+  json more = json::parse(t.defaults);
+  for (auto it = more.begin(); it != more.end(); ++it)
+    d[it.key()] = it.value();
   return d;
 }
 
-/// The fields that a config.json may write as `null` for model type \p mt:
-/// those whose None transformers' config class and model accept, read as
-/// that None (not as the default): no sliding window, no softcap,
-/// num_key_value_heads = num_attention_heads, head_dim = hidden_size //
-/// num_attention_heads, the default rope and layer kinds. Any other field
-/// the importer reads is an error when null: transformers' strict config
-/// classes reject it (`rms_norm_eps: null`), or its model fails on it
-/// (`head_dim: null` for qwen2, `sliding_window: null` for gemma2).
-std::set<std::string> nullableFor(const std::string &mt) {
-  std::set<std::string> n = {"rope_scaling", "rope_parameters", "layer_types",
-                             "mlp_only_layers"};
-  if (mt == "llama" || mt == "qwen2" || mt == "qwen3" || mt == "phi3" ||
-      mt == "olmo2")
-    n.insert("num_key_value_heads"); // __post_init__: num_attention_heads
-  if (mt == "llama" || mt == "mistral" || mt == "mixtral")
-    n.insert("head_dim"); // hidden_size // num_attention_heads
-  if (mt == "mistral" || mt == "mixtral" || mt == "phi3" || mt == "qwen2" ||
-      mt == "qwen3" || mt == "qwen2_moe" || mt == "qwen3_moe")
-    n.insert("sliding_window"); // no window (qwen2_moe: see readArch)
-  if (mt == "gemma2" || mt == "gemma3_text") {
-    n.insert("attn_logit_softcapping");
-    n.insert("final_logit_softcapping");
-  }
+std::set<std::string> nullableFor(const ArchTraits &t) {
+  std::set<std::string> n = words(t.nullable);
+  n.insert(
+      {"rope_scaling", "rope_parameters", "layer_types", "mlp_only_layers"});
   return n;
 }
 
@@ -600,7 +685,7 @@ Act readAct(Fields &f, Arch &a, const std::string &field) {
   if (v == "gelu_pytorch_tanh" || v == "gelu_new" || v == "gelu_fast" ||
       v == "gelu_python_tanh")
     return Act::GeluTanh;
-  if (v == "gelu" && a.modelType == "gemma")
+  if (v == "gelu" && a.traits->has(LegacyGeluTanh))
     return Act::GeluTanh;
   if (v == "gelu" || v == "gelu_python")
     return Act::GeluErf;
@@ -635,6 +720,15 @@ bool readLayerTypes(Fields &f, int64_t n, std::vector<LayerKind> &kinds) {
   return true;
 }
 
+/// Every field read or deliberately ignored; the rest is reported.
+void finishFields(const json &cfg, const Fields &f, Arch &a) {
+  std::vector<std::string> unknown;
+  for (auto it = cfg.begin(); it != cfg.end(); ++it)
+    if (!f.isUsed(it.key()) && !looksLikeMetadata(it.key()))
+      unknown.push_back(it.key());
+  a.unknownFields = std::move(unknown);
+}
+
 Arch readArch(const json &cfg, const std::string &file) {
   if (!cfg.is_object())
     throw ImportError{file + ": expected a JSON object at the top level, got " +
@@ -648,19 +742,29 @@ Arch readArch(const json &cfg, const std::string &file) {
   Arch a;
   a.file = file;
   a.modelType = mtIt->get<std::string>();
-  for (auto &p : kArchNames)
-    if (a.modelType == p[0])
-      a.modelName = p[1];
-  if (a.modelName.empty()) {
+  const ArchTraits *traits = findTraits(a.modelType);
+  if (!traits) {
     std::string list;
-    for (auto &p : kArchNames)
-      list += std::string(list.empty() ? "" : ", ") + p[0];
+    for (const ArchTraits &t : kArchTraits)
+      list += std::string(list.empty() ? "" : ", ") + t.modelType;
     throw ImportError{file + ": model_type '" + a.modelType +
                       "' is not supported (supported: " + list + ")"};
   }
+  const ArchTraits &t = *traits;
+  a.traits = traits;
+  a.modelName = t.modelName;
   const std::string &mt = a.modelType;
-  Fields f(cfg, defaultsFor(mt), nullableFor(mt), mt, file);
+  const bool gpt2 = t.layout == Layout::GPT2;
+  Fields f(cfg, defaultsFor(t), nullableFor(t), mt, file);
   f.markUsed("model_type");
+  for (const std::string &k : words(t.unread))
+    f.markUsed(k);
+  // GPT2Config's attribute_map: the common names stand for GPT-2's own.
+  if (gpt2)
+    f.aliases = {{"n_embd", "hidden_size"},
+                 {"n_layer", "num_hidden_layers"},
+                 {"n_head", "num_attention_heads"},
+                 {"n_positions", "max_position_embeddings"}};
 
   if (cfg.contains("quantization_config"))
     f.fail("quantization_config is not supported (quantized checkpoints)");
@@ -669,27 +773,28 @@ Arch readArch(const json &cfg, const std::string &file) {
            "supported; import the text model's config");
 
   a.vocab = f.integer("vocab_size", 1);
-  a.dim = f.integer("hidden_size", 1);
-  a.nLayers = f.integer("num_hidden_layers", 1);
-  a.nHeads = f.integer("num_attention_heads", 1);
-  a.nKv = f.integer("num_key_value_heads", 1, false, a.nHeads);
+  a.dim = f.integer(gpt2 ? "n_embd" : "hidden_size", 1);
+  a.nLayers = f.integer(gpt2 ? "n_layer" : "num_hidden_layers", 1);
+  a.nHeads = f.integer(gpt2 ? "n_head" : "num_attention_heads", 1);
+  a.nKv =
+      gpt2 ? a.nHeads : f.integer("num_key_value_heads", 1, false, a.nHeads);
   if (a.nHeads % a.nKv != 0)
     f.fail("num_attention_heads " + std::to_string(a.nHeads) +
            " is not a multiple of num_key_value_heads " +
            std::to_string(a.nKv));
-  // LlamaConfig, Gemma2Config and Gemma3TextConfig refuse a hidden_size
-  // that is not a multiple of num_attention_heads, head_dim or not; the
-  // other config classes take it.
-  if ((mt == "llama" || mt == "gemma2" || mt == "gemma3_text") &&
-      a.dim % a.nHeads != 0)
-    f.fail("hidden_size " + std::to_string(a.dim) +
-           " is not a multiple of num_attention_heads " +
+  // LlamaConfig, Gemma2Config, Gemma3TextConfig and GPT2Attention refuse a
+  // hidden_size that is not a multiple of num_attention_heads, head_dim or
+  // not; the other config classes take it.
+  if (t.has(HeadsDivideHidden) && a.dim % a.nHeads != 0)
+    f.fail(std::string(gpt2 ? "n_embd " : "hidden_size ") +
+           std::to_string(a.dim) + " is not a multiple of " +
+           (gpt2 ? "n_head " : "num_attention_heads ") +
            std::to_string(a.nHeads) + " (transformers requires it for " +
            "model_type '" + mt + "')");
   // head_dim: the config's, else the class default (qwen3: 128, gemma: 256),
   // else hidden_size // num_attention_heads, rounded down as in
   // transformers' attention modules.
-  const json &headDim = f.get("head_dim");
+  const json &headDim = gpt2 ? json() : f.get("head_dim");
   a.headDimGiven = !headDim.is_null();
   a.headDimDefaulted = a.headDimGiven && !f.present("head_dim");
   if (a.headDimGiven) {
@@ -702,82 +807,117 @@ Arch readArch(const json &cfg, const std::string &file) {
              std::to_string(a.nHeads) +
              ": head_dim (hidden_size // num_attention_heads) would be 0");
   }
-  a.ffn = f.integer("intermediate_size", 1);
-  a.eps = f.number("rms_norm_eps", true, 1e-6);
+  if (gpt2) {
+    // n_inner: null or absent is 4 * n_embd (GPT2MLP).
+    a.ffn = f.integer("n_inner", 1, false, 4 * a.dim);
+    a.ffnField = f.present("n_inner") ? "n_inner" : "";
+    a.nPositions = f.integer("n_positions", 1);
+    a.eps = f.number("layer_norm_epsilon", true, 1e-5);
+    a.epsField = "layer_norm_epsilon";
+  } else {
+    a.ffn = f.integer("intermediate_size", 1);
+    a.eps = f.number("rms_norm_eps", true, 1e-6);
+  }
   a.initStd = f.number("initializer_range", false, 0.02);
   a.tie = f.boolean("tie_word_embeddings", false);
 
   // Training-time randomness mtc does not implement: only the neutral value.
-  for (const char *k : {"attention_dropout", "hidden_dropout", "embd_pdrop",
-                        "resid_pdrop", "dropout", "attn_pdrop", "mlp_dropout",
-                        "hidden_dropout_prob", "attention_probs_dropout_prob"})
-    f.requireNeutral(k, "mtc trains without dropout");
+  // GPT-2's published configs all carry dropout 0.1 (its default), so there
+  // a warning says it is not applied.
+  for (const char *k :
+       {"attention_dropout", "hidden_dropout", "embd_pdrop", "resid_pdrop",
+        "dropout", "attn_pdrop", "mlp_dropout", "hidden_dropout_prob",
+        "attention_probs_dropout_prob"}) {
+    if (!t.has(DropoutWarns)) {
+      f.requireNeutral(k, "mtc trains without dropout");
+      continue;
+    }
+    const json &v = f.get(k);
+    if (!v.is_null() && !(v.is_number() && v.get<double>() == 0))
+      a.notes.push_back(std::string(k) + " " + show(v) +
+                        (f.present(k) ? "" : " (transformers' default)") +
+                        " is ignored: mtc trains without dropout (as "
+                        "transformers' model in eval mode)");
+  }
   f.requireNeutral("router_jitter_noise", "mtc has no router jitter");
   f.requireNeutral("use_bidirectional_attention", "mtc's attention is causal");
   f.requireNeutral("use_mrope", "multimodal rotary embeddings");
-  if (a.modelType == "phi3" || a.modelType == "mistral" ||
-      a.modelType == "mixtral" || a.modelType == "qwen2")
-    f.markUsed("attention_bias"); // transformers' model does not read it
-
-  bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
-  bool qwenMoe = mt == "qwen2_moe" || mt == "qwen3_moe";
-
-  // Activation: Gemma2MLP and Gemma3MLP read hidden_activation only, every
-  // other model (Gemma 1's included) hidden_act only; the other field is
-  // one transformers' model does not read.
-  if (mt == "gemma2" || mt == "gemma3_text") {
-    f.markUsed("hidden_act");
-    a.act = readAct(f, a, "hidden_activation");
-  } else {
-    if (mt == "gemma")
-      f.markUsed("hidden_activation");
-    a.act = readAct(f, a, "hidden_act");
+  if (gpt2) {
+    // Attention variants of GPT2Attention mtc does not have: only the
+    // values of GPT-2 itself.
+    if (!f.boolean("scale_attn_weights", true))
+      f.fail("scale_attn_weights false is not supported (mtc scales "
+             "attention scores by 1/sqrt(head_dim))");
+    if (f.boolean("scale_attn_by_inverse_layer_idx", false))
+      f.fail("scale_attn_by_inverse_layer_idx true is not supported (one "
+             "attention scale for every layer)");
+    if (f.boolean("reorder_and_upcast_attn", false))
+      f.fail("reorder_and_upcast_attn true is not supported (mtc computes "
+             "attention as GPT-2 does)");
+    if (f.boolean("add_cross_attention", false))
+      f.fail("add_cross_attention true is not supported (decoder-only "
+             "models)");
   }
+
+  // Activation: Gemma2MLP and Gemma3MLP read hidden_activation only, GPT2MLP
+  // activation_function, every other model (Gemma 1's included) hidden_act
+  // only; the other field is one transformers' model does not read.
+  a.act = readAct(f, a,
+                  gpt2                      ? "activation_function"
+                  : t.has(HiddenActivation) ? "hidden_activation"
+                                            : "hidden_act");
 
   // Biases.
-  if (mt == "llama" || mt == "qwen3" || mt == "qwen3_moe" || gemma ||
-      mt == "olmo2") {
-    bool b = f.boolean("attention_bias", false);
-    a.qkvBias = a.oBias = b;
-  } else if (mt == "qwen2") {
+  switch (t.bias) {
+  case Bias::None:
+    break;
+  case Bias::AttentionField:
+    a.qkvBias = a.oBias = f.boolean("attention_bias", false);
+    break;
+  case Bias::Qkv:
     a.qkvBias = true; // hard-wired in transformers' Qwen2Attention
-  } else if (mt == "qwen2_moe") {
+    break;
+  case Bias::QkvField:
     a.qkvBias = f.boolean("qkv_bias", true);
+    break;
+  case Bias::All:
+    a.qkvBias = a.oBias = a.mlpBias = true;
+    break;
   }
-  if (mt == "llama")
+  if (t.has(MlpBiasField))
     a.mlpBias = f.boolean("mlp_bias", false);
 
   // Norms, q/k norms, fused projections, embedding scale, softcaps.
-  if (gemma) {
+  a.norms = t.norms;
+  a.qkNorm = t.qkNorm;
+  if (t.has(GemmaNorms)) {
     a.normOffset = 1.0;
     a.embScale = true;
   }
-  if (mt == "gemma2" || mt == "gemma3_text") {
-    a.norms = NormPlacement::Sandwich;
+  if (t.has(QueryPreAttnScalar))
     a.queryPreAttnScalar = f.number("query_pre_attn_scalar", true, 256);
-    // transformers' Gemma3Attention never passes attn_logit_softcapping to
-    // its attention (Gemma 3 has q/k norms instead; the published configs
-    // set it to null): gemma3_text models compute without it whatever its
-    // value, so it is a field the model does not read.
-    if (mt == "gemma2")
-      a.attnSoftcap = f.number("attn_logit_softcapping", false, 0);
-    else
-      a.unreadAttnSoftcap = f.number("attn_logit_softcapping", false, 0);
+  // transformers' Gemma3Attention never passes attn_logit_softcapping to
+  // its attention (Gemma 3 has q/k norms instead; the published configs set
+  // it to null): gemma3_text models compute without it whatever its value,
+  // so it is a field the model does not read.
+  if (t.has(AttnSoftcap))
+    a.attnSoftcap = f.number("attn_logit_softcapping", false, 0);
+  if (t.has(UnreadAttnSoftcap))
+    a.unreadAttnSoftcap = f.number("attn_logit_softcapping", false, 0);
+  if (t.has(FinalSoftcap))
     a.finalSoftcap = f.number("final_logit_softcapping", false, 0);
-  }
-  if (mt == "olmo2") {
-    a.norms = NormPlacement::Post;
-    a.qkNorm = QKNorm::Full;
-  }
-  if (mt == "qwen3" || mt == "qwen3_moe" || mt == "gemma3_text")
-    a.qkNorm = QKNorm::PerHead;
-  if (mt == "phi3")
+  if (t.has(FusedProjections))
     a.fusedQKV = a.fusedGateUp = true;
 
-  // Rope.
+  // Positions: rope, or (gpt2) a learned table of n_positions rows.
+  if (gpt2) {
+    a.layers.assign(a.nLayers, LayerKind{});
+    finishFields(cfg, f, a);
+    return a;
+  }
   bool v5 = f.present("rope_parameters");
   a.rope.theta = f.number("rope_theta", true, 10000.0);
-  if (mt == "gemma3_text") {
+  if (t.has(LocalRope)) {
     a.hasLocalRope = true;
     a.ropeLocal.theta = f.number("rope_local_base_freq", true, 10000.0);
     a.ropeLocal.thetaField = "rope_local_base_freq";
@@ -785,7 +925,7 @@ Arch readArch(const json &cfg, const std::string &file) {
   if (v5) {
     f.markUsed("rope_scaling");
     const json &rp = f.get("rope_parameters");
-    if (mt == "gemma3_text" && rp.is_object() &&
+    if (t.has(LocalRope) && rp.is_object() &&
         (rp.contains("full_attention") || rp.contains("sliding_attention"))) {
       for (auto it = rp.begin(); it != rp.end(); ++it) {
         if (it.key() == "full_attention")
@@ -809,10 +949,10 @@ Arch readArch(const json &cfg, const std::string &file) {
     readRopeDict(f, f.get("rope_scaling"), "rope_scaling", a.rope,
                  &a.ropeFraction);
   }
-  if (mt == "phi3" && f.isNull("partial_rotary_factor"))
+  if (t.has(PartialRotary) && f.isNull("partial_rotary_factor"))
     f.get("partial_rotary_factor"); // an error: Phi3Config rejects None
   if (f.present("partial_rotary_factor")) {
-    if (mt != "phi3")
+    if (!t.has(PartialRotary))
       f.fail("partial_rotary_factor is not supported for model_type '" + mt +
              "'");
     a.ropeFraction = f.number("partial_rotary_factor", true, 1.0);
@@ -832,8 +972,6 @@ Arch readArch(const json &cfg, const std::string &file) {
              " gives " + std::to_string(static_cast<int64_t>(rotary)) +
              " rotary dimensions; RoPE needs an even, positive number");
   }
-  if (mt == "phi3")
-    f.markUsed("original_max_position_embeddings"); // longrope only
 
   // Per-layer kinds: attention window and feed-forward.
   a.layers.assign(a.nLayers, LayerKind{});
@@ -843,20 +981,27 @@ Arch readArch(const json &cfg, const std::string &file) {
       return 0;
     return f.checkInt(w, "sliding_window", 0);
   };
-  if (mt == "mistral" || mt == "mixtral" || mt == "phi3") {
+  switch (t.windows) {
+  case Windows::None:
+    break; // no sliding window in transformers' model
+  case Windows::Every:
     a.window = windowField();
     for (auto &k : a.layers)
       k.sliding = a.window > 0;
     a.layerTypesSource = "sliding_window applies to every layer";
-  } else if (mt == "qwen3_moe") {
+    break;
+  case Windows::EveryUsed: {
     bool use = f.boolean("use_sliding_window", false);
     a.window = use ? windowField() : (f.markUsed("sliding_window"), 0);
     for (auto &k : a.layers)
       k.sliding = a.window > 0;
-    f.markUsed("max_window_layers");
-  } else if (mt == "qwen2" || mt == "qwen3" || mt == "qwen2_moe") {
+    break;
+  }
+  case Windows::Qwen2:
+  case Windows::Qwen2Moe: {
+    bool moeRule = t.windows == Windows::Qwen2Moe;
     bool use = f.boolean("use_sliding_window", false);
-    if (mt == "qwen2_moe" && use && f.isNull("sliding_window"))
+    if (moeRule && use && f.isNull("sliding_window"))
       f.fail("sliding_window null with use_sliding_window true is not "
              "supported: transformers' Qwen2Moe sliding layers fail "
              "without a window size");
@@ -866,21 +1011,23 @@ Arch readArch(const json &cfg, const std::string &file) {
       a.layerTypesSource = "layer_types";
     } else if (use && w > 0) {
       for (int64_t i = 0; i < a.nLayers; ++i)
-        a.layers[i].sliding = mt == "qwen2_moe"
-                                  ? ((i + 1) % 2 != 0 && i < maxWindow)
-                                  : i >= maxWindow;
+        a.layers[i].sliding =
+            moeRule ? ((i + 1) % 2 != 0 && i < maxWindow) : i >= maxWindow;
       a.layerTypesSource = "use_sliding_window and max_window_layers";
     }
     a.window = use ? w : 0;
     if (a.window == 0)
       for (auto &k : a.layers)
         k.sliding = false; // transformers: no window without use_sliding_window
-  } else if (mt == "gemma2" || mt == "gemma3_text") {
+    break;
+  }
+  case Windows::Gemma2:
+  case Windows::Gemma3:
     a.window = windowField();
     if (readLayerTypes(f, a.nLayers, a.layers)) {
       a.layerTypesSource = "layer_types";
       f.markUsed("sliding_window_pattern");
-    } else if (mt == "gemma2") {
+    } else if (t.windows == Windows::Gemma2) {
       for (int64_t i = 0; i < a.nLayers; ++i)
         a.layers[i].sliding = i % 2 == 0;
       a.layerTypesSource = "even layers slide (transformers' Gemma2 default)";
@@ -893,21 +1040,21 @@ Arch readArch(const json &cfg, const std::string &file) {
     if (a.window == 0)
       for (auto &k : a.layers)
         k.sliding = false;
-  } else {
-    // llama, gemma, olmo2: no sliding window in transformers' model.
+    break;
   }
 
   // Mixture of experts.
-  if (mt == "mixtral" || qwenMoe) {
+  if (t.experts != Experts::None) {
+    bool mixtral = t.experts == Experts::Mixtral;
     std::string expertsField =
-        mt == "qwen2_moe"                ? "num_experts"
+        t.experts == Experts::Qwen2Moe   ? "num_experts"
         : f.present("num_local_experts") ? "num_local_experts"
         : f.present("num_experts")
             ? "num_experts"
-            : (mt == "mixtral" ? "num_local_experts" : "num_experts");
+            : (mixtral ? "num_local_experts" : "num_experts");
     // MixtralConfig and Qwen3MoeConfig alias num_experts to
     // num_local_experts: either written as null is None, an error there.
-    if (mt != "qwen2_moe")
+    if (t.experts != Experts::Qwen2Moe)
       for (const char *k : {"num_experts", "num_local_experts"})
         if (f.isNull(k))
           f.get(k);
@@ -920,7 +1067,7 @@ Arch readArch(const json &cfg, const std::string &file) {
              " exceeds the number of experts " + std::to_string(a.nExperts));
     a.auxCoef = f.number("router_aux_loss_coef", false, 0.001);
     a.outputRouterLogits = f.boolean("output_router_logits", false);
-    if (mt == "mixtral") {
+    if (mixtral) {
       a.moeFfn = a.ffn;
       a.normalizeTopK = true;
       a.expertStyle = "mixtral";
@@ -930,7 +1077,7 @@ Arch readArch(const json &cfg, const std::string &file) {
       a.moeFfn = f.integer("moe_intermediate_size", 1);
       a.normalizeTopK = f.boolean("norm_topk_prob", false);
       a.expertStyle = "qwen";
-      if (mt == "qwen2_moe") {
+      if (t.experts == Experts::Qwen2Moe) {
         a.sharedFfn = f.integer("shared_expert_intermediate_size", 1);
         a.sharedExpert = true;
       }
@@ -954,13 +1101,7 @@ Arch readArch(const json &cfg, const std::string &file) {
         a.layers[i].moe = !dense.count(i) && (i + 1) % step == 0;
     }
   }
-
-  // Every field read or deliberately ignored; the rest is reported.
-  std::vector<std::string> unknown;
-  for (auto it = cfg.begin(); it != cfg.end(); ++it)
-    if (!f.isUsed(it.key()) && !looksLikeMetadata(it.key()))
-      unknown.push_back(it.key());
-  a.unknownFields = std::move(unknown);
+  finishFields(cfg, f, a);
   return a;
 }
 
@@ -982,6 +1123,8 @@ public:
     buildTemplates();
     header();
     os << "model " << a.modelName << " {\n";
+    if (gpt2())
+      return runGPT2();
     config();
     os << "\n  param tok_emb: [vocab, dim] = normal(init_std)"
        << "   # model.embed_tokens.weight\n";
@@ -1008,6 +1151,86 @@ public:
   HFNameMap names;
 
 private:
+  bool gpt2() const { return a.traits->layout == Layout::GPT2; }
+
+  /// GPT-2 (Layout::GPT2): learned absolute positions, pre-norm LayerNorm
+  /// blocks, one fused c_attn with bias, a plain gelu MLP, biases on every
+  /// projection. Its Conv1D weights are [in, out] like mtc's: none is
+  /// transposed.
+  std::string runGPT2() {
+    os << "  config {\n";
+    entry("vocab", std::to_string(a.vocab), "vocab_size");
+    entry("n_ctx", std::to_string(a.nPositions),
+          "n_positions: rows of the position table");
+    entry("dim", std::to_string(a.dim), "n_embd");
+    entry("n_layers", std::to_string(a.nLayers), "n_layer");
+    entry("n_heads", std::to_string(a.nHeads), "n_head");
+    entry("head_dim", "dim / n_heads",
+          "n_embd / n_head = " + std::to_string(a.headDim));
+    if (a.ffnField.empty())
+      entry("ffn", "4 * dim", "n_inner absent: 4 * n_embd");
+    else
+      entry("ffn", std::to_string(a.ffn), a.ffnField);
+    entry("eps", fmtFloat(a.eps), a.epsField);
+    entry("init_std", fmtFloat(a.initStd), "initializer_range");
+    os << "  }\n\n";
+    param("tok_emb", "[vocab, dim]", "normal(init_std)",
+          "transformer.wte.weight", "  ");
+    param("pos_emb", "[n_ctx, dim]", "normal(init_std)",
+          "transformer.wpe.weight", "  ");
+    const Template &t = templates.at(0);
+    current = &t;
+    os << "\n  layer " << t.name << " x " << t.hfIndices.size() << " {\n";
+    param("attn_norm", "[dim]", "ones", "ln_1.weight");
+    param("attn_norm_b", "[dim]", "zeros", "ln_1.bias");
+    param("w_qkv", "[dim, 3 * dim]", "normal(init_std)",
+          "attn.c_attn.weight (q, k, v columns in order)");
+    param("b_qkv", "[3 * dim]", "zeros", "attn.c_attn.bias");
+    // GPT2PreTrainedModel draws the residual projections (c_proj) with
+    // std / sqrt(2 * n_layer): scaled_normal.
+    param("wo", "[dim, dim]", "scaled_normal(init_std)", "attn.c_proj.weight");
+    param("bo", "[dim]", "zeros", "attn.c_proj.bias");
+    param("mlp_norm", "[dim]", "ones", "ln_2.weight");
+    param("mlp_norm_b", "[dim]", "zeros", "ln_2.bias");
+    param("w_up", "[dim, ffn]", "normal(init_std)", "mlp.c_fc.weight");
+    param("b_up", "[ffn]", "zeros", "mlp.c_fc.bias");
+    param("w_down", "[ffn, dim]", "scaled_normal(init_std)",
+          "mlp.c_proj.weight");
+    param("b_down", "[dim]", "zeros", "mlp.c_proj.bias");
+    os << "\n    forward(x: [B, S, dim]) -> [B, S, dim] {\n"
+       << "      h = layernorm(x, attn_norm, attn_norm_b, eps)\n"
+       << "      q, k, v = split(matmul(h, w_qkv, b_qkv), [dim, dim, dim], "
+          "axis = -1)\n"
+       << "      q = reshape(q, [B, S, n_heads, head_dim])\n"
+       << "      k = reshape(k, [B, S, n_heads, head_dim])\n"
+       << "      v = reshape(v, [B, S, n_heads, head_dim])\n"
+       << "      a = attention(q, k, v, causal = true)\n"
+       << "      x = x + matmul(reshape(a, [B, S, dim]), wo, bo)\n\n"
+       << "      m = layernorm(x, mlp_norm, mlp_norm_b, eps)\n"
+       << "      m = " << actCall("matmul(m, w_up, b_up)") << "\n"
+       << "      return x + matmul(m, w_down, b_down)\n"
+       << "    }\n  }\n\n";
+    current = nullptr;
+    param("final_norm", "[dim]", "ones", "transformer.ln_f.weight", "  ");
+    param("final_norm_b", "[dim]", "zeros", "transformer.ln_f.bias", "  ");
+    if (!a.tie)
+      param("lm_head", "[dim, vocab]", "normal(init_std)",
+            "lm_head.weight (transposed)", "  ");
+    os << "\n  forward(tokens: [B, S] i32, targets: [B, S] i32) -> [] {\n"
+       << "    # The first S rows of the position table: positions 0..S-1.\n"
+       << "    x = embedding(tokens, tok_emb) + slice(pos_emb, 0, 0, S)\n"
+       << "    x = " << t.name << "(x)\n"
+       << "    x = layernorm(x, final_norm, final_norm_b, eps)\n"
+       << "    logits = "
+       << (a.tie ? "x @ transpose(tok_emb)   # tie_word_embeddings: the head "
+                   "is tok_emb"
+                 : "x @ lm_head")
+       << "\n"
+       << "    return cross_entropy(logits, targets, ignore_index = -100)\n"
+       << "  }\n}\n";
+    return os.str();
+  }
+
   const Arch &a;
   const Template *current = nullptr; // the layer being printed
   int64_t expertCount = 0;           // inside its expert block
@@ -1063,19 +1286,31 @@ private:
     }
   }
 
+  /// The HF name of layer i's tensors is this prefix, i, '.', the name.
+  std::string layerPrefix() const {
+    return gpt2() ? "transformer.h." : "model.layers.";
+  }
+
   void header() {
     os << "# Imported from " << a.file << " (model_type '" << a.modelType
        << "') by `mtc import-hf`.\n"
        << "# Edit freely: the config names below carry the config.json "
           "values;\n"
        << "# each parameter's comment names its HuggingFace tensor. Tensor "
-          "names\n"
-       << "# are relative to `model.layers.{i}.` inside a layer; mtc stores\n"
-       << "# matrices as [in, out], so `(transposed)` tensors are the HF "
-          "weight\n"
-       << "# transposed ([out, in] in the checkpoint). docs/hf.md has the "
-          "full\n"
-       << "# mapping.\n";
+          "names\n";
+    if (gpt2())
+      os << "# are relative to `transformer.h.{i}.` inside a layer. GPT-2's "
+            "Conv1D\n"
+         << "# weights are stored [in, out], as mtc stores matrices: none is\n"
+         << "# transposed. docs/hf.md has the full mapping.\n";
+    else
+      os << "# are relative to `model.layers.{i}.` inside a layer; mtc "
+            "stores\n"
+         << "# matrices as [in, out], so `(transposed)` tensors are the HF "
+            "weight\n"
+         << "# transposed ([out, in] in the checkpoint). docs/hf.md has the "
+            "full\n"
+         << "# mapping.\n";
     if (templates.size() > 1) {
       os << "#\n# Layer templates (instance j of a template is model.layers.{i}"
             " with i from\n# this list):\n";
@@ -1143,7 +1378,7 @@ private:
         entry("shared_ffn", std::to_string(a.sharedFfn),
               "shared_expert_intermediate_size");
       entry("n_experts", std::to_string(a.nExperts),
-            a.modelType == "mixtral" ? "num_local_experts" : "num_experts");
+            a.expertStyle == "mixtral" ? "num_local_experts" : "num_experts");
       entry("top_k", std::to_string(a.topK), "num_experts_per_tok");
       entry("router_aux_loss_coef", fmtFloat(a.auxCoef),
             "router_aux_loss_coef");
@@ -1195,16 +1430,17 @@ private:
     if (a.finalSoftcap > 0)
       entry("final_softcap", fmtFloat(a.finalSoftcap),
             "final_logit_softcapping");
-    if (a.modelType == "gemma" && a.actValue == "gelu")
+    if (a.traits->has(LegacyGeluTanh) && a.actValue == "gelu")
       os << "    # hidden_act 'gelu' is the tanh-approximated GELU: "
             "transformers' GemmaConfig\n    # maps it to gelu_pytorch_tanh\n";
     os << "  }\n";
   }
 
   void param(const std::string &name, const std::string &shape,
-             const std::string &init, const std::string &hf) {
+             const std::string &init, const std::string &hf,
+             const std::string &indent = "    ") {
     record(name, hf);
-    std::string line = "    param " + name + ": " + shape + " = " + init;
+    std::string line = indent + "param " + name + ": " + shape + " = " + init;
     os << line;
     if (line.size() < 58)
       os << std::string(58 - line.size(), ' ');
@@ -1225,7 +1461,7 @@ private:
     }
     for (size_t j = 0; j < current->hfIndices.size(); ++j) {
       std::string prefix =
-          "model.layers." + std::to_string(current->hfIndices[j]) + ".";
+          layerPrefix() + std::to_string(current->hfIndices[j]) + ".";
       std::string inst = current->name + "." + std::to_string(j) + ".";
       if (expertCount == 0) {
         names[inst + name] = {prefix + tensor, transpose};
@@ -1324,7 +1560,7 @@ private:
     }
     // Feed-forward parameters.
     std::string mlpPrefix =
-        a.modelType == "mixtral" ? "block_sparse_moe." : "mlp.";
+        a.expertStyle == "mixtral" ? "block_sparse_moe." : "mlp.";
     if (!moe) {
       if (a.fusedGateUp) {
         param("w_gate_up", "[dim, 2 * ffn]", "normal(init_std)",
@@ -1551,10 +1787,8 @@ std::string hfConfigPath(const std::string &dirOrConfig) {
   return dirOrConfig;
 }
 
-bool importHFConfigText(const std::string &jsonText,
-                        const std::string &displayName, std::string &mtSource,
-                        std::string &err, std::vector<std::string> *warnings,
-                        HFNameMap *names) {
+Expected<HFImportResult> importHFConfigText(const std::string &jsonText,
+                                            const std::string &displayName) {
   try {
     json cfg;
     try {
@@ -1563,60 +1797,51 @@ bool importHFConfigText(const std::string &jsonText,
       std::string what = e.what();
       // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
       size_t p = what.find("] ");
-      err = displayName + ": malformed JSON: " +
-            (p == std::string::npos ? what : what.substr(p + 2));
-      return false;
+      return Status::error(
+          displayName + ": malformed JSON: " +
+          (p == std::string::npos ? what : what.substr(p + 2)));
     }
     Arch arch = readArch(cfg, displayName);
-    if (warnings)
-      for (const std::string &k : arch.unknownFields)
-        warnings->push_back(
-            displayName + ": field '" + k + "' (" + show(cfg[k]) +
-            ") is not known to the importer for model_type '" + arch.modelType +
-            "' and is ignored; check that it does not change "
-            "the computation");
+    HFImportResult out;
+    for (const std::string &k : arch.unknownFields)
+      out.warnings.push_back(
+          displayName + ": field '" + k + "' (" + show(cfg[k]) +
+          ") is not known to the importer for model_type '" + arch.modelType +
+          "' and is ignored; check that it does not change the computation");
+    for (const std::string &w : arch.notes)
+      out.warnings.push_back(displayName + ": " + w);
     Printer printer(arch);
-    mtSource = printer.run();
-    if (names)
-      *names = std::move(printer.names);
-    return true;
+    out.source = printer.run();
+    out.names = std::move(printer.names);
+    return out;
   } catch (const ImportError &e) {
-    err = e.message;
+    return Status::error(e.message);
   } catch (const std::exception &e) {
-    err = displayName + ": " + e.what();
+    return Status::error(displayName + ": " + e.what());
   } catch (...) {
-    err = displayName + ": unexpected error while importing";
+    return Status::error(displayName + ": unexpected error while importing");
   }
-  return false;
 }
 
-bool importHFConfig(const std::string &configPath, std::string &mtSource,
-                    std::string &err, std::vector<std::string> *warnings,
-                    HFNameMap *names) {
+Expected<HFImportResult> importHFConfig(const std::string &configPath) {
   struct stat st;
-  if (::stat(configPath.c_str(), &st) != 0) {
-    err = "cannot open '" + configPath + "': " + std::strerror(errno);
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    err = "'" + configPath + "' is not a regular file";
-    return false;
-  }
-  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
-    err = configPath + ": file is " + std::to_string(st.st_size) +
-          " bytes; config.json is limited to " +
-          std::to_string(kMaxConfigBytes) + " bytes";
-    return false;
-  }
+  if (::stat(configPath.c_str(), &st) != 0)
+    return Status::error("cannot open '" + configPath +
+                         "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::error("'" + configPath + "' is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes)
+    return Status::error(configPath + ": file is " +
+                         std::to_string(st.st_size) +
+                         " bytes; config.json is limited to " +
+                         std::to_string(kMaxConfigBytes) + " bytes");
   std::ifstream in(configPath, std::ios::binary);
-  if (!in) {
-    err = "cannot open '" + configPath + "': " + std::strerror(errno);
-    return false;
-  }
+  if (!in)
+    return Status::error("cannot open '" + configPath +
+                         "': " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
-  return importHFConfigText(ss.str(), configPath, mtSource, err, warnings,
-                            names);
+  return importHFConfigText(ss.str(), configPath);
 }
 
 } // namespace mtc

@@ -2,8 +2,8 @@
 //
 // Part of mtc. Reads a HuggingFace `config.json` (a decoder-only causal LM:
 // llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gemma, gemma2,
-// gemma3_text, phi3, olmo2) and writes readable, editable `.mt` source for
-// the same architecture: a config block with the HF values under readable
+// gemma3_text, phi3, olmo2, gpt2) and writes readable, editable `.mt` source
+// for the same architecture: a config block with the HF values under readable
 // names, parameters whose comments give the HF tensor names, layer templates
 // and the forward. docs/hf.md lists the supported fields, the field policy
 // and the parameter-name mapping.
@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #ifndef MTC_FRONTEND_HFIMPORT_H
 #define MTC_FRONTEND_HFIMPORT_H
+
+#include "lib/Support/Status.h"
 
 #include <map>
 #include <string>
@@ -38,25 +40,27 @@ using HFNameMap = std::map<std::string, HFTensorName>;
 /// directory means its `config.json`. Does not check that the file exists.
 std::string hfConfigPath(const std::string &dirOrConfig);
 
+/// What importing a config gives.
+struct HFImportResult {
+  /// The `.mt` source.
+  std::string source;
+  /// Fields the importer does not know and that do not look like metadata,
+  /// and fields it ignores on purpose, as messages naming the file and field.
+  std::vector<std::string> warnings;
+  /// The HF tensor of every parameter instance of the source (docs/hf.md,
+  /// "Loading weights").
+  HFNameMap names;
+};
+
 /// Reads the config at \p configPath (a file; see hfConfigPath) and writes
-/// the `.mt` source to \p mtSource. On failure returns false with \p err
-/// naming the file and, where there is one, the field and its value
-/// ("DIR/config.json: rope_scaling.type 'yarn' is not supported ..."). Fields
-/// the importer does not know and that do not look like metadata are
-/// appended to \p warnings (when given) as messages naming the file and field.
-/// When \p names is given it receives the HF tensor of every parameter
-/// instance of the generated source (docs/hf.md, "Loading weights").
-bool importHFConfig(const std::string &configPath, std::string &mtSource,
-                    std::string &err,
-                    std::vector<std::string> *warnings = nullptr,
-                    HFNameMap *names = nullptr);
+/// the `.mt` source. An error names the file and, where there is one, the
+/// field and its value ("DIR/config.json: rope_scaling.type 'yarn' is not
+/// supported ...").
+Expected<HFImportResult> importHFConfig(const std::string &configPath);
 
 /// The same from JSON text; \p displayName is used in messages.
-bool importHFConfigText(const std::string &jsonText,
-                        const std::string &displayName, std::string &mtSource,
-                        std::string &err,
-                        std::vector<std::string> *warnings = nullptr,
-                        HFNameMap *names = nullptr);
+Expected<HFImportResult> importHFConfigText(const std::string &jsonText,
+                                            const std::string &displayName);
 
 } // namespace mtc
 

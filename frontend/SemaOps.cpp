@@ -682,7 +682,23 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     int64_t axis = 0, start = 0, end = 0;
     integer(1, 0, -kMaxDim, axis);
     integer(2, 0, 0, start);
-    integer(3, 0, 0, end);
+    // `end` may be S: the first S rows of a static axis (a learned position
+    // table); whether S fits is checked when S is bound.
+    const ast::Expr *endArg = bound[3];
+    if (endArg && endArg->kind == ast::Expr::Kind::Name &&
+        reservedDimMeaning(endArg->text)) {
+      if (symbolicDimByName(endArg->text) != kDimS ||
+          st.kind == ScopeKind::Expert) {
+        rep.error(boundLoc[3], argName(3) +
+                                   " may be S (the sequence length) "
+                                   "in a model or layer forward, not " +
+                                   endArg->text);
+        ok = false;
+      }
+      end = kDimS;
+    } else {
+      integer(3, 0, 0, end);
+    }
     if (!ok)
       return failed;
     ValueType x = type(ids[0]);

@@ -220,15 +220,17 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
 bool importHFModel(const std::string &dirOrConfig, std::string &source,
                    std::string &displayName, std::ostream &errs,
                    HFNameMap *names) {
-  std::string config = hfConfigPath(dirOrConfig), err;
-  std::vector<std::string> warnings;
-  bool ok = importHFConfig(config, source, err, &warnings, names);
-  for (const std::string &w : warnings)
-    errs << "mtc: warning: " << w << "\n";
-  if (!ok) {
-    errs << "mtc: error: " << err << "\n";
+  std::string config = hfConfigPath(dirOrConfig);
+  Expected<HFImportResult> imported = importHFConfig(config);
+  if (!imported) {
+    errs << "mtc: error: " << imported.message() << "\n";
     return false;
   }
+  for (const std::string &w : imported->warnings)
+    errs << "mtc: warning: " << w << "\n";
+  source = std::move(imported->source);
+  if (names)
+    *names = std::move(imported->names);
   displayName = config + " (imported)";
   return true;
 }

@@ -269,21 +269,25 @@ def MT_LinearCrossEntropyGradOp : MT_Op<"linear_cross_entropy_grad", [Pure]> {
 def MT_PadOp : MT_Op<"pad", [Pure]> {
   let summary = "places a tensor at [start, end) of a zero tensor along an axis";
   let description = [{
-    The vector-Jacobian product of `mt.slice`.
+    The vector-Jacobian product of `mt.slice`. With `end = S` (the VJP of a
+    slice ending at S) the input's S entries land in the first S entries of
+    the result and the rest are zero: only the used rows get a gradient.
 
     ```mlir
     %p = mt.pad %x axis = 2 start = 16 end = 32 : !mt.tensor<[B, S, 16], f32>
         -> !mt.tensor<[B, S, 64], f32>
+    %g = mt.pad %dy axis = 0 start = 0 end = S : !mt.tensor<[S, 64], f32>
+        -> !mt.tensor<[1024, 64], f32>
     ```
   }];
   let arguments = (ins MT_AnyTensor:$input,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$axis,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$start,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$end);
+                       I64Attr:$end);
   let results = (outs MT_AnyTensor:$result);
   let assemblyFormat = [{
-    $input `axis` `=` $axis `start` `=` $start `end` `=` $end attr-dict `:`
-    type($input) `->` type($result)
+    $input `axis` `=` $axis `start` `=` $start `end` `=` custom<SliceEnd>($end)
+    attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }

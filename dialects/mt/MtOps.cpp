@@ -151,6 +151,30 @@ static void printInit(OpAsmPrinter &printer, Operation *, InitKindAttr kind,
   printer << "]";
 }
 
+/// The end of mt.slice and mt.pad: an integer, or `S` (stored as kDimS).
+static ParseResult parseSliceEnd(OpAsmParser &parser, IntegerAttr &end) {
+  Builder b(parser.getContext());
+  if (succeeded(parser.parseOptionalKeyword("S"))) {
+    end = b.getI64IntegerAttr(mtc::kDimS);
+    return success();
+  }
+  int64_t v;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseInteger(v))
+    return failure();
+  if (v < 0)
+    return parser.emitError(loc, "end must be a non-negative integer or S");
+  end = b.getI64IntegerAttr(v);
+  return success();
+}
+
+static void printSliceEnd(OpAsmPrinter &printer, Operation *, IntegerAttr end) {
+  if (end.getInt() == mtc::kDimS)
+    printer << "S";
+  else
+    printer << end.getInt();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/mt/MtOps.cpp.inc"
 

@@ -472,19 +472,28 @@ def MT_ConcatOp : MT_Op<"concat", [Pure]> {
 def MT_SliceOp : MT_Op<"slice", [Pure]> {
   let summary = "elements [start, end) along one axis";
   let description = [{
+    `end` is a number, or `S` (with `start = 0`): the first S entries of a
+    static axis, such as the rows of a learned position table used by a
+    sequence of symbolic length. Whether S fits the axis is checked when S
+    is bound (compile with `--seq`, or at run time); while decoding with a
+    KV cache the runtime takes the rows at the absolute positions of the new
+    tokens.
+
     ```mlir
     %s = mt.slice %x axis = 2 start = 0 end = 16 : !mt.tensor<[B, S, 64], f32>
         -> !mt.tensor<[B, S, 16], f32>
+    %p = mt.slice %wpe axis = 0 start = 0 end = S : !mt.tensor<[1024, 64], f32>
+        -> !mt.tensor<[S, 64], f32>
     ```
   }];
   let arguments = (ins MT_AnyTensor:$input,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$axis,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$start,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$end);
+                       I64Attr:$end);
   let results = (outs MT_AnyTensor:$result);
   let assemblyFormat = [{
-    $input `axis` `=` $axis `start` `=` $start `end` `=` $end attr-dict `:`
-    type($input) `->` type($result)
+    $input `axis` `=` $axis `start` `=` $start `end` `=` custom<SliceEnd>($end)
+    attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -152,7 +152,59 @@ int64_t Bundle::vocabulary() const {
   return 0;
 }
 
+namespace {
+
+/// The first slice ending at S (a position table's first S rows) in \p fn or
+/// its fused regions whose axis has fewer than \p seq entries, described
+/// for the error of checkTokenShapes; empty when all fit.
+std::string sliceTooShort(const Function &fn, int64_t seq,
+                          const std::string &flag) {
+  for (const Op &op : fn.ops) {
+    if (op.region) {
+      std::string inner = sliceTooShort(*op.region, seq, flag);
+      if (!inner.empty())
+        return inner;
+    }
+    if (op.name != "slice" || op.intAttr("end") != kDimS || op.operands.empty())
+      continue;
+    const Shape &table = fn.values.at(op.operands[0]).shape;
+    int64_t axis = op.intAttr("axis");
+    if (axis < 0 || axis >= static_cast<int64_t>(table.size()) ||
+        isSymbolic(table[axis]) || seq <= table[axis])
+      continue;
+    std::string what = "the table " + formatShape(table);
+    for (const Op &def : fn.ops)
+      if (def.name == "param_ref" && !def.results.empty() &&
+          def.results[0] == op.operands[0])
+        what = "the table '" + def.symbol + "' " + formatShape(table);
+    return flag + " " + std::to_string(seq) + " is larger than the " +
+           std::to_string(table[axis]) + " rows of " + what +
+           " whose first S rows the model uses" +
+           (op.loc.empty() ? "" : " (slice at " + op.loc + ")") + "; pass " +
+           flag + " " + std::to_string(table[axis]) + " or less";
+  }
+  return "";
+}
+
+} // namespace
+
+Status checkSequenceFits(const Bundle &b, int64_t seq,
+                         const std::string &flag) {
+  std::string tooShort;
+  for (const auto &[name, fn] : b.functions)
+    if (tooShort.empty())
+      tooShort = sliceTooShort(fn, seq, flag);
+  for (const auto &layer : b.layers)
+    for (const auto &[name, fn] : layer.functions)
+      if (tooShort.empty())
+        tooShort = sliceTooShort(fn, seq, flag);
+  return tooShort.empty() ? Status::success() : Status::error(tooShort);
+}
+
 Status checkTokenShapes(const Bundle &b, int64_t batch, int64_t seq) {
+  if (seq > 0)
+    if (Status st = checkSequenceFits(b, seq, "--seq"); !st.ok())
+      return st;
   auto it = b.functions.find("forward");
   if (it == b.functions.end())
     return Status::success();

@@ -194,9 +194,15 @@ struct Bundle {
 /// and target shapes the model's forward declares: a static dimension must
 /// equal the run's (a model declaring `tokens: [B, 64]` cannot train at
 /// --seq 128). \p seq < 0 stands for every length (generation): a static
-/// sequence length is then an error; 0 skips a dimension. Errors name the
-/// flag and both values.
+/// sequence length is then an error; 0 skips a dimension. A \p seq > 0 must
+/// also fit every slice ending at S (the first S rows of a learned position
+/// table). Errors name the flag and both values.
 Status checkTokenShapes(const Bundle &b, int64_t batch, int64_t seq);
+
+/// Checks that sequences of \p seq tokens fit every slice ending at S (the
+/// first S rows of a learned position table) in \p b's functions; the error
+/// names \p flag ("--seq", "--context"), the table and its rows.
+Status checkSequenceFits(const Bundle &b, int64_t seq, const std::string &flag);
 
 /// Serialises to the JSON text of a .mtb file.
 std::string toJson(const Bundle &b);

@@ -209,6 +209,14 @@ public:
            std::to_string(v));
     return v;
   }
+  /// The `end` of slice and pad: not negative, or kDimS (the first S rows).
+  int64_t rangeEnd() const {
+    int64_t v = op.intAttr("end", 0);
+    if (v < 0 && v != kDimS)
+      fail("attribute 'end' must not be negative (or " + std::to_string(kDimS) +
+           ", S), got " + std::to_string(v));
+    return v;
+  }
   /// A float attribute that must not be negative (or NaN).
   void nonNegativeFloat(const char *key) const {
     double v = op.floatAttr(key, 0);
@@ -484,7 +492,7 @@ void checkSlice(OpChecker &c) {
   Shape out;
   std::string err;
   c.rule(rules::slice(c.in(0), c.nonNegative("axis"), c.nonNegative("start"),
-                      c.nonNegative("end"), out, err),
+                      c.rangeEnd(), out, err),
          err);
   sameDType(c, 0, true);
   c.resultType(0, {out, c.operand(0).dtype}, "the slice");
@@ -493,7 +501,7 @@ void checkSlice(OpChecker &c) {
 void checkPad(OpChecker &c) {
   std::string err;
   c.rule(rules::pad(c.in(0), c.out(0), c.nonNegative("axis"),
-                    c.nonNegative("start"), c.nonNegative("end"), err),
+                    c.nonNegative("start"), c.rangeEnd(), err),
          err);
   sameDType(c, 0, true);
 }

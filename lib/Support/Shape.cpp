@@ -336,6 +336,19 @@ bool slice(const Shape &x, int64_t ax, int64_t start, int64_t end, Shape &out,
           formatShape(x);
     return false;
   }
+  if (end == kDimS) {
+    // The first S rows of a static axis (a learned position table). Whether
+    // S fits is known only when S is bound: checkSequenceFits.
+    if (start != 0) {
+      err = "a slice that ends at S must start at 0, got start " +
+            std::to_string(start);
+      return false;
+    }
+    Shape result = x;
+    result[a] = kDimS;
+    out = std::move(result);
+    return true;
+  }
   if (start < 0 || start >= end || end > x[a]) {
     err = "slice [" + std::to_string(start) + ", " + std::to_string(end) +
           ") is out of range for axis " + std::to_string(a) + " of " +
@@ -495,9 +508,11 @@ bool pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
           formatShape(x) + " -> " + formatShape(out);
     return false;
   }
-  if (isSymbolic(out[axis]) || start < 0 || end > out[axis] ||
-      end - start != x[axis]) {
-    err = "[" + std::to_string(start) + ", " + std::to_string(end) +
+  bool symbolicEnd = end == kDimS && start == 0 && x[axis] == kDimS;
+  if (isSymbolic(out[axis]) || start < 0 ||
+      (!symbolicEnd && (end > out[axis] || end - start != x[axis]))) {
+    err = "[" + std::to_string(start) + ", " +
+          (end == kDimS ? formatDim(end) : std::to_string(end)) +
           ") does not place " + formatShape(x) + " inside " + formatShape(out);
     return false;
   }

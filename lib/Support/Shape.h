@@ -60,6 +60,8 @@ bool split(const Shape &x, const std::vector<int64_t> &sizes, int64_t axis,
            std::vector<Shape> &out, std::string &err);
 bool concat(const std::vector<Shape> &xs, int64_t axis, Shape &out,
             std::string &err);
+/// [start, end) along \p axis; \p end may be kDimS (with \p start 0) for the
+/// first S entries of a static axis, the result's axis then being S.
 bool slice(const Shape &x, int64_t axis, int64_t start, int64_t end, Shape &out,
            std::string &err);
 /// x [.., D] normalised with weight (and bias) [D].
@@ -84,7 +86,8 @@ bool weightGrad(const Shape &x, const Shape &dy, Shape &out, std::string &err);
 /// Summing \p from down to \p to, a shape that broadcasts to \p from.
 bool reduceTo(const Shape &from, const Shape &to, std::string &err);
 /// x placed at [start, end) along \p axis (>= 0) of a zero tensor \p out;
-/// the other dims agree and out's padded dim is static.
+/// the other dims agree and out's padded dim is static. \p end is kDimS
+/// (with \p start 0) when x's axis is S: the VJP of a slice ending at S.
 bool pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
          int64_t end, std::string &err);
 /// A value of a fused region whose iteration shape is \p iteration (see

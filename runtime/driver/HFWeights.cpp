@@ -37,6 +37,26 @@ std::string listNames(const std::vector<std::string> &names) {
   return out;
 }
 
+/// \p tensor without its base-model prefix (`transformer.`, `model.`), or
+/// "" if it has none: a checkpoint of the base model (GPT2Model, LlamaModel:
+/// the published GPT-2 files) names `h.0.ln_1.weight` what the causal-LM
+/// model names `transformer.h.0.ln_1.weight`, and transformers loads either.
+std::string withoutBasePrefix(const std::string &tensor) {
+  for (const char *prefix : {"transformer.", "model."}) {
+    std::string p = prefix;
+    if (tensor.compare(0, p.size(), p) == 0)
+      return tensor.substr(p.size());
+  }
+  return "";
+}
+
+/// Buffers some checkpoints carry that are not parameters: rotary
+/// `inv_freq`, GPT-2's causal masks `h.{i}.attn.bias` / `.attn.masked_bias`.
+bool isBuffer(const std::string &name) {
+  return endsWith(name, "rotary_emb.inv_freq") ||
+         endsWith(name, ".attn.bias") || endsWith(name, ".attn.masked_bias");
+}
+
 } // namespace
 
 std::string hfWeightsPath(const std::string &dirOrConfig) {
@@ -74,6 +94,7 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
   struct Load {
     size_t slot;
     const bundle::HFTensorRef *ref;
+    std::string tensor; ///< its name in the checkpoint
     int64_t rows, cols; ///< HF shape, for transposed matrices
   };
   std::vector<Load> loads;
@@ -85,8 +106,14 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
       continue;
     }
     const bundle::HFTensorRef &ref = it->second;
-    used.insert(ref.tensor);
-    const TensorInfo *t = ckpt->find(ref.tensor);
+    std::string tensor = ref.tensor;
+    const TensorInfo *t = ckpt->find(tensor);
+    if (std::string base = withoutBasePrefix(tensor);
+        !t && !base.empty() && ckpt->find(base)) {
+      tensor = base;
+      t = ckpt->find(base);
+    }
+    used.insert(tensor);
     if (!t) {
       missing.push_back(ref.tensor + " (for " + s.name + ")");
       continue;
@@ -102,7 +129,7 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
       std::swap(hfWant[0], hfWant[1]);
     }
     if (t->shape != hfWant) {
-      shapeErrors.push_back("tensor '" + ref.tensor + "' has shape " +
+      shapeErrors.push_back("tensor '" + tensor + "' has shape " +
                             formatTensorShape(t->shape) + ", expected " +
                             formatTensorShape(hfWant) + " (parameter " +
                             s.name + " " + formatTensorShape(want) +
@@ -111,21 +138,21 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
     }
     if (t->dtype != TensorDType::F32 && t->dtype != TensorDType::BF16 &&
         t->dtype != TensorDType::F16 && t->dtype != TensorDType::F64) {
-      shapeErrors.push_back("tensor '" + ref.tensor + "' has dtype " +
+      shapeErrors.push_back("tensor '" + tensor + "' has dtype " +
                             dtypeName(t->dtype) +
                             " (expected F32, BF16, F16 or F64)");
       continue;
     }
-    loads.push_back({k, &ref, hfWant.size() == 2 ? hfWant[0] : 0,
+    loads.push_back({k, &ref, tensor, hfWant.size() == 2 ? hfWant[0] : 0,
                      hfWant.size() == 2 ? hfWant[1] : 0});
   }
 
-  // Tensors no parameter reads. Rotary inv_freq is a buffer; a tied model's
+  // Tensors no parameter reads. Buffers are not parameters; a tied model's
   // lm_head.weight is transformers' alias of the embeddings.
   bool tied = !used.count("lm_head.weight");
   std::vector<std::string> unexpected;
   for (const std::string &name : ckpt->names())
-    if (!used.count(name) && !endsWith(name, "rotary_emb.inv_freq") &&
+    if (!used.count(name) && !isBuffer(name) &&
         !(tied && name == "lm_head.weight"))
       unexpected.push_back(name);
 
@@ -147,13 +174,12 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
     exec::ParamSlot &s = store.slots()[l.slot];
     size_t n = s.value.size();
     if (!l.ref->transpose) {
-      if (Status st = ckpt->readAsF32(l.ref->tensor, s.value.data(), n);
-          !st.ok())
+      if (Status st = ckpt->readAsF32(l.tensor, s.value.data(), n); !st.ok())
         return st;
       continue;
     }
     buf.resize(n);
-    if (Status st = ckpt->readAsF32(l.ref->tensor, buf.data(), n); !st.ok())
+    if (Status st = ckpt->readAsF32(l.tensor, buf.data(), n); !st.ok())
       return st;
     // HF [out, in] row-major to mtc [in, out].
     float *dst = s.value.data();

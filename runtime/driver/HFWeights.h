@@ -28,8 +28,11 @@ std::string hfWeightsPath(const std::string &dirOrConfig);
 /// say so. Fails, changing nothing, when the bundle has no HF name for an
 /// instance, a tensor is missing or has the wrong shape (the message names
 /// the tensor, the parameter and both shapes), or the checkpoint holds
-/// tensors no parameter uses (all listed). Rotary `inv_freq` buffers and,
-/// for a tied model, `lm_head.weight` are not parameters and are ignored.
+/// tensors no parameter uses (all listed). Rotary `inv_freq` buffers, GPT-2's
+/// causal-mask buffers (`h.{i}.attn.bias`, `.attn.masked_bias`) and, for a
+/// tied model, `lm_head.weight` are not parameters and are ignored. A base
+/// model's checkpoint (tensors without the `transformer.` / `model.` prefix,
+/// as the published GPT-2 files) loads as transformers loads it.
 Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
                      const std::string &path);
 

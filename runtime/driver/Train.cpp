@@ -27,6 +27,7 @@
 #include "runtime/device/Trace.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/HFWeights.h"
+#include "runtime/driver/InitWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/exec/cuda/CudaBackend.h"
@@ -364,6 +365,13 @@ Status checkTrainPaths(const TrainOptions &opts, const std::string &outDir) {
     inputs.push_back({"--tokenizer", tok::tokenizerJsonPath(opts.tokenizer)});
   for (const std::string &f : opts.modelFiles)
     inputs.push_back({"the model", f});
+  // A directory is read through its model.safetensors (or index): that is
+  // the input a checkpoint in --out would replace.
+  if (!opts.initFrom.empty())
+    inputs.push_back(
+        {"--init-from", std::filesystem::is_directory(opts.initFrom)
+                            ? opts.initFrom + "/model.safetensors"
+                            : opts.initFrom});
   std::vector<NamedPath> outputs = {{"--metrics", opts.metrics},
                                     {"--trace", opts.trace},
                                     {"--host-state-file", opts.hostStateFile}};
@@ -656,6 +664,25 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     }
   } else {
     store.initialize(opts.seed);
+  }
+  if (!opts.initFrom.empty()) {
+    if (!ckDir.empty() || !opts.hfWeights.empty()) {
+      err << "mtc: error: --init-from starts a new run from given weights; "
+          << (ckDir.empty() ? "the --hf directory '" + opts.hfWeights +
+                                  "' has weights of its own (give one or "
+                                  "the other)"
+                            : std::string("--resume continues one from its "
+                                          "checkpoint (give one or the "
+                                          "other)"))
+          << "\n";
+      return 1;
+    }
+    Expected<size_t> n = loadInitWeights(store, opts.initFrom);
+    if (!n) {
+      err << "mtc: error: " << n.message() << "\n";
+      return 1;
+    }
+    out << "initialised from " << opts.initFrom << " (" << *n << " tensors)\n";
   }
   if (!opts.hfWeights.empty() && ckDir.empty()) {
     if (Status st = loadHFWeights(store, b, opts.hfWeights); !st.ok()) {
@@ -1127,6 +1154,13 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
                       state["seq"].is_number_integer()
                   ? state["seq"].get<int64_t>()
                   : 256;
+  }
+  // A learned position table bounds the context: the KV cache takes the
+  // rows at the tokens' absolute positions.
+  if (Status st = bundle::checkSequenceFits(b, context, "--context");
+      !st.ok()) {
+    err << "mtc: error: " << st.message() << "\n";
+    return 1;
   }
   int64_t vocab = b.vocabulary();
   Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =

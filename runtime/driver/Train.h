@@ -47,6 +47,10 @@ struct TrainOptions {
   /// A HuggingFace checkpoint (driver/HFWeights.h) to start from instead of
   /// the initializers; "" : none.
   std::string hfWeights;
+  /// Safetensors with the model's parameter names (a file, an index or a
+  /// directory such as a checkpoint; driver/InitWeights.h) to start from
+  /// instead of the initializers; "" : none. Not with hfWeights or resume.
+  std::string initFrom;
   /// A checkpoint directory to continue from ("" : none); see
   /// driver/Checkpoint.h. `steps` stays the total.
   std::string resume;

@@ -172,6 +172,21 @@ OpAttrs decodeAttrs(OpKind kind, const bundle::Op &op) {
 
 } // namespace
 
+Range resolveRange(const RangeAttrs &a, const Shape &part, const Shape &whole,
+                   int64_t position) {
+  if (a.end != kDimS)
+    return {a.start, a.end, ""};
+  int64_t rows = whole.at(a.axis), n = part.at(a.axis);
+  Range r{position, position + n, ""};
+  if (r.end > rows)
+    r.error = "positions " + std::to_string(r.start) + " to " +
+              std::to_string(r.end - 1) + " need rows past the " +
+              std::to_string(rows) + " of the table " + formatShape(whole) +
+              " whose first S rows the model uses (the sequence is longer "
+              "than its position table)";
+  return r;
+}
+
 std::string DecodedProgram::describe(const DecodedFunction &fn,
                                      const DecodedOp &op) {
   return fn.where + ": op " + std::to_string(op.index) + " '" + op.op->name +

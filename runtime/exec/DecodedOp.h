@@ -83,10 +83,26 @@ struct SplitAttrs {
   int64_t axis = 0;
   std::vector<int64_t> sizes;
 };
-/// slice, pad.
+/// slice, pad. `end` is kDimS for the first S entries of the axis (a
+/// learned position table); resolveRange gives the bound range.
 struct RangeAttrs {
   int64_t axis = 0, start = 0, end = 0;
 };
+
+/// The [start, end) a slice or pad covers at run time, or why it cannot run.
+struct Range {
+  int64_t start = 0, end = 0;
+  std::string error;
+};
+
+/// Resolves \p a for a run: \p part is the slice's result (the pad's
+/// input), \p whole the sliced tensor (the pad's result). A range ending at
+/// S covers the part's S entries, starting at \p position: 0 in training,
+/// the absolute position of the first new token when decoding with a KV
+/// cache, so that a position table gives each token its own row. Shared by
+/// every backend's slice and pad.
+Range resolveRange(const RangeAttrs &a, const Shape &part, const Shape &whole,
+                   int64_t position);
 /// transpose.
 struct TransposeAttrs {
   std::vector<int64_t> perm;

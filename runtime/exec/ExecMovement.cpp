@@ -59,17 +59,21 @@ void concat(OpContext &c) {
 
 /// slice and pad.
 void sliceOrPad(OpContext &c) {
-  const RangeAttrs &a = c.attrs<RangeAttrs>();
   const Tensor &x = c.in(0);
   Tensor y = c.newOutput();
+  bool isSlice = c.kind() == OpKind::Slice;
+  const Tensor &whole = isSlice ? x : y;
+  const Tensor &part = isSlice ? y : x;
+  Range r = resolveRange(c.attrs<RangeAttrs>(), part.shape, whole.shape,
+                         c.decoding() ? c.cachePosition() : 0);
+  if (!r.error.empty())
+    c.fail(r.error);
   int64_t outer, n, inner;
-  if (c.kind() == OpKind::Slice) {
-    split3(x.shape, a.axis, outer, n, inner);
-    cpu::slice(x.data(), y.data(), outer, n, inner, a.start, a.end);
-  } else {
-    split3(y.shape, a.axis, outer, n, inner);
-    cpu::pad(x.data(), y.data(), outer, n, inner, a.start, a.end);
-  }
+  split3(whole.shape, c.attrs<RangeAttrs>().axis, outer, n, inner);
+  if (isSlice)
+    cpu::slice(x.data(), y.data(), outer, n, inner, r.start, r.end);
+  else
+    cpu::pad(x.data(), y.data(), outer, n, inner, r.start, r.end);
   c.setResult(std::move(y));
 }
 

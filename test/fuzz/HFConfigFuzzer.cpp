@@ -21,11 +21,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string text(reinterpret_cast<const char *>(data), size);
-  std::string source, err;
-  std::vector<std::string> warnings;
-  if (!mtc::importHFConfigText(text, "fuzz/config.json", source, err,
-                               &warnings)) {
-    if (err.empty()) {
+  mtc::Expected<mtc::HFImportResult> imported =
+      mtc::importHFConfigText(text, "fuzz/config.json");
+  if (!imported) {
+    if (imported.message().empty()) {
       std::fprintf(stderr,
                    "hfconfig fuzzer: import failed without a message\n");
       __builtin_trap();
@@ -33,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   std::ostringstream sink;
+  const std::string &source = imported->source;
   mtc::DiagnosticEngine diags("imported.mt", source, sink);
   mtc::CheckedModel model;
   bool ok = mtc::parseAndCheck(diags, model);

@@ -92,7 +92,8 @@ const Command kCommands[] = {
      "[--seq N] [--micro-batches N] [--lr X] [--warmup N] [--min-lr-ratio X] "
      "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
      "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
-     "[--out DIR] [--resume DIR [--allow-model-change]] [--stop-after N] "
+     "[--out DIR] [--resume DIR [--allow-model-change]] [--init-from "
+     "FILE.safetensors|DIR] [--stop-after N] "
      "[--metrics FILE.jsonl] "
      "[--threads N] [--sample-prompt TEXT] "
      "[--sample-tokens N] [--kernels on|off] [--recompute "
@@ -123,6 +124,11 @@ const Command kCommands[] = {
      "  --seed, --val-fraction, the data file. May change (with a note):\n"
      "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
      "  --beta2, --clip.\n"
+     "--init-from FILE.safetensors|DIR starts from the weights of tensors\n"
+     "  named as the model's parameters (tok_emb, Block.0.wq, ...: another\n"
+     "  run's checkpoint, or weights saved under these names) instead of\n"
+     "  the initializers; names and shapes must all agree (every mismatch\n"
+     "  is listed). Step, schedule and optimizer start afresh.\n"
      "--stop-after N ends this run after step N (with a checkpoint) without\n"
      "  changing the schedule; --resume continues it. See docs/training.md.\n"
      "One run writes an --out at a time (a lock beside it, DIR.lock). The\n"
@@ -662,15 +668,13 @@ int runImportHF(const std::vector<std::string> &args) {
           {{"-o", output}}, {{"the config", mtc::hfConfigPath(input)}});
       !st.ok())
     return error("import-hf: " + st.message());
-  std::string source, err;
-  std::vector<std::string> warnings;
-  bool ok =
-      mtc::importHFConfig(mtc::hfConfigPath(input), source, err, &warnings);
-  for (const std::string &w : warnings)
+  mtc::Expected<mtc::HFImportResult> imported =
+      mtc::importHFConfig(mtc::hfConfigPath(input));
+  if (!imported)
+    return error(imported.message());
+  for (const std::string &w : imported->warnings)
     std::cerr << "mtc: warning: " << w << "\n";
-  if (!ok)
-    return error(err);
-  return writeOutput(output, source) ? 0 : 1;
+  return writeOutput(output, imported->source) ? 0 : 1;
 }
 
 int runExportHF(const std::vector<std::string> &args) {
@@ -1143,6 +1147,7 @@ int runTrain(const std::vector<std::string> &args) {
            {Flag::String, "--cpu", &copts.cpu},
            {Flag::String, "--hf", &hf},
            {Flag::String, "--resume", &opts.resume},
+           {Flag::String, "--init-from", &opts.initFrom},
            {Flag::Int, "--stop-after", &opts.stopAfter, 1},
            {Flag::String, "--device-memory", &deviceMemory},
            {Flag::Int, "--prefetch-depth", &copts.stream.prefetchDepth, 1},

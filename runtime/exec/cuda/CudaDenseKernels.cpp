@@ -120,20 +120,25 @@ void concat(OpContext &c) {
   c.setResult(std::move(y));
 }
 
-/// slice and pad.
+/// slice and pad. A range ending at S (a learned position table's first S
+/// rows) is resolved as the CPU kernel resolves it (exec::resolveRange).
 void sliceOrPad(OpContext &c) {
   const RangeAttrs &a = c.attrs<RangeAttrs>();
   const Tensor &x = c.in(0);
   Tensor y = c.newOutput();
+  bool isSlice = c.kind() == OpKind::Slice;
+  const Tensor &whole = isSlice ? x : y;
+  Range r = resolveRange(a, (isSlice ? y : x).shape, whole.shape,
+                         c.decoding() ? c.cachePosition() : 0);
+  if (!r.error.empty())
+    c.fail(r.error);
   int64_t outer, n, inner;
+  split3(whole.shape, a.axis, outer, n, inner);
   ops::Launch L = backendOf(c).launch();
-  if (c.kind() == OpKind::Slice) {
-    split3(x.shape, a.axis, outer, n, inner);
-    check(c, ops::slice(L, ptr(x), ptr(y), outer, n, inner, a.start, a.end));
-  } else {
-    split3(y.shape, a.axis, outer, n, inner);
-    check(c, ops::pad(L, ptr(x), ptr(y), outer, n, inner, a.start, a.end));
-  }
+  if (isSlice)
+    check(c, ops::slice(L, ptr(x), ptr(y), outer, n, inner, r.start, r.end));
+  else
+    check(c, ops::pad(L, ptr(x), ptr(y), outer, n, inner, r.start, r.end));
   c.setResult(std::move(y));
 }
 

@@ -98,6 +98,11 @@ mt.model @Tiny attributes {config = {dim = 16 : i64, eps = 1.0e-05 : f64}} {
     %mn = mt.mean %sm axis = 1 : !mt.tensor<[B, S, 32], f32> -> !mt.tensor<[B, 32], f32>
     %sl = mt.slice %sm axis = 2 start = 0 end = 16 : !mt.tensor<[B, S, 32], f32> -> !mt.tensor<[B, S, 16], f32>
     %sr = mt.slice %sm axis = 2 start = 16 end = 32 : !mt.tensor<[B, S, 32], f32> -> !mt.tensor<[B, S, 16], f32>
+    // The first S rows of a static table (learned positions) and its VJP.
+    // CHECK: mt.slice %{{.*}} axis = 0 start = 0 end = S : !mt.tensor<[32, 16], f32> -> !mt.tensor<[S, 16], f32>
+    %pos = mt.slice %emb axis = 0 start = 0 end = S : !mt.tensor<[32, 16], f32> -> !mt.tensor<[S, 16], f32>
+    // CHECK: mt.pad %{{.*}} axis = 0 start = 0 end = S : !mt.tensor<[S, 16], f32> -> !mt.tensor<[32, 16], f32>
+    %posg = mt.pad %pos axis = 0 start = 0 end = S : !mt.tensor<[S, 16], f32> -> !mt.tensor<[32, 16], f32>
     // CHECK: mt.concat %{{.*}}, %{{.*}} axis = 2
     %cc = mt.concat %sr, %sl axis = 2 : !mt.tensor<[B, S, 16], f32>, !mt.tensor<[B, S, 16], f32> -> !mt.tensor<[B, S, 32], f32>
     %all = mt.add %cc, %sum : !mt.tensor<[B, S, 32], f32>, !mt.tensor<[B, S, 1], f32> -> !mt.tensor<[B, S, 32], f32>

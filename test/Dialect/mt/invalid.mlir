@@ -384,3 +384,35 @@ func.func @f(%x: !mt.tensor<[8, 8], f32>, %w: !mt.tensor<[8], f32>) -> !mt.tenso
   }
   return %r : !mt.tensor<[8], f32>
 }
+
+// -----
+
+func.func @f(%t: !mt.tensor<[64, 8], f32>) {
+  // expected-error @+1 {{a slice that ends at S must start at 0, got start 1}}
+  %r = mt.slice %t axis = 0 start = 1 end = S : !mt.tensor<[64, 8], f32> -> !mt.tensor<[S, 8], f32>
+  return
+}
+
+// -----
+
+func.func @f(%x: !mt.tensor<[B, S, 8], f32>) {
+  // expected-error @+1 {{cannot slice the symbolic dimension S of [B, S, 8]}}
+  %r = mt.slice %x axis = 1 start = 0 end = S : !mt.tensor<[B, S, 8], f32> -> !mt.tensor<[B, S, 8], f32>
+  return
+}
+
+// -----
+
+func.func @f(%x: !mt.tensor<[S, 8], f32>) {
+  // expected-error @+1 {{[1, S) does not place [S, 8] inside [64, 8]}}
+  %r = mt.pad %x axis = 0 start = 1 end = S : !mt.tensor<[S, 8], f32> -> !mt.tensor<[64, 8], f32>
+  return
+}
+
+// -----
+
+func.func @f(%t: !mt.tensor<[64, 8], f32>) {
+  // expected-error @+1 {{end must be a non-negative integer or S}}
+  %r = mt.slice %t axis = 0 start = 0 end = -3 : !mt.tensor<[64, 8], f32> -> !mt.tensor<[S, 8], f32>
+  return
+}

@@ -7,6 +7,7 @@
   edit_hf_weights.py SRC DST scale NAME F       multiply F32 tensor NAME by F
   edit_hf_weights.py SRC DST transpose NAME     transpose 2-D F32 tensor NAME
   edit_hf_weights.py SRC DST config KEY JSON    set config.json's KEY to JSON
+  edit_hf_weights.py SRC DST strip PREFIX       remove PREFIX from every name
 
 --file F before SRC edits SRC/F (e.g. grads.safetensors, the reference
 gradients) instead of model.safetensors. SRC/DST are directories (the
@@ -69,6 +70,9 @@ def main():
                                   for r in range(rows)))
             info = dict(info, shape=[cols, rows])
         tensors[args[0]] = (info, a.tobytes())
+    elif op == "strip":
+        tensors = {(k[len(args[0]):] if k.startswith(args[0]) else k): v
+                   for k, v in tensors.items()}
     else:
         sys.exit("unknown operation " + op)
     out_header, blobs, off = {}, [], 0
