@@ -569,26 +569,20 @@ Val Checker::evalBinary(const ast::Expr &e, FnState &st) {
     rep.error(e.loc, "'" + opName + "' cannot operate on i32 values");
     return Val::poison();
   }
-  Shape shape;
-  std::string err;
-  OpKind kind;
-  bool ok;
-  if (e.op == '@') {
-    kind = OpKind::MatMul;
-    ok = rules::matmul(ta.shape, tb.shape, nullptr, shape, err);
-  } else {
-    kind = e.op == '+'   ? OpKind::Add
-           : e.op == '-' ? OpKind::Sub
-           : e.op == '*' ? OpKind::Mul
-                         : OpKind::Div;
-    ok = rules::broadcast(ta.shape, tb.shape, shape, err);
-  }
-  if (!ok) {
-    rep.error(e.loc, "shape mismatch in '" + opName + "': " + err);
+  OpKind kind = e.op == '@'   ? OpKind::MatMul
+                : e.op == '+' ? OpKind::Add
+                : e.op == '-' ? OpKind::Sub
+                : e.op == '*' ? OpKind::Mul
+                              : OpKind::Div;
+  Expected<Shape> shape = kind == OpKind::MatMul
+                              ? rules::matmul(ta.shape, tb.shape, nullptr)
+                              : rules::broadcast(ta.shape, tb.shape);
+  if (!shape) {
+    rep.error(e.loc, "shape mismatch in '" + opName + "': " + shape.message());
     return Val::poison();
   }
   return Val::tensor(
-      emit(st, kind, e.loc, {a.id, b.id}, {ValueType{shape, DType::F32}}));
+      emit(st, kind, e.loc, {a.id, b.id}, {ValueType{*shape, DType::F32}}));
 }
 
 Val Checker::evalCall(const ast::Expr &e, FnState &st) {

@@ -430,32 +430,32 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     }
     if (!requireFloat(ids[1]))
       return failed;
-    Shape shape;
-    std::string err;
-    if (!rules::embedding(ids_.shape, type(ids[1]).shape, shape, err)) {
-      shapeError(err);
+    Expected<Shape> shape = rules::embedding(ids_.shape, type(ids[1]).shape);
+    if (!shape) {
+      shapeError(shape.message());
       return failed;
     }
     return one(emit(st, kind, e.loc, {ids[0], ids[1]},
-                    {ValueType{shape, DType::F32}}));
+                    {ValueType{*shape, DType::F32}}));
   }
   case OpKind::MatMul: {
     if (!ok || !requireFloat(ids[0]) || !requireFloat(ids[1]) ||
         !requireFloat(ids[2]))
       return failed;
-    Shape shape, bias;
+    Shape bias;
     if (ids[2] >= 0)
       bias = type(ids[2]).shape;
-    std::string err;
-    if (!rules::matmul(type(ids[0]).shape, type(ids[1]).shape,
-                       ids[2] >= 0 ? &bias : nullptr, shape, err)) {
-      shapeError(err);
+    Expected<Shape> shape = rules::matmul(
+        type(ids[0]).shape, type(ids[1]).shape, ids[2] >= 0 ? &bias : nullptr);
+    if (!shape) {
+      shapeError(shape.message());
       return failed;
     }
     std::vector<int> operands = {ids[0], ids[1]};
     if (ids[2] >= 0)
       operands.push_back(ids[2]);
-    return one(emit(st, kind, e.loc, operands, {ValueType{shape, DType::F32}}));
+    return one(
+        emit(st, kind, e.loc, operands, {ValueType{*shape, DType::F32}}));
   }
   case OpKind::Neg:
   case OpKind::Exp:
@@ -495,17 +495,19 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     if (!ok || !requireFloat(ids[0]))
       return failed;
     const Shape x = type(ids[0]).shape;
-    Shape shape;
-    size_t normAxis = 0;
-    std::string err;
-    if (!rules::axis(axis, x.size(), normAxis, err) ||
-        !rules::reduce(x, axis, keepdim, shape, err)) {
-      shapeError(err);
+    Expected<size_t> normAxis = rules::axis(axis, x.size());
+    if (!normAxis) {
+      shapeError(normAxis.message());
       return failed;
     }
-    return one(emit(st, kind, e.loc, {ids[0]}, {ValueType{shape, DType::F32}},
+    Expected<Shape> shape = rules::reduce(x, axis, keepdim);
+    if (!shape) {
+      shapeError(shape.message());
+      return failed;
+    }
+    return one(emit(st, kind, e.loc, {ids[0]}, {ValueType{*shape, DType::F32}},
                     {},
-                    {{"axis", AttrValue(static_cast<int64_t>(normAxis))},
+                    {{"axis", AttrValue(static_cast<int64_t>(*normAxis))},
                      {"keepdim", AttrValue(keepdim)}}));
   }
   case OpKind::Softmax: {
@@ -513,14 +515,13 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     integer(1, -1, -kMaxDim, axis);
     if (!ok || !requireFloat(ids[0]))
       return failed;
-    size_t normAxis = 0;
-    std::string err;
-    if (!rules::axis(axis, type(ids[0]).shape.size(), normAxis, err)) {
-      shapeError(err + " of " + formatShape(type(ids[0]).shape));
+    Expected<size_t> normAxis = rules::axis(axis, type(ids[0]).shape.size());
+    if (!normAxis) {
+      shapeError(normAxis.message() + " of " + formatShape(type(ids[0]).shape));
       return failed;
     }
     return one(emit(st, kind, e.loc, {ids[0]}, {type(ids[0])}, {},
-                    {{"axis", AttrValue(static_cast<int64_t>(normAxis))}}));
+                    {{"axis", AttrValue(static_cast<int64_t>(*normAxis))}}));
   }
   case OpKind::RmsNorm:
   case OpKind::LayerNorm: {
@@ -538,10 +539,10 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     Shape b;
     if (bias >= 0)
       b = type(bias).shape;
-    std::string err;
     const Shape x = type(ids[0]).shape;
-    if (!rules::norm(x, type(ids[1]).shape, bias >= 0 ? &b : nullptr, err)) {
-      shapeError(err);
+    if (Status s = rules::norm(x, type(ids[1]).shape, bias >= 0 ? &b : nullptr);
+        !s) {
+      shapeError(s.message());
       return failed;
     }
     std::vector<int> operands = {ids[0], ids[1]};
@@ -570,10 +571,9 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     }
     if (!ok)
       return failed;
-    std::string err;
     ValueType x = type(ids[0]);
-    if (!rules::reshape(x.shape, target, err)) {
-      shapeError(err);
+    if (Status s = rules::reshape(x.shape, target); !s) {
+      shapeError(s.message());
       return failed;
     }
     return one(emit(st, kind, e.loc, {ids[0]}, {ValueType{target, x.dtype}}));
@@ -599,13 +599,12 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
         if (p < 0 && p >= -rank)
           p += rank;
     }
-    Shape shape;
-    std::string err;
-    if (!rules::transpose(x.shape, perm, shape, err)) {
-      shapeError(err);
+    Expected<Shape> shape = rules::transpose(x.shape, perm);
+    if (!shape) {
+      shapeError(shape.message());
       return failed;
     }
-    return one(emit(st, kind, e.loc, {ids[0]}, {ValueType{shape, x.dtype}}, {},
+    return one(emit(st, kind, e.loc, {ids[0]}, {ValueType{*shape, x.dtype}}, {},
                     {{"perm", AttrValue(perm)}}));
   }
   case OpKind::Split: {
@@ -626,23 +625,22 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     if (!ok)
       return failed;
     ValueType x = type(ids[0]);
-    std::vector<Shape> shapes;
-    size_t normAxis = 0;
-    std::string err;
-    if (!rules::axis(axis, x.shape.size(), normAxis, err)) {
-      shapeError(err + " of " + formatShape(x.shape));
+    Expected<size_t> normAxis = rules::axis(axis, x.shape.size());
+    if (!normAxis) {
+      shapeError(normAxis.message() + " of " + formatShape(x.shape));
       return failed;
     }
-    if (!rules::split(x.shape, sizes, axis, shapes, err)) {
-      shapeError(err);
+    Expected<std::vector<Shape>> shapes = rules::split(x.shape, sizes, axis);
+    if (!shapes) {
+      shapeError(shapes.message());
       return failed;
     }
     std::vector<ValueType> types;
-    for (Shape &s : shapes)
+    for (Shape &s : *shapes)
       types.push_back(ValueType{std::move(s), x.dtype});
     int first = emit(st, kind, e.loc, {ids[0]}, std::move(types), {},
                      {{"sizes", AttrValue(sizes)},
-                      {"axis", AttrValue(static_cast<int64_t>(normAxis))}});
+                      {"axis", AttrValue(static_cast<int64_t>(*normAxis))}});
     std::vector<Val> results;
     for (size_t i = 0; i < sizes.size(); ++i)
       results.push_back(Val::tensor(first + static_cast<int>(i)));
@@ -664,19 +662,18 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
       }
       shapes.push_back(type(id).shape);
     }
-    size_t normAxis = 0;
-    Shape shape;
-    std::string err;
-    if (!rules::axis(axis, shapes[0].size(), normAxis, err)) {
-      shapeError(err + " of " + formatShape(shapes[0]));
+    Expected<size_t> normAxis = rules::axis(axis, shapes[0].size());
+    if (!normAxis) {
+      shapeError(normAxis.message() + " of " + formatShape(shapes[0]));
       return failed;
     }
-    if (!rules::concat(shapes, axis, shape, err)) {
-      shapeError(err);
+    Expected<Shape> shape = rules::concat(shapes, axis);
+    if (!shape) {
+      shapeError(shape.message());
       return failed;
     }
-    return one(emit(st, kind, e.loc, inputs, {ValueType{shape, dtype}}, {},
-                    {{"axis", AttrValue(static_cast<int64_t>(normAxis))}}));
+    return one(emit(st, kind, e.loc, inputs, {ValueType{*shape, dtype}}, {},
+                    {{"axis", AttrValue(static_cast<int64_t>(*normAxis))}}));
   }
   case OpKind::Slice: {
     int64_t axis = 0, start = 0, end = 0;
@@ -702,19 +699,18 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     if (!ok)
       return failed;
     ValueType x = type(ids[0]);
-    size_t normAxis = 0;
-    Shape shape;
-    std::string err;
-    if (!rules::axis(axis, x.shape.size(), normAxis, err)) {
-      shapeError(err + " of " + formatShape(x.shape));
+    Expected<size_t> normAxis = rules::axis(axis, x.shape.size());
+    if (!normAxis) {
+      shapeError(normAxis.message() + " of " + formatShape(x.shape));
       return failed;
     }
-    if (!rules::slice(x.shape, axis, start, end, shape, err)) {
-      shapeError(err);
+    Expected<Shape> shape = rules::slice(x.shape, axis, start, end);
+    if (!shape) {
+      shapeError(shape.message());
       return failed;
     }
-    return one(emit(st, kind, e.loc, {ids[0]}, {ValueType{shape, x.dtype}}, {},
-                    {{"axis", AttrValue(static_cast<int64_t>(normAxis))},
+    return one(emit(st, kind, e.loc, {ids[0]}, {ValueType{*shape, x.dtype}}, {},
+                    {{"axis", AttrValue(static_cast<int64_t>(*normAxis))},
                      {"start", AttrValue(start)},
                      {"end", AttrValue(end)}}));
   }
@@ -784,9 +780,8 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     }
     if (!ok || !requireFloat(ids[0]))
       return failed;
-    std::string err;
-    if (!rules::rope(type(ids[0]).shape, fraction, err)) {
-      shapeError(err);
+    if (Status s = rules::rope(type(ids[0]).shape, fraction); !s) {
+      shapeError(s.message());
       return failed;
     }
     std::vector<std::pair<std::string, AttrValue>> ropeAttrs = {
@@ -809,15 +804,14 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
     if (!ok || !requireFloat(ids[0]) || !requireFloat(ids[1]) ||
         !requireFloat(ids[2]))
       return failed;
-    Shape shape;
-    std::string err;
-    if (!rules::attention(type(ids[0]).shape, type(ids[1]).shape,
-                          type(ids[2]).shape, shape, err)) {
-      shapeError(err);
+    Expected<Shape> shape = rules::attention(
+        type(ids[0]).shape, type(ids[1]).shape, type(ids[2]).shape);
+    if (!shape) {
+      shapeError(shape.message());
       return failed;
     }
     return one(emit(st, kind, e.loc, {ids[0], ids[1], ids[2]},
-                    {ValueType{shape, DType::F32}}, {},
+                    {ValueType{*shape, DType::F32}}, {},
                     {{"causal", AttrValue(causal)},
                      {"window", AttrValue(window)},
                      {"softcap", AttrValue(softcap)},
@@ -879,9 +873,8 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
       return failed;
     }
     ValueType h = type(ids[0]);
-    std::string err;
-    if (!rules::moe(h.shape, type(ids[1]).shape, expert.count, err)) {
-      shapeError(err);
+    if (Status s = rules::moe(h.shape, type(ids[1]).shape, expert.count); !s) {
+      shapeError(s.message());
       return failed;
     }
     if (info.expertSignatureOk[expertIdx] &&
@@ -909,9 +902,8 @@ std::vector<Val> Checker::evalOp(const ast::Expr &e, FnState &st,
                            std::string(dtypeName(targets.dtype)));
       return failed;
     }
-    std::string err;
-    if (!rules::crossEntropy(type(ids[0]).shape, targets.shape, err)) {
-      shapeError(err);
+    if (Status s = rules::crossEntropy(type(ids[0]).shape, targets.shape); !s) {
+      shapeError(s.message());
       return failed;
     }
     return one(emit(st, kind, e.loc, {ids[0], ids[1]},

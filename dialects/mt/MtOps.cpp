@@ -23,8 +23,8 @@ MtTensorType tensorOf(Value v) { return cast<MtTensorType>(v.getType()); }
 mtc::Shape shapeOf(Value v) { return tensorOf(v).getShapeVector(); }
 
 /// Reports a failed shape rule.
-LogicalResult ruleFailed(Operation *op, const std::string &err) {
-  return op->emitOpError() << err;
+LogicalResult ruleFailed(Operation *op, const mtc::Status &err) {
+  return op->emitOpError() << err.message();
 }
 
 /// The result must have \p expected as its shape.
@@ -358,11 +358,11 @@ LogicalResult EmbeddingOp::verify() {
       failed(requireFloat(*this, getTable(), "table")) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::embedding(shapeOf(getIds()), shapeOf(getTable()), out, err))
-    return ruleFailed(*this, err);
-  return expectShape(*this, getResult(), out);
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::embedding(shapeOf(getIds()), shapeOf(getTable()));
+  if (!out)
+    return ruleFailed(*this, out.status());
+  return expectShape(*this, getResult(), *out);
 }
 
 LogicalResult MatMulOp::verify() {
@@ -371,14 +371,14 @@ LogicalResult MatMulOp::verify() {
       (getBias() && failed(requireFloat(*this, getBias(), "bias"))) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  mtc::Shape out, bias;
+  mtc::Shape bias;
   if (getBias())
     bias = shapeOf(getBias());
-  std::string err;
-  if (!mtc::rules::matmul(shapeOf(getLhs()), shapeOf(getRhs()),
-                          getBias() ? &bias : nullptr, out, err))
-    return ruleFailed(*this, err);
-  return expectShape(*this, getResult(), out);
+  mtc::Expected<mtc::Shape> out = mtc::rules::matmul(
+      shapeOf(getLhs()), shapeOf(getRhs()), getBias() ? &bias : nullptr);
+  if (!out)
+    return ruleFailed(*this, out.status());
+  return expectShape(*this, getResult(), *out);
 }
 
 template <typename BinOp> static LogicalResult verifyBinary(BinOp op) {
@@ -386,12 +386,11 @@ template <typename BinOp> static LogicalResult verifyBinary(BinOp op) {
       failed(requireFloat(op, op.getRhs(), "rhs")) ||
       failed(requireF32Result(op, op.getResult())))
     return failure();
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::broadcast(shapeOf(op.getLhs()), shapeOf(op.getRhs()), out,
-                             err))
-    return ruleFailed(op, err);
-  return expectShape(op, op.getResult(), out);
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::broadcast(shapeOf(op.getLhs()), shapeOf(op.getRhs()));
+  if (!out)
+    return ruleFailed(op, out.status());
+  return expectShape(op, op.getResult(), *out);
 }
 
 LogicalResult AddOp::verify() { return verifyBinary(*this); }
@@ -427,12 +426,11 @@ template <typename RedOp> static LogicalResult verifyReduce(RedOp op) {
   if (failed(requireFloat(op, op.getInput(), "input")) ||
       failed(requireF32Result(op, op.getResult())))
     return failure();
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::reduce(shapeOf(op.getInput()), op.getAxis(), op.getKeepdim(),
-                          out, err))
-    return ruleFailed(op, err);
-  return expectShape(op, op.getResult(), out);
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::reduce(shapeOf(op.getInput()), op.getAxis(), op.getKeepdim());
+  if (!out)
+    return ruleFailed(op, out.status());
+  return expectShape(op, op.getResult(), *out);
 }
 
 LogicalResult SumOp::verify() { return verifyReduce(*this); }
@@ -440,10 +438,10 @@ LogicalResult MeanOp::verify() { return verifyReduce(*this); }
 LogicalResult MaxOp::verify() { return verifyReduce(*this); }
 
 LogicalResult SoftmaxOp::verify() {
-  size_t axis;
-  std::string err;
-  if (!mtc::rules::axis(getAxis(), tensorOf(getInput()).getRank(), axis, err))
-    return ruleFailed(*this, err);
+  mtc::Expected<size_t> axis =
+      mtc::rules::axis(getAxis(), tensorOf(getInput()).getRank());
+  if (!axis)
+    return ruleFailed(*this, axis.status());
   return requireFloat(*this, getInput(), "input");
 }
 
@@ -452,10 +450,9 @@ LogicalResult RmsNormOp::verify() {
       failed(requireFloat(*this, getWeight(), "weight")) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  std::string err;
   mtc::Shape w = shapeOf(getWeight());
-  if (!mtc::rules::norm(shapeOf(getInput()), w, nullptr, err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st = mtc::rules::norm(shapeOf(getInput()), w, nullptr); !st)
+    return ruleFailed(*this, st);
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive";
   return expectShape(*this, getResult(), shapeOf(getInput()));
@@ -467,13 +464,13 @@ LogicalResult LayerNormOp::verify() {
       (getBias() && failed(requireFloat(*this, getBias(), "bias"))) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  std::string err;
   mtc::Shape b;
   if (getBias())
     b = shapeOf(getBias());
-  if (!mtc::rules::norm(shapeOf(getInput()), shapeOf(getWeight()),
-                        getBias() ? &b : nullptr, err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st = mtc::rules::norm(
+          shapeOf(getInput()), shapeOf(getWeight()), getBias() ? &b : nullptr);
+      !st)
+    return ruleFailed(*this, st);
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive";
   return expectShape(*this, getResult(), shapeOf(getInput()));
@@ -483,9 +480,10 @@ LogicalResult ReshapeOp::verify() {
   if (tensorOf(getInput()).getElementType() !=
       tensorOf(getResult()).getElementType())
     return emitOpError() << "cannot change the element type";
-  std::string err;
-  if (!mtc::rules::reshape(shapeOf(getInput()), shapeOf(getResult()), err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st =
+          mtc::rules::reshape(shapeOf(getInput()), shapeOf(getResult()));
+      !st)
+    return ruleFailed(*this, st);
   return success();
 }
 
@@ -493,24 +491,24 @@ LogicalResult TransposeOp::verify() {
   if (tensorOf(getInput()).getElementType() !=
       tensorOf(getResult()).getElementType())
     return emitOpError() << "cannot change the element type";
-  mtc::Shape out;
-  std::string err;
   std::vector<int64_t> perm(getPerm().begin(), getPerm().end());
-  if (!mtc::rules::transpose(shapeOf(getInput()), perm, out, err))
-    return ruleFailed(*this, err);
-  return expectShape(*this, getResult(), out);
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::transpose(shapeOf(getInput()), perm);
+  if (!out)
+    return ruleFailed(*this, out.status());
+  return expectShape(*this, getResult(), *out);
 }
 
 LogicalResult SplitOp::verify() {
-  std::vector<mtc::Shape> outs;
-  std::string err;
   std::vector<int64_t> sizes(getSizes().begin(), getSizes().end());
-  if (!mtc::rules::split(shapeOf(getInput()), sizes, getAxis(), outs, err))
-    return ruleFailed(*this, err);
-  if (outs.size() != getNumResults())
+  mtc::Expected<std::vector<mtc::Shape>> outs =
+      mtc::rules::split(shapeOf(getInput()), sizes, getAxis());
+  if (!outs)
+    return ruleFailed(*this, outs.status());
+  if (outs->size() != getNumResults())
     return emitOpError() << "has " << getNumResults() << " results but "
-                         << outs.size() << " sizes";
-  for (auto [result, shape] : llvm::zip(getResults(), outs)) {
+                         << outs->size() << " sizes";
+  for (auto [result, shape] : llvm::zip(getResults(), *outs)) {
     if (tensorOf(result).getElementType() !=
         tensorOf(getInput()).getElementType())
       return emitOpError() << "cannot change the element type";
@@ -529,32 +527,30 @@ LogicalResult ConcatOp::verify() {
       return emitOpError() << "inputs and result must share an element type";
     shapes.push_back(shapeOf(v));
   }
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::concat(shapes, getAxis(), out, err))
-    return ruleFailed(*this, err);
-  return expectShape(*this, getResult(), out);
+  mtc::Expected<mtc::Shape> out = mtc::rules::concat(shapes, getAxis());
+  if (!out)
+    return ruleFailed(*this, out.status());
+  return expectShape(*this, getResult(), *out);
 }
 
 LogicalResult SliceOp::verify() {
   if (tensorOf(getInput()).getElementType() !=
       tensorOf(getResult()).getElementType())
     return emitOpError() << "cannot change the element type";
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::slice(shapeOf(getInput()), getAxis(), getStart(), getEnd(),
-                         out, err))
-    return ruleFailed(*this, err);
-  return expectShape(*this, getResult(), out);
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::slice(shapeOf(getInput()), getAxis(), getStart(), getEnd());
+  if (!out)
+    return ruleFailed(*this, out.status());
+  return expectShape(*this, getResult(), *out);
 }
 
 LogicalResult RopeOp::verify() {
   if (failed(requireFloat(*this, getInput(), "input")))
     return failure();
-  std::string err;
-  if (!mtc::rules::rope(shapeOf(getInput()), getFraction().convertToDouble(),
-                        err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st = mtc::rules::rope(shapeOf(getInput()),
+                                        getFraction().convertToDouble());
+      !st)
+    return ruleFailed(*this, st);
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError() << "theta must be positive";
   if (auto scaling = getScaling()) {
@@ -575,16 +571,15 @@ LogicalResult AttentionOp::verify() {
       failed(requireFloat(*this, getV(), "v")) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::attention(shapeOf(getQ()), shapeOf(getK()), shapeOf(getV()),
-                             out, err))
-    return ruleFailed(*this, err);
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::attention(shapeOf(getQ()), shapeOf(getK()), shapeOf(getV()));
+  if (!out)
+    return ruleFailed(*this, out.status());
   if (getWindow() < 0)
     return emitOpError() << "window must be non-negative";
   if (getSoftcap().convertToDouble() < 0 || getScale().convertToDouble() < 0)
     return emitOpError() << "softcap and scale must be non-negative";
-  return expectShape(*this, getResult(), out);
+  return expectShape(*this, getResult(), *out);
 }
 
 LogicalResult MoeOp::verify() {
@@ -612,10 +607,10 @@ static LogicalResult verifyMoeExpert(OpTy op, SymbolTableCollection &tables,
   if (!expert)
     return op.emitOpError() << "'" << op.getExpert()
                             << "' is not an expert of @" << layer.getSymName();
-  std::string err;
-  if (!mtc::rules::moe(shapeOf(op.getInput()), shapeOf(op.getRouter()),
-                       expert.getCount(), err))
-    return ruleFailed(op, err);
+  if (mtc::Status st = mtc::rules::moe(
+          shapeOf(op.getInput()), shapeOf(op.getRouter()), expert.getCount());
+      !st)
+    return ruleFailed(op, st);
   if (op.getTopK() > expert.getCount())
     return op.emitOpError() << "top_k " << op.getTopK() << " exceeds the "
                             << expert.getCount() << " experts";
@@ -631,10 +626,10 @@ LogicalResult CrossEntropyOp::verify() {
       failed(requireI32(*this, getTargets(), "targets")) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  std::string err;
-  if (!mtc::rules::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets()),
-                                err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st =
+          mtc::rules::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets()));
+      !st)
+    return ruleFailed(*this, st);
   return expectShape(*this, getResult(), {});
 }
 
@@ -663,18 +658,18 @@ LogicalResult ParamGradOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult WeightGradOp::verify() {
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::weightGrad(shapeOf(getInput()), shapeOf(getGrad()), out,
-                              err))
-    return ruleFailed(*this, err);
-  return expectShape(*this, getResult(), out);
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::weightGrad(shapeOf(getInput()), shapeOf(getGrad()));
+  if (!out)
+    return ruleFailed(*this, out.status());
+  return expectShape(*this, getResult(), *out);
 }
 
 LogicalResult ReduceToOp::verify() {
-  std::string err;
-  if (!mtc::rules::reduceTo(shapeOf(getInput()), shapeOf(getResult()), err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st =
+          mtc::rules::reduceTo(shapeOf(getInput()), shapeOf(getResult()));
+      !st)
+    return ruleFailed(*this, st);
   return success();
 }
 
@@ -694,21 +689,21 @@ LogicalResult UnaryGradOp::verify() {
 LogicalResult ReduceGradOp::verify() {
   if (getKind() != "sum" && getKind() != "mean" && getKind() != "max")
     return emitOpError() << "kind must be sum, mean or max";
-  mtc::Shape out;
-  std::string err;
-  if (!mtc::rules::reduce(shapeOf(getInput()), getAxis(), getKeepdim(), out,
-                          err))
-    return ruleFailed(*this, err);
-  if (out != shapeOf(getGrad()))
+  mtc::Expected<mtc::Shape> out =
+      mtc::rules::reduce(shapeOf(getInput()), getAxis(), getKeepdim());
+  if (!out)
+    return ruleFailed(*this, out.status());
+  if (*out != shapeOf(getGrad()))
     return emitOpError() << "gradient shape does not match the reduction";
   return expectShape(*this, getResult(), shapeOf(getInput()));
 }
 
 LogicalResult PadOp::verify() {
-  std::string err;
-  if (!mtc::rules::pad(shapeOf(getInput()), shapeOf(getResult()), getAxis(),
-                       getStart(), getEnd(), err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st =
+          mtc::rules::pad(shapeOf(getInput()), shapeOf(getResult()), getAxis(),
+                          getStart(), getEnd());
+      !st)
+    return ruleFailed(*this, st);
   return success();
 }
 
@@ -951,11 +946,11 @@ LogicalResult LinearCrossEntropyOp::verify() {
       failed(requireI32(*this, getTargets(), "targets")) ||
       failed(requireF32Result(*this, getResult())))
     return failure();
-  std::string err;
-  if (!mtc::rules::linearCrossEntropy(shapeOf(getInput()), shapeOf(getWeight()),
-                                      getTransposeWeight(),
-                                      shapeOf(getTargets()), err))
-    return ruleFailed(*this, err);
+  if (mtc::Status st = mtc::rules::linearCrossEntropy(
+          shapeOf(getInput()), shapeOf(getWeight()), getTransposeWeight(),
+          shapeOf(getTargets()));
+      !st)
+    return ruleFailed(*this, st);
   if (getSoftcap().convertToDouble() < 0)
     return emitOpError() << "softcap must be non-negative";
   return expectShape(*this, getResult(), {});

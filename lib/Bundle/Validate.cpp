@@ -134,9 +134,15 @@ public:
     throw ValidationError{where + ": " + what};
   }
   /// Fails with a shape rule's message.
-  void rule(bool ok, const std::string &err) const {
-    if (!ok)
-      fail(err);
+  void rule(const Status &s) const {
+    if (!s)
+      fail(s.message());
+  }
+  /// A shape rule's result, or fails with its message.
+  template <typename T> T rule(Expected<T> r) const {
+    if (!r)
+      fail(r.message());
+    return std::move(r).value();
   }
 
   size_t numOperands() const { return op.operands.size(); }
@@ -292,9 +298,7 @@ void checkZeros(OpChecker &c) { c.resultF32(0, c.out(0)); }
 void checkEmbedding(OpChecker &c) {
   c.i32Operand(0, "ids");
   c.floatOperand(1, "table");
-  Shape out;
-  std::string err;
-  c.rule(rules::embedding(c.in(0), c.in(1), out, err), err);
+  Shape out = c.rule(rules::embedding(c.in(0), c.in(1)));
   c.resultF32(0, out);
 }
 
@@ -302,9 +306,7 @@ void checkEmbeddingGrad(OpChecker &c) {
   c.i32Operand(0, "ids");
   c.floatOperand(1, "gradient");
   // The result is table-shaped: the forward's rule maps (ids, it) to dy.
-  Shape rows;
-  std::string err;
-  c.rule(rules::embedding(c.in(0), c.out(0), rows, err), err);
+  Shape rows = c.rule(rules::embedding(c.in(0), c.out(0)));
   if (std::any_of(c.out(0).begin(), c.out(0).end(), isSymbolic))
     c.fail("the table gradient must be static, got " + formatShape(c.out(0)));
   c.operandShape(1, rows, "gradient");
@@ -313,34 +315,26 @@ void checkEmbeddingGrad(OpChecker &c) {
 
 void checkMatmul(OpChecker &c) {
   c.floatOperands();
-  Shape out;
-  std::string err;
-  c.rule(rules::matmul(c.in(0), c.in(1),
-                       c.numOperands() > 2 ? &c.in(2) : nullptr, out, err),
-         err);
+  Shape out = c.rule(rules::matmul(c.in(0), c.in(1),
+                                   c.numOperands() > 2 ? &c.in(2) : nullptr));
   c.resultF32(0, out);
 }
 
 void checkWeightGrad(OpChecker &c) {
   c.floatOperands();
-  Shape out;
-  std::string err;
-  c.rule(rules::weightGrad(c.in(0), c.in(1), out, err), err);
+  Shape out = c.rule(rules::weightGrad(c.in(0), c.in(1)));
   c.resultF32(0, out);
 }
 
 void checkBinary(OpChecker &c) {
   c.floatOperands();
-  Shape out;
-  std::string err;
-  c.rule(rules::broadcast(c.in(0), c.in(1), out, err), err);
+  Shape out = c.rule(rules::broadcast(c.in(0), c.in(1)));
   c.resultF32(0, out);
 }
 
 void checkReduceTo(OpChecker &c) {
   c.floatOperands();
-  std::string err;
-  c.rule(rules::reduceTo(c.in(0), c.out(0), err), err);
+  c.rule(rules::reduceTo(c.in(0), c.out(0)));
   c.resultF32(0, c.out(0));
 }
 
@@ -366,31 +360,23 @@ void checkUnaryGrad(OpChecker &c) {
 
 void checkReduce(OpChecker &c) {
   c.floatOperands();
-  Shape out;
-  std::string err;
-  c.rule(rules::reduce(c.in(0), c.nonNegative("axis"), c.op.boolAttr("keepdim"),
-                       out, err),
-         err);
+  Shape out = c.rule(
+      rules::reduce(c.in(0), c.nonNegative("axis"), c.op.boolAttr("keepdim")));
   c.resultF32(0, out);
 }
 
 void checkReduceGrad(OpChecker &c) {
   c.choice("kind", {"sum", "mean", "max"}, "");
   c.floatOperands();
-  Shape reduced;
-  std::string err;
-  c.rule(rules::reduce(c.in(0), c.nonNegative("axis"), c.op.boolAttr("keepdim"),
-                       reduced, err),
-         err);
+  Shape reduced = c.rule(
+      rules::reduce(c.in(0), c.nonNegative("axis"), c.op.boolAttr("keepdim")));
   c.operandShape(1, reduced, "gradient");
   c.resultF32(0, c.in(0));
 }
 
 void checkSoftmax(OpChecker &c) {
   c.floatOperands();
-  size_t axis;
-  std::string err;
-  c.rule(rules::axis(c.nonNegative("axis"), c.in(0).size(), axis, err), err);
+  c.rule(rules::axis(c.nonNegative("axis"), c.in(0).size()));
   for (size_t i = 1; i < c.numOperands(); ++i)
     if (c.in(i) != c.in(0) || c.operand(i).dtype != c.operand(0).dtype)
       c.fail("operand " + std::to_string(i) + " is " + typeText(c.operand(i)) +
@@ -407,10 +393,8 @@ void positiveEps(OpChecker &c) {
 void checkNorm(OpChecker &c) {
   c.floatOperands();
   bool layer = c.op.name == "layernorm";
-  std::string err;
   c.rule(rules::norm(c.in(0), c.in(1),
-                     layer && c.numOperands() > 2 ? &c.in(2) : nullptr, err),
-         err);
+                     layer && c.numOperands() > 2 ? &c.in(2) : nullptr));
   positiveEps(c);
   c.resultF32(0, c.in(0));
 }
@@ -418,8 +402,7 @@ void checkNorm(OpChecker &c) {
 /// rmsnorm_grad (x, w, dy) -> (dx, dw); layernorm_grad also -> db.
 void checkNormGrad(OpChecker &c) {
   c.floatOperands();
-  std::string err;
-  c.rule(rules::norm(c.in(0), c.in(1), nullptr, err), err);
+  c.rule(rules::norm(c.in(0), c.in(1), nullptr));
   c.operandShape(2, c.in(0), "gradient");
   positiveEps(c);
   size_t expected = c.op.name == "layernorm_grad" ? 3 : 2;
@@ -443,25 +426,19 @@ void sameDType(OpChecker &c, size_t r, bool floatOnly) {
 }
 
 void checkReshape(OpChecker &c) {
-  std::string err;
-  c.rule(rules::reshape(c.in(0), c.out(0), err), err);
+  c.rule(rules::reshape(c.in(0), c.out(0)));
   sameDType(c, 0, false);
 }
 
 void checkTranspose(OpChecker &c) {
-  Shape out;
-  std::string err;
-  c.rule(rules::transpose(c.in(0), c.op.listAttr("perm"), out, err), err);
+  Shape out = c.rule(rules::transpose(c.in(0), c.op.listAttr("perm")));
   sameDType(c, 0, true);
   c.resultType(0, {out, c.operand(0).dtype}, "the permuted operand");
 }
 
 void checkSplit(OpChecker &c) {
-  std::vector<Shape> outs;
-  std::string err;
-  c.rule(rules::split(c.in(0), c.op.listAttr("sizes"), c.nonNegative("axis"),
-                      outs, err),
-         err);
+  std::vector<Shape> outs = c.rule(
+      rules::split(c.in(0), c.op.listAttr("sizes"), c.nonNegative("axis")));
   if (outs.size() != c.numResults())
     c.fail("attribute 'sizes' has " + std::to_string(outs.size()) +
            " sizes for " + std::to_string(c.numResults()) + " results");
@@ -482,34 +459,26 @@ void checkConcat(OpChecker &c) {
              dtypeName(c.result(0).dtype));
     shapes.push_back(c.in(i));
   }
-  Shape out;
-  std::string err;
-  c.rule(rules::concat(shapes, c.nonNegative("axis"), out, err), err);
+  Shape out = c.rule(rules::concat(shapes, c.nonNegative("axis")));
   c.resultType(0, {out, c.operand(0).dtype}, "the joined operands");
 }
 
 void checkSlice(OpChecker &c) {
-  Shape out;
-  std::string err;
-  c.rule(rules::slice(c.in(0), c.nonNegative("axis"), c.nonNegative("start"),
-                      c.rangeEnd(), out, err),
-         err);
+  Shape out = c.rule(rules::slice(c.in(0), c.nonNegative("axis"),
+                                  c.nonNegative("start"), c.rangeEnd()));
   sameDType(c, 0, true);
   c.resultType(0, {out, c.operand(0).dtype}, "the slice");
 }
 
 void checkPad(OpChecker &c) {
-  std::string err;
   c.rule(rules::pad(c.in(0), c.out(0), c.nonNegative("axis"),
-                    c.nonNegative("start"), c.rangeEnd(), err),
-         err);
+                    c.nonNegative("start"), c.rangeEnd()));
   sameDType(c, 0, true);
 }
 
 void checkRope(OpChecker &c) {
   c.floatOperands();
-  std::string err;
-  c.rule(rules::rope(c.in(0), c.floatAttr("fraction", 1.0), err), err);
+  c.rule(rules::rope(c.in(0), c.floatAttr("fraction", 1.0)));
   if (!(c.floatAttr("theta") > 0))
     c.fail("attribute 'theta' must be positive, got " +
            attrText(c.floatAttr("theta")));
@@ -531,9 +500,7 @@ void attentionAttrs(OpChecker &c) {
 
 void checkAttention(OpChecker &c) {
   c.floatOperands();
-  Shape out;
-  std::string err;
-  c.rule(rules::attention(c.in(0), c.in(1), c.in(2), out, err), err);
+  Shape out = c.rule(rules::attention(c.in(0), c.in(1), c.in(2)));
   attentionAttrs(c);
   c.resultF32(0, out);
 }
@@ -541,9 +508,7 @@ void checkAttention(OpChecker &c) {
 /// (q, k, v, o, do) -> (dq, dk, dv).
 void checkAttentionGrad(OpChecker &c) {
   c.floatOperands();
-  Shape out;
-  std::string err;
-  c.rule(rules::attention(c.in(0), c.in(1), c.in(2), out, err), err);
+  Shape out = c.rule(rules::attention(c.in(0), c.in(1), c.in(2)));
   c.operandShape(3, out, "output");
   c.operandShape(4, out, "output gradient");
   attentionAttrs(c);
@@ -555,8 +520,7 @@ void checkAttentionGrad(OpChecker &c) {
 void checkMoe(OpChecker &c) {
   c.floatOperands();
   const Expert &e = *c.namedExpert;
-  std::string err;
-  c.rule(rules::moe(c.in(0), c.in(1), e.count, err), err);
+  c.rule(rules::moe(c.in(0), c.in(1), e.count));
   int64_t k = c.intAttr("top_k");
   if (k < 1 || k > e.count)
     c.fail("attribute 'top_k' must be in [1, " + std::to_string(e.count) +
@@ -587,8 +551,7 @@ void checkMoe(OpChecker &c) {
 void checkCrossEntropy(OpChecker &c) {
   c.floatOperand(0, "logits");
   c.i32Operand(1, "targets");
-  std::string err;
-  c.rule(rules::crossEntropy(c.in(0), c.in(1), err), err);
+  c.rule(rules::crossEntropy(c.in(0), c.in(1)));
   if (c.op.name == "cross_entropy") {
     c.resultF32(0, {});
     return;
@@ -602,10 +565,8 @@ void checkLinearCrossEntropy(OpChecker &c) {
   c.floatOperand(0, "input");
   c.floatOperand(1, "weight");
   c.i32Operand(2, "targets");
-  std::string err;
-  c.rule(rules::linearCrossEntropy(
-             c.in(0), c.in(1), c.op.boolAttr("transpose_weight"), c.in(2), err),
-         err);
+  c.rule(rules::linearCrossEntropy(c.in(0), c.in(1),
+                                   c.op.boolAttr("transpose_weight"), c.in(2)));
   c.nonNegativeFloat("softcap");
   if (c.op.name == "linear_cross_entropy") {
     c.resultF32(0, {});
@@ -1090,9 +1051,8 @@ void OpChecker::checkFusedBody() const {
            formatShape(it));
   }
   for (size_t v = 0; v < body.values.size(); ++v) {
-    std::string err;
-    if (!rules::fusedValue(body.values[v].shape, it, err))
-      fail("region: value " + std::to_string(v) + ": " + err);
+    if (Status s = rules::fusedValue(body.values[v].shape, it); !s)
+      fail("region: value " + std::to_string(v) + ": " + s.message());
   }
 }
 

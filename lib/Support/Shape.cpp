@@ -1,8 +1,9 @@
 //===- Shape.cpp - Shapes with symbolic dimensions ------------------------===//
 //
 // Part of mtc. The shape rules shared by Sema and the mt dialect's verifiers.
-// Every rule is pure: it reads shapes and writes either the result shape or a
-// user-facing message (lowercase, no trailing period, both shapes shown).
+// Every rule is pure: it reads shapes and returns either the result shape or
+// an error Status whose message is for a user (lowercase, no trailing period,
+// both shapes shown).
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,7 +86,7 @@ Shape dropBack(const Shape &s, size_t n) {
 
 } // namespace
 
-bool broadcast(const Shape &a, const Shape &b, Shape &out, std::string &err) {
+Expected<Shape> broadcast(const Shape &a, const Shape &b) {
   size_t rank = std::max(a.size(), b.size());
   Shape result(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -100,91 +101,69 @@ bool broadcast(const Shape &a, const Shape &b, Shape &out, std::string &err) {
       r = db;
     else if (db == 1)
       r = da;
-    else {
-      err = "cannot broadcast " + formatShape(a) + " and " + formatShape(b);
-      return false;
-    }
+    else
+      return Status::error("cannot broadcast " + formatShape(a) + " and " +
+                           formatShape(b));
     result[rank - 1 - i] = r;
   }
-  out = std::move(result);
-  return true;
+  return result;
 }
 
-bool matmul(const Shape &a, const Shape &b, const Shape *bias, Shape &out,
-            std::string &err) {
-  if (a.empty() || b.size() < 2) {
-    err = "matmul needs [.., K] @ [K, N], got " + formatShape(a) + " @ " +
-          formatShape(b);
-    return false;
-  }
-  if (a.back() != b[b.size() - 2]) {
-    err = "matmul inner dimensions differ: " + formatShape(a) + " @ " +
-          formatShape(b);
-    return false;
-  }
+Expected<Shape> matmul(const Shape &a, const Shape &b, const Shape *bias) {
+  if (a.empty() || b.size() < 2)
+    return Status::error("matmul needs [.., K] @ [K, N], got " +
+                         formatShape(a) + " @ " + formatShape(b));
+  if (a.back() != b[b.size() - 2])
+    return Status::error("matmul inner dimensions differ: " + formatShape(a) +
+                         " @ " + formatShape(b));
   Shape result;
   if (b.size() == 2) {
     result = dropBack(a, 1);
   } else {
     // Batched: [.., M, K] @ [.., K, N] with identical leading dimensions.
-    if (a.size() != b.size() ||
-        !std::equal(a.begin(), a.end() - 2, b.begin())) {
-      err = "batched matmul needs equal leading dimensions: " + formatShape(a) +
-            " @ " + formatShape(b);
-      return false;
-    }
+    if (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin()))
+      return Status::error("batched matmul needs equal leading dimensions: " +
+                           formatShape(a) + " @ " + formatShape(b));
     result = dropBack(a, 1);
   }
   result.push_back(b.back());
-  if (bias && (bias->size() != 1 || (*bias)[0] != b.back())) {
-    err = "matmul bias must be " + formatShape({b.back()}) + ", got " +
-          formatShape(*bias);
-    return false;
-  }
-  out = std::move(result);
-  return true;
+  if (bias && (bias->size() != 1 || (*bias)[0] != b.back()))
+    return Status::error("matmul bias must be " + formatShape({b.back()}) +
+                         ", got " + formatShape(*bias));
+  return result;
 }
 
-bool axis(int64_t axis, size_t rank, size_t &out, std::string &err) {
+Expected<size_t> axis(int64_t axis, size_t rank) {
   int64_t r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= r) {
-    err = "axis " + std::to_string(axis) + " is out of range for rank " +
-          std::to_string(rank);
-    return false;
-  }
-  out = static_cast<size_t>(axis < 0 ? axis + r : axis);
-  return true;
+  if (axis < -r || axis >= r)
+    return Status::error("axis " + std::to_string(axis) +
+                         " is out of range for rank " + std::to_string(rank));
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
 }
 
-bool reduce(const Shape &x, int64_t ax, bool keepdim, Shape &out,
-            std::string &err) {
-  size_t a;
-  if (!axis(ax, x.size(), a, err)) {
-    err += " of " + formatShape(x);
-    return false;
-  }
+Expected<Shape> reduce(const Shape &x, int64_t ax, bool keepdim) {
+  Expected<size_t> normalised = axis(ax, x.size());
+  if (!normalised.ok())
+    return Status::error(normalised.message() + " of " + formatShape(x));
+  size_t a = *normalised;
   Shape result = x;
   if (keepdim)
     result[a] = 1;
   else
     result.erase(result.begin() + static_cast<std::ptrdiff_t>(a));
-  out = std::move(result);
-  return true;
+  return result;
 }
 
-bool embedding(const Shape &ids, const Shape &table, Shape &out,
-               std::string &err) {
-  if (table.size() != 2) {
-    err = "embedding table must be [V, D], got " + formatShape(table);
-    return false;
-  }
+Expected<Shape> embedding(const Shape &ids, const Shape &table) {
+  if (table.size() != 2)
+    return Status::error("embedding table must be [V, D], got " +
+                         formatShape(table));
   Shape result = ids;
   result.push_back(table[1]);
-  out = std::move(result);
-  return true;
+  return result;
 }
 
-bool reshape(const Shape &x, const Shape &target, std::string &err) {
+Status reshape(const Shape &x, const Shape &target) {
   // Static element counts (with overflow detection) and symbolic multisets.
   auto count = [](const Shape &s, int64_t &n, std::map<Dim, int> &syms) {
     n = 1;
@@ -200,27 +179,21 @@ bool reshape(const Shape &x, const Shape &target, std::string &err) {
   };
   int64_t nx, nt;
   std::map<Dim, int> sx, st;
-  if (!count(x, nx, sx) || !count(target, nt, st)) {
-    err = "cannot reshape " + formatShape(x) + " to " + formatShape(target) +
-          ": element count overflows";
-    return false;
-  }
-  if (sx != st) {
-    err = "cannot reshape " + formatShape(x) + " to " + formatShape(target) +
-          ": symbolic dimensions differ";
-    return false;
-  }
-  if (nx != nt) {
-    err = "cannot reshape " + formatShape(x) + " to " + formatShape(target) +
-          ": element counts differ (" + std::to_string(nx) + " vs " +
-          std::to_string(nt) + ")";
-    return false;
-  }
-  return true;
+  if (!count(x, nx, sx) || !count(target, nt, st))
+    return Status::error("cannot reshape " + formatShape(x) + " to " +
+                         formatShape(target) + ": element count overflows");
+  if (sx != st)
+    return Status::error("cannot reshape " + formatShape(x) + " to " +
+                         formatShape(target) + ": symbolic dimensions differ");
+  if (nx != nt)
+    return Status::error("cannot reshape " + formatShape(x) + " to " +
+                         formatShape(target) + ": element counts differ (" +
+                         std::to_string(nx) + " vs " + std::to_string(nt) +
+                         ")");
+  return Status::success();
 }
 
-bool transpose(const Shape &x, const std::vector<int64_t> &perm, Shape &out,
-               std::string &err) {
+Expected<Shape> transpose(const Shape &x, const std::vector<int64_t> &perm) {
   std::vector<bool> seen(x.size(), false);
   bool ok = perm.size() == x.size();
   for (size_t i = 0; ok && i < perm.size(); ++i) {
@@ -230,73 +203,58 @@ bool transpose(const Shape &x, const std::vector<int64_t> &perm, Shape &out,
     else
       seen[p] = true;
   }
-  if (!ok) {
-    err = "transpose permutation " + formatList(perm) +
-          " is not a permutation of the axes of " + formatShape(x);
-    return false;
-  }
+  if (!ok)
+    return Status::error("transpose permutation " + formatList(perm) +
+                         " is not a permutation of the axes of " +
+                         formatShape(x));
   Shape result(x.size());
   for (size_t i = 0; i < perm.size(); ++i)
     result[i] = x[perm[i]];
-  out = std::move(result);
-  return true;
+  return result;
 }
 
-bool split(const Shape &x, const std::vector<int64_t> &sizes, int64_t ax,
-           std::vector<Shape> &out, std::string &err) {
-  size_t a;
-  if (!axis(ax, x.size(), a, err)) {
-    err += " of " + formatShape(x);
-    return false;
-  }
-  if (isSymbolic(x[a])) {
-    err = "cannot split the symbolic dimension " + formatDim(x[a]) + " of " +
-          formatShape(x);
-    return false;
-  }
-  if (sizes.empty()) {
-    err = "split needs at least one size";
-    return false;
-  }
+Expected<std::vector<Shape>>
+split(const Shape &x, const std::vector<int64_t> &sizes, int64_t ax) {
+  Expected<size_t> normalised = axis(ax, x.size());
+  if (!normalised.ok())
+    return Status::error(normalised.message() + " of " + formatShape(x));
+  size_t a = *normalised;
+  if (isSymbolic(x[a]))
+    return Status::error("cannot split the symbolic dimension " +
+                         formatDim(x[a]) + " of " + formatShape(x));
+  if (sizes.empty())
+    return Status::error("split needs at least one size");
   int64_t total = 0;
   for (int64_t s : sizes) {
-    if (s <= 0) {
-      err = "split sizes " + formatList(sizes) + " must be positive";
-      return false;
-    }
+    if (s <= 0)
+      return Status::error("split sizes " + formatList(sizes) +
+                           " must be positive");
     if (__builtin_add_overflow(total, s, &total))
       total = -1;
   }
-  if (total != x[a]) {
-    err = "split sizes " + formatList(sizes) + " add up to " +
-          (total < 0 ? std::string("more than the dimension")
-                     : std::to_string(total)) +
-          ", but axis " + std::to_string(a) + " of " + formatShape(x) + " is " +
-          formatDim(x[a]);
-    return false;
-  }
+  if (total != x[a])
+    return Status::error("split sizes " + formatList(sizes) + " add up to " +
+                         (total < 0 ? std::string("more than the dimension")
+                                    : std::to_string(total)) +
+                         ", but axis " + std::to_string(a) + " of " +
+                         formatShape(x) + " is " + formatDim(x[a]));
   std::vector<Shape> results;
   for (int64_t s : sizes) {
     Shape r = x;
     r[a] = s;
     results.push_back(std::move(r));
   }
-  out = std::move(results);
-  return true;
+  return results;
 }
 
-bool concat(const std::vector<Shape> &xs, int64_t ax, Shape &out,
-            std::string &err) {
-  if (xs.empty()) {
-    err = "concat needs at least one input";
-    return false;
-  }
+Expected<Shape> concat(const std::vector<Shape> &xs, int64_t ax) {
+  if (xs.empty())
+    return Status::error("concat needs at least one input");
   const Shape &first = xs.front();
-  size_t a;
-  if (!axis(ax, first.size(), a, err)) {
-    err += " of " + formatShape(first);
-    return false;
-  }
+  Expected<size_t> normalised = axis(ax, first.size());
+  if (!normalised.ok())
+    return Status::error(normalised.message() + " of " + formatShape(first));
+  size_t a = *normalised;
   Shape result = first;
   int64_t total = 0;
   for (const Shape &s : xs) {
@@ -304,247 +262,197 @@ bool concat(const std::vector<Shape> &xs, int64_t ax, Shape &out,
     for (size_t i = 0; compatible && i < s.size(); ++i)
       if (i != a && s[i] != first[i])
         compatible = false;
-    if (!compatible) {
-      err = "cannot concatenate " + formatShape(first) + " and " +
-            formatShape(s) + " along axis " + std::to_string(a);
-      return false;
-    }
-    if (isSymbolic(s[a])) {
-      err = "cannot concatenate along the symbolic dimension " +
-            formatDim(s[a]) + " of " + formatShape(s);
-      return false;
-    }
-    if (__builtin_add_overflow(total, s[a], &total)) {
-      err = "concatenated dimension overflows";
-      return false;
-    }
+    if (!compatible)
+      return Status::error("cannot concatenate " + formatShape(first) +
+                           " and " + formatShape(s) + " along axis " +
+                           std::to_string(a));
+    if (isSymbolic(s[a]))
+      return Status::error("cannot concatenate along the symbolic dimension " +
+                           formatDim(s[a]) + " of " + formatShape(s));
+    if (__builtin_add_overflow(total, s[a], &total))
+      return Status::error("concatenated dimension overflows");
   }
   result[a] = total;
-  out = std::move(result);
-  return true;
+  return result;
 }
 
-bool slice(const Shape &x, int64_t ax, int64_t start, int64_t end, Shape &out,
-           std::string &err) {
-  size_t a;
-  if (!axis(ax, x.size(), a, err)) {
-    err += " of " + formatShape(x);
-    return false;
-  }
-  if (isSymbolic(x[a])) {
-    err = "cannot slice the symbolic dimension " + formatDim(x[a]) + " of " +
-          formatShape(x);
-    return false;
-  }
+Expected<Shape> slice(const Shape &x, int64_t ax, int64_t start, int64_t end) {
+  Expected<size_t> normalised = axis(ax, x.size());
+  if (!normalised.ok())
+    return Status::error(normalised.message() + " of " + formatShape(x));
+  size_t a = *normalised;
+  if (isSymbolic(x[a]))
+    return Status::error("cannot slice the symbolic dimension " +
+                         formatDim(x[a]) + " of " + formatShape(x));
   if (end == kDimS) {
     // The first S rows of a static axis (a learned position table). Whether
     // S fits is known only when S is bound: checkSequenceFits.
-    if (start != 0) {
-      err = "a slice that ends at S must start at 0, got start " +
-            std::to_string(start);
-      return false;
-    }
+    if (start != 0)
+      return Status::error(
+          "a slice that ends at S must start at 0, got start " +
+          std::to_string(start));
     Shape result = x;
     result[a] = kDimS;
-    out = std::move(result);
-    return true;
+    return result;
   }
-  if (start < 0 || start >= end || end > x[a]) {
-    err = "slice [" + std::to_string(start) + ", " + std::to_string(end) +
-          ") is out of range for axis " + std::to_string(a) + " of " +
-          formatShape(x);
-    return false;
-  }
+  if (start < 0 || start >= end || end > x[a])
+    return Status::error("slice [" + std::to_string(start) + ", " +
+                         std::to_string(end) + ") is out of range for axis " +
+                         std::to_string(a) + " of " + formatShape(x));
   Shape result = x;
   result[a] = end - start;
-  out = std::move(result);
-  return true;
+  return result;
 }
 
-bool norm(const Shape &x, const Shape &w, const Shape *b, std::string &err) {
-  if (x.empty()) {
-    err = "cannot normalise the scalar " + formatShape(x);
-    return false;
-  }
+Status norm(const Shape &x, const Shape &w, const Shape *b) {
+  if (x.empty())
+    return Status::error("cannot normalise the scalar " + formatShape(x));
   Shape expected = {x.back()};
-  if (w != expected) {
-    err = "weight " + formatShape(w) +
-          " does not match the last dimension of " + formatShape(x);
-    return false;
-  }
-  if (b && *b != expected) {
-    err = "bias " + formatShape(*b) + " does not match the last dimension of " +
-          formatShape(x);
-    return false;
-  }
-  return true;
+  if (w != expected)
+    return Status::error("weight " + formatShape(w) +
+                         " does not match the last dimension of " +
+                         formatShape(x));
+  if (b && *b != expected)
+    return Status::error("bias " + formatShape(*b) +
+                         " does not match the last dimension of " +
+                         formatShape(x));
+  return Status::success();
 }
 
-bool rope(const Shape &x, double fraction, std::string &err) {
-  if (x.size() != 4) {
-    err = "rope expects [B, S, H, D], got " + formatShape(x);
-    return false;
-  }
+Status rope(const Shape &x, double fraction) {
+  if (x.size() != 4)
+    return Status::error("rope expects [B, S, H, D], got " + formatShape(x));
   Dim d = x[3];
-  if (isSymbolic(d)) {
-    err = "rope needs a static head dimension, got " + formatShape(x);
-    return false;
-  }
-  if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1) {
-    err = "rope fraction must be in (0, 1]";
-    return false;
-  }
+  if (isSymbolic(d))
+    return Status::error("rope needs a static head dimension, got " +
+                         formatShape(x));
+  if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1)
+    return Status::error("rope fraction must be in (0, 1]");
   double rotary = std::round(fraction * static_cast<double>(d));
   if (rotary <= 0 || rotary > static_cast<double>(d) ||
-      static_cast<int64_t>(rotary) % 2 != 0) {
-    err = "rope rotates " + std::to_string(static_cast<int64_t>(rotary)) +
-          " of the " + std::to_string(d) + " dimensions of " + formatShape(x) +
-          ", which must be even and positive";
-    return false;
-  }
-  return true;
+      static_cast<int64_t>(rotary) % 2 != 0)
+    return Status::error("rope rotates " +
+                         std::to_string(static_cast<int64_t>(rotary)) +
+                         " of the " + std::to_string(d) + " dimensions of " +
+                         formatShape(x) + ", which must be even and positive");
+  return Status::success();
 }
 
-bool attention(const Shape &q, const Shape &k, const Shape &v, Shape &out,
-               std::string &err) {
-  if (q.size() != 4 || k.size() != 4 || v.size() != 4) {
-    err = "attention expects q, k and v as [B, S, H, D], got " +
-          formatShape(q) + ", " + formatShape(k) + " and " + formatShape(v);
-    return false;
-  }
-  if (q[0] != k[0] || q[1] != k[1] || q[3] != k[3]) {
-    err = "attention q " + formatShape(q) + " and k " + formatShape(k) +
-          " differ in batch, sequence or head size";
-    return false;
-  }
-  if (v != k) {
-    err = "attention v " + formatShape(v) + " must have the shape of k " +
-          formatShape(k);
-    return false;
-  }
+Expected<Shape> attention(const Shape &q, const Shape &k, const Shape &v) {
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    return Status::error("attention expects q, k and v as [B, S, H, D], got " +
+                         formatShape(q) + ", " + formatShape(k) + " and " +
+                         formatShape(v));
+  if (q[0] != k[0] || q[1] != k[1] || q[3] != k[3])
+    return Status::error("attention q " + formatShape(q) + " and k " +
+                         formatShape(k) +
+                         " differ in batch, sequence or head size");
+  if (v != k)
+    return Status::error("attention v " + formatShape(v) +
+                         " must have the shape of k " + formatShape(k));
   Dim hq = q[2], hkv = k[2];
-  if (isSymbolic(hq) || isSymbolic(hkv) || hkv <= 0 || hq % hkv != 0) {
-    err = "attention key/value heads " + formatDim(hkv) +
-          " do not divide query heads " + formatDim(hq) + ": q " +
-          formatShape(q) + ", k " + formatShape(k);
-    return false;
-  }
-  out = q;
-  return true;
+  if (isSymbolic(hq) || isSymbolic(hkv) || hkv <= 0 || hq % hkv != 0)
+    return Status::error("attention key/value heads " + formatDim(hkv) +
+                         " do not divide query heads " + formatDim(hq) +
+                         ": q " + formatShape(q) + ", k " + formatShape(k));
+  return q;
 }
 
-bool crossEntropy(const Shape &logits, const Shape &targets, std::string &err) {
-  if (logits.size() != 3) {
-    err = "cross_entropy logits must be [B, S, V], got " + formatShape(logits);
-    return false;
-  }
-  if (targets != dropBack(logits, 1)) {
-    err = "cross_entropy targets " + formatShape(targets) +
-          " do not match logits " + formatShape(logits);
-    return false;
-  }
-  return true;
+Status crossEntropy(const Shape &logits, const Shape &targets) {
+  if (logits.size() != 3)
+    return Status::error("cross_entropy logits must be [B, S, V], got " +
+                         formatShape(logits));
+  if (targets != dropBack(logits, 1))
+    return Status::error("cross_entropy targets " + formatShape(targets) +
+                         " do not match logits " + formatShape(logits));
+  return Status::success();
 }
 
-bool moe(const Shape &h, const Shape &router, int64_t numExperts,
-         std::string &err) {
-  if (h.size() != 3) {
-    err = "moe input must be [B, S, D], got " + formatShape(h);
-    return false;
-  }
+Status moe(const Shape &h, const Shape &router, int64_t numExperts) {
+  if (h.size() != 3)
+    return Status::error("moe input must be [B, S, D], got " + formatShape(h));
   Shape expected = {h[2], numExperts};
-  if (router != expected) {
-    err = "moe router must be " + formatShape(expected) + " for input " +
-          formatShape(h) + " and " + std::to_string(numExperts) +
-          " experts, got " + formatShape(router);
-    return false;
-  }
-  return true;
+  if (router != expected)
+    return Status::error("moe router must be " + formatShape(expected) +
+                         " for input " + formatShape(h) + " and " +
+                         std::to_string(numExperts) + " experts, got " +
+                         formatShape(router));
+  return Status::success();
 }
 
-bool linearCrossEntropy(const Shape &x, const Shape &w, bool transposeWeight,
-                        const Shape &targets, std::string &err) {
-  if (w.size() != 2 || std::any_of(w.begin(), w.end(), isSymbolic)) {
-    err = "weight must be a static matrix, got " + formatShape(w);
-    return false;
-  }
+Status linearCrossEntropy(const Shape &x, const Shape &w, bool transposeWeight,
+                          const Shape &targets) {
+  if (w.size() != 2 || std::any_of(w.begin(), w.end(), isSymbolic))
+    return Status::error("weight must be a static matrix, got " +
+                         formatShape(w));
   Dim d = transposeWeight ? w[1] : w[0];
-  if (x.empty() || x.back() != d) {
-    err = "input " + formatShape(x) + " does not match weight " +
-          formatShape(w) + (transposeWeight ? " (transposed)" : "");
-    return false;
-  }
+  if (x.empty() || x.back() != d)
+    return Status::error("input " + formatShape(x) + " does not match weight " +
+                         formatShape(w) +
+                         (transposeWeight ? " (transposed)" : ""));
   Shape logits = x;
   logits.back() = transposeWeight ? w[0] : w[1];
-  return crossEntropy(logits, targets, err);
+  return crossEntropy(logits, targets);
 }
 
-bool weightGrad(const Shape &x, const Shape &dy, Shape &out, std::string &err) {
+Expected<Shape> weightGrad(const Shape &x, const Shape &dy) {
   if (x.empty() || dy.empty() || x.size() != dy.size() ||
-      !std::equal(x.begin(), x.end() - 1, dy.begin())) {
-    err = "input " + formatShape(x) + " and gradient " + formatShape(dy) +
-          " must share their leading dims";
-    return false;
-  }
-  out = {x.back(), dy.back()};
-  return true;
+      !std::equal(x.begin(), x.end() - 1, dy.begin()))
+    return Status::error("input " + formatShape(x) + " and gradient " +
+                         formatShape(dy) + " must share their leading dims");
+  return Shape{x.back(), dy.back()};
 }
 
-bool reduceTo(const Shape &from, const Shape &to, std::string &err) {
-  Shape out;
-  if (!broadcast(from, to, out, err) || out != from) {
-    err = "cannot reduce " + formatShape(from) + " to " + formatShape(to) +
-          ": the result must broadcast to the input";
-    return false;
-  }
-  return true;
+Status reduceTo(const Shape &from, const Shape &to) {
+  Expected<Shape> out = broadcast(from, to);
+  if (!out.ok() || *out != from)
+    return Status::error("cannot reduce " + formatShape(from) + " to " +
+                         formatShape(to) +
+                         ": the result must broadcast to the input");
+  return Status::success();
 }
 
-bool pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
-         int64_t end, std::string &err) {
+Status pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
+           int64_t end) {
   if (x.size() != out.size() || axis < 0 ||
-      axis >= static_cast<int64_t>(x.size())) {
-    err = "pad axis " + std::to_string(axis) + " is out of range for " +
-          formatShape(x) + " -> " + formatShape(out);
-    return false;
-  }
+      axis >= static_cast<int64_t>(x.size()))
+    return Status::error("pad axis " + std::to_string(axis) +
+                         " is out of range for " + formatShape(x) + " -> " +
+                         formatShape(out));
   bool symbolicEnd = end == kDimS && start == 0 && x[axis] == kDimS;
   if (isSymbolic(out[axis]) || start < 0 ||
-      (!symbolicEnd && (end > out[axis] || end - start != x[axis]))) {
-    err = "[" + std::to_string(start) + ", " +
-          (end == kDimS ? formatDim(end) : std::to_string(end)) +
-          ") does not place " + formatShape(x) + " inside " + formatShape(out);
-    return false;
-  }
+      (!symbolicEnd && (end > out[axis] || end - start != x[axis])))
+    return Status::error("[" + std::to_string(start) + ", " +
+                         (end == kDimS ? formatDim(end) : std::to_string(end)) +
+                         ") does not place " + formatShape(x) + " inside " +
+                         formatShape(out));
   for (size_t i = 0; i < x.size(); ++i)
-    if (static_cast<int64_t>(i) != axis && x[i] != out[i]) {
-      err = "only the padded axis may differ: " + formatShape(x) + " -> " +
-            formatShape(out);
-      return false;
-    }
-  return true;
+    if (static_cast<int64_t>(i) != axis && x[i] != out[i])
+      return Status::error("only the padded axis may differ: " +
+                           formatShape(x) + " -> " + formatShape(out));
+  return Status::success();
 }
 
-bool fusedValue(const Shape &v, const Shape &iteration, std::string &err) {
+Status fusedValue(const Shape &v, const Shape &iteration) {
   bool isStatic = std::none_of(v.begin(), v.end(), isSymbolic);
   int64_t numel = 1;
   for (Dim d : v)
     numel *= isSymbolic(d) ? 2 : d;
   if ((isStatic && numel == 1) || v == iteration)
-    return true;
+    return Status::success();
   if (!iteration.empty()) {
     Shape rowKeep = iteration, rowDrop = dropBack(iteration, 1);
     rowKeep.back() = 1;
     if (v == rowKeep || v == rowDrop)
-      return true;
+      return Status::success();
   }
   if (isStatic && v.size() <= iteration.size() &&
       std::equal(v.begin(), v.end(), iteration.end() - v.size()))
-    return true;
-  err = "shape " + formatShape(v) + " is neither the iteration shape " +
-        formatShape(iteration) +
-        ", a row of it, a static suffix of it nor a scalar";
-  return false;
+    return Status::success();
+  return Status::error("shape " + formatShape(v) +
+                       " is neither the iteration shape " +
+                       formatShape(iteration) +
+                       ", a row of it, a static suffix of it nor a scalar");
 }
 
 } // namespace rules

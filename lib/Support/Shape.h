@@ -8,6 +8,8 @@
 #ifndef MTC_LIB_SUPPORT_SHAPE_H
 #define MTC_LIB_SUPPORT_SHAPE_H
 
+#include "lib/Support/Status.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,65 +38,58 @@ Dim symbolicDimByName(const std::string &name);
 enum class DType { F32, BF16, I32 };
 const char *dtypeName(DType t);
 
-/// Shape rules for the operations of the language. Each returns true and sets
-/// \p out on success, or returns false and sets \p err to a message suitable
-/// for a user ("shape mismatch ...": no location, no trailing period).
+/// Shape rules for the operations of the language. Each returns the result
+/// shape (Expected) or, for pure checks, a Status; an error carries a message
+/// suitable for a user ("shape mismatch ...": no location, no trailing
+/// period), which callers prefix with the place it concerns.
 namespace rules {
-bool broadcast(const Shape &a, const Shape &b, Shape &out, std::string &err);
+Expected<Shape> broadcast(const Shape &a, const Shape &b);
 /// [.., K] x [K, N] -> [.., N], or batched [.., M, K] x [.., K, N] with equal
 /// leading dims. \p bias, when non-null, must be [N].
-bool matmul(const Shape &a, const Shape &b, const Shape *bias, Shape &out,
-            std::string &err);
+Expected<Shape> matmul(const Shape &a, const Shape &b, const Shape *bias);
 /// Normalises a possibly negative axis against \p rank.
-bool axis(int64_t axis, size_t rank, size_t &out, std::string &err);
-bool reduce(const Shape &x, int64_t axis, bool keepdim, Shape &out,
-            std::string &err);
-bool embedding(const Shape &ids, const Shape &table, Shape &out,
-               std::string &err);
+Expected<size_t> axis(int64_t axis, size_t rank);
+Expected<Shape> reduce(const Shape &x, int64_t axis, bool keepdim);
+Expected<Shape> embedding(const Shape &ids, const Shape &table);
 /// The static element counts must agree and the symbolic dims must be the
 /// same multiset.
-bool reshape(const Shape &x, const Shape &target, std::string &err);
-bool transpose(const Shape &x, const std::vector<int64_t> &perm, Shape &out,
-               std::string &err);
-bool split(const Shape &x, const std::vector<int64_t> &sizes, int64_t axis,
-           std::vector<Shape> &out, std::string &err);
-bool concat(const std::vector<Shape> &xs, int64_t axis, Shape &out,
-            std::string &err);
+Status reshape(const Shape &x, const Shape &target);
+Expected<Shape> transpose(const Shape &x, const std::vector<int64_t> &perm);
+Expected<std::vector<Shape>>
+split(const Shape &x, const std::vector<int64_t> &sizes, int64_t axis);
+Expected<Shape> concat(const std::vector<Shape> &xs, int64_t axis);
 /// [start, end) along \p axis; \p end may be kDimS (with \p start 0) for the
 /// first S entries of a static axis, the result's axis then being S.
-bool slice(const Shape &x, int64_t axis, int64_t start, int64_t end, Shape &out,
-           std::string &err);
+Expected<Shape> slice(const Shape &x, int64_t axis, int64_t start, int64_t end);
 /// x [.., D] normalised with weight (and bias) [D].
-bool norm(const Shape &x, const Shape &w, const Shape *b, std::string &err);
+Status norm(const Shape &x, const Shape &w, const Shape *b);
 /// x [B, S, H, D]; rotary dims = fraction * D must be even and > 0.
-bool rope(const Shape &x, double fraction, std::string &err);
+Status rope(const Shape &x, double fraction);
 /// q [B, S, Hq, D], k and v [B, S, Hkv, D], Hkv divides Hq.
-bool attention(const Shape &q, const Shape &k, const Shape &v, Shape &out,
-               std::string &err);
+Expected<Shape> attention(const Shape &q, const Shape &k, const Shape &v);
 /// logits [B, S, V], targets [B, S] -> [].
-bool crossEntropy(const Shape &logits, const Shape &targets, std::string &err);
+Status crossEntropy(const Shape &logits, const Shape &targets);
 /// h [B, S, D], router [D, E] where E is the number of experts.
-bool moe(const Shape &h, const Shape &router, int64_t numExperts,
-         std::string &err);
+Status moe(const Shape &h, const Shape &router, int64_t numExperts);
 /// x [B, S, D] times the LM head w [D, V] ([V, D] with \p transposeWeight,
 /// a tied embedding table; static), targets [B, S].
-bool linearCrossEntropy(const Shape &x, const Shape &w, bool transposeWeight,
-                        const Shape &targets, std::string &err);
+Status linearCrossEntropy(const Shape &x, const Shape &w, bool transposeWeight,
+                          const Shape &targets);
 /// The gradient of the weight of x [.., K] @ w [K, N] from dy [.., N] (the
 /// leading dims of x): [K, N].
-bool weightGrad(const Shape &x, const Shape &dy, Shape &out, std::string &err);
+Expected<Shape> weightGrad(const Shape &x, const Shape &dy);
 /// Summing \p from down to \p to, a shape that broadcasts to \p from.
-bool reduceTo(const Shape &from, const Shape &to, std::string &err);
+Status reduceTo(const Shape &from, const Shape &to);
 /// x placed at [start, end) along \p axis (>= 0) of a zero tensor \p out;
 /// the other dims agree and out's padded dim is static. \p end is kDimS
 /// (with \p start 0) when x's axis is S: the VJP of a slice ending at S.
-bool pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
-         int64_t end, std::string &err);
+Status pad(const Shape &x, const Shape &out, int64_t axis, int64_t start,
+           int64_t end);
 /// A value of a fused region whose iteration shape is \p iteration (see
 /// mt.fused): the iteration shape, a row of it ([R...] or [R..., 1]), a
 /// static suffix of it, or a static scalar. This bounds what a compiled
 /// region reads and writes by the iteration shape.
-bool fusedValue(const Shape &v, const Shape &iteration, std::string &err);
+Status fusedValue(const Shape &v, const Shape &iteration);
 } // namespace rules
 
 } // namespace mtc
