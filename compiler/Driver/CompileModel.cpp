@@ -390,9 +390,9 @@ bool compileModelSource(const std::string &source, const std::string &path,
   out.bundle.cpuKernelsTarget = kernels.cpu;
   // What the runtime checks when it reads a bundle holds for every bundle
   // the compiler builds; a failure here is a compiler bug.
-  if (!bundle::validate(out.bundle, err)) {
+  if (Status valid = bundle::validate(out.bundle); !valid) {
     diags.error({}, "internal error: the compiled bundle does not validate: " +
-                        err);
+                        valid.message());
     return finish(false);
   }
   return finish(true);
@@ -465,11 +465,12 @@ bool loadModel(const std::string &path, const CompileOptions &options,
          << path << "'\n";
     return false;
   }
-  std::string err;
-  if (!bundle::readFile(path, out, err)) {
-    errs << "mtc: error: " << err << "\n";
+  Expected<bundle::Bundle> read = bundle::readFile(path);
+  if (!read) {
+    errs << "mtc: error: " << read.message() << "\n";
     return false;
   }
+  out = std::move(read).value();
   return true;
 }
 

@@ -877,7 +877,7 @@ std::string toJson(const Bundle &b) {
   return doc.dump(1) + "\n";
 }
 
-bool fromJson(const std::string &text, Bundle &out, std::string &err) {
+Expected<Bundle> fromJson(const std::string &text) {
   try {
     json doc = json::parse(text);
     const std::string where = "bundle";
@@ -1012,9 +1012,8 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
     }
     if (doc.contains("step"))
       b.step = parseStep(doc["step"], where + ": step", b);
-    std::string invalid;
-    if (!validate(b, invalid))
-      fail(where, invalid);
+    if (Status invalid = validate(b); !invalid)
+      fail(where, invalid.message());
     // After validation, which names what is wrong with an edited op; this
     // catches edits that leave a valid body a kernel was not compiled for.
     if (!b.cpuKernels.empty()) {
@@ -1027,14 +1026,12 @@ bool fromJson(const std::string &text, Bundle &out, std::string &err) {
                  " (a kernel would run on operands it was not compiled for; "
                  "compile the model again)");
     }
-    out = std::move(b);
-    return true;
+    return b;
   } catch (const ReadError &e) {
-    err = e.message;
+    return Status::error(e.message);
   } catch (const json::exception &e) {
-    err = std::string("malformed bundle JSON: ") + e.what();
+    return Status::error(std::string("malformed bundle JSON: ") + e.what());
   }
-  return false;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1097,46 +1094,41 @@ bool base64Decode(const std::string &text, std::string &out) {
   return true;
 }
 
-bool writeFile(const Bundle &b, const std::string &path, std::string &err) {
+Status writeFile(const Bundle &b, const std::string &path) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      err = "cannot write '" + tmp + "': " + std::strerror(errno);
-      return false;
-    }
+    if (!out)
+      return Status::error("cannot write '" + tmp +
+                           "': " + std::strerror(errno));
     out << toJson(b);
     out.flush();
     if (!out) {
-      err = "cannot write '" + tmp + "': " + std::strerror(errno);
+      Status st =
+          Status::error("cannot write '" + tmp + "': " + std::strerror(errno));
       std::remove(tmp.c_str());
-      return false;
+      return st;
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = "cannot rename '" + tmp + "' to '" + path +
-          "': " + std::strerror(errno);
+    Status st = Status::error("cannot rename '" + tmp + "' to '" + path +
+                              "': " + std::strerror(errno));
     std::remove(tmp.c_str());
-    return false;
+    return st;
   }
-  return true;
+  return Status::success();
 }
 
-bool readFile(const std::string &path, Bundle &out, std::string &err) {
-  if (::access(path.c_str(), F_OK) != 0) {
-    err = "cannot open '" + path + "': " + std::strerror(errno);
-    return false;
-  }
+Expected<Bundle> readFile(const std::string &path) {
+  if (::access(path.c_str(), F_OK) != 0)
+    return Status::error("cannot open '" + path + "': " + std::strerror(errno));
   Expected<std::string> text = readRegularFile(path);
-  if (!text) {
-    err = text.message();
-    return false;
-  }
-  if (!fromJson(*text, out, err)) {
-    err = path + ": " + err;
-    return false;
-  }
-  return true;
+  if (!text)
+    return text.status();
+  Expected<Bundle> b = fromJson(*text);
+  if (!b)
+    return b.status().withPrefix(path);
+  return b;
 }
 
 } // namespace mtc::bundle

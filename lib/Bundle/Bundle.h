@@ -207,14 +207,14 @@ Status checkSequenceFits(const Bundle &b, int64_t seq, const std::string &flag);
 /// Serialises to the JSON text of a .mtb file.
 std::string toJson(const Bundle &b);
 /// Parses, then validates (Validate.h: value ids, ops, dtypes, shapes,
-/// references; the CPU kernels' checksum). On failure returns false with a
-/// message in \p err.
-bool fromJson(const std::string &text, Bundle &out, std::string &err);
+/// references; the CPU kernels' checksum). The error names the first
+/// problem and where in the bundle it is.
+Expected<Bundle> fromJson(const std::string &text);
 
-/// Atomic write (temporary file + rename). Returns false with \p err set.
-bool writeFile(const Bundle &b, const std::string &path, std::string &err);
+/// Atomic write (temporary file + rename); errors name the file.
+Status writeFile(const Bundle &b, const std::string &path);
 /// Reads a .mtb file; errors name the file.
-bool readFile(const std::string &path, Bundle &out, std::string &err);
+Expected<Bundle> readFile(const std::string &path);
 
 /// Standard base64 (RFC 4648, with padding), used for binary fields.
 std::string base64Encode(const std::string &bytes);

@@ -1301,14 +1301,13 @@ void validateBundle(const Bundle &b) {
 
 } // namespace
 
-bool validate(const Bundle &b, std::string &err) {
+Status validate(const Bundle &b) {
   try {
     validateBundle(b);
-    return true;
+    return Status::success();
   } catch (const ValidationError &e) {
-    err = e.message;
+    return Status::error(e.message);
   }
-  return false;
 }
 
 } // namespace mtc::bundle

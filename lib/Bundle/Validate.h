@@ -79,9 +79,9 @@ const OpSpec *findOp(const std::string &name);
 Status checkAttributes(const Op &op, const OpSpec &spec);
 
 /// Checks everything the runtime relies on beyond the syntax fromJson reads
-/// (see the file comment and docs/bundle.md, "Validation"). Returns false
-/// with a message in \p err at the first problem.
-bool validate(const Bundle &b, std::string &err);
+/// (see the file comment and docs/bundle.md, "Validation"). The error names
+/// the first problem and where it is.
+Status validate(const Bundle &b);
 
 } // namespace mtc::bundle
 

@@ -636,11 +636,10 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
   std::string prefix = "checkpoint '" + dir +
                        "' was written for another model than '" + b.model +
                        "': ";
-  bundle::Bundle saved;
-  std::string err;
-  if (!bundle::readFile(dir + "/" + kBundle, saved, err))
-    return Status::error(dir + "/" + kBundle + ": " + err);
-  for (const auto &[key, value] : saved.config) {
+  Expected<bundle::Bundle> saved = bundle::readFile(dir + "/" + kBundle);
+  if (!saved)
+    return saved.status().withPrefix(dir + "/" + kBundle);
+  for (const auto &[key, value] : saved->config) {
     auto it = b.config.find(key);
     if (it == b.config.end())
       return Status::error(prefix + "config entry '" + key +
@@ -651,18 +650,18 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
                            showNumber(it->second) + " in the model");
   }
   for (const auto &[key, value] : b.config)
-    if (!saved.config.count(key))
+    if (!saved->config.count(key))
       return Status::error(prefix + "the model's config entry '" + key +
                            "' is not in the checkpoint's");
-  bool modelChanged = !saved.modelHash.empty() && !b.modelHash.empty() &&
-                      saved.modelHash != b.modelHash;
+  bool modelChanged = !saved->modelHash.empty() && !b.modelHash.empty() &&
+                      saved->modelHash != b.modelHash;
   if (modelChanged && !allowModelChange)
     return Status::error(
         "checkpoint '" + dir + "' was trained by another model than '" +
         b.model +
         "': the parameters and config are the same but the computation "
         "differs (model hash " +
-        b.modelHash + ", the checkpoint's " + saved.modelHash +
+        b.modelHash + ", the checkpoint's " + saved->modelHash +
         "); resume with the checkpoint's own model (leave out the model "
         "argument) or pass --allow-model-change to continue with this one");
 
@@ -738,8 +737,8 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
     return Status::error(*e);
 
   if (notes) {
-    if (saved.model != b.model)
-      notes->push_back("the checkpoint's model is named '" + saved.model +
+    if (saved->model != b.model)
+      notes->push_back("the checkpoint's model is named '" + saved->model +
                        "', this one '" + b.model +
                        "' (same parameters and config)");
     std::string text = bundle::toJson(b);

@@ -73,11 +73,11 @@ Status exportHF(const std::string &ckptDir, const std::string &outDir,
     return resolved.status();
   if (Status st = verifyCheckpointFiles(*resolved); !st.ok())
     return st;
-  bundle::Bundle b;
-  std::string err;
-  if (!bundle::readFile(*resolved + "/model.mtb", b, err))
-    return Status::error(err + " (is '" + ckptDir +
+  Expected<bundle::Bundle> read = bundle::readFile(*resolved + "/model.mtb");
+  if (!read)
+    return Status::error(read.message() + " (is '" + ckptDir +
                          "' a checkpoint written by mtc train --out?)");
+  bundle::Bundle b = std::move(read).value();
   if (b.hfNames.empty())
     return Status::error(
         ckptDir + "/model.mtb: model '" + b.model +

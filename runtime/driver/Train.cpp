@@ -1118,13 +1118,13 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
     return 1;
   }
   const std::string &dir = *resolved;
-  bundle::Bundle b;
-  std::string msg;
-  if (!bundle::readFile(dir + "/model.mtb", b, msg)) {
-    err << "mtc: error: " << msg << " (is '" << dir
+  Expected<bundle::Bundle> read = bundle::readFile(dir + "/model.mtb");
+  if (!read) {
+    err << "mtc: error: " << read.message() << " (is '" << dir
         << "' a checkpoint written by mtc train --out?)\n";
     return 1;
   }
+  bundle::Bundle b = std::move(read).value();
   if (Status st = bundle::checkTokenShapes(b, 1, -1); !st.ok()) {
     err << "mtc: error: " << st.message() << "\n";
     return 1;

@@ -28,16 +28,16 @@ using namespace mtc::bundle;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string text(reinterpret_cast<const char *>(data), size);
-  Bundle b;
-  std::string err;
-  if (!fromJson(text, b, err)) {
-    if (err.empty())
+  mtc::Expected<Bundle> read = fromJson(text);
+  if (!read) {
+    if (read.message().empty())
       bug("fromJson failed without a message", "");
     return 0;
   }
+  const Bundle &b = *read;
   // fromJson validated it: validating again must agree.
-  if (!validate(b, err))
-    bug("fromJson accepted a bundle that does not validate", err);
+  if (mtc::Status valid = validate(b); !valid)
+    bug("fromJson accepted a bundle that does not validate", valid.message());
 
   // The accessors and the planning the runtime runs first.
   (void)b.vocabulary();
@@ -50,11 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   std::string once = toJson(b);
-  Bundle again;
-  std::string err2;
-  if (!fromJson(once, again, err2))
-    bug("toJson of an accepted bundle does not parse again", err2);
-  std::string twice = toJson(again);
+  mtc::Expected<Bundle> again = fromJson(once);
+  if (!again)
+    bug("toJson of an accepted bundle does not parse again", again.message());
+  std::string twice = toJson(*again);
   if (once != twice)
     bug("toJson -> fromJson -> toJson is not the identity", once);
   return 0;

@@ -434,14 +434,13 @@ TEST(CpuKernels, BundleCarriesTheLibrary) {
   b.model = "M";
   b.cpuKernels = c.lib.sharedObject;
   b.cpuKernelsTarget = c.lib.cpu;
-  bundle::Bundle back;
-  std::string err;
-  ASSERT_TRUE(bundle::fromJson(bundle::toJson(b), back, err)) << err;
-  EXPECT_EQ(back.cpuKernels, b.cpuKernels);
-  EXPECT_EQ(back.cpuKernelsTarget, c.lib.cpu);
+  Expected<bundle::Bundle> back = bundle::fromJson(bundle::toJson(b));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->cpuKernels, b.cpuKernels);
+  EXPECT_EQ(back->cpuKernelsTarget, c.lib.cpu);
   Compiled fromBundle;
   Expected<std::unique_ptr<exec::KernelLibrary>> l =
-      exec::KernelLibrary::load(back.cpuKernels);
+      exec::KernelLibrary::load(back->cpuKernels);
   ASSERT_TRUE(l.ok()) << l.message();
   fromBundle.loaded = std::move(*l);
   fromBundle.names = c.names;

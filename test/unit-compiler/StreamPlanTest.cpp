@@ -126,12 +126,12 @@ TEST(StreamPlan, BundleStepRoundTrip) {
   EXPECT_EQ(b.step->deviceBudget, 64ll << 20);
   EXPECT_LE(b.step->devicePeak, b.step->deviceBudget);
   ASSERT_NE(b.step->buffer("workspace"), nullptr);
-  std::string text = bundle::toJson(b), err;
-  bundle::Bundle back;
-  ASSERT_TRUE(bundle::fromJson(text, back, err)) << err;
-  ASSERT_TRUE(back.step);
-  EXPECT_EQ(bundle::toJson(back), text);
-  EXPECT_EQ(back.step->program.size(), b.step->program.size());
+  std::string text = bundle::toJson(b);
+  Expected<bundle::Bundle> back = bundle::fromJson(text);
+  ASSERT_TRUE(back.ok()) << back.message();
+  ASSERT_TRUE(back->step);
+  EXPECT_EQ(bundle::toJson(*back), text);
+  EXPECT_EQ(back->step->program.size(), b.step->program.size());
 
   auto rejects = [&](const std::string &from, const std::string &to,
                      const std::string &message) {
@@ -139,10 +139,9 @@ TEST(StreamPlan, BundleStepRoundTrip) {
     size_t at = bad.find(from);
     ASSERT_NE(at, std::string::npos) << from;
     bad.replace(at, from.size(), to);
-    bundle::Bundle out;
-    std::string e;
-    EXPECT_FALSE(bundle::fromJson(bad, out, e)) << from;
-    EXPECT_NE(e.find(message), std::string::npos) << e;
+    Expected<bundle::Bundle> out = bundle::fromJson(bad);
+    EXPECT_FALSE(out.ok()) << from;
+    EXPECT_NE(out.message().find(message), std::string::npos) << out.message();
   };
   rejects("\"op\": \"load_model_weights\"", "\"op\": \"teleport\"",
           "unknown command 'teleport'");

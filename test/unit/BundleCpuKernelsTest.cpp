@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 using namespace mtc::bundle;
+using mtc::Expected;
 
 TEST(Base64, RoundTripsEveryLengthAndByte) {
   std::string bytes;
@@ -55,6 +56,13 @@ std::string withKernels(const std::string &format, const std::string &data,
          R"(", "fused_xxh64": "ef46db3751d8e999", "data": ")" + data + R"("}})";
 }
 
+/// The error of reading \p text (empty, and a test failure, if it reads).
+std::string readError(const std::string &text) {
+  Expected<Bundle> b = fromJson(text);
+  EXPECT_FALSE(b.ok()) << "the bundle was accepted";
+  return b.message();
+}
+
 } // namespace
 
 TEST(BundleCpuKernels, RoundTrip) {
@@ -62,11 +70,10 @@ TEST(BundleCpuKernels, RoundTrip) {
   b.model = "M";
   b.cpuKernels = std::string("\177ELF\0\1\2", 7);
   b.cpuKernelsTarget = "znver4";
-  Bundle back;
-  std::string err;
-  ASSERT_TRUE(fromJson(toJson(b), back, err)) << err;
-  EXPECT_EQ(back.cpuKernels, b.cpuKernels);
-  EXPECT_EQ(back.cpuKernelsTarget, "znver4");
+  Expected<Bundle> back = fromJson(toJson(b));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->cpuKernels, b.cpuKernels);
+  EXPECT_EQ(back->cpuKernelsTarget, "znver4");
   // The writer records the checksum of the bytes.
   EXPECT_NE(toJson(b).find(mtc::hex64(mtc::xxh64(b.cpuKernels.data(), 7))),
             std::string::npos);
@@ -76,45 +83,39 @@ TEST(BundleCpuKernels, RoundTrip) {
 }
 
 TEST(BundleCpuKernels, Errors) {
-  Bundle b;
-  std::string err;
-  EXPECT_FALSE(fromJson(withKernels("pe", "f0VMRg=="), b, err));
+  std::string err = readError(withKernels("pe", "f0VMRg=="));
   EXPECT_NE(err.find("cpu_kernels: unsupported format 'pe'"), std::string::npos)
       << err;
-  EXPECT_FALSE(
-      fromJson(withKernels("elf-shared-object", "not base64"), b, err));
+  err = readError(withKernels("elf-shared-object", "not base64"));
   EXPECT_NE(err.find("'data' is not valid base64"), std::string::npos) << err;
-  EXPECT_FALSE(fromJson(withKernels("elf-shared-object", "Zm9vYmFy"), b, err));
+  err = readError(withKernels("elf-shared-object", "Zm9vYmFy"));
   EXPECT_NE(err.find("'data' is not an ELF file"), std::string::npos) << err;
-  ASSERT_TRUE(fromJson(withKernels("elf-shared-object", "f0VMRg=="), b, err))
-      << err;
-  EXPECT_EQ(b.cpuKernels, "\177ELF");
+  Expected<Bundle> b = fromJson(withKernels("elf-shared-object", "f0VMRg=="));
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ(b->cpuKernels, "\177ELF");
 }
 
 // Damaged kernel bytes would run (and crash) in the trainer; their checksum
 // no longer matches the one the compiler recorded.
 TEST(BundleCpuKernels, ChecksumMismatchIsRefused) {
-  Bundle b;
-  std::string err;
   std::string sum = mtc::hex64(mtc::xxh64("\177ELF", 4));
-  ASSERT_TRUE(
-      fromJson(withKernels("elf-shared-object", "f0VMRg==", sum), b, err))
-      << err;
+  Expected<Bundle> b =
+      fromJson(withKernels("elf-shared-object", "f0VMRg==", sum));
+  ASSERT_TRUE(b.ok()) << b.message();
+  std::string err;
   // "\177ELG": one bit flipped.
-  EXPECT_FALSE(
-      fromJson(withKernels("elf-shared-object", "f0VMRw==", sum), b, err));
+  err = readError(withKernels("elf-shared-object", "f0VMRw==", sum));
   EXPECT_NE(err.find("bundle: cpu_kernels: checksum mismatch: the kernels "
                      "hash to xxh64 "),
             std::string::npos)
       << err;
   EXPECT_NE(err.find("the bundle records " + sum), std::string::npos) << err;
-  EXPECT_FALSE(
-      fromJson(withKernels("elf-shared-object", "f0VMRg==", "12"), b, err));
+  err = readError(withKernels("elf-shared-object", "f0VMRg==", "12"));
   EXPECT_NE(err.find("'xxh64' must be 16 hex digits"), std::string::npos)
       << err;
   std::string noSum = withKernels("elf-shared-object", "f0VMRg==");
   noSum.erase(noSum.find("\"xxh64\""), 29);
-  EXPECT_FALSE(fromJson(noSum, b, err));
+  err = readError(noSum);
   EXPECT_NE(err.find("cpu_kernels: missing field 'xxh64'"), std::string::npos)
       << err;
 }
@@ -131,8 +132,7 @@ TEST(BundleCpuKernels, FusedOpsChecksum) {
       << text;
   size_t at = text.find("ef46db3751d8e999");
   text.replace(at, 16, "ef46db3751d8e998");
-  std::string err;
-  EXPECT_FALSE(fromJson(text, b, err));
+  std::string err = readError(text);
   EXPECT_NE(err.find("cpu_kernels: checksum mismatch: the fused ops that name "
                      "compiled kernels hash to xxh64 ef46db3751d8e999, the "
                      "bundle records ef46db3751d8e998"),

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 using namespace mtc::bundle;
+using mtc::Expected;
 
 namespace {
 std::string header(const std::string &version) {
@@ -20,19 +21,18 @@ std::string header(const std::string &version) {
 } // namespace
 
 TEST(BundleJson, MinimalBundleRoundTrips) {
-  Bundle b;
-  std::string err;
-  ASSERT_TRUE(fromJson(header("1"), b, err)) << err;
-  Bundle again;
-  ASSERT_TRUE(fromJson(toJson(b), again, err)) << err;
-  EXPECT_EQ(toJson(again), toJson(b));
+  Expected<Bundle> b = fromJson(header("1"));
+  ASSERT_TRUE(b.ok()) << b.message();
+  Expected<Bundle> again = fromJson(toJson(*b));
+  ASSERT_TRUE(again.ok()) << again.message();
+  EXPECT_EQ(toJson(*again), toJson(*b));
 }
 
 // The version was read with get<int>(), which truncated 2^32 + 1 to 1.
 TEST(BundleJson, VersionIsNotTruncated) {
-  Bundle b;
-  std::string err;
-  EXPECT_FALSE(fromJson(header("4294967297"), b, err));
+  Expected<Bundle> b = fromJson(header("4294967297"));
+  EXPECT_FALSE(b.ok());
+  const std::string &err = b.message();
   EXPECT_NE(err.find("unsupported bundle version 4294967297"),
             std::string::npos)
       << err;
@@ -43,9 +43,9 @@ TEST(BundleJson, VersionIsNotTruncated) {
 TEST(BundleJson, DeeplyNestedValueIsAnErrorNotACrash) {
   const size_t depth = 1000000;
   std::string deep = std::string(depth, '[') + std::string(depth, ']');
-  Bundle b;
-  std::string err;
-  EXPECT_FALSE(fromJson(header(deep), b, err));
+  Expected<Bundle> b = fromJson(header(deep));
+  EXPECT_FALSE(b.ok());
+  const std::string &err = b.message();
   EXPECT_NE(err.find("unsupported bundle version [[[["), std::string::npos)
       << err.substr(0, 200);
   EXPECT_LT(err.size(), 200u);
@@ -62,26 +62,28 @@ std::string bundleWithShape(const std::string &shape) {
 }
 
 TEST(BundleJson, RejectsShapesWhoseElementCountOverflows) {
-  mtc::bundle::Bundle b;
-  std::string err;
-  EXPECT_TRUE(mtc::bundle::fromJson(bundleWithShape("[4, 8]"), b, err)) << err;
-  EXPECT_FALSE(mtc::bundle::fromJson(
-      bundleWithShape("[2147483647, 2147483647, 2147483647]"), b, err));
-  EXPECT_NE(err.find("too many elements"), std::string::npos) << err;
-  EXPECT_FALSE(mtc::bundle::fromJson(bundleWithShape("[4294967296]"), b, err));
-  EXPECT_NE(err.find("invalid dimension"), std::string::npos) << err;
+  Expected<Bundle> b = fromJson(bundleWithShape("[4, 8]"));
+  EXPECT_TRUE(b.ok()) << b.message();
+  b = fromJson(bundleWithShape("[2147483647, 2147483647, 2147483647]"));
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("too many elements"), std::string::npos)
+      << b.message();
+  b = fromJson(bundleWithShape("[4294967296]"));
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("invalid dimension"), std::string::npos)
+      << b.message();
 }
 
 TEST(BundleJson, RejectsIntegerAttributesBeyond64Bits) {
-  mtc::bundle::Bundle b;
-  std::string err;
   std::string text = R"({"format": "mtc-bundle", "version": 1, "model": "M",
     "config": {}, "params": [], "layers": [], "functions": {"forward": {
       "args": [], "results": [], "values": [{"shape": [], "dtype": "f32"}],
       "ops": [{"op": "constant", "operands": [], "results": [0],
                "attrs": {"value": 18446744073709551615}}]}}})";
-  EXPECT_FALSE(mtc::bundle::fromJson(text, b, err));
-  EXPECT_NE(err.find("does not fit in 64 bits"), std::string::npos) << err;
+  Expected<Bundle> b = fromJson(text);
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("does not fit in 64 bits"), std::string::npos)
+      << b.message();
 }
 
 } // namespace
@@ -95,30 +97,29 @@ std::string bundleWithHFNames(const std::string &names) {
 } // namespace
 
 TEST(BundleJson, HFNamesRoundTripAndAreValidated) {
-  mtc::bundle::Bundle b;
-  std::string err;
-  ASSERT_TRUE(mtc::bundle::fromJson(
-      bundleWithHFNames(R"({"w": {"tensor": "lm_head.weight",
-                                  "transpose": true}})"),
-      b, err))
-      << err;
-  ASSERT_EQ(b.hfNames.size(), 1u);
-  EXPECT_EQ(b.hfNames.at("w").tensor, "lm_head.weight");
-  EXPECT_TRUE(b.hfNames.at("w").transpose);
-  mtc::bundle::Bundle again;
-  ASSERT_TRUE(mtc::bundle::fromJson(mtc::bundle::toJson(b), again, err)) << err;
-  EXPECT_EQ(again.hfNames.at("w").tensor, "lm_head.weight");
-  EXPECT_EQ(mtc::bundle::toJson(again), mtc::bundle::toJson(b));
+  Expected<Bundle> b = fromJson(bundleWithHFNames(
+      R"({"w": {"tensor": "lm_head.weight", "transpose": true}})"));
+  ASSERT_TRUE(b.ok()) << b.message();
+  ASSERT_EQ(b->hfNames.size(), 1u);
+  EXPECT_EQ(b->hfNames.at("w").tensor, "lm_head.weight");
+  EXPECT_TRUE(b->hfNames.at("w").transpose);
+  Expected<Bundle> again = fromJson(toJson(*b));
+  ASSERT_TRUE(again.ok()) << again.message();
+  EXPECT_EQ(again->hfNames.at("w").tensor, "lm_head.weight");
+  EXPECT_EQ(toJson(*again), toJson(*b));
 
-  EXPECT_FALSE(mtc::bundle::fromJson(
-      bundleWithHFNames(R"({"v": {"tensor": "x", "transpose": false}})"), b,
-      err));
+  auto errorOf = [](const std::string &text) {
+    Expected<Bundle> r = fromJson(text);
+    EXPECT_FALSE(r.ok());
+    return r.message();
+  };
+  std::string err = errorOf(
+      bundleWithHFNames(R"({"v": {"tensor": "x", "transpose": false}})"));
   EXPECT_NE(err.find("'v': is not a parameter instance"), std::string::npos)
       << err;
-  EXPECT_FALSE(mtc::bundle::fromJson(
-      bundleWithHFNames(R"({"w": {"tensor": "x", "transpose": 1}})"), b, err));
+  err = errorOf(bundleWithHFNames(R"({"w": {"tensor": "x", "transpose": 1}})"));
   EXPECT_NE(err.find("'transpose' must be true or false"), std::string::npos)
       << err;
-  EXPECT_FALSE(mtc::bundle::fromJson(bundleWithHFNames("[]"), b, err));
+  err = errorOf(bundleWithHFNames("[]"));
   EXPECT_NE(err.find("hf_names: must be an object"), std::string::npos) << err;
 }

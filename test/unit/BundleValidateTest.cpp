@@ -29,19 +29,15 @@ Bundle tinyBundle() {
 }
 
 /// The validation error of \p b ("" if it validates).
-std::string errorOf(const Bundle &b) {
-  std::string err;
-  return validate(b, err) ? "" : err;
-}
+std::string errorOf(const Bundle &b) { return validate(b).message(); }
 
 } // namespace
 
 TEST(BundleValidate, TinyBundleValidatesAndReadsBack) {
   Bundle b = tinyBundle();
   EXPECT_EQ(errorOf(b), "");
-  Bundle back;
-  std::string err;
-  EXPECT_TRUE(fromJson(toJson(b), back, err)) << err;
+  Expected<Bundle> back = fromJson(toJson(b));
+  EXPECT_TRUE(back.ok()) << back.message();
 }
 
 TEST(BundleValidate, OpTable) {
