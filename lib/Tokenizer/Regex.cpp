@@ -881,22 +881,19 @@ Regex::~Regex() = default;
 Regex::Regex(Regex &&) noexcept = default;
 Regex &Regex::operator=(Regex &&) noexcept = default;
 
-bool Regex::compile(std::string_view pattern, std::string &err) {
-  if (findInvalidUtf8(pattern) != std::string_view::npos) {
-    err = "the pattern is not valid UTF-8";
-    return false;
-  }
+Status Regex::compile(std::string_view pattern) {
+  if (findInvalidUtf8(pattern) != std::string_view::npos)
+    return Status::error("the pattern is not valid UTF-8");
   auto program = std::make_unique<Program>();
   try {
     Parser parser(pattern, *program);
     program->top = parser.parseTop();
   } catch (const ParseError &e) {
-    err = e.what + " at offset " + std::to_string(e.offset);
-    return false;
+    return Status::error(e.what + " at offset " + std::to_string(e.offset));
   }
   prog = std::move(program);
   source = std::string(pattern);
-  return true;
+  return Status::success();
 }
 
 Regex Regex::literal(std::string_view text) {

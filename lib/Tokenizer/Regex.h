@@ -32,6 +32,8 @@
 #ifndef MTC_LIB_TOKENIZER_REGEX_H
 #define MTC_LIB_TOKENIZER_REGEX_H
 
+#include "lib/Support/Status.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -59,9 +61,9 @@ public:
   Regex(const Regex &) = delete;
   Regex &operator=(const Regex &) = delete;
 
-  /// Compiles \p pattern; on failure returns false and sets \p err to
-  /// "<what> at offset N".
-  bool compile(std::string_view pattern, std::string &err);
+  /// Compiles \p pattern; an error says "<what> at offset N" and leaves the
+  /// regex as it was.
+  Status compile(std::string_view pattern);
   /// A pattern matching \p text literally.
   static Regex literal(std::string_view text);
 

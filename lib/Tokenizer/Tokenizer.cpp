@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <functional>
 #include <queue>
@@ -175,10 +176,9 @@ Regex patternField(const json &obj, const std::string &path) {
   if (const json *r = optional(p, "Regex")) {
     std::string src = asString(*r, pp + ".Regex");
     Regex re;
-    std::string err;
-    if (!re.compile(src, err))
-      fail(pp + ".Regex",
-           "unsupported regex: " + err + " (pattern '" + shortText(src) + "')");
+    if (Status st = re.compile(src); !st)
+      fail(pp + ".Regex", "unsupported regex: " + st.message() + " (pattern '" +
+                              shortText(src) + "')");
     return re;
   }
   fail(pp, "expected {\"String\": ...} or {\"Regex\": ...}");
@@ -557,11 +557,10 @@ const ByteMap &byteMap() {
 const Regex &gpt2Regex() {
   static const Regex re = [] {
     Regex r;
-    std::string err;
-    bool ok = r.compile("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| "
-                        "?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
-                        err);
-    (void)ok;
+    Status st = r.compile("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| "
+                          "?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+");
+    assert(st.ok() && "the GPT-2 pre-tokenizer pattern compiles");
+    (void)st;
     return r;
   }();
   return re;
