@@ -208,10 +208,10 @@ int main(int argc, char **argv) {
     int64_t layer = int64_t(64) << 20, layers = emulated ? 2 : 32;
     device::CudaDevice cd(*api, 2 * layer);
     std::vector<char> host(static_cast<size_t>(layer * layers), 1);
-    std::string why;
-    if (!cd.registerHost(host.data(), static_cast<int64_t>(host.size()),
-                         &why)) {
-      std::fprintf(stderr, "mtc-bench-cuda: %s\n", why.c_str());
+    if (Status st =
+            cd.registerHost(host.data(), static_cast<int64_t>(host.size()));
+        !st) {
+      std::fprintf(stderr, "mtc-bench-cuda: %s\n", st.message().c_str());
       return 1;
     }
     device::Stream copy = cd.createStream("copy"),

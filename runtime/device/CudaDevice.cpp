@@ -611,22 +611,19 @@ void CudaDevice::synchronize() {
   throwIfFailed();
 }
 
-bool CudaDevice::registerHost(void *p, int64_t bytes, std::string *reason) {
+Status CudaDevice::registerHost(void *p, int64_t bytes) {
   if (!p || bytes <= 0)
-    return true;
+    return Status::success();
   api->cuCtxSetCurrent(context);
   int rc = api->cuMemHostRegister_v2(p, static_cast<size_t>(bytes),
                                      cuda::kCuMemHostRegisterPortable |
                                          cuda::kCuMemHostRegisterDeviceMap);
-  if (rc != cuda::kCudaSuccess) {
-    if (reason)
-      *reason = "cannot pin " + describeBytes(bytes) +
-                " for DMA: " + cuda::cudaErrorText(*api, rc);
-    return false;
-  }
+  if (rc != cuda::kCudaSuccess)
+    return Status::error("cannot pin " + describeBytes(bytes) +
+                         " for DMA: " + cuda::cudaErrorText(*api, rc));
   std::lock_guard<std::mutex> lock(mu);
   registered.push_back({p, bytes});
-  return true;
+  return Status::success();
 }
 
 std::pair<int64_t, int64_t> CudaDevice::memoryInfo() const {

@@ -43,6 +43,7 @@
 #ifndef MTC_RUNTIME_DEVICE_CUDADEVICE_H
 #define MTC_RUNTIME_DEVICE_CUDADEVICE_H
 
+#include "lib/Support/Status.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/device/Device.h"
 #include "runtime/device/Timeline.h"
@@ -96,9 +97,9 @@ public:
   void setTrace(Trace *trace) override;
 
   /// Pins \p bytes of host memory at \p p for DMA (cuMemHostRegister), so
-  /// that copies from and to it are asynchronous. Best effort: returns false
-  /// with the driver's reason when it cannot.
-  bool registerHost(void *p, int64_t bytes, std::string *reason = nullptr);
+  /// that copies from and to it are asynchronous. Best effort: the error
+  /// gives the driver's reason; callers may go on with unpinned memory.
+  Status registerHost(void *p, int64_t bytes);
 
   /// Free and total GPU memory as the driver reports them now.
   std::pair<int64_t, int64_t> memoryInfo() const;

@@ -90,14 +90,13 @@ void HostBuffer::release() {
   counters.reset();
 }
 
-bool HostBuffer::sync(std::string &err) {
+Status HostBuffer::sync() {
   if (!isFile || !ptr)
-    return true;
-  if (::msync(ptr, mapped, MS_SYNC) != 0) {
-    err = "host store: msync of '" + name + "' failed: " + std::strerror(errno);
-    return false;
-  }
-  return true;
+    return Status::success();
+  if (::msync(ptr, mapped, MS_SYNC) != 0)
+    return Status::error("host store: msync of '" + name +
+                         "' failed: " + std::strerror(errno));
+  return Status::success();
 }
 
 HostStore::HostStore() : counters(std::make_shared<HostBuffer::Counters>()) {}
@@ -178,20 +177,18 @@ HostBuffer HostStore::allocateFileBacked(const std::string &path, int64_t bytes,
   return b;
 }
 
-bool HostStore::pin(HostBuffer &buf, std::string *reason) {
+Status HostStore::pin(HostBuffer &buf) {
   if (buf.isPinned || !buf.ptr)
-    return true;
-  if (::mlock(buf.ptr, buf.mapped) != 0) {
-    if (reason)
-      *reason = "cannot pin " + formatBytes(buf.bytes) + quoted(buf.name) +
-                ": " + std::strerror(errno) +
-                " (the locked-memory limit, ulimit -l, may be too low)";
-    return false;
-  }
+    return Status::success();
+  if (::mlock(buf.ptr, buf.mapped) != 0)
+    return Status::error("cannot pin " + formatBytes(buf.bytes) +
+                         quoted(buf.name) + ": " + std::strerror(errno) +
+                         " (the locked-memory limit, ulimit -l, may be too "
+                         "low)");
   buf.isPinned = true;
   if (buf.counters)
     buf.counters->pinned += buf.bytes;
-  return true;
+  return Status::success();
 }
 
 int64_t HostStore::hostBytes() const { return counters->host; }

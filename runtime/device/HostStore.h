@@ -16,6 +16,8 @@
 #ifndef MTC_RUNTIME_DEVICE_HOSTSTORE_H
 #define MTC_RUNTIME_DEVICE_HOSTSTORE_H
 
+#include "lib/Support/Status.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -45,9 +47,9 @@ public:
   /// What the memory holds (the name given to allocate), for messages.
   const std::string &what() const { return name; }
 
-  /// Writes a file-backed buffer's dirty pages to its file (msync). Returns
-  /// false and sets \p err on failure; a no-op for anonymous memory.
-  bool sync(std::string &err);
+  /// Writes a file-backed buffer's dirty pages to its file (msync); the error
+  /// names the buffer. A no-op for anonymous memory.
+  Status sync();
 
   /// Unmaps the memory now (the buffer becomes empty).
   void release();
@@ -83,10 +85,10 @@ public:
   HostBuffer allocateFileBacked(const std::string &path, int64_t bytes,
                                 const std::string &what = "");
 
-  /// Best effort: locks \p buf in RAM (mlock). Returns false, and sets
-  /// \p reason if given, when the system forbids it (RLIMIT_MEMLOCK); that is
-  /// not an error, copies from unpinned memory are just slower on a GPU.
-  bool pin(HostBuffer &buf, std::string *reason = nullptr);
+  /// Best effort: locks \p buf in RAM (mlock). The error says why the system
+  /// forbids it (RLIMIT_MEMLOCK); callers may go on without pinning, copies
+  /// from unpinned memory are just slower on a GPU.
+  Status pin(HostBuffer &buf);
 
   /// Bytes of live anonymous allocations / file-backed mappings / pinned
   /// buffers made by this store.

@@ -102,21 +102,15 @@ std::string Trace::json() const {
   return out;
 }
 
-bool Trace::write(const std::string &path, std::string &err) const {
+Status Trace::write(const std::string &path) const {
   std::string text = json();
   auto writer = AtomicFileWriter::create(path);
-  if (!writer) {
-    err = writer.status().message();
-    return false;
-  }
+  if (!writer)
+    return writer.status();
   Status st = writer->write(text.data(), text.size());
   if (st.ok())
     st = writer->commit();
-  if (!st.ok()) {
-    err = st.message();
-    return false;
-  }
-  return true;
+  return st;
 }
 
 } // namespace mtc::device

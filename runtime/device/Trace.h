@@ -19,6 +19,8 @@
 #ifndef MTC_RUNTIME_DEVICE_TRACE_H
 #define MTC_RUNTIME_DEVICE_TRACE_H
 
+#include "lib/Support/Status.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,9 +79,9 @@ public:
   /// Forgets every span (tracks stay).
   void clear();
 
-  /// Writes the trace atomically (path.tmp, fsync, rename). Returns false and
-  /// sets \p err ("PATH: ...") on failure.
-  bool write(const std::string &path, std::string &err) const;
+  /// Writes the trace atomically (path.tmp, fsync, rename); errors read
+  /// "PATH: ...".
+  Status write(const std::string &path) const;
   /// The JSON text write() would produce.
   std::string json() const;
 

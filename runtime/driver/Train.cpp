@@ -746,13 +746,14 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
         api = *driver;
         auto gpu = std::make_unique<device::CudaDevice>(api, budget);
         // Weights are copied from the values block and gradients into the
-        // grads block: pinned, those copies are asynchronous DMA.
+        // grads block: pinned, those copies are asynchronous DMA. Best
+        // effort: unpinned, the same copies are synchronous but correct.
         const int64_t blockBytes =
             static_cast<int64_t>(4 * store.blockElements());
         for (auto kind :
              {exec::ParamStore::Kind::Value, exec::ParamStore::Kind::Grad})
           if (store.block(kind))
-            gpu->registerHost(store.block(kind), blockBytes);
+            (void)gpu->registerHost(store.block(kind), blockBytes);
         Expected<std::unique_ptr<exec::CudaBackend>> be =
             exec::CudaBackend::create(*gpu);
         if (!be) {
@@ -1061,9 +1062,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   if (streamer)
     streamer->flush();
   if (!opts.trace.empty() && cpuDevice) {
-    std::string msg;
-    if (!trace.write(opts.trace, msg)) {
-      err << "mtc: error: " << msg << "\n";
+    if (Status st = trace.write(opts.trace); !st) {
+      err << "mtc: error: " << st.message() << "\n";
       return 1;
     }
     out << "trace: " << opts.trace << "\n";

@@ -182,11 +182,9 @@ int64_t ParamStore::pin(std::string *reason) {
     return pinnedBytes();
   }
   std::string why;
-  for (device::HostBuffer &b : buffers) {
-    std::string r;
-    if (!host.pin(b, &r) && why.empty())
-      why = r;
-  }
+  for (device::HostBuffer &b : buffers)
+    if (Status st = host.pin(b); !st && why.empty())
+      why = st.message();
   if (reason && !why.empty())
     *reason = why;
   return pinnedBytes();

@@ -59,10 +59,12 @@ TEST(CudaDeviceEmulated, NameCapabilityAndPinning) {
   auto [free, total] = cuda.memoryInfo();
   EXPECT_GE(total - free, 4096);
   std::vector<char> host(1 << 16);
-  std::string reason;
-  EXPECT_TRUE(cuda.registerHost(host.data(), host.size(), &reason)) << reason;
+  Status st = cuda.registerHost(host.data(), host.size());
+  EXPECT_TRUE(st.ok()) << st.message();
   // Pinning the same memory twice is the driver's error, said plainly.
-  EXPECT_FALSE(cuda.registerHost(host.data(), host.size(), &reason));
+  st = cuda.registerHost(host.data(), host.size());
+  EXPECT_FALSE(st.ok());
+  const std::string &reason = st.message();
   EXPECT_NE(reason.find("cannot pin 64.0 KiB"), std::string::npos) << reason;
   EXPECT_NE(reason.find("CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"),
             std::string::npos)

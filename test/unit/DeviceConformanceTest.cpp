@@ -976,8 +976,8 @@ TEST_P(DeviceTest, TraceHasOneEventPerCommand) {
   dev.synchronize();
 
   std::string path = tempPath("trace.json");
-  std::string err;
-  ASSERT_TRUE(trace.write(path, err)) << err;
+  Status written = trace.write(path);
+  ASSERT_TRUE(written.ok()) << written.message();
   std::ifstream in(path);
   nlohmann::json j = nlohmann::json::parse(in);
   std::map<int, std::string> threadNames;

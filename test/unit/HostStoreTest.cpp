@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 using namespace mtc::device;
+using mtc::Status;
 
 namespace {
 
@@ -79,12 +80,11 @@ TEST(HostStore, ErrorsNameWhatAndSize) {
 TEST(HostStore, PinIsBestEffort) {
   HostStore store;
   HostBuffer a = store.allocate(4096, "small");
-  std::string reason;
-  bool ok = store.pin(a, &reason);
-  EXPECT_EQ(a.pinned(), ok);
-  EXPECT_EQ(store.pinnedBytes(), ok ? 4096 : 0);
-  if (!ok)
-    EXPECT_NE(reason.find("small"), std::string::npos) << reason;
+  Status st = store.pin(a);
+  EXPECT_EQ(a.pinned(), st.ok());
+  EXPECT_EQ(store.pinnedBytes(), st.ok() ? 4096 : 0);
+  if (!st.ok())
+    EXPECT_NE(st.message().find("small"), std::string::npos) << st.message();
   a.release();
   EXPECT_EQ(store.pinnedBytes(), 0);
 }
@@ -104,8 +104,8 @@ TEST(HostStore, FileBackedRoundTrip) {
       ASSERT_EQ(p[i], 0);
     for (int64_t i = 0; i < f.size(); ++i)
       p[i] = static_cast<unsigned char>(i * 31);
-    std::string err;
-    EXPECT_TRUE(f.sync(err)) << err;
+    Status st = f.sync();
+    EXPECT_TRUE(st.ok()) << st.message();
   }
   EXPECT_EQ(store.fileBytes(), 0);
   std::ifstream in(path, std::ios::binary);

@@ -14,6 +14,7 @@
 #include <string>
 
 using namespace mtc::device;
+using mtc::Status;
 
 namespace {
 
@@ -39,8 +40,9 @@ TEST(Trace, WriteFailureNamesThePath) {
   Trace trace;
   auto t = Trace::Clock::now();
   trace.span("a", "1", t, t);
-  std::string err;
-  EXPECT_FALSE(trace.write("/nonexistent-dir/x/trace.json", err));
+  Status st = trace.write("/nonexistent-dir/x/trace.json");
+  EXPECT_FALSE(st.ok());
+  const std::string &err = st.message();
   EXPECT_NE(err.find("/nonexistent-dir/x/trace.json"), std::string::npos)
       << err;
 }
