@@ -241,9 +241,8 @@ int64_t ModelCost::totalInstances() const {
   return n;
 }
 
-bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
-                  std::string &err) {
-  out = ModelCost();
+llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
+  ModelCost out;
   out.name = model.getSymName().str();
   Block &body = model.getBody().front();
   out.modelWeightBytes = paramBytes(body, out.modelParams);
@@ -258,11 +257,10 @@ bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
         l.weightBytes += paramBytes(expert.getBody().front(), l.params);
     func::FuncOp fwd = layer.getForward();
     func::FuncOp bwd = functionIn(layer, "backward");
-    if (!fwd || !bwd) {
-      err = "layer @" + l.name +
-            " has no backward function; run mtc-autodiff first";
-      return false;
-    }
+    if (!fwd || !bwd)
+      return llvm::createStringError(
+          "layer @" + l.name +
+          " has no backward function; run mtc-autodiff first");
     FunctionType type = fwd.getFunctionType();
     l.boundaryBytes = valueBytes(type.getInput(0), dims);
     l.checkpointBytes = l.boundaryBytes;
@@ -294,11 +292,10 @@ bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
     out.layers.push_back(std::move(l));
   }
   func::FuncOp fb = functionIn(model, "forward_backward");
-  if (!fb) {
-    err = "model @" + out.name +
-          " has no forward_backward function; run mtc-autodiff first";
-    return false;
-  }
+  if (!fb)
+    return llvm::createStringError(
+        "model @" + out.name +
+        " has no forward_backward function; run mtc-autodiff first");
   Block &fbBody = fb.getBody().front();
   for (BlockArgument a : fbBody.getArguments())
     out.stageBytes += valueBytes(a.getType(), dims);
@@ -316,7 +313,7 @@ bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
     ++index;
   }
   out.forwardBackwardOps = index;
-  return true;
+  return out;
 }
 
 std::vector<std::pair<std::string, int64_t>>
@@ -411,7 +408,7 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
   return p;
 }
 
-bool parseByteSize(llvm::StringRef text, int64_t &out, std::string &err) {
+llvm::Expected<int64_t> parseByteSize(llvm::StringRef text) {
   llvm::StringRef t = text.trim();
   size_t numEnd = 0;
   bool dot = false, digits = false;
@@ -427,11 +424,11 @@ bool parseByteSize(llvm::StringRef text, int64_t &out, std::string &err) {
   }
   llvm::StringRef number = t.substr(0, numEnd);
   llvm::StringRef unit = t.substr(numEnd).trim();
-  auto bad = [&](const std::string &why) {
-    err = "invalid size '" + text.str() + "'" + why +
-          " (expected bytes or a number with KiB, MiB, GiB or TiB, e.g. "
-          "64MiB, 1.5GiB)";
-    return false;
+  auto bad = [&](const std::string &why) -> llvm::Expected<int64_t> {
+    return llvm::createStringError(
+        "invalid size '" + text.str() + "'" + why +
+        " (expected bytes or a number with KiB, MiB, GiB or TiB, e.g. "
+        "64MiB, 1.5GiB)");
   };
   if (!digits)
     return bad("");
@@ -457,8 +454,7 @@ bool parseByteSize(llvm::StringRef text, int64_t &out, std::string &err) {
     return bad(": larger than 4 EiB");
   if (scale == 1 && dot)
     return bad(": a byte count is a whole number");
-  out = static_cast<int64_t>(std::floor(bytes));
-  return true;
+  return static_cast<int64_t>(std::floor(bytes));
 }
 
 std::string formatByteSize(int64_t bytes, bool roundUp) {

@@ -17,6 +17,8 @@
 #include "dialects/mt/MtDialect.h"
 #include "lib/Bundle/Bundle.h"
 
+#include "llvm/Support/Error.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,10 +102,9 @@ struct ModelCost {
   int64_t totalInstances() const;
 };
 
-/// Fills \p out for \p model (after mtc-autodiff). Returns false with \p err
-/// set when the model has no @forward_backward or a layer lacks @backward.
-bool analyzeModel(mt::ModelOp model, const Dims &dims, ModelCost &out,
-                  std::string &err);
+/// The costs of \p model (after mtc-autodiff). An error when the model has
+/// no @forward_backward or a layer lacks @backward.
+llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims);
 
 /// The choices a memory plan depends on besides the model.
 struct PlanChoices {
@@ -155,9 +156,9 @@ forwardLoops(const ModelCost &cost);
 /// (powers of 1024; also K/KB, M/MB, G/GB, T/TB, case-insensitive, as
 /// powers of 1024) after an integer or decimal number ("64MiB", "1.5GiB",
 /// "512KiB", "1048576"). Fractional results are rounded down to a byte.
-/// Returns false with \p err set for anything else, negative sizes and
-/// sizes beyond 2^62 bytes.
-bool parseByteSize(llvm::StringRef text, int64_t &out, std::string &err);
+/// Anything else, negative sizes and sizes beyond 2^62 bytes are errors that
+/// quote \p text and show the accepted forms.
+llvm::Expected<int64_t> parseByteSize(llvm::StringRef text);
 
 /// A byte count for people: "412 MiB", "301.5 MiB", "2 GiB", "640 KiB",
 /// "100 B". The unit is the largest of GiB, MiB, KiB that the value reaches

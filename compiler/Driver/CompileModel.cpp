@@ -79,8 +79,12 @@ bool applyConfigOverrides(ast::Model &model, const ConfigOverrides &overrides,
 
 bool parseDeviceMemory(const std::string &text, int64_t &out,
                        std::string &err) {
-  if (!analysis::parseByteSize(text, out, err))
+  llvm::Expected<int64_t> bytes = analysis::parseByteSize(text);
+  if (!bytes) {
+    err = llvm::toString(bytes.takeError());
     return false;
+  }
+  out = *bytes;
   if (out <= 0) {
     err = "device memory must be positive, got '" + text + "'";
     return false;
@@ -135,16 +139,19 @@ double recomputeCost(mlir::ModuleOp module) {
       continue;
     analysis::Dims dims{static_cast<int64_t>(step.getBatch()),
                         static_cast<int64_t>(step.getSeq())};
-    analysis::ModelCost cost;
-    std::string err;
-    if (!analysis::analyzeModel(model, dims, cost, err))
+    llvm::Expected<analysis::ModelCost> cost =
+        analysis::analyzeModel(model, dims);
+    if (!cost) {
+      // Not differentiated (no @backward): there is no recompute to price.
+      llvm::consumeError(cost.takeError());
       continue;
+    }
     analysis::PlanChoices choices;
     choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
     choices.checkpointsOnHost =
         step.getCheckpoints() == CheckpointPlacement::Host;
-    choices.forwardLoops = analysis::forwardLoops(cost);
-    return analysis::recomputeCostSeconds(cost, choices);
+    choices.forwardLoops = analysis::forwardLoops(*cost);
+    return analysis::recomputeCostSeconds(*cost, choices);
   }
   return 0;
 }

@@ -39,13 +39,14 @@ inline mt::ModelOp modelOf(stream::StepOp step) {
 /// The model's costs at the step's dims; null after an error at the step.
 inline mlir::LogicalResult analyzeStep(stream::StepOp step,
                                        analysis::ModelCost &cost) {
-  std::string err;
   mt::ModelOp model = modelOf(step);
   if (!model)
     return step.emitOpError() << "names no mt.model";
-  if (!analysis::analyzeModel(
-          model, {(int64_t)step.getBatch(), (int64_t)step.getSeq()}, cost, err))
-    return step.emitOpError() << err;
+  llvm::Expected<analysis::ModelCost> analyzed = analysis::analyzeModel(
+      model, {(int64_t)step.getBatch(), (int64_t)step.getSeq()});
+  if (!analyzed)
+    return step.emitOpError() << llvm::toString(analyzed.takeError());
+  cost = std::move(*analyzed);
   return mlir::success();
 }
 
@@ -68,9 +69,10 @@ inline mlir::LogicalResult parseBudget(mlir::Operation *at,
   out = 0;
   if (text.empty())
     return mlir::success();
-  std::string err;
-  if (!analysis::parseByteSize(text, out, err))
-    return at->emitError() << "budget: " << err;
+  llvm::Expected<int64_t> bytes = analysis::parseByteSize(text);
+  if (!bytes)
+    return at->emitError() << "budget: " << llvm::toString(bytes.takeError());
+  out = *bytes;
   return mlir::success();
 }
 

@@ -14,24 +14,32 @@
 
 using namespace mtc;
 
+namespace {
+
+/// The bytes \p text parses to, or -1 (and a test failure) on an error.
+int64_t bytesOf(llvm::StringRef text) {
+  llvm::Expected<int64_t> v = analysis::parseByteSize(text);
+  if (!v) {
+    ADD_FAILURE() << text.str() << ": " << llvm::toString(v.takeError());
+    return -1;
+  }
+  return *v;
+}
+
+} // namespace
+
 TEST(StreamPlan, ParseByteSize) {
-  int64_t v = 0;
-  std::string err;
-  EXPECT_TRUE(analysis::parseByteSize("64MiB", v, err));
-  EXPECT_EQ(v, 64ll << 20);
-  EXPECT_TRUE(analysis::parseByteSize("2GiB", v, err));
-  EXPECT_EQ(v, 2ll << 30);
-  EXPECT_TRUE(analysis::parseByteSize("512KiB", v, err));
-  EXPECT_EQ(v, 512ll << 10);
-  EXPECT_TRUE(analysis::parseByteSize("1.5GiB", v, err));
-  EXPECT_EQ(v, 3ll << 29);
-  EXPECT_TRUE(analysis::parseByteSize("1048576", v, err));
-  EXPECT_EQ(v, 1048576);
-  EXPECT_TRUE(analysis::parseByteSize("8 gb", v, err));
-  EXPECT_EQ(v, 8ll << 30);
+  EXPECT_EQ(bytesOf("64MiB"), 64ll << 20);
+  EXPECT_EQ(bytesOf("2GiB"), 2ll << 30);
+  EXPECT_EQ(bytesOf("512KiB"), 512ll << 10);
+  EXPECT_EQ(bytesOf("1.5GiB"), 3ll << 29);
+  EXPECT_EQ(bytesOf("1048576"), 1048576);
+  EXPECT_EQ(bytesOf("8 gb"), 8ll << 30);
   for (const char *bad : {"", "MiB", "12XB", "-1MiB", "1.5", "1e3", "lots",
                           "99999999999999999999GiB", "1.2.3MiB"}) {
-    EXPECT_FALSE(analysis::parseByteSize(bad, v, err)) << bad;
+    llvm::Expected<int64_t> v = analysis::parseByteSize(bad);
+    ASSERT_FALSE(v) << bad;
+    std::string err = llvm::toString(v.takeError());
     EXPECT_NE(err.find("invalid size"), std::string::npos) << bad;
   }
 }

@@ -556,11 +556,12 @@ int runPlan(const std::vector<std::string> &args) {
       !st.ok())
     return error("plan: " + st.message());
   const mtc::bundle::StepPlan &step = *b.step;
-  mtc::analysis::ModelCost cost;
-  std::string err;
   auto model = *compiled.module->getBody()->getOps<mtc::mt::ModelOp>().begin();
-  if (!mtc::analysis::analyzeModel(model, {step.batch, step.seq}, cost, err))
-    return error("plan: " + err);
+  llvm::Expected<mtc::analysis::ModelCost> analyzed =
+      mtc::analysis::analyzeModel(model, {step.batch, step.seq});
+  if (!analyzed)
+    return error("plan: " + llvm::toString(analyzed.takeError()));
+  const mtc::analysis::ModelCost &cost = *analyzed;
   using mtc::analysis::formatByteSize;
   std::ostream &os = std::cout;
   int64_t params = cost.totalParams();
