@@ -85,26 +85,20 @@ llvm::cl::ValuesClass mtc::checkpointsOptionValues() {
                        "device if the plan fits the budget, else host"));
 }
 
-bool mtc::parseRecomputePolicy(llvm::StringRef text, RecomputePolicy &out,
-                               std::string &err) {
-  if (std::optional<RecomputePolicy> p =
-          stream::symbolizeRecomputePolicy(text)) {
-    out = *p;
-    return true;
-  }
-  err = "unknown recompute policy '" + text.str() +
-        "' (expected full, none, selective or auto)";
-  return false;
+llvm::Expected<RecomputePolicy>
+mtc::parseRecomputePolicy(llvm::StringRef text) {
+  if (std::optional<RecomputePolicy> p = stream::symbolizeRecomputePolicy(text))
+    return *p;
+  return llvm::createStringError("unknown recompute policy '" + text.str() +
+                                 "' (expected full, none, selective or auto)");
 }
 
-bool mtc::parseCheckpointPlacement(llvm::StringRef text,
-                                   CheckpointPlacement &out, std::string &err) {
+llvm::Expected<CheckpointPlacement>
+mtc::parseCheckpointPlacement(llvm::StringRef text) {
   if (std::optional<CheckpointPlacement> p =
-          stream::symbolizeCheckpointPlacement(text)) {
-    out = *p;
-    return true;
-  }
-  err = "unknown checkpoints placement '" + text.str() +
-        "' (expected device, host or auto)";
-  return false;
+          stream::symbolizeCheckpointPlacement(text))
+    return *p;
+  return llvm::createStringError("unknown checkpoints placement '" +
+                                 text.str() +
+                                 "' (expected device, host or auto)");
 }

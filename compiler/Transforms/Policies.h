@@ -16,6 +16,7 @@
 #include "dialects/stream/StreamDialect.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
 
 #include <optional>
 #include <string>
@@ -46,15 +47,14 @@ llvm::cl::ValuesClass recomputeOptionValues();
 /// Values of a `checkpoints=` pass option: device, host, auto.
 llvm::cl::ValuesClass checkpointsOptionValues();
 
-/// `--recompute TEXT` (full, none, selective or auto). Returns false with
-/// \p err naming the values otherwise.
-bool parseRecomputePolicy(llvm::StringRef text, RecomputePolicy &out,
-                          std::string &err);
+/// `--recompute TEXT` (full, none, selective or auto); any other text is an
+/// error naming the values.
+llvm::Expected<RecomputePolicy> parseRecomputePolicy(llvm::StringRef text);
 
-/// `--checkpoints TEXT` (device, host or auto). Returns false with \p err
-/// naming the values otherwise.
-bool parseCheckpointPlacement(llvm::StringRef text, CheckpointPlacement &out,
-                              std::string &err);
+/// `--checkpoints TEXT` (device, host or auto); any other text is an error
+/// naming the values.
+llvm::Expected<CheckpointPlacement>
+parseCheckpointPlacement(llvm::StringRef text);
 
 /// llvm::cl's parser of an enum option (cl::parser<E>), whose error for an
 /// unknown value lists the values: "'some' is not one of input, all,

@@ -459,14 +459,23 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
 bool parsePolicyFlags(const std::string &recompute,
                       const std::string &checkpoints,
                       mtc::CompileOptions &copts) {
-  std::string err;
-  if ((!recompute.empty() &&
-       !mtc::parseRecomputePolicy(recompute, copts.recompute, err)) ||
-      (!checkpoints.empty() &&
-       !mtc::parseCheckpointPlacement(checkpoints, copts.stream.checkpoints,
-                                      err))) {
-    error(err);
-    return false;
+  if (!recompute.empty()) {
+    llvm::Expected<mtc::RecomputePolicy> policy =
+        mtc::parseRecomputePolicy(recompute);
+    if (!policy) {
+      error(llvm::toString(policy.takeError()));
+      return false;
+    }
+    copts.recompute = *policy;
+  }
+  if (!checkpoints.empty()) {
+    llvm::Expected<mtc::CheckpointPlacement> placement =
+        mtc::parseCheckpointPlacement(checkpoints);
+    if (!placement) {
+      error(llvm::toString(placement.takeError()));
+      return false;
+    }
+    copts.stream.checkpoints = *placement;
   }
   return true;
 }
