@@ -33,23 +33,19 @@
 
 namespace mtc {
 
-bool parseConfigOverride(const std::string &text, ConfigOverrides &out,
-                         std::string &err) {
+llvm::Expected<ConfigOverrides::value_type>
+parseConfigOverride(const std::string &text) {
   size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
-    err = "expected NAME=VALUE, got '" + text + "'";
-    return false;
-  }
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    return llvm::createStringError("expected NAME=VALUE, got '" + text + "'");
   std::string name = text.substr(0, eq), value = text.substr(eq + 1);
   char *end = nullptr;
   errno = 0;
   double v = std::strtod(value.c_str(), &end);
-  if (errno || end == value.c_str() || *end != '\0') {
-    err = "value of '" + name + "' is not a number: '" + value + "'";
-    return false;
-  }
-  out.emplace_back(name, v);
-  return true;
+  if (errno || end == value.c_str() || *end != '\0')
+    return llvm::createStringError("value of '" + name +
+                                   "' is not a number: '" + value + "'");
+  return ConfigOverrides::value_type(name, v);
 }
 
 bool applyConfigOverrides(ast::Model &model, const ConfigOverrides &overrides,
@@ -77,19 +73,14 @@ bool applyConfigOverrides(ast::Model &model, const ConfigOverrides &overrides,
   return ok;
 }
 
-bool parseDeviceMemory(const std::string &text, int64_t &out,
-                       std::string &err) {
+llvm::Expected<int64_t> parseDeviceMemory(const std::string &text) {
   llvm::Expected<int64_t> bytes = analysis::parseByteSize(text);
-  if (!bytes) {
-    err = llvm::toString(bytes.takeError());
-    return false;
-  }
-  out = *bytes;
-  if (out <= 0) {
-    err = "device memory must be positive, got '" + text + "'";
-    return false;
-  }
-  return true;
+  if (!bytes)
+    return bytes.takeError();
+  if (*bytes <= 0)
+    return llvm::createStringError("device memory must be positive, got '" +
+                                   text + "'");
+  return *bytes;
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
 
 #include <optional>
 
@@ -71,11 +72,12 @@ struct CompileOptions {
 
 /// Parses a byte size for `--device-memory`: "64MiB", "2GiB", "512KiB",
 /// "1.5GiB", or a bare number of bytes (compiler/Analysis parseByteSize).
-bool parseDeviceMemory(const std::string &text, int64_t &out, std::string &err);
+/// Zero and negative sizes are errors too.
+llvm::Expected<int64_t> parseDeviceMemory(const std::string &text);
 
-/// Parses `name=value` into \p out; returns false with a message otherwise.
-bool parseConfigOverride(const std::string &text, ConfigOverrides &out,
-                         std::string &err);
+/// Parses `name=value` (a number); the error quotes what is wrong.
+llvm::Expected<ConfigOverrides::value_type>
+parseConfigOverride(const std::string &text);
 
 /// Applies \p overrides to the parsed model; unknown names are errors
 /// reported to \p diags.

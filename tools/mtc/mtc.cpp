@@ -361,12 +361,14 @@ bool parseFlags(const char *command, const std::vector<std::string> &args,
       *static_cast<std::string *>(flag->target) = value;
       break;
     case Flag::Set: {
-      std::string err;
-      if (!mtc::parseConfigOverride(
-              value, *static_cast<mtc::ConfigOverrides *>(flag->target), err)) {
-        error(std::string(command) + ": --set: " + err);
+      auto entry = mtc::parseConfigOverride(value);
+      if (!entry) {
+        error(std::string(command) +
+              ": --set: " + llvm::toString(entry.takeError()));
         return false;
       }
+      static_cast<mtc::ConfigOverrides *>(flag->target)
+          ->push_back(std::move(*entry));
       break;
     }
     }
@@ -487,11 +489,13 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
                        mtc::StreamOptions &stream, std::string &recompute,
                        bool always = false) {
   if (!deviceMemory.empty()) {
-    std::string err;
-    if (!mtc::parseDeviceMemory(deviceMemory, stream.deviceMemory, err)) {
-      error(std::string(command) + ": --device-memory: " + err);
+    llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(deviceMemory);
+    if (!bytes) {
+      error(std::string(command) +
+            ": --device-memory: " + llvm::toString(bytes.takeError()));
       return false;
     }
+    stream.deviceMemory = *bytes;
   }
   stream.enabled = always || !deviceMemory.empty();
   if (recompute.empty())
@@ -711,12 +715,12 @@ int runExportHF(const std::vector<std::string> &args) {
   else
     return error("export-hf: --dtype expects f32 or bf16, got '" + dtype + "'");
   if (!shard.empty()) {
-    int64_t bytes = 0;
-    std::string err;
-    if (!mtc::parseDeviceMemory(shard, bytes, err) || bytes <= 0)
+    // parseDeviceMemory refuses sizes that are not positive.
+    llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(shard);
+    if (!bytes)
       return error("export-hf: --max-shard-size: " +
-                   (err.empty() ? std::string("must be positive") : err));
-    opts.maxShardBytes = static_cast<uint64_t>(bytes);
+                   llvm::toString(bytes.takeError()));
+    opts.maxShardBytes = static_cast<uint64_t>(*bytes);
   }
   std::vector<std::string> written;
   if (mtc::Status st = mtc::driver::exportHF(input, output, opts, &written);
@@ -1230,9 +1234,11 @@ int runTrain(const std::vector<std::string> &args) {
     // A bundle brings its own plan (if any); --device-memory sizes the
     // device it runs on.
     if (!deviceMemory.empty()) {
-      std::string err;
-      if (!mtc::parseDeviceMemory(deviceMemory, opts.deviceMemory, err))
-        return error("train: --device-memory: " + err);
+      llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(deviceMemory);
+      if (!bytes)
+        return error("train: --device-memory: " +
+                     llvm::toString(bytes.takeError()));
+      opts.deviceMemory = *bytes;
     }
     if (recompute.empty())
       recompute = "full";
