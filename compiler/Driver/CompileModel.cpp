@@ -367,10 +367,11 @@ bool compileModelSource(const std::string &source, const std::string &path,
   // Kernels first: they name the fused regions the bundle then records.
   CpuKernelOptions kopts;
   kopts.cpu = options.cpu;
-  CpuKernelLibrary kernels;
-  std::string err;
-  if (mlir::failed(compileCpuKernels(*out.module, kopts, kernels, err))) {
-    diags.error({}, "compiling the CPU kernels: " + err);
+  llvm::Expected<CpuKernelLibrary> kernels =
+      compileCpuKernels(*out.module, kopts);
+  if (!kernels) {
+    diags.error({}, "compiling the CPU kernels: " +
+                        llvm::toString(kernels.takeError()));
     return finish(false);
   }
   if (mlir::failed(translateToBundle(*out.module, out.bundle)))
@@ -384,8 +385,8 @@ bool compileModelSource(const std::string &source, const std::string &path,
     }
   }
   out.bundle.modelHash = modelHash;
-  out.bundle.cpuKernels = std::move(kernels.sharedObject);
-  out.bundle.cpuKernelsTarget = kernels.cpu;
+  out.bundle.cpuKernels = std::move(kernels->sharedObject);
+  out.bundle.cpuKernelsTarget = kernels->cpu;
   // What the runtime checks when it reads a bundle holds for every bundle
   // the compiler builds; a failure here is a compiler bug.
   if (Status valid = bundle::validate(out.bundle); !valid) {

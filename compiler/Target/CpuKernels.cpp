@@ -905,11 +905,10 @@ bool linkShared(const std::string &object, const std::string &linkerOpt,
   return true;
 }
 
-} // namespace
-
-LogicalResult compileCpuKernels(ModuleOp module,
-                                const CpuKernelOptions &options,
-                                CpuKernelLibrary &out, std::string &err) {
+/// compileCpuKernels with the message of a failure in \p err (the steps
+/// below hand it on as a string; the public entry points make it an error).
+LogicalResult compileKernels(ModuleOp module, const CpuKernelOptions &options,
+                             CpuKernelLibrary &out, std::string &err) {
   out = CpuKernelLibrary();
   // 1. Name the regions; build one kernel per distinct region.
   MLIRContext kctx;
@@ -978,13 +977,23 @@ LogicalResult compileCpuKernels(ModuleOp module,
   return success();
 }
 
-LogicalResult compileCpuKernels(ModuleOp module, std::string &sharedObject,
-                                std::string &err) {
+} // namespace
+
+llvm::Expected<CpuKernelLibrary>
+compileCpuKernels(ModuleOp module, const CpuKernelOptions &options) {
   CpuKernelLibrary lib;
-  if (failed(compileCpuKernels(module, CpuKernelOptions(), lib, err)))
-    return failure();
-  sharedObject = std::move(lib.sharedObject);
-  return success();
+  std::string err;
+  if (failed(compileKernels(module, options, lib, err)))
+    return llvm::createStringError(err);
+  return lib;
+}
+
+llvm::Expected<std::string> compileCpuKernels(ModuleOp module) {
+  llvm::Expected<CpuKernelLibrary> lib =
+      compileCpuKernels(module, CpuKernelOptions());
+  if (!lib)
+    return lib.takeError();
+  return std::move(lib->sharedObject);
 }
 
 } // namespace mtc

@@ -21,6 +21,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
 
@@ -54,16 +55,13 @@ struct CpuKernelLibrary {
 
 /// Names every mt.fused op of \p module (attribute `kernel` = "mtc_fused_N",
 /// N from 0 in walk order of the distinct regions) and compiles the regions
-/// into one shared object. On failure returns failure() with a message in
-/// \p err (the module may then carry partial `kernel` attributes).
-mlir::LogicalResult compileCpuKernels(mlir::ModuleOp module,
-                                      const CpuKernelOptions &options,
-                                      CpuKernelLibrary &out, std::string &err);
+/// into one shared object. After an error the module may carry partial
+/// `kernel` attributes.
+llvm::Expected<CpuKernelLibrary>
+compileCpuKernels(mlir::ModuleOp module, const CpuKernelOptions &options);
 
 /// The same for the host CPU, returning only the shared object's bytes.
-mlir::LogicalResult compileCpuKernels(mlir::ModuleOp module,
-                                      std::string &sharedObject,
-                                      std::string &err);
+llvm::Expected<std::string> compileCpuKernels(mlir::ModuleOp module);
 
 } // namespace mtc
 

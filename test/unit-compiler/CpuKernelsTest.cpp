@@ -79,11 +79,12 @@ Compiled compile(const std::string &text, const std::string &cpu = "") {
   CpuKernelOptions options;
   options.cpu = cpu;
   options.llvmIR = &c.llvmIR;
-  std::string err;
-  if (mlir::failed(compileCpuKernels(*c.module, options, c.lib, err))) {
-    ADD_FAILURE() << err;
+  llvm::Expected<CpuKernelLibrary> lib = compileCpuKernels(*c.module, options);
+  if (!lib) {
+    ADD_FAILURE() << llvm::toString(lib.takeError());
     return c;
   }
+  c.lib = std::move(*lib);
   c.module->walk([&](mt::FusedOp f) {
     c.names.push_back(f.getKernel() ? f.getKernel()->str() : "");
   });
@@ -392,9 +393,9 @@ TEST(CpuKernels, UnknownCpuIsAnError) {
   ASSERT_TRUE(module);
   CpuKernelOptions options;
   options.cpu = "no-such-cpu";
-  CpuKernelLibrary lib;
-  std::string err;
-  EXPECT_TRUE(mlir::failed(compileCpuKernels(*module, options, lib, err)));
+  llvm::Expected<CpuKernelLibrary> lib = compileCpuKernels(*module, options);
+  ASSERT_FALSE(lib);
+  std::string err = llvm::toString(lib.takeError());
   EXPECT_NE(err.find("unknown CPU 'no-such-cpu'"), std::string::npos) << err;
 }
 
@@ -421,9 +422,9 @@ TEST(CpuKernels, NoRegionsNoLibrary) {
   auto module = mlir::parseSourceString<mlir::ModuleOp>(
       "func.func @f() { return }", &ctx);
   ASSERT_TRUE(module);
-  std::string so, err;
-  ASSERT_TRUE(mlir::succeeded(compileCpuKernels(*module, so, err))) << err;
-  EXPECT_TRUE(so.empty());
+  llvm::Expected<std::string> so = compileCpuKernels(*module);
+  ASSERT_TRUE(bool(so)) << llvm::toString(so.takeError());
+  EXPECT_TRUE(so->empty());
 }
 
 // The bytes survive the bundle's JSON (base64) and load from there.
@@ -683,10 +684,10 @@ TEST(CpuKernels, SymbolicRowLengthIsAnError) {
   ctx.loadDialect<mt::MtDialect, mlir::func::FuncDialect>();
   auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
   ASSERT_TRUE(module);
-  CpuKernelLibrary lib;
-  std::string err;
-  EXPECT_TRUE(
-      mlir::failed(compileCpuKernels(*module, CpuKernelOptions(), lib, err)));
+  llvm::Expected<CpuKernelLibrary> lib =
+      compileCpuKernels(*module, CpuKernelOptions());
+  ASSERT_FALSE(lib);
+  std::string err = llvm::toString(lib.takeError());
   EXPECT_NE(err.find("needs a static last axis"), std::string::npos) << err;
 }
 
