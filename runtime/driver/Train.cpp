@@ -697,9 +697,10 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     err << "mtc: error: " << st.message() << "\n";
     return 1;
   }
-  // Streaming: the bundle's step plan runs on the CPU device, with its own
-  // executor (the host executor `ex` serves validation and sampling).
-  std::unique_ptr<device::Device> cpuDevice;
+  // Streaming: the bundle's step plan runs on the device of --device (the
+  // CPU device, or a CudaDevice with the CUDA backend), with its own executor
+  // (the host executor `ex` serves validation and sampling).
+  std::unique_ptr<device::Device> streamDevice;
   std::unique_ptr<exec::Backend> backend;
   std::unique_ptr<exec::Executor> streamEx;
   std::unique_ptr<stream::StreamExecutor> streamer;
@@ -731,7 +732,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     }
     try {
       if (opts.device == "cpu") {
-        cpuDevice = std::make_unique<device::CpuDevice>(budget);
+        streamDevice = std::make_unique<device::CpuDevice>(budget);
       } else {
         // The CUDA backend over the real driver or the emulated one.
         std::shared_ptr<const cuda::CudaDriverApi> api;
@@ -762,14 +763,14 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
           return 1;
         }
         backend = std::move(*be);
-        cpuDevice = std::move(gpu);
+        streamDevice = std::move(gpu);
       }
     } catch (const device::DeviceError &e) {
       err << "mtc: error: " << e.message << "\n";
       return 1;
     }
     if (!opts.trace.empty())
-      cpuDevice->setTrace(&trace);
+      streamDevice->setTrace(&trace);
     try {
       streamEx = std::make_unique<exec::Executor>(
           b, store, backend ? *backend : exec::cpuBackend());
@@ -785,7 +786,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       return 1;
     }
     streamer = std::make_unique<stream::StreamExecutor>(b, store, *streamEx,
-                                                        *cpuDevice);
+                                                        *streamDevice);
   }
   train::ThreadPool pool(cpu::threads());
   train::AdamWConfig acfg;
@@ -855,7 +856,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
       << " threads, ";
   if (auto *cb = dynamic_cast<exec::CudaBackend *>(backend.get()))
-    out << "device " << cpuDevice->name() << " (CUDA kernels, GEMMs on "
+    out << "device " << streamDevice->name() << " (CUDA kernels, GEMMs on "
         << cb->gemmName() << ", no fused regions)\n";
   else
     out << "fused kernels "
@@ -878,7 +879,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     streamTg.assign(opts.microBatches, tg);
     hostBytes += streamer->hostBytes();
     const bundle::StepPlan &plan = streamer->plan();
-    out << "streaming: device memory " << cpuDevice->capacity()
+    out << "streaming: device memory " << streamDevice->capacity()
         << " bytes (plan peak " << plan.devicePeak << "), prefetch depth "
         << plan.prefetchDepth << ", recompute " << plan.recompute
         << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
@@ -1061,7 +1062,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
   progress.finish();
   if (streamer)
     streamer->flush();
-  if (!opts.trace.empty() && cpuDevice) {
+  if (!opts.trace.empty() && streamDevice) {
     if (Status st = trace.write(opts.trace); !st) {
       err << "mtc: error: " << st.message() << "\n";
       return 1;

@@ -71,34 +71,37 @@ bool CudaBackend::issue(int stream, const std::function<void()> &fn,
   dev.compute(
       device::Stream(stream),
       [&](void *cuStream) {
-        void *savedCu = cu;
-        int savedId = streamId;
+        // The stream work goes to while fn runs, restored however it ends.
+        struct Current {
+          CudaBackend &b;
+          void *cu;
+          int id;
+          ~Current() {
+            b.cu = cu;
+            b.streamId = id;
+          }
+        } saved{*this, cu, streamId};
         cu = cuStream;
         streamId = stream;
-        try {
-          fn();
-        } catch (...) {
-          cu = savedCu;
-          streamId = savedId;
-          throw;
-        }
-        cu = savedCu;
-        streamId = savedId;
+        fn();
       },
       label);
   return true;
 }
 
-cuda::ops::Launch CudaBackend::launch() {
+void *CudaBackend::stream() const {
   if (!cu)
-    throw ExecError{"internal error: a CUDA kernel queued outside of the "
+    throw ExecError{"internal error: CUDA work queued outside of the "
                     "device's compute (CudaBackend::issue)"};
-  cuda::ops::Launch L;
-  L.api = &dev.driver();
-  L.functions = functions.get();
-  L.stream = cu;
-  L.gemm = gemm.get();
+  return cu;
+}
+
+cuda::ops::Launch CudaBackend::launch() {
+  cuda::ops::Launch L = memoryLaunch();
+  // A new op: its scratch starts over (the previous op's kernels, on the
+  // same stream, are done with it before these run).
   scratchTop = 0;
+  L.gemm = gemm.get();
   L.scratch = [this](int64_t bytes) -> Expected<DevPtr> {
     int64_t size = (bytes + 255) / 256 * 256;
     if (bytes < 0 || scratchTop + size > scratchBytes)
@@ -113,13 +116,21 @@ cuda::ops::Launch CudaBackend::launch() {
   return L;
 }
 
+cuda::ops::Launch CudaBackend::memoryLaunch() const {
+  cuda::ops::Launch L;
+  L.api = &dev.driver();
+  L.functions = functions.get();
+  L.stream = stream();
+  return L;
+}
+
 void CudaBackend::zero(void *p, int64_t bytes) {
-  cuda::ops::Launch L = launch();
+  cuda::ops::Launch L = memoryLaunch();
   check(L.zero(reinterpret_cast<DevPtr>(p), bytes));
 }
 
 void CudaBackend::copy(void *dst, const void *src, int64_t bytes) {
-  cuda::ops::Launch L = launch();
+  cuda::ops::Launch L = memoryLaunch();
   check(L.copy(reinterpret_cast<DevPtr>(dst), reinterpret_cast<DevPtr>(src),
                bytes));
 }
@@ -198,15 +209,11 @@ void CudaBackend::download(void *dst, const void *src, int64_t bytes) {
     dev.synchronize(device::Stream(ownStream));
     return;
   }
+  // Inside compute: after the stream's work so far; outside: after
+  // everything queued on the device.
   int s = cu ? streamId : ownStream;
-  if (cu) {
-    dev.copyToHost(device::Stream(s), dst, static_cast<int64_t>(offsetOf(src)),
-                   bytes, "download");
-    dev.synchronize(device::Stream(s));
-    return;
-  }
-  // Outside of compute: after everything queued on the device so far.
-  dev.synchronize();
+  if (!cu)
+    dev.synchronize();
   dev.copyToHost(device::Stream(s), dst, static_cast<int64_t>(offsetOf(src)),
                  bytes, "download");
   dev.synchronize(device::Stream(s));

@@ -92,18 +92,24 @@ private:
   CudaBackend(device::CudaDevice &device) : dev(device) {}
   /// Throws ExecError with \p st's message when it is an error.
   static void check(const Status &st);
+  /// The stream work is queued on (an error outside issue()).
+  void *stream() const;
+  /// A Launch for the executor's own memory operations: unlike launch(),
+  /// it leaves the op's scratch alone (zeroing a result in the middle of an
+  /// op must not hand its scratch out again).
+  cuda::ops::Launch memoryLaunch() const;
   cuda::ops::DevPtr offsetOf(const void *p) const;
 
   device::CudaDevice &dev;
   std::unique_ptr<cuda::KernelLoader> loader;
   std::unique_ptr<cuda::ops::KernelFunctions> functions;
   std::unique_ptr<cuda::GemmEngine> gemm;
-  /// The stream work is queued on: the one issue() runs for, else the
-  /// backend's own.
+  /// The CUstream and stream id issue() is running for (null and -1
+  /// outside it: kernels are refused there).
   void *cu = nullptr;
   int streamId = -1;
+  /// The backend's own stream, for reads outside issue().
   int ownStream = -1;
-  void *ownCu = nullptr;
   /// Token checks since the last checkDeferredErrors(): one int32 each at
   /// the start of the scratch allocation (kMaxTokenChecks of them).
   struct TokenCheck {
