@@ -13,6 +13,9 @@
 #include "runtime/driver/CommandLine.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
+#include <memory>
+#include <streambuf>
+
 namespace mtc::driver {
 
 std::string trainUsage(const Tool &tool) {
@@ -50,10 +53,8 @@ std::string trainSummary(const Tool &tool) {
            "the layers stream through a device of that size: the CPU device, "
            "a GPU (--device cuda) or the CUDA path on the CPU (--device "
            "cuda-emu))";
-  return "train a bundle (mtc compile MODEL.mt ... -o MODEL.mtb) on a text or "
-         "token file; a bundle with a step plan streams its layers through "
-         "the CPU device, a GPU (--device cuda) or the CUDA path on the CPU "
-         "(--device cuda-emu)";
+  return "train a compiled bundle (.mtb) on a text or token file, on the CPU "
+         "or through a device (--device cpu|cuda|cuda-emu)";
 }
 
 const char *trainDetails() {
@@ -146,6 +147,62 @@ bool hasFusedOps(const bundle::Bundle &b) {
   }
   return false;
 }
+
+/// The runtime's messages (driver/Train.cpp) start with "mtc: "; in another
+/// tool they name that tool, since that is what its user ran. Rewrites the
+/// start of every line written through it and forwards the rest unchanged.
+class ToolPrefixBuf final : public std::streambuf {
+public:
+  ToolPrefixBuf(std::ostream &to, std::string tool)
+      : to(to), prefix(std::move(tool) + ": ") {}
+  ~ToolPrefixBuf() override { flushLine(); }
+
+protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof())
+      return traits_type::not_eof(c);
+    line += static_cast<char>(c);
+    if (c == '\n')
+      flushLine();
+    return c;
+  }
+  int sync() override {
+    flushLine();
+    to.flush();
+    return 0;
+  }
+
+private:
+  void flushLine() {
+    if (line.rfind("mtc: ", 0) == 0)
+      line.replace(0, 5, prefix);
+    to << line;
+    line.clear();
+  }
+  std::ostream &to;
+  std::string prefix, line;
+};
+
+/// \p err, or for a tool other than mtc a stream over it that names the
+/// tool in the runtime's messages.
+struct ToolErrStream {
+  ToolErrStream(const Tool &tool, std::ostream &err) : err(err) {
+    if (std::string(tool.name) != "mtc") {
+      buf = std::make_unique<ToolPrefixBuf>(err, tool.name);
+      own = std::make_unique<std::ostream>(buf.get());
+    }
+  }
+  ~ToolErrStream() {
+    if (own)
+      own->flush();
+  }
+  std::ostream &get() { return own ? *own : err; }
+
+private:
+  std::ostream &err;
+  std::unique_ptr<ToolPrefixBuf> buf;
+  std::unique_ptr<std::ostream> own;
+};
 
 } // namespace
 
@@ -303,6 +360,20 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                                       ? std::string()
                                       : "; " + compileHint(cmd.input)));
   const bundle::Bundle &b = *read;
+  if (b.step && opts.deviceMemory > 0 &&
+      opts.deviceMemory < b.step->devicePeak) {
+    const bundle::StepPlan &plan = *b.step;
+    return fail("the step plan needs " + std::to_string(plan.devicePeak) +
+                " bytes of device memory; the device has " +
+                std::to_string(opts.deviceMemory) + " (--device-memory " +
+                cmd.deviceMemory +
+                "): give at least that, or compile a plan for this budget "
+                "(mtc compile MODEL.mt --device-memory " +
+                cmd.deviceMemory + " --batch " + std::to_string(plan.batch) +
+                " --seq " + std::to_string(plan.seq) + " --micro-batches " +
+                std::to_string(plan.microBatches) + " ... -o " + cmd.input +
+                ")");
+  }
   if (!b.step && (!cmd.deviceMemory.empty() || !opts.trace.empty()))
     return fail("train: --device-memory and --trace need a step plan; '" +
                 cmd.input +
@@ -324,7 +395,8 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                   cmd.input);
   }
   opts.modelFiles = {cmd.input};
-  return train(b, opts, out, err);
+  ToolErrStream toolErr(tool, err);
+  return train(b, opts, out, toolErr.get());
 }
 
 int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
@@ -356,7 +428,8 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
   if (cache != "on" && cache != "off")
     return fail("generate: --kv-cache expects on or off, got '" + cache + "'");
   opts.useCache = cache == "on";
-  return generate(*dir, opts, out, err);
+  ToolErrStream toolErr(tool, err);
+  return generate(*dir, opts, out, toolErr.get());
 }
 
 } // namespace mtc::driver
