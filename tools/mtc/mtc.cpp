@@ -91,7 +91,8 @@ const Command kCommands[] = {
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
-     "[--checkpoints device|host|auto] [--set NAME=VALUE]...",
+     "[--checkpoints device|host|auto] [--set NAME=VALUE]... [--device "
+     "cpu|cuda|cuda-emu]",
      "print the streaming memory plan of a model: device buffers, peak, "
      "smallest feasible budget, host bytes per parameter",
      runPlan},
@@ -329,6 +330,22 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back({Flag::String, "--checkpoints", &checkpoints});
 }
 
+/// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
+/// will run on. As for `mtc train --device`, the CUDA backend runs each op
+/// with its library kernel (no fused regions yet: docs/cuda.md), so the
+/// model is compiled without fusion, and its memory plan holds every value.
+/// Prints the error and returns false on an unknown device.
+bool parseDeviceFlag(const char *command, const std::string &device,
+                     mtc::CompileOptions &copts) {
+  if (device != "cpu" && device != "cuda" && device != "cuda-emu") {
+    error(std::string(command) +
+          ": --device expects cpu, cuda or cuda-emu, got '" + device + "'");
+    return false;
+  }
+  copts.fuse = device == "cpu";
+  return true;
+}
+
 /// `--recompute` and `--checkpoints` (empty: not given, the defaults stay)
 /// into \p copts. Prints the error and returns false on an unknown value.
 bool parsePolicyFlags(const std::string &recompute,
@@ -402,12 +419,15 @@ int runPlan(const std::vector<std::string> &args) {
   std::string recompute, hf, input, deviceMemory, checkpoints;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
+  std::string device = "cpu";
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
-                             {Flag::List, "--set", &sets}};
+                             {Flag::List, "--set", &sets},
+                             {Flag::String, "--device", &device}};
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints);
   if (!parseArgs("plan", args, flags, pos) ||
       !parseOverrides("plan", sets, copts.overrides) ||
+      !parseDeviceFlag("plan", device, copts) ||
       !modelInput("plan", pos, hf, input) ||
       !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
                          /*always=*/true) ||
@@ -858,6 +878,7 @@ int runCompile(const std::vector<std::string> &args) {
     normalized.push_back(a == "-o" ? "--output" : a);
   std::vector<std::string> sets;
   std::string device = "cpu";
+  mtc::CompileOptions copts;
   std::vector<Flag> flags = {{Flag::String, "--emit", &emit},
                              {Flag::String, "--output", &output},
                              {Flag::String, "--cpu", &cpu},
@@ -871,9 +892,8 @@ int runCompile(const std::vector<std::string> &args) {
       !parseOverrides("compile", sets, overrides) ||
       !finishStreamFlags("compile", deviceMemory, stream, recompute))
     return 1;
-  if (device != "cpu" && device != "cuda" && device != "cuda-emu")
-    return error("compile: --device expects cpu, cuda or cuda-emu, got '" +
-                 device + "'");
+  if (!parseDeviceFlag("compile", device, copts))
+    return 1;
   if (!hf.empty() && !pos.empty())
     return error("compile: give either a model file or --hf DIR, not both");
   if (!hf.empty())
@@ -914,11 +934,9 @@ int runCompile(const std::vector<std::string> &args) {
 
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
-  mtc::CompileOptions copts{overrides, cpu, mtc::RecomputePolicy::Full, stream};
-  // The bundle will run on this device: as `mtc train --device`, the CUDA
-  // backend runs each op with its library kernel (no fused regions yet:
-  // docs/cuda.md).
-  copts.fuse = device == "cpu";
+  copts.overrides = overrides;
+  copts.cpu = cpu;
+  copts.stream = stream;
   if (!parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
   if (!hf.empty()) {
