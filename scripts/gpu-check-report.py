@@ -10,6 +10,10 @@
       steps after the first, which pays for loads and kernel compiles)
   gpu-check-report.py peak GPU_NAME
       the peak used for MFU
+  gpu-check-report.py hostneed PARAMS BUNDLE.mtb
+      the host memory (bytes) a run needs: 16 B/param (fp32 value,
+      gradient, AdamW m and v), the plan's host buffers, and an eighth more
+      (at least 256 MiB) for the rest of the process (data, staging)
 
 Achieved TFLOPS counts the model's FLOPs as MegaTrain does, 6 * params *
 tokens per step (attention scores and recompute left out); `+recompute` adds
@@ -80,8 +84,20 @@ def throughput(name, params, gpu, bundle, path):
     return 0
 
 
+def hostneed(params, bundle):
+    with open(bundle) as f:
+        step = json.load(f)["step"]
+    host = sum(b["bytes"] for b in step.get("buffers", [])
+               if b.get("space") == "host")
+    state = 16 * params + host
+    print(state + max(state // 8, 256 << 20))
+    return 0
+
+
 def main():
     a = sys.argv[1:]
+    if a[:1] == ["hostneed"] and len(a) == 3:
+        return hostneed(int(a[1]), a[2])
     if a[:1] == ["parity"] and len(a) == 4:
         return parity(*a[1:])
     if a[:1] == ["throughput"] and len(a) == 6:

@@ -129,10 +129,11 @@ python3 scripts/gpu-check-report.py peak "$gpu"
 avail=$(awk '/^MemAvailable:/ {printf "%d", $2 * 1024}' /proc/meminfo)
 while read -r kind name bundle params flags; do
   [ "$kind" = throughput ] || continue
-  need=$((params * 16))
+  need=$(python3 scripts/gpu-check-report.py hostneed "$params" ".gpu/bundles/$bundle")
   if [ "$need" -gt "$avail" ]; then
-    echo "$name: skipped: its host state (16 B/param x $params = $((need / 1000000000)) GB)" \
-      "does not fit the $((avail / 1000000000)) GB of memory available"
+    echo "$name: skipped: it needs $((need / 1000000000)) GB of host memory" \
+      "(16 B/param x $params = $((params * 16 / 1000000000)) GB of state, the" \
+      "plan's host buffers, an eighth more for the rest), $((avail / 1000000000)) GB are available"
     continue
   fi
   # shellcheck disable=SC2086
