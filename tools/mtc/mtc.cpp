@@ -73,7 +73,7 @@ const Command kCommands[] = {
      "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
      "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
-     "device|host|auto]]",
+     "device|host|auto] [--precision fp32|bf16]]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb; with "
      "--device-memory it carries a streaming step plan)",
@@ -82,7 +82,8 @@ const Command kCommands[] = {
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
-     "[--checkpoints device|host|auto] [--set NAME=VALUE]...",
+     "[--checkpoints device|host|auto] [--precision fp32|bf16] "
+     "[--set NAME=VALUE]...",
      "print the streaming memory plan of a model: device buffers, peak, "
      "smallest feasible budget, host bytes per parameter",
      runPlan},
@@ -101,7 +102,8 @@ const Command kCommands[] = {
      "[--cpu NAME] [--set NAME=VALUE]... [--host-state-file PATH] "
      "[--device-memory SIZE [--device cpu|cuda|cuda-emu] "
      "[--prefetch-depth N] [--checkpoints device|host|auto] "
-     "[--optimizer-threads N] [--trace FILE.json]] [--tokenizer "
+     "[--precision fp32|bf16] [--optimizer-threads N] [--trace FILE.json]] "
+     "[--tokenizer "
      "tokenizer.json]\n"
      "       mtc train --resume DIR [--steps N] [flags]...",
      "train a model on a text or token file (CPU; with --device-memory the "
@@ -445,6 +447,17 @@ bool loadInput(const std::string &input, const std::string &hf,
   return mtc::compileHFModel(hf, copts, std::cerr, b);
 }
 
+/// `--precision fp32|bf16` (empty: not given, fp32) into \p stream. Prints
+/// the error and returns false on another value.
+bool parsePrecisionFlag(const char *command, const std::string &text,
+                        mtc::StreamOptions &stream) {
+  if (text.empty() || mtc::bundle::parsePrecision(text, stream.precision))
+    return true;
+  error(std::string(command) + ": --precision expects fp32 or bf16, got '" +
+        text + "'");
+  return false;
+}
+
 /// The streaming flags of compile and plan.
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
                     std::string &deviceMemory, std::string &checkpoints) {
@@ -529,11 +542,14 @@ int runPlan(const std::vector<std::string> &args) {
   std::string recompute, hf, input, deviceMemory, checkpoints;
   mtc::CompileOptions copts;
   std::vector<std::string> pos;
+  std::string precision;
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
+                             {Flag::String, "--precision", &precision},
                              {Flag::Set, "--set", &copts.overrides}};
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints);
   if (!parseFlags("plan", args, flags, pos) ||
+      !parsePrecisionFlag("plan", precision, copts.stream) ||
       !modelInput("plan", pos, hf, input) ||
       !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
                          /*always=*/true) ||
@@ -571,7 +587,8 @@ int runPlan(const std::vector<std::string> &args) {
   const mtc::bundle::StepPlan &step = *b.step;
   auto model = *compiled.module->getBody()->getOps<mtc::mt::ModelOp>().begin();
   llvm::Expected<mtc::analysis::ModelCost> analyzed =
-      mtc::analysis::analyzeModel(model, {step.batch, step.seq});
+      mtc::analysis::analyzeModel(
+          model, {step.batch, step.seq, copts.stream.precision});
   if (!analyzed)
     return error("plan: " + llvm::toString(analyzed.takeError()));
   const mtc::analysis::ModelCost &cost = *analyzed;
@@ -591,8 +608,12 @@ int runPlan(const std::vector<std::string> &args) {
   os << "step: " << step.microBatches << " micro-batch"
      << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
      << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
-     << ", recompute " << step.recompute << ", checkpoints " << step.checkpoints
-     << "\n";
+     << ", recompute " << step.recompute << ", checkpoints "
+     << step.checkpoints;
+  if (step.precision != "fp32")
+    os << ", precision " << step.precision
+       << " (weights and activations bf16 on the device, gradients fp32)";
+  os << "\n";
   {
     // What the policy costs by the cost model `--recompute auto` uses.
     mtc::analysis::PlanChoices choices;
@@ -988,9 +1009,11 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::Set, "--set", &overrides}};
-  std::string deviceMemory, checkpoints;
+  std::string deviceMemory, checkpoints, precision;
+  flags.push_back({Flag::String, "--precision", &precision});
   addStreamFlags(flags, stream, deviceMemory, checkpoints);
   if (!parseFlags("compile", normalized, flags, pos) ||
+      !parsePrecisionFlag("compile", precision, stream) ||
       !finishStreamFlags("compile", deviceMemory, stream, recompute))
     return 1;
   if (!hf.empty() && !pos.empty())
@@ -1121,7 +1144,7 @@ int runTrain(const std::vector<std::string> &args) {
   std::string kernels = "on";
   std::vector<std::string> pos;
   std::set<std::string> given;
-  std::string input, hf, deviceMemory, recompute, checkpoints;
+  std::string input, hf, deviceMemory, recompute, checkpoints, precision;
   bool keepActivations = false;
   std::vector<std::string> valued;
   for (const std::string &a : args) {
@@ -1166,6 +1189,7 @@ int runTrain(const std::vector<std::string> &args) {
            {Flag::String, "--device-memory", &deviceMemory},
            {Flag::Int, "--prefetch-depth", &copts.stream.prefetchDepth, 1},
            {Flag::String, "--checkpoints", &checkpoints},
+           {Flag::String, "--precision", &precision},
            {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
            {Flag::String, "--trace", &opts.trace},
            {Flag::String, "--tokenizer", &opts.tokenizer},
@@ -1177,6 +1201,12 @@ int runTrain(const std::vector<std::string> &args) {
       opts.device != "cuda-emu")
     return error("train: --device expects cpu, cuda or cuda-emu, got '" +
                  opts.device + "'");
+  if (!parsePrecisionFlag("train", precision, copts.stream))
+    return 1;
+  if (copts.stream.precision == mtc::bundle::Precision::BF16 &&
+      opts.device == "cpu")
+    return error("train: --precision bf16 runs on --device cuda or cuda-emu; "
+                 "the CPU device computes and stores fp32 (--precision fp32)");
   if (opts.device != "cpu") {
     if (deviceMemory.empty())
       return error("train: --device " + opts.device +
