@@ -178,6 +178,17 @@ void StreamExecutor::validate() {
     planError("needs " + std::to_string(p.devicePeak) +
               " bytes of device memory; the device has " +
               std::to_string(device.capacity()));
+  // A bf16 plan stores weights and activations as bf16 on the device
+  // (lib/Bundle/Plan.h, Precision). The CPU device computes and stores
+  // fp32; the CUDA backend's kernel table does not pass storage types to
+  // its launchers yet (docs/cuda.md, "Precisions").
+  if (bundle::planPrecision(b) != bundle::Precision::F32)
+    planError(std::string("precision ") + p.precision + ": " +
+              (mem.hostMemory()
+                   ? "the CPU device runs fp32 plans only (compile with "
+                     "--precision fp32)"
+                   : "the CUDA backend does not run bf16 plans yet (compile "
+                     "with --precision fp32)"));
   if (p.recompute != "full" && p.recompute != "none" &&
       p.recompute != "selective")
     planError("recompute must be 'full', 'none' or 'selective'");
