@@ -974,7 +974,7 @@ void StreamExecutor::computeHostActivations(
             forwardOne(call, x, c, y, aux[mb]);
           } else {
             if (mb == 0)
-              mem.zero(dev(gOff, g->bytes), g->bytes);
+              mem.zero(dev(gOff, g->gradBytes), g->gradBytes);
             backwardOne(call, c, x, y);
           }
           if (last) {
