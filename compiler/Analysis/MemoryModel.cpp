@@ -43,13 +43,24 @@ func::FuncOp functionIn(Operation *symbolTable, StringRef name) {
       SymbolTable::lookupSymbolIn(symbolTable, name));
 }
 
-int64_t paramBytes(Block &body, int64_t &elements) {
+/// The device bytes of the parameters of \p body under \p precision; adds
+/// their count to \p elements and their (f32) gradients' bytes to \p
+/// gradBytes.
+int64_t paramBytes(Block &body, bundle::Precision precision, int64_t &elements,
+                   int64_t &gradBytes) {
   int64_t bytes = 0;
   for (auto p : body.getOps<mt::ParamOp>()) {
     elements += p.getNumElements();
-    bytes += bundle::tensorBytes(p.getNumElements());
+    bytes += bundle::tensorBytes(p.getNumElements(),
+                                 bundle::deviceParamDType(precision));
+    gradBytes += bundle::tensorBytes(p.getNumElements(), DType::F32);
   }
   return bytes;
+}
+
+DType logicalDType(Type t) {
+  Type e = cast<mt::MtTensorType>(t).getElementType();
+  return e.isInteger(32) ? DType::I32 : e.isBF16() ? DType::BF16 : DType::F32;
 }
 
 /// Values of \p fn's backward computed from its input x (argument 0) alone,
@@ -82,16 +93,43 @@ bool backwardRecomputes(func::FuncOp backward) {
 
 } // namespace
 
-int64_t valueBytes(Type type, const Dims &dims, int64_t tokens) {
-  return bundle::tensorBytes(numelOf(type, dims, tokens));
+StorageMap valueStorage(func::FuncOp fn, bundle::Precision precision) {
+  StorageMap out;
+  Block &body = fn.getBody().front();
+  for (BlockArgument a : body.getArguments())
+    out[a] = bundle::argumentStorage(logicalDType(a.getType()),
+                                     shapeOf(a.getType()).size(), precision);
+  for (Operation &op : body) {
+    int floats = 0;
+    bool allF32 = true;
+    for (Value v : op.getOperands()) {
+      DType t = out.lookup(v);
+      if (t != DType::I32) {
+        ++floats;
+        allF32 = allF32 && t == DType::F32;
+      }
+    }
+    std::string name = op.getName().stripDialect().str();
+    for (auto [r, v] : llvm::enumerate(op.getResults()))
+      if (isa<mt::MtTensorType>(v.getType()))
+        out[v] = bundle::resultStorage(name, r, logicalDType(v.getType()),
+                                       shapeOf(v.getType()).size(), floats,
+                                       allF32, precision);
+  }
+  return out;
 }
 
-int64_t opWorkspaceBytes(Operation *op, const Dims &dims, int64_t tokens) {
+int64_t valueBytes(Type type, DType storage, const Dims &dims, int64_t tokens) {
+  return bundle::tensorBytes(numelOf(type, dims, tokens), storage);
+}
+
+int64_t opWorkspaceBytes(Operation *op, const StorageMap &storage,
+                         const Dims &dims, int64_t tokens) {
   if (isa<mt::ParamRefOp, mt::ReshapeOp>(op))
     return 0;
   int64_t bytes = 0;
   for (Value r : op->getResults())
-    bytes += valueBytes(r.getType(), dims, tokens);
+    bytes += valueBytes(r.getType(), storage.lookup(r), dims, tokens);
   if (isa<mt::AttentionOp>(op))
     bytes += bundle::attentionLseBytes(shapeOf(op->getResult(0).getType()),
                                        dims.batch, dims.seq);
@@ -106,7 +144,8 @@ int64_t opWorkspaceBytes(Operation *op, const Dims &dims, int64_t tokens) {
       // The expert's gathered input rows [T, D] (and, for moe_grad, its
       // output gradient rows), T <= N.
       Shape in = shapeOf(op->getOperand(0).getType());
-      int64_t rows = bundle::tensorBytes(n * (in.empty() ? 0 : in.back()));
+      int64_t rows = bundle::tensorBytes(n * (in.empty() ? 0 : in.back()),
+                                         storage.lookup(op->getOperand(0)));
       inner += isa<mt::MoeGradOp>(op) ? 2 * rows : rows;
       bytes += inner;
     }
@@ -120,6 +159,7 @@ int64_t plannedWorkspaceBytes(func::FuncOp fn, const Dims &dims) {
   // (func.return excluded), views (param_ref, reshape) take no space, a
   // reshape keeps its operand alive, results live to the end.
   Block &body = fn.getBody().front();
+  StorageMap storage = valueStorage(fn, dims.precision);
   llvm::DenseMap<Value, int64_t> def, last, bytes;
   std::vector<Value> order;
   int64_t k = 0, scratch = 0;
@@ -137,14 +177,14 @@ int64_t plannedWorkspaceBytes(func::FuncOp fn, const Dims &dims) {
       last[v] = std::max(last.lookup(v), k);
       if (view)
         continue;
-      int64_t b = valueBytes(v.getType(), dims);
+      int64_t b = valueBytes(v.getType(), storage.lookup(v), dims);
       if (isa<mt::AttentionOp>(op) && r == 0)
         b += bundle::attentionLseBytes(shapeOf(v.getType()), dims.batch,
                                        dims.seq);
       bytes[v] = b;
       order.push_back(v);
     }
-    scratch = std::max(scratch, opWorkspaceBytes(&op, dims, 0));
+    scratch = std::max(scratch, opWorkspaceBytes(&op, storage, dims, 0));
     ++k;
   }
   if (Operation *ret = body.getTerminator())
@@ -166,9 +206,10 @@ int64_t plannedWorkspaceBytes(func::FuncOp fn, const Dims &dims) {
 }
 
 int64_t workspaceBytes(func::FuncOp fn, const Dims &dims, int64_t tokens) {
+  StorageMap storage = valueStorage(fn, dims.precision);
   int64_t bytes = 0;
   for (Operation &op : fn.getBody().front())
-    bytes += opWorkspaceBytes(&op, dims, tokens);
+    bytes += opWorkspaceBytes(&op, storage, dims, tokens);
   return bytes;
 }
 
@@ -246,16 +287,18 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
   ModelCost out;
   out.name = model.getSymName().str();
   Block &body = model.getBody().front();
-  out.modelWeightBytes = paramBytes(body, out.modelParams);
+  out.modelWeightBytes =
+      paramBytes(body, dims.precision, out.modelParams, out.modelGradBytes);
   for (auto layer : body.getOps<mt::LayerOp>()) {
     LayerCost l;
     l.name = layer.getSymName().str();
     l.count = layer.getCount();
     Block &lb = layer.getBody().front();
-    l.weightBytes = paramBytes(lb, l.params);
+    l.weightBytes = paramBytes(lb, dims.precision, l.params, l.gradBytes);
     for (auto expert : lb.getOps<mt::ExpertOp>())
       for (int64_t e = 0, n = expert.getCount(); e < n; ++e)
-        l.weightBytes += paramBytes(expert.getBody().front(), l.params);
+        l.weightBytes += paramBytes(expert.getBody().front(), dims.precision,
+                                    l.params, l.gradBytes);
     func::FuncOp fwd = layer.getForward();
     func::FuncOp bwd = functionIn(layer, "backward");
     if (!fwd || !bwd)
@@ -263,13 +306,17 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
           "layer @" + l.name +
           " has no backward function; run mtc-autodiff first");
     FunctionType type = fwd.getFunctionType();
-    l.boundaryBytes = valueBytes(type.getInput(0), dims);
+    StorageMap fwdStorage = valueStorage(fwd, dims.precision);
+    Value input = fwd.getBody().front().getArgument(0);
+    l.boundaryBytes =
+        valueBytes(type.getInput(0), fwdStorage.lookup(input), dims);
     l.checkpointBytes = l.boundaryBytes;
     // A kept attention output keeps its log-sum-exp with it (the backward
     // needs both).
     Operation *ret = fwd.getBody().front().getTerminator();
     for (unsigned i = 1; i < type.getNumResults(); ++i) {
-      l.checkpointBytes += valueBytes(type.getResult(i), dims);
+      l.checkpointBytes += valueBytes(
+          type.getResult(i), fwdStorage.lookup(ret->getOperand(i)), dims);
       if (isa_and_nonnull<mt::AttentionOp>(ret->getOperand(i).getDefiningOp()))
         l.checkpointBytes += bundle::attentionLseBytes(
             shapeOf(type.getResult(i)), dims.batch, dims.seq);
@@ -298,13 +345,14 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
         "model @" + out.name +
         " has no forward_backward function; run mtc-autodiff first");
   Block &fbBody = fb.getBody().front();
+  StorageMap fbStorage = valueStorage(fb, dims.precision);
   for (BlockArgument a : fbBody.getArguments())
-    out.stageBytes += valueBytes(a.getType(), dims);
+    out.stageBytes += valueBytes(a.getType(), fbStorage.lookup(a), dims);
   int64_t index = 0;
   for (Operation &op : fbBody) {
     if (isa<func::ReturnOp>(op))
       continue;
-    out.stageBytes += opWorkspaceBytes(&op, dims);
+    out.stageBytes += opWorkspaceBytes(&op, fbStorage, dims);
     if (auto a = dyn_cast<mt::ApplyLayersOp>(op))
       out.layersOps.push_back({a.getLayer().str(), (int64_t)a.getFirst(),
                                (int64_t)a.getCount(), index, true});
@@ -346,9 +394,11 @@ double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
 MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
   MemoryPlan p;
   int64_t m = choices.microBatches;
-  int64_t weights = 0, boundary = 0, maxCkpt = 0, ckptDevice = 0, workspace = 0;
+  int64_t weights = 0, grads = 0, boundary = 0, maxCkpt = 0, ckptDevice = 0,
+          workspace = 0;
   for (const LayerCost &l : cost.layers) {
     weights = std::max(weights, l.weightBytes);
+    grads = std::max(grads, l.gradBytes);
     workspace = std::max(workspace, l.workspaceBytes);
     if (l.weightBytes > p.largestLayerWeights) {
       p.largestLayerWeights = l.weightBytes;
@@ -373,11 +423,11 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
     p.buffers.push_back(std::move(b));
   };
   add("model.weights", "model_weights", cost.modelWeightBytes);
-  add("model.grads", "model_grads", cost.modelWeightBytes);
+  add("model.grads", "model_grads", cost.modelGradBytes);
   for (int64_t i = 0; i < choices.prefetchDepth; ++i)
     add("weights." + std::to_string(i), "weights", weights);
-  add("grads.0", "grads", weights);
-  add("grads.1", "grads", weights);
+  add("grads.0", "grads", grads);
+  add("grads.1", "grads", grads);
   // With host checkpoints and several micro-batches the boundary
   // activations wait in host memory too, and the device keeps two input and
   // two output slots and two checkpoint staging slots (per micro-batch);

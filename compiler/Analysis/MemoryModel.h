@@ -16,6 +16,9 @@
 
 #include "dialects/mt/MtDialect.h"
 #include "lib/Bundle/Bundle.h"
+#include "lib/Bundle/Plan.h"
+
+#include "llvm/ADT/DenseMap.h"
 
 #include "llvm/Support/Error.h"
 
@@ -25,22 +28,35 @@
 
 namespace mtc::analysis {
 
-/// One micro-batch: [batch, seq] tokens.
+/// One micro-batch: [batch, seq] tokens, stored on the device in \p
+/// precision.
 struct Dims {
   int64_t batch = 1, seq = 1;
+  bundle::Precision precision = bundle::Precision::F32;
   /// N, the tokens of a micro-batch: what an expert's T is bound to.
   int64_t tokens() const { return batch * seq; }
 };
 
-/// align64(4 * numel) of a tensor type at \p dims (T = \p tokens).
-int64_t valueBytes(mlir::Type type, const Dims &dims, int64_t tokens = 0);
+/// The device storage type of each value of a function (arguments and the
+/// results of the ops of its body).
+using StorageMap = llvm::DenseMap<mlir::Value, DType>;
+
+/// bundle::valueStorage's rule over the body of \p fn under \p precision:
+/// the runtime derives the same types from the bundle.
+StorageMap valueStorage(mlir::func::FuncOp fn, bundle::Precision precision);
+
+/// align64(element bytes * numel) of a tensor type stored as \p storage at
+/// \p dims (T = \p tokens).
+int64_t valueBytes(mlir::Type type, DType storage, const Dims &dims,
+                   int64_t tokens = 0);
 
 /// What one op allocates when it runs (docs/streaming.md, "Byte rule"): its
-/// results (views and ops without results: 0), plus an attention's
-/// log-sum-exp, plus for `moe` the largest expert forward's workspace at
-/// T = N and for `moe_grad` the largest expert forward + backward.
-int64_t opWorkspaceBytes(mlir::Operation *op, const Dims &dims,
-                         int64_t tokens = 0);
+/// results (views and ops without results: 0; each as \p storage says),
+/// plus an attention's log-sum-exp, plus for `moe` the largest expert
+/// forward's workspace at T = N and for `moe_grad` the largest expert
+/// forward + backward.
+int64_t opWorkspaceBytes(mlir::Operation *op, const StorageMap &storage,
+                         const Dims &dims, int64_t tokens = 0);
 
 /// The sum of opWorkspaceBytes over the ops of \p fn.
 /// The workspace a layer function needs when its values are placed by
@@ -61,7 +77,8 @@ struct LayerCost {
   std::string name;
   int64_t count = 0;
   int64_t params = 0;          ///< elements, all experts included
-  int64_t weightBytes = 0;     ///< sum of tensorBytes over those params
+  int64_t weightBytes = 0;     ///< their bytes on the device (precision)
+  int64_t gradBytes = 0;       ///< their gradients' bytes (always f32)
   int64_t boundaryBytes = 0;   ///< align64 of the activation in and out
   int64_t checkpointBytes = 0; ///< input + the forward's extra results
   int64_t workspaceBytes = 0;  ///< max(forward, backward)
@@ -84,7 +101,8 @@ struct LayerCost {
 struct ModelCost {
   std::string name;
   int64_t modelParams = 0;      ///< elements of the model-level params
-  int64_t modelWeightBytes = 0; ///< sum of tensorBytes over them
+  int64_t modelWeightBytes = 0; ///< their bytes on the device (precision)
+  int64_t modelGradBytes = 0;   ///< their gradients' bytes (always f32)
   std::vector<LayerCost> layers;
   int64_t stageBytes = 0;         ///< per micro-batch
   int64_t forwardBackwardOps = 0; ///< ops of @forward_backward (no return)

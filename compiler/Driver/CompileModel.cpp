@@ -10,6 +10,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
 #include "compiler/Target/CpuKernels.h"
+#include "compiler/Transforms/StepUtils.h"
 #include "dialects/mt/MtDialect.h"
 #include "dialects/stream/StreamDialect.h"
 #include "frontend/HFImport.h"
@@ -126,8 +127,7 @@ double recomputeCost(mlir::ModuleOp module) {
         mlir::SymbolTable::lookupSymbolIn(module, step.getModelAttr()));
     if (!model)
       continue;
-    analysis::Dims dims{static_cast<int64_t>(step.getBatch()),
-                        static_cast<int64_t>(step.getSeq())};
+    analysis::Dims dims = steputil::dimsOf(step);
     llvm::Expected<analysis::ModelCost> cost =
         analysis::analyzeModel(model, dims);
     if (!cost) {
@@ -173,6 +173,7 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     sopts.recompute = policy;
     sopts.checkpoints = options.stream.checkpoints;
     sopts.budget = options.stream.deviceMemory;
+    sopts.precision = options.stream.precision;
     buildStreamingPipeline(pm, sopts);
   }
   return mlir::succeeded(pm.run(module));

@@ -13,6 +13,7 @@
 #include "frontend/HFImport.h"
 #include "frontend/Sema.h"
 #include "lib/Bundle/Bundle.h"
+#include "lib/Bundle/Plan.h"
 #include "lib/Support/Diagnostics.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -45,6 +46,8 @@ struct StreamOptions {
   /// the budget, else in host memory (`--checkpoints`, parsed by
   /// parseCheckpointPlacement).
   CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
+  /// How tensors are stored on the device (`--precision fp32|bf16`).
+  bundle::Precision precision = bundle::Precision::F32;
 };
 
 /// What the compiler is asked for besides the source.

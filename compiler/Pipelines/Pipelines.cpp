@@ -32,11 +32,13 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
-                        const std::string &budget) {
+                        const std::string &budget,
+                        const std::string &precision) {
   MtcBuildStepOptions build;
   build.batch = batch;
   build.seq = seq;
   build.microBatches = microBatches;
+  build.precision = precision;
   pm.addPass(createMtcBuildStep(build));
   MtcInsertRecomputeOptions recompute;
   recompute.recompute = recomputePolicy;
@@ -62,7 +64,8 @@ void buildStreamingPipeline(mlir::OpPassManager &pm,
   addStreamingPasses(
       pm, options.batch, options.seq, options.microBatches,
       options.prefetchDepth, options.recompute, options.checkpoints,
-      options.budget > 0 ? std::to_string(options.budget) : std::string());
+      options.budget > 0 ? std::to_string(options.budget) : std::string(),
+      bundle::precisionName(options.precision));
 }
 
 namespace {
@@ -88,6 +91,10 @@ struct StreamingPipelineCLOptions
   Option<std::string> budget{
       *this, "budget",
       llvm::cl::desc("device memory: bytes or a size such as 64MiB")};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("device storage of tensors: fp32 or bf16"),
+      llvm::cl::init("fp32")};
 };
 
 } // namespace
@@ -102,7 +109,7 @@ void registerMtcPipelines() {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
                            cl.prefetchDepth, cl.recompute, cl.checkpoints,
-                           cl.budget);
+                           cl.budget, cl.precision);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

@@ -7,6 +7,7 @@
 #define MTC_COMPILER_PIPELINES_PIPELINES_H
 
 #include "compiler/Transforms/Policies.h"
+#include "lib/Bundle/Plan.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -40,6 +41,8 @@ struct StreamingPipelineOptions {
   RecomputePolicy recompute = RecomputePolicy::Auto;
   CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
   int64_t budget = 0; ///< device bytes; 0: none
+  /// How tensors are stored on the device (docs/streaming.md, "Byte rule").
+  bundle::Precision precision = bundle::Precision::F32;
 };
 
 /// A differentiated model (buildTrainingPipeline) -> the same module with a

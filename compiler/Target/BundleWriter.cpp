@@ -171,6 +171,7 @@ LogicalResult translateStep(stream::StepOp step, bundle::StepPlan &out) {
       stream::stringifyCheckpointPlacement(step.getCheckpoints()).str();
   out.deviceBudget = step.getDeviceBudget();
   out.devicePeak = step.getDevicePeak();
+  out.precision = step.getPrecision().value_or("fp32").str();
   for (Operation &op : step.getBody().front()) {
     if (auto buffer = dyn_cast<stream::BufferOp>(op)) {
       bundle::PlanBuffer b;

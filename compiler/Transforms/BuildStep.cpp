@@ -39,6 +39,12 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
                          << ", micro-batches=" << (int64_t)microBatches << ")";
       return signalPassFailure();
     }
+    if (precision != "fp32" && precision != "bf16") {
+      module.emitError() << "mtc-build-step: precision must be fp32 or bf16, "
+                            "got '"
+                         << precision << "'";
+      return signalPassFailure();
+    }
     if (!module.getBody()->getOps<stream::StepOp>().empty()) {
       module.emitError() << "mtc-build-step: the module already has a "
                             "stream.step";
@@ -84,7 +90,8 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
         stream::RecomputePolicyAttr::get(ctx, policy),
         stream::CheckpointPlacementAttr::get(ctx, CheckpointPlacement::Device),
         /*checkpoints_auto=*/UnitAttr(),
-        /*device_budget=*/i64(0), /*device_peak=*/i64(0));
+        /*device_budget=*/i64(0), /*device_peak=*/i64(0),
+        precision == "fp32" ? StringAttr() : b.getStringAttr(precision));
     Block *body = new Block();
     step.getBody().push_back(body);
     b.setInsertionPointToEnd(body);

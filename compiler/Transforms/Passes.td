@@ -242,7 +242,10 @@ def MtcBuildStep : Pass<"mtc-build-step", "::mlir::ModuleOp"> {
     Option<"seq", "seq", "int64_t", /*default=*/"0",
            "Tokens per sequence (S), required">,
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
-           "Micro-batches per step (M)">
+           "Micro-batches per step (M)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "Device storage of tensors: fp32 or bf16 (docs/streaming.md, "
+           "\"Byte rule\"); recorded on the step when not fp32">
   ];
   let dependentDialects = ["::mtc::stream::StreamDialect"];
 }

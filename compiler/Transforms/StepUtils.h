@@ -36,14 +36,24 @@ inline mt::ModelOp modelOf(stream::StepOp step) {
   return module.lookupSymbol<mt::ModelOp>(step.getModel());
 }
 
+/// The step's micro-batch dims and device precision.
+inline analysis::Dims dimsOf(stream::StepOp step) {
+  analysis::Dims d;
+  d.batch = step.getBatch();
+  d.seq = step.getSeq();
+  if (std::optional<llvm::StringRef> p = step.getPrecision())
+    bundle::parsePrecision(p->str(), d.precision);
+  return d;
+}
+
 /// The model's costs at the step's dims; null after an error at the step.
 inline mlir::LogicalResult analyzeStep(stream::StepOp step,
                                        analysis::ModelCost &cost) {
   mt::ModelOp model = modelOf(step);
   if (!model)
     return step.emitOpError() << "names no mt.model";
-  llvm::Expected<analysis::ModelCost> analyzed = analysis::analyzeModel(
-      model, {(int64_t)step.getBatch(), (int64_t)step.getSeq()});
+  llvm::Expected<analysis::ModelCost> analyzed =
+      analysis::analyzeModel(model, dimsOf(step));
   if (!analyzed)
     return step.emitOpError() << llvm::toString(analyzed.takeError());
   cost = std::move(*analyzed);

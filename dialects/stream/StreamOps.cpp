@@ -92,6 +92,10 @@ LogicalResult StepOp::verify() {
   if (getCheckpoints() == CheckpointPlacement::Auto)
     return emitOpError() << "checkpoints must be placed (device or host), got "
                             "auto";
+  if (std::optional<StringRef> p = getPrecision())
+    if (*p != "fp32" && *p != "bf16")
+      return emitOpError() << "precision must be fp32 or bf16, got '" << *p
+                           << "'";
   if (failed(nonNegative(*this, "device_budget", getDeviceBudget())) ||
       failed(nonNegative(*this, "device_peak", getDevicePeak())))
     return failure();

@@ -33,7 +33,8 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
     `checkpoints` where those are kept (`device` or `host`, never `auto`;
     `checkpoints_auto` records that mtc-insert-offload chose it).
     `device_budget` (0: none given) and `device_peak` (0: not planned yet) are
-    bytes. The body holds the `stream.buffer` declarations (a symbol table:
+    bytes. `precision` (optional, `"fp32"` when absent, or `"bf16"`) is how
+    tensors are stored on the device (docs/streaming.md, "Byte rule"). The body holds the `stream.buffer` declarations (a symbol table:
     names are unique) and the commands `stream.load_model_weights`,
     `stream.stage`, `stream.layers` and `stream.return_model_grads`, in
     program order.
@@ -57,7 +58,8 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
                        Stream_RecomputePolicyAttr:$recompute,
                        Stream_CheckpointPlacementAttr:$checkpoints,
                        UnitAttr:$checkpoints_auto,
-                       I64Attr:$device_budget, I64Attr:$device_peak);
+                       I64Attr:$device_budget, I64Attr:$device_peak,
+                       OptionalAttr<StrAttr>:$precision);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $model `recompute` `=` custom<EnumKeyword>($recompute)

@@ -572,16 +572,20 @@ json stepToJson(const StepPlan &s) {
   json program = json::array();
   for (const PlanCommand &c : s.program)
     program.push_back(commandToJson(c));
-  return json{{"batch", s.batch},
-              {"seq", s.seq},
-              {"micro_batches", s.microBatches},
-              {"prefetch_depth", s.prefetchDepth},
-              {"recompute", s.recompute},
-              {"checkpoints", s.checkpoints},
-              {"device_budget", s.deviceBudget},
-              {"device_peak", s.devicePeak},
-              {"buffers", std::move(buffers)},
-              {"program", std::move(program)}};
+  json out{{"batch", s.batch},
+           {"seq", s.seq},
+           {"micro_batches", s.microBatches},
+           {"prefetch_depth", s.prefetchDepth},
+           {"recompute", s.recompute},
+           {"checkpoints", s.checkpoints},
+           {"device_budget", s.deviceBudget},
+           {"device_peak", s.devicePeak},
+           {"buffers", std::move(buffers)},
+           {"program", std::move(program)}};
+  // Optional: fp32 plans are written as before it existed.
+  if (s.precision != "fp32")
+    out["precision"] = s.precision;
+  return out;
 }
 
 /// Largest byte count a plan may hold (4 EiB).
@@ -759,7 +763,7 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
   checkFields(j, where,
               {"batch", "seq", "micro_batches", "prefetch_depth", "recompute",
                "checkpoints", "device_budget", "device_peak", "buffers",
-               "program"});
+               "program", "precision"});
   auto s = std::make_shared<StepPlan>();
   s->batch = getInt(j, "batch", where, 1, kMaxDim);
   s->seq = getInt(j, "seq", where, 1, kMaxDim);
@@ -768,6 +772,8 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
   s->recompute =
       getChoice(j, "recompute", where, {"full", "none", "selective"});
   s->checkpoints = getChoice(j, "checkpoints", where, {"device", "host"});
+  if (j.contains("precision"))
+    s->precision = getChoice(j, "precision", where, {"fp32", "bf16"});
   s->deviceBudget = getInt(j, "device_budget", where, 0, kMaxBytes);
   s->devicePeak = getInt(j, "device_peak", where, 0, kMaxBytes);
   if (s->deviceBudget > 0 && s->devicePeak > s->deviceBudget)

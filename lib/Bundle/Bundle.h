@@ -138,8 +138,11 @@ struct StepPlan {
   /// matmul, attention and moe; recompute the rest)
   std::string recompute = "full";
   std::string checkpoints = "device"; ///< device | host
-  int64_t deviceBudget = 0;           ///< bytes
-  int64_t devicePeak = 0;             ///< bytes the buffers below need
+  /// How tensors are stored on the device (Plan.h, Precision): fp32 | bf16.
+  /// JSON: optional "precision" (absent: fp32).
+  std::string precision = "fp32";
+  int64_t deviceBudget = 0; ///< bytes
+  int64_t devicePeak = 0;   ///< bytes the buffers below need
   std::vector<PlanBuffer> buffers;
   std::vector<PlanCommand> program;
 

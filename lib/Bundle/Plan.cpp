@@ -50,6 +50,47 @@ int64_t packLiveValues(const std::vector<LiveValue> &values,
   return total;
 }
 
+bool isParamGradientResult(const std::string &op, size_t result) {
+  // The ops whose results only ever feed a param_grad: weight and table
+  // gradients, a norm's weight (and bias) gradients, the head's dW, and
+  // reduce_to (a broadcast operand's gradient: biases).
+  if (result == 0)
+    return op == "weight_grad" || op == "embedding_grad" || op == "reduce_to";
+  if (result == 1)
+    return op == "rmsnorm_grad" || op == "layernorm_grad" ||
+           op == "linear_cross_entropy_grad";
+  return result == 2 && op == "layernorm_grad";
+}
+
+std::vector<DType> valueStorage(const Function &fn, Precision p) {
+  std::vector<DType> out(fn.values.size(), DType::F32);
+  for (int a : fn.args)
+    out.at(a) =
+        argumentStorage(fn.values.at(a).dtype, fn.values.at(a).shape.size(), p);
+  for (const Op &op : fn.ops) {
+    int floats = 0;
+    bool allF32 = true;
+    for (int v : op.operands)
+      if (out.at(v) != DType::I32) {
+        ++floats;
+        allF32 = allF32 && out[v] == DType::F32;
+      }
+    for (size_t r = 0; r < op.results.size(); ++r) {
+      const ValueType &t = fn.values.at(op.results[r]);
+      out.at(op.results[r]) =
+          resultStorage(op.name, r, t.dtype, t.shape.size(), floats, allF32, p);
+    }
+  }
+  return out;
+}
+
+Precision planPrecision(const Bundle &b) {
+  Precision p = Precision::F32;
+  if (b.step)
+    parsePrecision(b.step->precision, p);
+  return p;
+}
+
 namespace {
 
 int64_t numelOf(const ValueType &t, int64_t batch, int64_t seq,
@@ -66,13 +107,15 @@ int64_t bumpBytes(const Bundle &b, const std::string &layer, const Function &fn,
 /// before they are copied into place), an attention's log-sum-exp, and a moe
 /// op's expert calls with their gathered rows (T <= N tokens per expert).
 int64_t opScratchBytes(const Bundle &b, const std::string &layer,
-                       const Function &fn, const Op &op, int64_t batch,
-                       int64_t seq, int64_t tokens) {
+                       const Function &fn, const std::vector<DType> &storage,
+                       const Op &op, int64_t batch, int64_t seq,
+                       int64_t tokens) {
   if (op.name == "param_ref" || op.name == "reshape")
     return 0;
   int64_t bytes = 0;
   for (int r : op.results)
-    bytes += tensorBytes(numelOf(fn.values.at(r), batch, seq, tokens));
+    bytes += tensorBytes(numelOf(fn.values.at(r), batch, seq, tokens),
+                         storage.at(r));
   if (op.name == "attention" && !op.results.empty())
     bytes += attentionLseBytes(fn.values.at(op.results[0]).shape, batch, seq);
   if (op.name == "moe" || op.name == "moe_grad") {
@@ -81,7 +124,8 @@ int64_t opScratchBytes(const Bundle &b, const std::string &layer,
     if (e && !op.operands.empty()) {
       int64_t n = batch * seq;
       const Shape &in = fn.values.at(op.operands[0]).shape;
-      int64_t rows = tensorBytes(n * (in.empty() ? 0 : in.back()));
+      int64_t rows = tensorBytes(n * (in.empty() ? 0 : in.back()),
+                                 storage.at(op.operands[0]));
       int64_t inner = 0;
       auto f = e->functions.find("forward");
       if (f != e->functions.end())
@@ -99,9 +143,10 @@ int64_t opScratchBytes(const Bundle &b, const std::string &layer,
 
 int64_t bumpBytes(const Bundle &b, const std::string &layer, const Function &fn,
                   int64_t batch, int64_t seq, int64_t tokens) {
+  std::vector<DType> storage = valueStorage(fn, planPrecision(b));
   int64_t bytes = 0;
   for (const Op &op : fn.ops)
-    bytes += opScratchBytes(b, layer, fn, op, batch, seq, tokens);
+    bytes += opScratchBytes(b, layer, fn, storage, op, batch, seq, tokens);
   return bytes;
 }
 
@@ -115,6 +160,7 @@ FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
   std::vector<int64_t> def(nvals, -1), last(nvals, -1);
   std::vector<int64_t> bytes(nvals, 0);
   std::vector<bool> placedValue(nvals, false);
+  std::vector<DType> storage = valueStorage(fn, planPrecision(b));
   for (int64_t k = 0; k < nops; ++k) {
     const Op &op = fn.ops[k];
     for (int v : op.operands)
@@ -127,12 +173,13 @@ FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
       if (view)
         continue;
       placedValue[v] = true;
-      bytes[v] = tensorBytes(numelOf(fn.values[v], batch, seq, 0));
+      bytes[v] = tensorBytes(numelOf(fn.values[v], batch, seq, 0), storage[v]);
       if (op.name == "attention" && r == 0)
         bytes[v] += attentionLseBytes(fn.values[v].shape, batch, seq);
     }
-    plan.scratchBytes = std::max(
-        plan.scratchBytes, opScratchBytes(b, layer, fn, op, batch, seq, 0));
+    plan.scratchBytes =
+        std::max(plan.scratchBytes,
+                 opScratchBytes(b, layer, fn, storage, op, batch, seq, 0));
   }
   for (int v : fn.results)
     last[v] = nops;

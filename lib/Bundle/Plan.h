@@ -17,9 +17,75 @@
 
 namespace mtc::bundle {
 
-/// Every tensor is held in 4-byte elements (f32, i32; bf16 parameters are
-/// held as f32).
+/// Under the fp32 precision every tensor is held in 4-byte elements (f32,
+/// i32; bf16 parameters are held as f32).
 constexpr int64_t kElementBytes = 4;
+
+/// The precision of a step plan's device tensors (docs/streaming.md, "Byte
+/// rule"). F32: every float tensor on the device is f32. BF16: parameter
+/// values and activations are bf16 on the device; parameter gradients,
+/// log-sum-exps, scalars (the loss) and integer tensors stay 4 bytes. The
+/// host keeps the fp32 master weights, gradients and optimizer state in
+/// both.
+enum class Precision { F32, BF16 };
+
+/// "fp32" or "bf16" (the `--precision` spelling, the bundle's "precision").
+inline const char *precisionName(Precision p) {
+  return p == Precision::BF16 ? "bf16" : "fp32";
+}
+
+/// Parses "fp32" or "bf16"; false for anything else.
+inline bool parsePrecision(const std::string &text, Precision &out) {
+  if (text == "fp32")
+    out = Precision::F32;
+  else if (text == "bf16")
+    out = Precision::BF16;
+  else
+    return false;
+  return true;
+}
+
+/// Bytes of one element stored as \p t.
+constexpr int64_t elementBytes(DType t) { return t == DType::BF16 ? 2 : 4; }
+
+/// How parameter values are stored on the device under \p p.
+constexpr DType deviceParamDType(Precision p) {
+  return p == Precision::BF16 ? DType::BF16 : DType::F32;
+}
+
+/// How a function argument of logical type \p logical and rank \p rank is
+/// stored on the device under \p p: integers as i32, scalars as f32, other
+/// floats in the precision's activation type.
+constexpr DType argumentStorage(DType logical, size_t rank, Precision p) {
+  if (logical == DType::I32)
+    return DType::I32;
+  if (p == Precision::F32 || rank == 0)
+    return DType::F32;
+  return DType::BF16;
+}
+
+/// Whether result \p result of op \p op is a parameter gradient: it is kept
+/// in f32 under every precision (docs/streaming.md, "Byte rule").
+bool isParamGradientResult(const std::string &op, size_t result);
+
+/// How result \p result (logical type \p logical, rank \p rank) of op \p
+/// op is stored on the device under \p p, given how its operands are:
+/// \p floatOperands is the number of its non-integer operands and \p
+/// allF32 whether all of them are stored as f32. The rule: integers i32;
+/// under fp32 every float f32; under bf16 f32 for scalars (the loss), for
+/// parameter gradients (isParamGradientResult) and for results of ops
+/// whose float operands are all f32 (sums and transposes of gradients),
+/// bf16 for everything else (activations, parameter views).
+inline DType resultStorage(const std::string &op, size_t result, DType logical,
+                           size_t rank, int floatOperands, bool allF32,
+                           Precision p) {
+  if (logical == DType::I32)
+    return DType::I32;
+  if (p == Precision::F32 || rank == 0 || isParamGradientResult(op, result) ||
+      (floatOperands > 0 && allF32))
+    return DType::F32;
+  return DType::BF16;
+}
 /// Tensor allocations are rounded up to this many bytes.
 constexpr int64_t kTensorAlign = 64;
 /// Buffers start at multiples of this many bytes of the device arena.
@@ -41,6 +107,11 @@ constexpr int64_t alignOffset(int64_t end) {
 /// The bytes a tensor of \p numel elements takes: align64(4 * numel).
 constexpr int64_t tensorBytes(int64_t numel) {
   return align64(kElementBytes * numel);
+}
+
+/// The bytes a tensor of \p numel elements stored as \p t takes.
+constexpr int64_t tensorBytes(int64_t numel, DType t) {
+  return align64(elementBytes(t) * numel);
 }
 
 /// The element count of \p shape with B = \p batch, S = \p seq and T = \p
@@ -86,6 +157,14 @@ int64_t packLiveValues(const std::vector<LiveValue> &values,
 struct Function;
 struct Bundle;
 
+/// The device storage type of every value of \p fn under \p p
+/// (resultStorage, op by op; arguments by argumentStorage). A `fused` op's
+/// body is not visited: its results follow the rule like any op's.
+std::vector<DType> valueStorage(const Function &fn, Precision p);
+
+/// The precision of \p b's step plan (fp32 without one).
+Precision planPrecision(const Bundle &b);
+
 /// The workspace plan of one layer function at concrete dims (docs/
 /// streaming.md, "Workspace"): every value an op produces (except views:
 /// param_ref, reshape) has a fixed offset in the packed region, reused once
@@ -102,7 +181,8 @@ struct FunctionPlan {
 };
 
 /// Plans \p fn, a function of layer \p layer of \p b (its experts serve the
-/// moe ops), for micro-batches of [batch, seq].
+/// moe ops), for micro-batches of [batch, seq], with values stored as
+/// valueStorage under the plan's precision (planPrecision).
 FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
                                const Function &fn, int64_t batch, int64_t seq);
 

@@ -37,7 +37,8 @@ std::string trainUsage(const Tool &tool) {
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE "
          "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] [--checkpoints "
-         "device|host|auto] [--optimizer-threads N] [--trace FILE.json]] ";
+         "device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
+         "[--trace FILE.json]] ";
   else
     u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
          "[--device-memory SIZE] [--optimizer-threads N] [--trace "
@@ -254,6 +255,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
                       {Flag::String, "--device-memory", &cmd.deviceMemory},
                       {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
                       {Flag::String, "--checkpoints", &cmd.checkpoints},
+                      {Flag::String, "--precision", &cmd.precision},
                       {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
                       {Flag::String, "--trace", &opts.trace},
                       {Flag::String, "--tokenizer", &opts.tokenizer},
@@ -332,8 +334,8 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
   std::vector<std::string> fixed;
   if (!cmd.sets.empty())
     fixed.push_back("--set");
-  for (const char *flag :
-       {"--cpu", "--recompute", "--checkpoints", "--prefetch-depth"})
+  for (const char *flag : {"--cpu", "--recompute", "--checkpoints",
+                           "--prefetch-depth", "--precision"})
     if (cmd.given.count(flag))
       fixed.push_back(flag);
   if (!fixed.empty()) {

@@ -51,7 +51,7 @@ struct TrainCommand {
   /// Flags that shape how the model is compiled, as given ("" or empty: not
   /// given): only a tool that compiles can honour them.
   std::vector<std::string> sets; ///< --set NAME=VALUE, in order
-  std::string cpu, recompute, checkpoints;
+  std::string cpu, recompute, checkpoints, precision;
   int64_t prefetchDepth = 2;
 };
 

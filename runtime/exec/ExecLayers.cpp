@@ -99,6 +99,7 @@ void paramRef(OpContext &c) {
   ParamSlot &s = c.param();
   Tensor t;
   t.shape = c.resultShape();
+  t.dtype = c.resultType();
   // Shares the parameter's storage (no copy; the store outlives the run).
   t.f = std::shared_ptr<float>(c.paramData(s, false), [](float *) {});
   c.setResult(std::move(t));

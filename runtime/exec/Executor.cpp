@@ -152,6 +152,25 @@ Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend)
   program = std::move(*decoded);
   if (Status st = table->covers(program); !st.ok())
     throw ExecError{"bundle: " + st.message()};
+  // A bf16 plan's storage types are the device's: a host-memory backend
+  // (the CPU kernels, fp32 only) runs the bundle's functions in fp32, as
+  // the host executor that validates and samples a bf16 run does; the
+  // streaming runtime refuses bf16 plans on the CPU device.
+  if (bundle::Precision p = bundle::planPrecision(b);
+      p != bundle::Precision::F32 && !backend.hostMemory()) {
+    auto add = [&](const bundle::Function &fn) {
+      valueTypes[&fn] = bundle::valueStorage(fn, p);
+    };
+    for (const auto &[name, fn] : b.functions)
+      add(fn);
+    for (const bundle::Layer &l : b.layers) {
+      for (const auto &[name, fn] : l.functions)
+        add(fn);
+      for (const bundle::Expert &x : l.experts)
+        for (const auto &[name, fn] : x.functions)
+          add(fn);
+    }
+  }
   keepFreedMemory();
 }
 
@@ -334,7 +353,8 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
           continue;
         Tensor t;
         t.shape = concrete(fn.values[v]);
-        int64_t bytes = bundle::tensorBytes(t.numel());
+        t.dtype = storageOf(fn, v);
+        int64_t bytes = bundle::tensorBytes(t.numel(), t.dtype);
         char *p = ws->at(off, bytes); // zeroed by newResult if needed
         if (fn.values[v].dtype == DType::I32) {
           t.isInt = true;
@@ -383,7 +403,7 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
             backend->copy(want.i.get(), got.i.get(), 4 * want.numel());
         } else {
           if (got.f.get() != want.f.get())
-            backend->copy(want.f.get(), got.data(), 4 * want.numel());
+            backend->copy(want.f.get(), got.data(), want.bytes());
           if (want.lse && got.lse && got.lse.get() != want.lse.get())
             backend->copy(want.lse.get(), got.lse.get(),
                           4 * want.shape[0] * want.shape[1] * want.shape[2]);
@@ -399,6 +419,15 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
   for (int r : fn.results)
     out.push_back(values[r]);
   return out;
+}
+
+DType Executor::storageOf(const bundle::Function &fn, int v) const {
+  if (!valueTypes.empty()) {
+    auto it = valueTypes.find(&fn);
+    if (it != valueTypes.end())
+      return it->second.at(v);
+  }
+  return fn.values.at(v).dtype == DType::I32 ? DType::I32 : DType::F32;
 }
 
 const DecodedFunction &Executor::decoded(const bundle::Function &fn) const {

@@ -97,32 +97,41 @@ private:
   Backend *mem = nullptr;
 };
 
-/// A dense row-major tensor (fp32, or int32 for token ids). The storage is
-/// shared: heap memory owned by the tensor, a parameter's memory, or a
-/// region of device memory (not owned).
+/// A dense row-major tensor (fp32, or int32 for token ids; bf16 on a device
+/// under a bf16 step plan, where `f` then points at 2-byte elements that
+/// only the device kernels read). The storage is shared: heap memory owned
+/// by the tensor, a parameter's memory, or a region of device memory (not
+/// owned).
 struct Tensor {
   std::vector<int64_t> shape;
   bool isInt = false;
+  /// How the elements are stored (lib/Bundle/Plan.h, valueStorage): F32
+  /// or I32 (with isInt) everywhere except the values of a bf16 plan.
+  DType dtype = DType::F32;
   std::shared_ptr<float> f;
   std::shared_ptr<int32_t> i;
   /// Attention outputs carry their log-sum-exp for the backward pass.
   std::shared_ptr<float> lse;
 
   int64_t numel() const;
+  /// The bytes of the elements (not rounded).
+  int64_t bytes() const { return bundle::elementBytes(dtype) * numel(); }
   float *data() { return f.get(); }
   const float *data() const { return f.get(); }
   const int32_t *ints() const { return i.get(); }
   /// Zero-filled, from the current Workspace or the heap.
-  static Tensor zeros(std::vector<int64_t> shape);
+  static Tensor zeros(std::vector<int64_t> shape, DType t = DType::F32);
   /// Uninitialised (for results a kernel writes in full), from the current
   /// Workspace or the heap.
-  static Tensor empty(std::vector<int64_t> shape);
+  static Tensor empty(std::vector<int64_t> shape, DType t = DType::F32);
   static Tensor ints(std::vector<int64_t> shape, const int32_t *src);
-  /// \p n floats, zero-filled unless \p zero is false, 64-byte aligned,
-  /// from the current Workspace or the heap.
-  static std::shared_ptr<float> allocate(int64_t n, bool zero = true);
+  /// \p n elements of \p t (4 bytes unless bf16), zero-filled unless \p
+  /// zero is false, 64-byte aligned, from the current Workspace or the heap.
+  static std::shared_ptr<float> allocate(int64_t n, bool zero = true,
+                                         DType t = DType::F32);
   /// A tensor over memory it does not own.
-  static Tensor view(std::vector<int64_t> shape, float *data);
+  static Tensor view(std::vector<int64_t> shape, float *data,
+                     DType t = DType::F32);
 };
 
 /// An error at run time, naming the source location of the op.
@@ -143,6 +152,9 @@ public:
            Backend &backend = cpuBackend());
   /// The backend the executor runs on.
   Backend &runsOn() const { return *backend; }
+  /// How value \p v of \p fn is stored (its step plan's precision,
+  /// bundle::valueStorage; F32 or I32 for fp32 plans and no plan).
+  DType storageOf(const bundle::Function &fn, int v) const;
 
   /// Runs the model's forward_backward on one micro-batch: returns the loss
   /// (the function's result plus the aux losses of its moe ops) and adds this
@@ -320,6 +332,8 @@ private:
   std::function<FusedKernel(const std::string &)> kernels;
   ParamLocator paramLocator;
   std::map<const bundle::Function *, bundle::FunctionPlan> functionPlans;
+  /// Under a bf16 plan: every function's value storage (empty under fp32).
+  std::map<const bundle::Function *, std::vector<DType>> valueTypes;
   std::unique_ptr<KernelLibrary> kernelLibrary;
   int64_t cacheLength = 0; ///< positions already in the cache
 };

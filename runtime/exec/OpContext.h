@@ -65,19 +65,23 @@ public:
   void setResult(Tensor t, size_t i = 0) {
     vals[op.results.at(i)] = std::move(t);
   }
+  /// How result \p i is stored (Executor::storageOf).
+  DType resultType(size_t i = 0) const {
+    return ex.storageOf(fn, op.results.at(i));
+  }
   /// Zero-filled, for kernels that accumulate into (or only partly write)
   /// their result. A planned result is already in place: it is used.
   Tensor newResult(size_t i = 0) {
     const Tensor &pre = vals[op.results.at(i)];
     if (!pre.f)
-      return Tensor::zeros(resultShape(i));
-    ex.backend->zero(pre.f.get(), 4 * pre.numel());
+      return Tensor::zeros(resultShape(i), resultType(i));
+    ex.backend->zero(pre.f.get(), pre.bytes());
     return pre;
   }
   /// Uninitialised, for kernels that write every element.
   Tensor newOutput(size_t i = 0) {
     const Tensor &pre = vals[op.results.at(i)];
-    return pre.f ? pre : Tensor::empty(resultShape(i));
+    return pre.f ? pre : Tensor::empty(resultShape(i), resultType(i));
   }
   [[noreturn]] void fail(const std::string &msg) const { failOp(op, msg); }
 

@@ -70,14 +70,15 @@ Workspace::Scope::Scope(Workspace *w) : saved(currentWorkspace) {
 
 Workspace::Scope::~Scope() { currentWorkspace = saved; }
 
-std::shared_ptr<float> Tensor::allocate(int64_t n, bool zero) {
+std::shared_ptr<float> Tensor::allocate(int64_t n, bool zero, DType t) {
+  const int64_t elem = bundle::elementBytes(t);
   if (Workspace *w = Workspace::current())
     return std::shared_ptr<float>(
-        static_cast<float *>(w->allocate(4 * n, zero)), [](float *) {});
+        static_cast<float *>(w->allocate(elem * n, zero)), [](float *) {});
   // Heap buffers come from malloc's free lists (keepFreedMemory below), so
   // an uninitialised one costs no memset and, in steady state, no page
   // faults. 64-byte alignment: whole cache lines for the vector kernels.
-  size_t bytes = sizeof(float) * static_cast<size_t>(std::max<int64_t>(n, 1));
+  size_t bytes = static_cast<size_t>(elem * std::max<int64_t>(n, 1));
   auto *p = static_cast<float *>(::operator new(bytes, std::align_val_t(64)));
   if (zero)
     std::memset(p, 0, bytes);
@@ -85,17 +86,19 @@ std::shared_ptr<float> Tensor::allocate(int64_t n, bool zero) {
       p, [](float *q) { ::operator delete(q, std::align_val_t(64)); });
 }
 
-Tensor Tensor::zeros(std::vector<int64_t> shape) {
+Tensor Tensor::zeros(std::vector<int64_t> shape, DType type) {
   Tensor t;
   t.shape = std::move(shape);
-  t.f = allocate(t.numel());
+  t.dtype = type;
+  t.f = allocate(t.numel(), true, type);
   return t;
 }
 
-Tensor Tensor::empty(std::vector<int64_t> shape) {
+Tensor Tensor::empty(std::vector<int64_t> shape, DType type) {
   Tensor t;
   t.shape = std::move(shape);
-  t.f = allocate(t.numel(), false);
+  t.dtype = type;
+  t.f = allocate(t.numel(), false, type);
   return t;
 }
 
@@ -103,6 +106,7 @@ Tensor Tensor::ints(std::vector<int64_t> shape, const int32_t *src) {
   Tensor t;
   t.shape = std::move(shape);
   t.isInt = true;
+  t.dtype = DType::I32;
   int64_t n = t.numel();
   if (Workspace *w = Workspace::current()) {
     t.i = std::shared_ptr<int32_t>(
@@ -119,9 +123,10 @@ Tensor Tensor::ints(std::vector<int64_t> shape, const int32_t *src) {
   return t;
 }
 
-Tensor Tensor::view(std::vector<int64_t> shape, float *data) {
+Tensor Tensor::view(std::vector<int64_t> shape, float *data, DType type) {
   Tensor t;
   t.shape = std::move(shape);
+  t.dtype = type;
   t.f = std::shared_ptr<float>(data, [](float *) {});
   return t;
 }

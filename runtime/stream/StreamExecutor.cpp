@@ -100,8 +100,10 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
     if (it == where.end())
       throw ExecError{"parameter '" + s.name + "' is not in the step plan"};
     const Group *g = it->second.first;
-    int64_t off = it->second.second;
-    int64_t bytes = 4 * static_cast<int64_t>(s.value.size());
+    size_t k = it->second.second;
+    int64_t off = grad ? g->gradOffsets[k] : g->offsets[k];
+    int64_t bytes = bundle::elementBytes(grad ? DType::F32 : paramType) *
+                    static_cast<int64_t>(s.value.size());
     if (g == &modelGroup)
       return dev((grad ? modelGradsOff : modelWeightsOff) + off, bytes);
     if (g != boundWeights)
@@ -178,6 +180,14 @@ void StreamExecutor::validate() {
     planError("needs " + std::to_string(p.devicePeak) +
               " bytes of device memory; the device has " +
               std::to_string(device.capacity()));
+  // A bf16 plan stores weights and activations as bf16 on the device
+  // (lib/Bundle/Plan.h, Precision); the CPU device computes and stores fp32.
+  const bundle::Precision precision = bundle::planPrecision(b);
+  if (precision != bundle::Precision::F32 && mem.hostMemory())
+    planError(std::string("precision ") + p.precision +
+              ": the CPU device runs fp32 plans only (compile with "
+              "--precision fp32)");
+  paramType = bundle::deviceParamDType(precision);
   if (p.recompute != "full" && p.recompute != "none" &&
       p.recompute != "selective")
     planError("recompute must be 'full', 'none' or 'selective'");
@@ -193,8 +203,11 @@ void StreamExecutor::validate() {
     if (!s)
       planError("a parameter of the bundle is missing from the store");
     g.slots.push_back(s);
+    const int64_t n = static_cast<int64_t>(s->value.size());
     g.offsets.push_back(g.bytes);
-    g.bytes += bundle::tensorBytes(static_cast<int64_t>(s->value.size()));
+    g.bytes += bundle::tensorBytes(n, paramType);
+    g.gradOffsets.push_back(g.gradBytes);
+    g.gradBytes += bundle::tensorBytes(n, DType::F32);
   };
   for (const bundle::Param &pr : b.params)
     addSlot(modelGroup, store.model(pr.name));
@@ -210,12 +223,13 @@ void StreamExecutor::validate() {
           for (const bundle::Param &pr : x.params)
             addSlot(g, store.expert(l.name, i, x.name, e, pr.name));
       slotBytes = std::max(slotBytes, g.bytes);
+      gradSlotBytes = std::max(gradSlotBytes, g.gradBytes);
     }
   for (size_t k = 0; k < modelGroup.slots.size(); ++k)
-    where[modelGroup.slots[k]] = {&modelGroup, modelGroup.offsets[k]};
+    where[modelGroup.slots[k]] = {&modelGroup, k};
   for (auto &[key, g] : groups)
     for (size_t k = 0; k < g.slots.size(); ++k)
-      where[g.slots[k]] = {&g, g.offsets[k]};
+      where[g.slots[k]] = {&g, k};
 
   // The program: commands, loops and what they carry.
   auto concrete = [&](const bundle::ValueType &t) {
@@ -245,8 +259,17 @@ void StreamExecutor::validate() {
         !layer->functions.count("backward"))
       planError("no layer '" + op.symbol + "' with forward and backward");
     int64_t boundary = numel(concrete(fb->values.at(op.operands.at(0))));
-    activationBytes = std::max(activationBytes, bundle::tensorBytes(boundary));
     const bundle::Function &f = layer->functions.at("forward");
+    std::vector<DType> &types = resultTypes[layer->name];
+    {
+      std::vector<DType> st = bundle::valueStorage(f, precision);
+      actType = st.at(f.args.at(0));
+      types.clear();
+      for (int r : f.results)
+        types.push_back(st.at(r));
+    }
+    activationBytes =
+        std::max(activationBytes, bundle::tensorBytes(boundary, actType));
     std::vector<bool> &lse = attentionResults[layer->name];
     lse.assign(f.results.size(), false);
     for (size_t r = 0; r < f.results.size(); ++r)
@@ -255,7 +278,7 @@ void StreamExecutor::validate() {
       int64_t bytes = 0;
       for (size_t r = 0; r < f.results.size(); ++r) {
         std::vector<int64_t> shape = concrete(f.values.at(f.results[r]));
-        bytes += bundle::tensorBytes(numel(shape));
+        bytes += bundle::tensorBytes(numel(shape), types[r]);
         if (r > 0 && lse[r])
           bytes += bundle::tensorBytes(shape[0] * shape[1] * shape[2]);
       }
@@ -274,12 +297,12 @@ void StreamExecutor::validate() {
 
   // Buffers.
   modelWeightsOff = bufferOffset("model.weights", modelGroup.bytes);
-  modelGradsOff = bufferOffset("model.grads", modelGroup.bytes);
+  modelGradsOff = bufferOffset("model.grads", modelGroup.gradBytes);
   for (int64_t s = 0; s < p.prefetchDepth; ++s)
     weightsOff.push_back(
         bufferOffset("weights." + std::to_string(s), slotBytes));
-  gradsOff[0] = bufferOffset("grads.0", slotBytes);
-  gradsOff[1] = bufferOffset("grads.1", slotBytes);
+  gradsOff[0] = bufferOffset("grads.0", gradSlotBytes);
+  gradsOff[1] = bufferOffset("grads.1", gradSlotBytes);
   activationsOff =
       bufferOffset("activations", hostActivations ? 4 * activationBytes
                                                   : 2 * M * activationBytes);
@@ -383,6 +406,11 @@ void StreamExecutor::launchUpdate(Group &g, device::Event done) {
   device.record(done, opt);
 }
 
+device::Convert StreamExecutor::weightConvert() const {
+  return paramType == DType::BF16 ? device::Convert::F32ToBF16
+                                  : device::Convert::None;
+}
+
 void StreamExecutor::loadWeights(const std::string &layer, int64_t j) {
   size_t s = static_cast<size_t>(j % p.prefetchDepth);
   SlotContent &held = slotHolds[s];
@@ -396,7 +424,7 @@ void StreamExecutor::loadWeights(const std::string &layer, int64_t j) {
     device.copyToDevice(h2d, weightsOff[s] + g.offsets[q],
                         g.slots[q]->value.data(),
                         4 * static_cast<int64_t>(g.slots[q]->value.size()),
-                        device::Convert::None, "weights " + g.slots[q]->name);
+                        weightConvert(), "weights " + g.slots[q]->name);
   device.record(evWeights[s], h2d);
   held = {layer, j, stepCounter};
   ++stats.weightLoads;
@@ -472,12 +500,13 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
               h2d, modelWeightsOff + modelGroup.offsets[q],
               modelGroup.slots[q]->value.data(),
               4 * static_cast<int64_t>(modelGroup.slots[q]->value.size()),
-              device::Convert::None, "weights " + modelGroup.slots[q]->name);
+              weightConvert(), "weights " + modelGroup.slots[q]->name);
         device.record(evModelWeights, h2d);
         device.wait(compute, evModelWeights);
         launchCompute(
             [this] {
-              mem.zero(dev(modelGradsOff, modelGroup.bytes), modelGroup.bytes);
+              mem.zero(dev(modelGradsOff, modelGroup.gradBytes),
+                       modelGroup.gradBytes);
             },
             "zero model grads");
         ++stats.modelWeightLoads;
@@ -534,7 +563,7 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
         for (size_t q = 0; q < modelGroup.slots.size(); ++q)
           device.copyToHost(
               d2h, modelGroup.slots[q]->grad.data(),
-              modelGradsOff + modelGroup.offsets[q],
+              modelGradsOff + modelGroup.gradOffsets[q],
               4 * static_cast<int64_t>(modelGroup.slots[q]->grad.size()),
               "grads " + modelGroup.slots[q]->name);
         break;
@@ -565,11 +594,11 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   // Measured peak: the end of the highest region in use, with the bump
   // regions counted as far as they were used.
   int64_t peak = std::max(modelWeightsOff + modelGroup.bytes,
-                          modelGradsOff + modelGroup.bytes);
+                          modelGradsOff + modelGroup.gradBytes);
   for (int64_t off : weightsOff)
     peak = std::max(peak, off + slotBytes);
   for (int64_t off : gradsOff)
-    peak = std::max(peak, off + slotBytes);
+    peak = std::max(peak, off + gradSlotBytes);
   peak = std::max(peak, activationsOff +
                             (hostActivations ? 4 : 2 * M) * activationBytes);
   if (hostCheckpoints)
@@ -600,7 +629,8 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                              std::vector<double> &aux) {
   const int64_t M = p.microBatches, depth = p.prefetchDepth;
   const std::string layer = loop.op->symbol;
-  const int64_t boundaryBytes = 4 * loop.boundaryNumel;
+  const int64_t boundaryBytes =
+      bundle::elementBytes(actType) * loop.boundaryNumel;
   std::vector<int64_t> order;
   for (int64_t k = 0; k < loop.count; ++k)
     order.push_back(loop.forward ? loop.first + k
@@ -615,7 +645,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         [this, &vals, op, boundaryBytes, M] {
           for (int64_t mb = 0; mb < M; ++mb) {
             const Tensor &x = vals[mb][op->operands.at(0)];
-            if (!x.f || x.numel() * 4 != boundaryBytes)
+            if (!x.f || x.bytes() != boundaryBytes)
               throw ExecError{"layers loop input has the wrong shape"};
             mem.copy(dev(actOff(0, mb), boundaryBytes), x.data(),
                      boundaryBytes);
@@ -635,7 +665,8 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
   std::vector<int64_t> &extraLse = call.extraLse;
   {
     const bundle::Function &f = l->functions.at("forward");
-    int64_t off = bundle::tensorBytes(loop.boundaryNumel);
+    const std::vector<DType> &types = resultTypes.at(layer);
+    int64_t off = bundle::tensorBytes(loop.boundaryNumel, actType);
     for (size_t r = 1; r < f.results.size(); ++r) {
       std::vector<int64_t> s;
       int64_t n = 1;
@@ -644,8 +675,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         n *= s.back();
       }
       extraShapes.push_back(s);
+      call.extraTypes.push_back(types.at(r));
       extraOffsets.push_back(off);
-      off += bundle::tensorBytes(n);
+      off += bundle::tensorBytes(n, types.at(r));
       if (attentionResults.at(layer).at(r)) {
         // [B, S, Hq] log-sum-exp after the output.
         extraLse.push_back(off);
@@ -769,7 +801,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                 boundWeights = g;
                 boundWeightsOff = wOff;
                 boundGradsOff = gOff;
-                mem.zero(dev(gOff, g->bytes), g->bytes);
+                mem.zero(dev(gOff, g->gradBytes), g->gradBytes);
                 for (int64_t mb = 0; mb < M; ++mb) {
                   int64_t src = restoreHost
                                     ? stagingOff + (st * M + mb) * maxCkptBytes
@@ -802,7 +834,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       device.wait(d2h, evGradReady[gs]);
       for (size_t q = 0; q < g.slots.size(); ++q)
         device.copyToHost(d2h, g.slots[q]->grad.data(),
-                          gradsOff[gs] + g.offsets[q],
+                          gradsOff[gs] + g.gradOffsets[q],
                           4 * static_cast<int64_t>(g.slots[q]->grad.size()),
                           "grads " + g.slots[q]->name);
       device.record(evGradFree[gs], d2h);
@@ -818,7 +850,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       [this, &vals, op, shape, boundaryBytes, last, M] {
         for (int64_t mb = 0; mb < M; ++mb) {
           Workspace::Scope scope(&stageWs[mb]);
-          Tensor y = Tensor::empty(shape);
+          Tensor y = Tensor::empty(shape, actType);
           mem.copy(y.data(), dev(actOff(last, mb), boundaryBytes),
                    boundaryBytes);
           vals[mb][op->results.at(0)] = std::move(y);
@@ -833,13 +865,14 @@ void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
   workspace.reset();
   Workspace::Scope scope(&workspace);
   ex.resetAux();
-  std::vector<Tensor> outs = ex.runLayer(call.layer, call.instance, "forward",
-                                         {Tensor::view(call.shape, x)});
+  std::vector<Tensor> outs =
+      ex.runLayer(call.layer, call.instance, "forward",
+                  {Tensor::view(call.shape, x, actType)});
   aux += ex.auxLoss();
   mem.copy(y, outs.at(0).data(), call.boundaryBytes);
   for (size_t r = 1; r < outs.size(); ++r) {
     mem.copy(ckpt + call.extraOffsets.at(r - 1), outs[r].data(),
-             4 * outs[r].numel());
+             outs[r].bytes());
     if (call.extraLse.at(r - 1) >= 0) {
       if (!outs[r].lse)
         throw ExecError{"a kept attention output has no log-sum-exp"};
@@ -854,12 +887,13 @@ void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
 void StreamExecutor::backwardOne(const InstanceCall &call, char *ckpt,
                                  float *dy, float *dx) {
   std::vector<Tensor> args{
-      Tensor::view(call.shape, reinterpret_cast<float *>(ckpt)),
-      Tensor::view(call.shape, dy)};
+      Tensor::view(call.shape, reinterpret_cast<float *>(ckpt), actType),
+      Tensor::view(call.shape, dy, actType)};
   for (size_t r = 0; r < call.extraShapes.size(); ++r) {
     args.push_back(
         Tensor::view(call.extraShapes[r],
-                     reinterpret_cast<float *>(ckpt + call.extraOffsets[r])));
+                     reinterpret_cast<float *>(ckpt + call.extraOffsets[r]),
+                     call.extraTypes[r]));
     if (call.extraLse[r] >= 0)
       args.back().lse = std::shared_ptr<float>(
           reinterpret_cast<float *>(ckpt + call.extraLse[r]), [](float *) {});
@@ -925,7 +959,7 @@ void StreamExecutor::computeHostActivations(
           float *x = nullptr;
           if (first) {
             Tensor &in = vals[mb][op->operands.at(0)];
-            if (!in.f || in.numel() * 4 != bb)
+            if (!in.f || in.bytes() != bb)
               throw ExecError{"layers loop input has the wrong shape"};
             x = in.data();
           } else {
@@ -940,12 +974,12 @@ void StreamExecutor::computeHostActivations(
             forwardOne(call, x, c, y, aux[mb]);
           } else {
             if (mb == 0)
-              mem.zero(dev(gOff, g->bytes), g->bytes);
+              mem.zero(dev(gOff, g->gradBytes), g->gradBytes);
             backwardOne(call, c, x, y);
           }
           if (last) {
             Workspace::Scope scope(&stageWs[mb]);
-            Tensor t = Tensor::empty(call.shape);
+            Tensor t = Tensor::empty(call.shape, actType);
             mem.copy(t.data(), y, bb);
             vals[mb][op->results.at(0)] = std::move(t);
           }

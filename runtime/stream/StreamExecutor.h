@@ -94,6 +94,10 @@ private:
     std::vector<exec::ParamSlot *> slots;
     std::vector<int64_t> offsets; ///< of each slot inside the group's buffer
     int64_t bytes = 0;
+    /// The same for the gradients (f32 under every precision; the values
+    /// are bf16 under a bf16 plan).
+    std::vector<int64_t> gradOffsets;
+    int64_t gradBytes = 0;
   };
   struct LoopInfo {
     const StepCommand *cmd = nullptr;
@@ -112,6 +116,7 @@ private:
     int64_t instance = 0;
     std::vector<int64_t> shape;
     std::vector<std::vector<int64_t>> extraShapes;
+    std::vector<DType> extraTypes;
     std::vector<int64_t> extraOffsets, extraLse;
     int64_t boundaryBytes = 0, ckpt = 0;
   };
@@ -121,6 +126,8 @@ private:
   void forwardOne(const InstanceCall &call, float *x, char *ckpt, float *y,
                   double &aux);
   void backwardOne(const InstanceCall &call, char *ckpt, float *dy, float *dx);
+  /// How weights are converted on their way in (bf16 plans: to bf16).
+  device::Convert weightConvert() const;
 
   /// The compute command of instance step \p k of \p loop with host
   /// activations: per micro-batch, its input from host memory (or, first,
@@ -192,7 +199,13 @@ private:
 
   std::map<std::pair<std::string, int64_t>, Group> groups;
   Group modelGroup;
-  std::map<const exec::ParamSlot *, std::pair<Group *, int64_t>> where;
+  /// Each parameter's group and its index there.
+  std::map<const exec::ParamSlot *, std::pair<Group *, size_t>> where;
+  /// How parameter values and boundary activations are stored on the
+  /// device (the plan's precision, lib/Bundle/Plan.h).
+  DType paramType = DType::F32, actType = DType::F32;
+  /// Per layer: the storage of its forward's results (checkpoint layout).
+  std::map<std::string, std::vector<DType>> resultTypes;
   /// What each weight slot holds: (layer, instance, step) or empty.
   struct SlotContent {
     std::string layer;
@@ -204,7 +217,7 @@ private:
   /// Buffers (offsets into the arena) and sizes.
   int64_t modelWeightsOff = 0, modelGradsOff = 0;
   std::vector<int64_t> weightsOff;
-  int64_t gradsOff[2] = {0, 0}, slotBytes = 0;
+  int64_t gradsOff[2] = {0, 0}, slotBytes = 0, gradSlotBytes = 0;
   int64_t activationsOff = 0, activationBytes = 0; ///< per micro-batch
   int64_t checkpointsOff = 0, stagingOff = 0;
   int64_t stageOff = 0, stageBytes = 0; ///< per micro-batch

@@ -117,6 +117,30 @@ TEST_P(OpsPointwise, UnaryBf16) {
   EXPECT_LE(maxBf16Ulps(getBf16(dY, n), y, "unary silu bf16"), 2);
 }
 
+TEST_P(OpsPointwise, ConvertRoundsToNearestEvenAndBack) {
+  // Where a bf16 plan's tensors meet f32 ones (docs/cuda.md, "Precisions"):
+  // f32 -> bf16 as the host's conversion (round to nearest even: 1 + 2^-8
+  // is a tie that rounds down to 1), bf16 -> f32 exact, and a copy for the
+  // same type.
+  const size_t n = 1003;
+  std::vector<float> x = randomFloats(n, 11, -50, 50);
+  x[0] = 1.00390625f;
+  x[1] = -3.0117187f;
+  unsigned long long dX = put(x, DType::F32), dB = alloc(n * 2),
+                     dY = alloc(n * 4), dC = alloc(n * 4);
+  OK(ops::convert(L, dX, DType::F32, dB, DType::BF16, n));
+  OK(ops::convert(L, dB, DType::BF16, dY, DType::F32, n));
+  OK(ops::convert(L, dY, DType::F32, dC, DType::F32, n));
+  std::vector<uint16_t> b = getBf16(dB, n), want = toBf16(x);
+  std::vector<float> y = getF32(dY, n), c = getF32(dC, n);
+  EXPECT_EQ(b[0], toBf16(1.0f));
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(b[i], want[i]) << "f32 -> bf16 at " << i << " (" << x[i] << ")";
+    ASSERT_EQ(y[i], fromBf16(want[i])) << "bf16 -> f32 at " << i;
+    ASSERT_EQ(c[i], y[i]) << "f32 copy at " << i;
+  }
+}
+
 struct BinaryCase {
   std::vector<int64_t> out, a, b;
 };

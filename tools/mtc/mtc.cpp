@@ -79,7 +79,8 @@ const Command kCommands[] = {
      "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
      "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
-     "device|host|auto]] [--device cpu|cuda|cuda-emu]",
+     "device|host|auto] [--precision fp32|bf16]] [--device "
+     "cpu|cuda|cuda-emu]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb; with "
      "--device-memory it carries a streaming step plan)",
@@ -91,8 +92,8 @@ const Command kCommands[] = {
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
-     "[--checkpoints device|host|auto] [--set NAME=VALUE]... [--device "
-     "cpu|cuda|cuda-emu]",
+     "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
+     "NAME=VALUE]... [--device cpu|cuda|cuda-emu]",
      "print the streaming memory plan of a model: device buffers, peak, "
      "smallest feasible budget, host bytes per parameter",
      runPlan},
@@ -319,6 +320,17 @@ bool loadInput(const std::string &input, const std::string &hf,
   return mtc::compileHFModel(hf, copts, std::cerr, b);
 }
 
+/// `--precision fp32|bf16` (empty: not given, fp32) into \p stream. Prints
+/// the error and returns false on another value.
+bool parsePrecisionFlag(const char *command, const std::string &text,
+                        mtc::StreamOptions &stream) {
+  if (text.empty() || mtc::bundle::parsePrecision(text, stream.precision))
+    return true;
+  error(std::string(command) + ": --precision expects fp32 or bf16, got '" +
+        text + "'");
+  return false;
+}
+
 /// The streaming flags of compile and plan.
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
                     std::string &deviceMemory, std::string &checkpoints) {
@@ -419,15 +431,17 @@ int runPlan(const std::vector<std::string> &args) {
   std::string recompute, hf, input, deviceMemory, checkpoints;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
-  std::string device = "cpu";
+  std::string device = "cpu", precision;
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
-                             {Flag::String, "--device", &device}};
+                             {Flag::String, "--device", &device},
+                             {Flag::String, "--precision", &precision}};
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints);
   if (!parseArgs("plan", args, flags, pos) ||
       !parseOverrides("plan", sets, copts.overrides) ||
       !parseDeviceFlag("plan", device, copts) ||
+      !parsePrecisionFlag("plan", precision, copts.stream) ||
       !modelInput("plan", pos, hf, input) ||
       !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
                          /*always=*/true) ||
@@ -465,7 +479,8 @@ int runPlan(const std::vector<std::string> &args) {
   const mtc::bundle::StepPlan &step = *b.step;
   auto model = *compiled.module->getBody()->getOps<mtc::mt::ModelOp>().begin();
   llvm::Expected<mtc::analysis::ModelCost> analyzed =
-      mtc::analysis::analyzeModel(model, {step.batch, step.seq});
+      mtc::analysis::analyzeModel(
+          model, {step.batch, step.seq, copts.stream.precision});
   if (!analyzed)
     return error("plan: " + llvm::toString(analyzed.takeError()));
   const mtc::analysis::ModelCost &cost = *analyzed;
@@ -485,8 +500,12 @@ int runPlan(const std::vector<std::string> &args) {
   os << "step: " << step.microBatches << " micro-batch"
      << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
      << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
-     << ", recompute " << step.recompute << ", checkpoints " << step.checkpoints
-     << "\n";
+     << ", recompute " << step.recompute << ", checkpoints "
+     << step.checkpoints;
+  if (step.precision != "fp32")
+    os << ", precision " << step.precision
+       << " (weights and activations bf16 on the device, gradients fp32)";
+  os << "\n";
   {
     // What the policy costs by the cost model `--recompute auto` uses.
     mtc::analysis::PlanChoices choices;
@@ -886,10 +905,12 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device}};
-  std::string deviceMemory, checkpoints;
+  std::string deviceMemory, checkpoints, precision;
+  flags.push_back({Flag::String, "--precision", &precision});
   addStreamFlags(flags, stream, deviceMemory, checkpoints);
   if (!parseArgs("compile", normalized, flags, pos) ||
       !parseOverrides("compile", sets, overrides) ||
+      !parsePrecisionFlag("compile", precision, stream) ||
       !finishStreamFlags("compile", deviceMemory, stream, recompute))
     return 1;
   if (!parseDeviceFlag("compile", device, copts))
@@ -1036,6 +1057,12 @@ int runTrain(const std::vector<std::string> &args) {
   if (!parseOverrides("train", cmd.sets, copts.overrides))
     return 1;
   std::string deviceMemory = cmd.deviceMemory, recompute = cmd.recompute;
+  if (!parsePrecisionFlag("train", cmd.precision, copts.stream))
+    return 1;
+  if (copts.stream.precision == mtc::bundle::Precision::BF16 &&
+      opts.device == "cpu")
+    return error("train: --precision bf16 runs on --device cuda or cuda-emu; "
+                 "the CPU device computes and stores fp32 (--precision fp32)");
   if (opts.device != "cpu") {
     if (deviceMemory.empty())
       return error("train: --device " + opts.device +

@@ -20,6 +20,10 @@
 //       (fastmath.cuh), sigmoid = 1 / (1 + fexp(-x)), erf is erff, log logf,
 //       sqrt sqrtf (correctly rounded), rsqrt 1 / sqrtf; GeluErf's gradient
 //       uses expf as runtime/cpu uses std::exp there.
+//   mtc_convert_f32_bf16(x, y, n), mtc_convert_bf16_f32(x, y, n)
+//       y = x in the other storage type (bf16 rounds to nearest even), n
+//       elements: where a bf16 plan's tensors meet f32 ones (docs/cuda.md,
+//       "Precisions").
 //   mtc_binary_T(a, b, out, shape, n, op)
 //       out = a op b with broadcasting: shape is a BroadcastShape
 //       (shapes.cuh, by value): the output's dims (right-aligned, up to 8)
@@ -450,4 +454,25 @@ extern "C" __global__ void __launch_bounds__(1024)
                     mtc_cuda::bf16 *out, mtc_cuda::BroadcastShape shape,
                     long long n, int op) {
   binary(a, b, out, shape, n, op);
+}
+
+namespace {
+
+template <typename From, typename To>
+__device__ void convertLoop(const From *x, To *y, long long n) {
+  long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    y[i] = mtc_cuda::fromFloat<To>(mtc_cuda::toFloat(x[i]));
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(1024)
+    mtc_convert_f32_bf16(const float *x, mtc_cuda::bf16 *y, long long n) {
+  convertLoop(x, y, n);
+}
+extern "C" __global__ void __launch_bounds__(1024)
+    mtc_convert_bf16_f32(const mtc_cuda::bf16 *x, float *y, long long n) {
+  convertLoop(x, y, n);
 }

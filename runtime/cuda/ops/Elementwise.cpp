@@ -176,6 +176,25 @@ Status unary(const Launch &L, cpu::Unary f, DevPtr x, DevPtr y, int64_t n,
       .withPrefix("unary");
 }
 
+Status convert(const Launch &L, DevPtr x, DType from, DevPtr y, DType to,
+               int64_t n) {
+  if (n < 0)
+    return Status::error("convert: negative element count " +
+                         std::to_string(n));
+  if (n == 0)
+    return Status::success();
+  if (from == to)
+    return x == y ? Status::success() : L.copy(y, x, n * dtypeBytes(from));
+  long long count = n;
+  return L
+      .kernel("elementwise.cu",
+              std::string("mtc_convert_") + dtypeSuffix(from) + "_" +
+                  dtypeSuffix(to),
+              {strideBlocks(n, DType::BF16)}, {kStrideBlock}, 0,
+              {&x, &y, &count})
+      .withPrefix("convert");
+}
+
 Status unaryGrad(const Launch &L, cpu::Unary f, DevPtr x, DevPtr dy, DevPtr dx,
                  int64_t n, float param, DType type) {
   if (n < 0)

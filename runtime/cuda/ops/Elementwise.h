@@ -41,6 +41,11 @@ Status binary(const Launch &L, cpu::Binary op, DevPtr a,
 /// y = x (shape \p from) summed down to \p to (right-aligned; cpu::reduceTo),
 /// f32 only. Deterministic: the order of every sum depends on the shapes
 /// alone. May take scratch for per-chunk partials.
+/// y = x converted from \p from to \p to storage, \p n elements (the same
+/// type: a copy).
+Status convert(const Launch &L, DevPtr x, DType from, DevPtr y, DType to,
+               int64_t n);
+
 Status reduceTo(const Launch &L, DevPtr x, const std::vector<int64_t> &from,
                 DevPtr y, const std::vector<int64_t> &to);
 

@@ -19,20 +19,24 @@ namespace mtc::exec::cudaops {
 namespace {
 
 namespace ops = cuda::ops;
+using ops::DType::F32;
 
 void matmul(OpContext &c) {
   const Tensor &a = c.in(0), &w = c.in(1);
   Tensor y = c.newOutput();
   ops::Launch L = backendOf(c).launch();
+  // bf16 x bf16 with fp32 accumulation under a bf16 plan.
+  ops::DType t = typeOf(y);
   if (w.shape.size() == 2) {
     int64_t K = w.shape[0], N = w.shape[1];
-    DevPtr bias = c.numOperands() > 2 ? ptr(c.in(2)) : 0;
-    check(c, ops::matmul(L, ptr(a), ptr(w), bias, ptr(y), a.numel() / K, K, N));
+    DevPtr bias = c.numOperands() > 2 ? as(c, L, c.in(2), t) : 0;
+    check(c, ops::matmul(L, as(c, L, a, t), as(c, L, w, t), bias, ptr(y),
+                         a.numel() / K, K, N, t));
   } else {
     size_t r = w.shape.size();
     int64_t M = a.shape[r - 2], K = a.shape[r - 1], N = w.shape[r - 1];
-    check(c, ops::batchedMatmul(L, ptr(a), ptr(w), ptr(y),
-                                product(a.shape, 0, r - 2), M, K, N));
+    check(c, ops::batchedMatmul(L, as(c, L, a, t), as(c, L, w, t), ptr(y),
+                                product(a.shape, 0, r - 2), M, K, N, t));
   }
   c.setResult(std::move(y));
 }
@@ -41,8 +45,11 @@ void weightGrad(OpContext &c) {
   const Tensor &x = c.in(0), &dy = c.in(1);
   Tensor dw = c.newOutput();
   int64_t K = x.shape.back(), N = dy.shape.back();
-  check(c, ops::matmulGradWeight(backendOf(c).launch(), ptr(x), ptr(dy),
-                                 ptr(dw), x.numel() / K, K, N));
+  // dw is a parameter gradient: f32 from bf16 x and dy under a bf16 plan.
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(x);
+  check(c, ops::matmulGradWeight(L, ptr(x), as(c, L, dy, t), ptr(dw),
+                                 x.numel() / K, K, N, t, typeOf(dw)));
   c.setResult(std::move(dw));
 }
 
@@ -53,10 +60,12 @@ void attention(OpContext &c) {
   int64_t b = q.shape[0], s = q.shape[1], hq = q.shape[2], d = q.shape[3];
   if (!o.lse)
     o.lse = Tensor::allocate(b * hq * s, false);
-  check(c, ops::attention(backendOf(c).launch(), ptr(q), ptr(k), ptr(v), ptr(o),
-                          reinterpret_cast<DevPtr>(o.lse.get()), b, s,
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(o);
+  check(c, ops::attention(L, as(c, L, q, t), as(c, L, k, t), as(c, L, v, t),
+                          ptr(o), reinterpret_cast<DevPtr>(o.lse.get()), b, s,
                           k.shape[1], hq, k.shape[2], d,
-                          attentionParams(c.attrs<AttentionAttrs>())));
+                          attentionParams(c.attrs<AttentionAttrs>()), 0, t));
   c.setResult(std::move(o));
 }
 
@@ -66,11 +75,16 @@ void attentionGrad(OpContext &c) {
   if (!o.lse)
     c.fail("the attention output lost its log-sum-exp");
   Tensor dq = c.newOutput(0), dk = c.newOutput(1), dv = c.newOutput(2);
-  check(c, ops::attentionGrad(backendOf(c).launch(), ptr(q), ptr(k), ptr(v),
-                              ptr(o), reinterpret_cast<DevPtr>(o.lse.get()),
-                              ptr(dO), ptr(dq), ptr(dk), ptr(dv), q.shape[0],
-                              q.shape[1], q.shape[2], k.shape[2], q.shape[3],
-                              attentionParams(c.attrs<AttentionAttrs>())));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(dq);
+  if (typeOf(dk) != t || typeOf(dv) != t)
+    c.fail("dq, dk and dv must share a storage type");
+  check(c,
+        ops::attentionGrad(
+            L, as(c, L, q, t), as(c, L, k, t), as(c, L, v, t), as(c, L, o, t),
+            reinterpret_cast<DevPtr>(o.lse.get()), as(c, L, dO, t), ptr(dq),
+            ptr(dk), ptr(dv), q.shape[0], q.shape[1], q.shape[2], k.shape[2],
+            q.shape[3], attentionParams(c.attrs<AttentionAttrs>()), t));
   c.setResult(std::move(dq), 0);
   c.setResult(std::move(dk), 1);
   c.setResult(std::move(dv), 2);
@@ -85,8 +99,10 @@ void transpose(OpContext &c) {
   if (x.isInt)
     c.fail("transposing integer tensors is not supported");
   Tensor y = c.newOutput();
-  check(c, ops::transpose(backendOf(c).launch(), ptr(x), x.shape,
-                          c.attrs<TransposeAttrs>().perm, ptr(y)));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
+  check(c, ops::transpose(L, as(c, L, x, t), x.shape,
+                          c.attrs<TransposeAttrs>().perm, ptr(y), t));
   c.setResult(std::move(y));
 }
 
@@ -97,9 +113,11 @@ void split(OpContext &c) {
   int64_t start = 0;
   for (size_t r = 0; r < c.op.results.size(); ++r) {
     Tensor y = c.newOutput(r);
+    if (typeOf(y) != typeOf(x))
+      c.fail("split keeps its operand's storage type");
     int64_t size = y.shape[axis];
     check(c, ops::slice(backendOf(c).launch(), ptr(x), ptr(y), outer, n, inner,
-                        start, start + size));
+                        start, start + size, typeOf(x)));
     start += size;
     c.setResult(std::move(y), r);
   }
@@ -111,12 +129,13 @@ void concat(OpContext &c) {
   split3(y.shape, axis, outer, n, inner);
   std::vector<DevPtr> parts;
   std::vector<int64_t> sizes;
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
   for (size_t k = 0; k < c.numOperands(); ++k) {
-    parts.push_back(ptr(c.in(k)));
+    parts.push_back(as(c, L, c.in(k), t));
     sizes.push_back(c.in(k).shape[axis]);
   }
-  check(c,
-        ops::concat(backendOf(c).launch(), parts, sizes, ptr(y), outer, inner));
+  check(c, ops::concat(L, parts, sizes, ptr(y), outer, inner, t));
   c.setResult(std::move(y));
 }
 
@@ -135,10 +154,12 @@ void sliceOrPad(OpContext &c) {
   int64_t outer, n, inner;
   split3(whole.shape, a.axis, outer, n, inner);
   ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
+  DevPtr src = as(c, L, x, t);
   if (isSlice)
-    check(c, ops::slice(L, ptr(x), ptr(y), outer, n, inner, r.start, r.end));
+    check(c, ops::slice(L, src, ptr(y), outer, n, inner, r.start, r.end, t));
   else
-    check(c, ops::pad(L, ptr(x), ptr(y), outer, n, inner, r.start, r.end));
+    check(c, ops::pad(L, src, ptr(y), outer, n, inner, r.start, r.end, t));
   c.setResult(std::move(y));
 }
 

@@ -4,7 +4,10 @@
 // entries in runtime/exec/Exec*.cpp: the same shapes and attributes, with
 // the launchers of runtime/cuda/ops (which mirror runtime/cpu/Kernels.h)
 // queueing the work on the backend's stream instead of computing on the
-// host. Storage is fp32. The ops that need the host in the middle of a step
+// host. Storage is each tensor's (Tensor::dtype: f32, or bf16 under a bf16
+// step plan, with f32 parameter gradients and scalars); an operand of
+// another type than its kernel takes is converted into the op's scratch
+// first (as()). The ops that need the host in the middle of a step
 // have no entry, so a bundle using them is refused when the executor is
 // made, naming the op: moe and moe_grad (routing on the host); so are fused
 // regions (the CUDA C of fused regions is not emitted yet: bundles for this
@@ -33,6 +36,8 @@ namespace {
 
 namespace ops = cuda::ops;
 using namespace cudaops;
+using ops::DType::BF16;
+using ops::DType::F32;
 
 //===----------------------------------------------------------------------===//
 // Parameters, constants
@@ -45,12 +50,16 @@ void paramGrad(OpContext &c) {
     c.fail("gradient size mismatch for '" + s.name + "'");
   auto dst = reinterpret_cast<DevPtr>(c.paramData(s, true));
   std::vector<int64_t> shape{g.numel()};
-  check(c, ops::binary(backendOf(c).launch(), cpu::Binary::Add, dst, shape,
-                       ptr(g), shape, dst, shape));
+  // Gradients accumulate in f32 whatever the plan's precision.
+  ops::Launch L = backendOf(c).launch();
+  check(c, ops::binary(L, cpu::Binary::Add, dst, shape, as(c, L, g, F32), shape,
+                       dst, shape));
 }
 
 void constant(OpContext &c) {
   Tensor t = c.newOutput();
+  if (t.dtype != DType::F32)
+    c.fail("a constant is f32 under every precision");
   float v = static_cast<float>(c.attrs<ConstantAttrs>().value);
   uint32_t bits;
   std::memcpy(&bits, &v, sizeof bits);
@@ -65,17 +74,20 @@ void constant(OpContext &c) {
 void binary(OpContext &c) {
   const Tensor &a = c.in(0), &b = c.in(1);
   Tensor y = c.newOutput();
-  check(c,
-        ops::binary(backendOf(c).launch(), cpuBinary(c.attrs<BinaryAttrs>().fn),
-                    ptr(a), a.shape, ptr(b), b.shape, ptr(y), y.shape));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
+  check(c, ops::binary(L, cpuBinary(c.attrs<BinaryAttrs>().fn), as(c, L, a, t),
+                       a.shape, as(c, L, b, t), b.shape, ptr(y), y.shape, t));
   c.setResult(std::move(y));
 }
 
 void reduceTo(OpContext &c) {
   const Tensor &x = c.in(0);
   Tensor y = c.newResult();
-  check(c,
-        ops::reduceTo(backendOf(c).launch(), ptr(x), x.shape, ptr(y), y.shape));
+  if (y.dtype != DType::F32)
+    c.fail("reduce_to sums into f32");
+  ops::Launch L = backendOf(c).launch();
+  check(c, ops::reduceTo(L, as(c, L, x, F32), x.shape, ptr(y), y.shape));
   c.setResult(std::move(y));
 }
 
@@ -83,8 +95,10 @@ void unary(OpContext &c) {
   const UnaryAttrs &a = c.attrs<UnaryAttrs>();
   const Tensor &x = c.in(0);
   Tensor y = c.newOutput();
-  check(c, ops::unary(backendOf(c).launch(), cpuUnary(a.fn), ptr(x), ptr(y),
-                      x.numel(), static_cast<float>(a.param)));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
+  check(c, ops::unary(L, cpuUnary(a.fn), as(c, L, x, t), ptr(y), x.numel(),
+                      static_cast<float>(a.param), t));
   c.setResult(std::move(y));
 }
 
@@ -92,9 +106,10 @@ void unaryGrad(OpContext &c) {
   const UnaryAttrs &a = c.attrs<UnaryAttrs>();
   const Tensor &x = c.in(0), &dy = c.in(1);
   Tensor dx = c.newOutput();
-  check(c,
-        ops::unaryGrad(backendOf(c).launch(), cpuUnary(a.fn), ptr(x), ptr(dy),
-                       ptr(dx), x.numel(), static_cast<float>(a.param)));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(dx);
+  check(c, ops::unaryGrad(L, cpuUnary(a.fn), as(c, L, x, t), as(c, L, dy, t),
+                          ptr(dx), x.numel(), static_cast<float>(a.param), t));
   c.setResult(std::move(dx));
 }
 
@@ -106,11 +121,13 @@ void reduce(OpContext &c) {
   split3(x.shape, a.axis, outer, n, inner);
   Tensor y = c.newResult();
   ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
   if (c.kind() == OpKind::ReduceGrad)
-    check(c, ops::reduceGrad(L, cpuReduce(a.fn), ptr(x), ptr(c.in(1)), ptr(y),
-                             outer, n, inner));
+    check(c, ops::reduceGrad(L, cpuReduce(a.fn), as(c, L, x, t),
+                             as(c, L, c.in(1), t), ptr(y), outer, n, inner, t));
   else
-    check(c, ops::reduce(L, cpuReduce(a.fn), ptr(x), ptr(y), outer, n, inner));
+    check(c, ops::reduce(L, cpuReduce(a.fn), as(c, L, x, t), ptr(y), outer, n,
+                         inner, t));
   c.setResult(std::move(y));
 }
 
@@ -122,11 +139,12 @@ void softmax(OpContext &c) {
   split3(x.shape, a.axis, outer, n, inner);
   Tensor y = c.newOutput();
   ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
   if (c.kind() == OpKind::Softmax)
-    check(c, ops::softmax(L, ptr(x), ptr(y), outer, n, inner));
+    check(c, ops::softmax(L, as(c, L, x, t), ptr(y), outer, n, inner, t));
   else
-    check(c,
-          ops::softmaxGrad(L, ptr(x), ptr(c.in(1)), ptr(y), outer, n, inner));
+    check(c, ops::softmaxGrad(L, as(c, L, x, t), as(c, L, c.in(1), t), ptr(y),
+                              outer, n, inner, t));
   c.setResult(std::move(y));
 }
 
@@ -135,9 +153,11 @@ void rmsnorm(OpContext &c) {
   const Tensor &x = c.in(0), &w = c.in(1);
   Tensor y = c.newOutput();
   int64_t D = x.shape.back();
-  check(c, ops::rmsnorm(backendOf(c).launch(), ptr(x), ptr(w), ptr(y),
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
+  check(c, ops::rmsnorm(L, as(c, L, x, t), as(c, L, w, t), ptr(y),
                         x.numel() / D, D, static_cast<float>(a.eps),
-                        static_cast<float>(a.offset)));
+                        static_cast<float>(a.offset), t));
   c.setResult(std::move(y));
 }
 
@@ -146,10 +166,17 @@ void rmsnormGrad(OpContext &c) {
   const Tensor &x = c.in(0), &w = c.in(1), &dy = c.in(2);
   Tensor dx = c.newOutput(0), dw = c.newResult(1);
   int64_t D = x.shape.back();
-  check(c, ops::rmsnormGrad(backendOf(c).launch(), ptr(x), ptr(w), ptr(dy),
-                            ptr(dx), ptr(dw), x.numel() / D, D,
-                            static_cast<float>(a.eps),
-                            static_cast<float>(a.offset)));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(x);
+  // The kernel writes dx in f32 and accumulates dw in f32.
+  if (dw.dtype != DType::F32)
+    c.fail("a norm's weight gradient is f32 under every precision");
+  DevPtr dx32 = typeOf(dx) == F32 ? ptr(dx) : scratchOf(c, L, dx.numel(), F32);
+  check(c,
+        ops::rmsnormGrad(L, ptr(x), as(c, L, w, t), as(c, L, dy, t), dx32,
+                         ptr(dw), x.numel() / D, D, static_cast<float>(a.eps),
+                         static_cast<float>(a.offset), t));
+  check(c, ops::convert(L, dx32, F32, ptr(dx), typeOf(dx), dx.numel()));
   c.setResult(std::move(dx), 0);
   c.setResult(std::move(dw), 1);
 }
@@ -160,8 +187,12 @@ void layernorm(OpContext &c) {
   DevPtr b = c.numOperands() > 2 ? ptr(c.in(2)) : 0;
   Tensor y = c.newOutput();
   int64_t D = x.shape.back();
-  check(c, ops::layernorm(backendOf(c).launch(), ptr(x), ptr(w), b, ptr(y),
-                          x.numel() / D, D, static_cast<float>(a.eps)));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
+  if (b)
+    b = as(c, L, c.in(2), t);
+  check(c, ops::layernorm(L, as(c, L, x, t), as(c, L, w, t), b, ptr(y),
+                          x.numel() / D, D, static_cast<float>(a.eps), t));
   c.setResult(std::move(y));
 }
 
@@ -170,9 +201,15 @@ void layernormGrad(OpContext &c) {
   const Tensor &x = c.in(0), &w = c.in(1), &dy = c.in(2);
   Tensor dx = c.newOutput(0), dw = c.newResult(1), db = c.newResult(2);
   int64_t D = x.shape.back();
-  check(c, ops::layernormGrad(backendOf(c).launch(), ptr(x), ptr(w), ptr(dy),
-                              ptr(dx), ptr(dw), ptr(db), x.numel() / D, D,
-                              static_cast<float>(a.eps)));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(x);
+  if (dw.dtype != DType::F32 || db.dtype != DType::F32)
+    c.fail("a norm's weight gradient is f32 under every precision");
+  DevPtr dx32 = typeOf(dx) == F32 ? ptr(dx) : scratchOf(c, L, dx.numel(), F32);
+  check(c, ops::layernormGrad(L, ptr(x), as(c, L, w, t), as(c, L, dy, t), dx32,
+                              ptr(dw), ptr(db), x.numel() / D, D,
+                              static_cast<float>(a.eps), t));
+  check(c, ops::convert(L, dx32, F32, ptr(dx), typeOf(dx), dx.numel()));
   c.setResult(std::move(dx), 0);
   c.setResult(std::move(dw), 1);
   c.setResult(std::move(db), 2);
@@ -190,17 +227,19 @@ void embedding(OpContext &c) {
   DevPtr flag = be.tokenCheck((c.op.loc.empty() ? "" : c.op.loc + ": ") +
                                   "error in '" + c.op.name + "': ",
                               ids.ints(), ids.numel(), V);
-  check(c, ops::embedding(be.launch(), ptr(ids), ptr(table), ptr(y),
-                          ids.numel(), V, D, flag));
+  ops::Launch L = be.launch();
+  ops::DType t = typeOf(y);
+  check(c, ops::embedding(L, ptr(ids), as(c, L, table, t), ptr(y), ids.numel(),
+                          V, D, flag, t));
   c.setResult(std::move(y));
 }
 
 void embeddingGrad(OpContext &c) {
   const Tensor &ids = c.in(0), &dy = c.in(1);
   Tensor dt = c.newResult();
-  check(c,
-        ops::embeddingGradAcc(backendOf(c).launch(), ptr(ids), ptr(dy), ptr(dt),
-                              ids.numel(), dt.shape[0], dt.shape[1]));
+  check(c, ops::embeddingGradAcc(backendOf(c).launch(), ptr(ids), ptr(dy),
+                                 ptr(dt), ids.numel(), dt.shape[0], dt.shape[1],
+                                 typeOf(dy), typeOf(dt)));
   c.setResult(std::move(dt));
 }
 
@@ -209,9 +248,10 @@ void rope(OpContext &c) {
   const RopeAttrs &a = c.attrs<RopeAttrs>();
   const Tensor &x = c.in(0);
   Tensor y = c.newOutput();
-  check(c,
-        ops::rope(backendOf(c).launch(), ptr(x), ptr(y), x.shape[0], x.shape[1],
-                  x.shape[2], x.shape[3], ropeParams(a), a.inverse));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(y);
+  check(c, ops::rope(L, as(c, L, x, t), ptr(y), x.shape[0], x.shape[1],
+                     x.shape[2], x.shape[3], ropeParams(a), a.inverse, 0, t));
   c.setResult(std::move(y));
 }
 
@@ -225,7 +265,8 @@ void crossEntropy(OpContext &c) {
   Tensor y = c.newOutput();
   check(c, ops::crossEntropy(backendOf(c).launch(), ptr(logits), ptr(targets),
                              logits.numel() / V, V,
-                             c.attrs<CrossEntropyAttrs>().ignoreIndex, ptr(y)));
+                             c.attrs<CrossEntropyAttrs>().ignoreIndex, ptr(y),
+                             0, typeOf(logits)));
   c.setResult(std::move(y));
 }
 
@@ -233,10 +274,12 @@ void crossEntropyGrad(OpContext &c) {
   const Tensor &logits = c.in(0), &targets = c.in(1), &dl = c.in(2);
   Tensor dx = c.newOutput();
   int64_t V = logits.shape.back();
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(dx);
   check(c,
-        ops::crossEntropyGrad(backendOf(c).launch(), ptr(logits), ptr(targets),
-                              ptr(dl), ptr(dx), logits.numel() / V, V,
-                              c.attrs<CrossEntropyAttrs>().ignoreIndex));
+        ops::crossEntropyGrad(L, as(c, L, logits, t), ptr(targets),
+                              as(c, L, dl, F32), ptr(dx), logits.numel() / V, V,
+                              c.attrs<CrossEntropyAttrs>().ignoreIndex, t));
   c.setResult(std::move(dx));
 }
 
@@ -246,9 +289,11 @@ void linearCrossEntropy(OpContext &c) {
   bool tw = a.transposeWeight;
   int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
   Tensor y = c.newOutput();
-  check(c, ops::linearCrossEntropy(backendOf(c).launch(), ptr(x), ptr(w), tw,
-                                   ptr(targets), x.numel() / D, D, V,
-                                   a.ignoreIndex, a.softcap, ptr(y)));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(x);
+  check(c, ops::linearCrossEntropy(L, ptr(x), as(c, L, w, t), tw, ptr(targets),
+                                   x.numel() / D, D, V, a.ignoreIndex,
+                                   a.softcap, ptr(y), 0, t));
   c.setResult(std::move(y));
 }
 
@@ -258,15 +303,38 @@ void linearCrossEntropyGrad(OpContext &c) {
   bool tw = a.transposeWeight;
   int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
   Tensor dx = c.newOutput(0), dw = c.newResult(1);
-  check(c, ops::linearCrossEntropyGrad(backendOf(c).launch(), ptr(x), ptr(w),
-                                       tw, ptr(targets), ptr(dl), ptr(dx),
-                                       ptr(dw), x.numel() / D, D, V,
-                                       a.ignoreIndex, a.softcap));
+  ops::Launch L = backendOf(c).launch();
+  ops::DType t = typeOf(dx);
+  check(c, ops::linearCrossEntropyGrad(
+               L, as(c, L, x, t), as(c, L, w, t), tw, ptr(targets),
+               as(c, L, dl, F32), ptr(dx), ptr(dw), x.numel() / D, D, V,
+               a.ignoreIndex, a.softcap, t, typeOf(dw)));
   c.setResult(std::move(dx), 0);
   c.setResult(std::move(dw), 1);
 }
 
 } // namespace
+
+namespace cudaops {
+
+DevPtr scratchOf(OpContext &c, const ops::Launch &L, int64_t n,
+                 ops::DType type) {
+  Expected<DevPtr> p = L.scratch(n * ops::dtypeBytes(type));
+  if (!p)
+    c.fail(p.message());
+  return *p;
+}
+
+DevPtr as(OpContext &c, const ops::Launch &L, const Tensor &t,
+          ops::DType want) {
+  if (t.isInt || typeOf(t) == want)
+    return ptr(t);
+  DevPtr p = scratchOf(c, L, t.numel(), want);
+  check(c, ops::convert(L, ptr(t), typeOf(t), p, want, t.numel()));
+  return p;
+}
+
+} // namespace cudaops
 
 const KernelTable &cudaKernelTable() {
   static const KernelTable table = [] {

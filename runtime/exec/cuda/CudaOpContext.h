@@ -32,6 +32,24 @@ inline void check(OpContext &c, const Status &st) {
     c.fail(st.message());
 }
 
+/// The launchers' storage type of \p t (bf16 under a bf16 plan, else f32;
+/// int32 tensors move as 4-byte elements).
+inline cuda::ops::DType typeOf(const Tensor &t) {
+  return t.dtype == DType::BF16 ? cuda::ops::DType::BF16
+                                : cuda::ops::DType::F32;
+}
+
+/// \p t's elements stored as \p want: \p t itself, or a converted copy in
+/// the op's scratch (\p L: the op's one launch context, whose scratch lives
+/// until the op's kernels have run). Where a bf16 plan's tensors meet f32
+/// ones (docs/cuda.md, "Precisions").
+DevPtr as(OpContext &c, const cuda::ops::Launch &L, const Tensor &t,
+          cuda::ops::DType want);
+
+/// Scratch for \p n elements of \p type (the op's scratch, as as()).
+DevPtr scratchOf(OpContext &c, const cuda::ops::Launch &L, int64_t n,
+                 cuda::ops::DType type);
+
 /// The KV cache of generation is the CPU backend's.
 inline void noDecoding(OpContext &c) {
   if (c.decoding())
