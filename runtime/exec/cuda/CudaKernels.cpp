@@ -4,11 +4,11 @@
 // entries in runtime/exec/Exec*.cpp: the same shapes and attributes, with
 // the launchers of runtime/cuda/ops (which mirror runtime/cpu/Kernels.h)
 // queueing the work on the backend's stream instead of computing on the
-// host. Storage is fp32. The ops that need the host in the middle of a step
-// have no entry, so a bundle using them is refused when the executor is
-// made, naming the op: moe and moe_grad (routing on the host); so are fused
-// regions (the CUDA C of fused regions is not emitted yet: bundles for this
-// backend are compiled without fusion, `mtc train --device cuda|cuda-emu`).
+// host. Storage is fp32. moe and moe_grad route on the device
+// (CudaMoeKernels.cpp). Fused regions have no entry, so a bundle using them
+// is refused when the executor is made, naming the op (the CUDA C of fused
+// regions is not emitted yet: bundles for this backend are compiled without
+// fusion, `mtc train --device cuda|cuda-emu`).
 // The KV cache of generation is the CPU's (attention and rope fail at run
 // time while decoding).
 //
@@ -301,6 +301,7 @@ const KernelTable &cudaKernelTable() {
     t.set(OpKind::EmbeddingGrad, embeddingGrad);
     t.set(OpKind::Rope, rope);
     addDenseKernels(t);
+    cudaops::addMoeKernels(t);
     t.set(OpKind::CrossEntropy, crossEntropy);
     t.set(OpKind::CrossEntropyGrad, crossEntropyGrad);
     t.set(OpKind::LinearCrossEntropy, linearCrossEntropy);
