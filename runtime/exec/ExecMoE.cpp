@@ -183,15 +183,15 @@ void Executor::moe(OpContext &c) {
   if (!scope.backward) {
     double coef = a.auxLoss;
     if (coef > 0 && r.N > 0) {
-      double aux = 0;
+      double balance = 0;
       for (int64_t e = 0; e < r.E; ++e) {
         double f = static_cast<double>(r.routed[e].size()) / (r.N * r.K);
         double P = 0;
         for (int64_t t = 0; t < r.N; ++t)
           P += r.probs[t * r.E + e];
-        aux += f * P / r.N;
+        balance += f * P / r.N;
       }
-      this->aux.host += coef * r.E * aux;
+      aux.host += coef * r.E * balance;
     }
   }
   c.setResult(std::move(y));
