@@ -143,10 +143,9 @@ __device__ __forceinline__ void scatterRow(const T *out, const int *list,
 }
 
 template <typename T>
-__device__ __forceinline__ void gradRow(const T *dy, const T *out,
-                                        const int *list, const float *slotGate,
-                                        const int *count, T *dye, double *dg,
-                                        int D, double *s) {
+__device__ __forceinline__ void
+gradRow(const T *dy, const T *out, const int *list, const float *slotGate,
+        const int *count, T *dye, double *dg, int D, double *s) {
   const long long j = blockIdx.x;
   T *dr = dye + j * D;
   if (j >= *count) {
@@ -260,10 +259,11 @@ extern "C" __global__ void moe_scatter_f32(const float *out, const int *list,
     scatterRow<float>(out, list, slotGate, count, y, D);
 }
 
-extern "C" __global__ void
-moe_scatter_bf16(const mtc_cuda::bf16 *out, const int *list,
-                 const float *slotGate, const int *count, mtc_cuda::bf16 *y,
-                 int N, int D) {
+extern "C" __global__ void moe_scatter_bf16(const mtc_cuda::bf16 *out,
+                                            const int *list,
+                                            const float *slotGate,
+                                            const int *count, mtc_cuda::bf16 *y,
+                                            int N, int D) {
   if (static_cast<int>(blockIdx.x) < N)
     scatterRow<mtc_cuda::bf16>(out, list, slotGate, count, y, D);
 }
@@ -279,9 +279,8 @@ extern "C" __global__ void __launch_bounds__(kMoeScanThreads)
 
 extern "C" __global__ void __launch_bounds__(kMoeScanThreads)
     moe_grad_rows_bf16(const mtc_cuda::bf16 *dy, const mtc_cuda::bf16 *out,
-                       const int *list, const float *slotGate,
-                       const int *count, mtc_cuda::bf16 *dye, double *dg,
-                       int N, int D) {
+                       const int *list, const float *slotGate, const int *count,
+                       mtc_cuda::bf16 *dye, double *dg, int N, int D) {
   __shared__ double sums[kMoeScanThreads];
   if (static_cast<int>(blockIdx.x) < N)
     gradRow<mtc_cuda::bf16>(dy, out, list, slotGate, count, dye, dg, D, sums);
