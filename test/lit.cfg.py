@@ -24,7 +24,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.mtc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.mtc_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["mtc", "mtc-opt", "mtc-parity"], tool_dirs)
+llvm_config.add_tool_substitutions(["mtc", "mtc-run", "mtc-opt", "mtc-parity"], tool_dirs)
 
 if config.cuda_found in ("TRUE", "ON", "1", "True"):
     config.available_features.add("cuda")

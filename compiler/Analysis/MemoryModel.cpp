@@ -7,6 +7,7 @@
 #include "compiler/Analysis/MemoryModel.h"
 
 #include "lib/Bundle/Plan.h"
+#include "lib/Support/ByteSize.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
@@ -409,52 +410,11 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
 }
 
 llvm::Expected<int64_t> parseByteSize(llvm::StringRef text) {
-  llvm::StringRef t = text.trim();
-  size_t numEnd = 0;
-  bool dot = false, digits = false;
-  while (numEnd < t.size()) {
-    char c = t[numEnd];
-    if (c >= '0' && c <= '9')
-      digits = true;
-    else if (c == '.' && !dot)
-      dot = true;
-    else
-      break;
-    ++numEnd;
-  }
-  llvm::StringRef number = t.substr(0, numEnd);
-  llvm::StringRef unit = t.substr(numEnd).trim();
-  auto bad = [&](const std::string &why) -> llvm::Expected<int64_t> {
-    return llvm::createStringError(
-        "invalid size '" + text.str() + "'" + why +
-        " (expected bytes or a number with KiB, MiB, GiB or TiB, e.g. "
-        "64MiB, 1.5GiB)");
-  };
-  if (!digits)
-    return bad("");
-  int64_t scale = 0;
-  std::string u = unit.lower();
-  if (u.empty() || u == "b")
-    scale = 1;
-  else if (u == "k" || u == "kb" || u == "kib")
-    scale = int64_t(1) << 10;
-  else if (u == "m" || u == "mb" || u == "mib")
-    scale = int64_t(1) << 20;
-  else if (u == "g" || u == "gb" || u == "gib")
-    scale = int64_t(1) << 30;
-  else if (u == "t" || u == "tb" || u == "tib")
-    scale = int64_t(1) << 40;
-  else
-    return bad(": unknown unit '" + unit.str() + "'");
-  if (number.size() > 30)
-    return bad(": too long");
-  double value = std::strtod(number.str().c_str(), nullptr);
-  long double bytes = static_cast<long double>(value) * scale;
-  if (!(bytes <= static_cast<long double>(int64_t(1) << 62)))
-    return bad(": larger than 4 EiB");
-  if (scale == 1 && dot)
-    return bad(": a byte count is a whole number");
-  return static_cast<int64_t>(std::floor(bytes));
+  // The grammar lives in lib/ so that the runtime-only tools share it.
+  mtc::Expected<int64_t> bytes = mtc::parseByteSize(text.str());
+  if (!bytes)
+    return llvm::createStringError(bytes.message());
+  return *bytes;
 }
 
 std::string formatByteSize(int64_t bytes, bool roundUp) {

@@ -17,6 +17,7 @@
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
 #include "lib/Bundle/Validate.h"
+#include "lib/Support/ByteSize.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -74,12 +75,9 @@ bool applyConfigOverrides(ast::Model &model, const ConfigOverrides &overrides,
 }
 
 llvm::Expected<int64_t> parseDeviceMemory(const std::string &text) {
-  llvm::Expected<int64_t> bytes = analysis::parseByteSize(text);
+  Expected<int64_t> bytes = parseDeviceBudget(text);
   if (!bytes)
-    return bytes.takeError();
-  if (*bytes <= 0)
-    return llvm::createStringError("device memory must be positive, got '" +
-                                   text + "'");
+    return llvm::createStringError(bytes.message());
   return *bytes;
 }
 

@@ -23,10 +23,12 @@
 #include "lib/Tokenizer/TokenFile.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/CommandLine.h"
 #include "runtime/driver/GradCheck.h"
 #include "runtime/driver/HFExport.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
+#include "runtime/driver/TrainCommand.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -51,11 +53,15 @@ namespace {
 
 struct Command {
   const char *name;
-  const char *usage;
-  const char *summary;
+  std::string usage;
+  std::string summary;
   int (*run)(const std::vector<std::string> &args);
-  const char *details = nullptr; ///< more help after the usage, if any
+  std::string details = ""; ///< more help after the usage, if any
 };
+
+/// `train` and `generate` are shared with mtc-run (runtime/driver/
+/// TrainCommand.h); here they may also compile a model.
+const mtc::driver::Tool kTool = {"mtc", /*compiles=*/true};
 
 int runCompile(const std::vector<std::string> &args);
 int runHelp(const std::vector<std::string> &args);
@@ -73,79 +79,27 @@ const Command kCommands[] = {
      "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
      "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
-     "device|host|auto]]",
+     "device|host|auto]] [--device cpu|cuda|cuda-emu]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb; with "
      "--device-memory it carries a streaming step plan)",
-     runCompile},
+     runCompile,
+     "--device cuda|cuda-emu compiles the bundle for the device `train\n"
+     "  --device` will run it on: without fused regions, which the CUDA\n"
+     "  backend does not run yet (docs/cuda.md). Default: cpu."},
     {"plan",
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
-     "[--checkpoints device|host|auto] [--set NAME=VALUE]...",
+     "[--checkpoints device|host|auto] [--set NAME=VALUE]... [--device "
+     "cpu|cuda|cuda-emu]",
      "print the streaming memory plan of a model: device buffers, peak, "
      "smallest feasible budget, host bytes per parameter",
      runPlan},
-    {"train",
-     "mtc train MODEL.mt|MODEL.mtb|--hf DIR --data FILE [--data-format "
-     "auto|text|llmc|raw-u16] [--steps N] [--batch N] "
-     "[--seq N] [--micro-batches N] [--lr X] [--warmup N] [--min-lr-ratio X] "
-     "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] [--seed N] "
-     "[--eval-every N] [--eval-batches N] [--val-fraction X] [--save-every N] "
-     "[--out DIR] [--resume DIR [--allow-model-change]] [--init-from "
-     "FILE.safetensors|DIR] [--stop-after N] "
-     "[--metrics FILE.jsonl] "
-     "[--threads N] [--sample-prompt TEXT] "
-     "[--sample-tokens N] [--kernels on|off] [--recompute "
-     "auto|full|selective|none] "
-     "[--cpu NAME] [--set NAME=VALUE]... [--host-state-file PATH] "
-     "[--device-memory SIZE [--device cpu|cuda|cuda-emu] "
-     "[--prefetch-depth N] [--checkpoints device|host|auto] "
-     "[--optimizer-threads N] [--trace FILE.json]] [--tokenizer "
-     "tokenizer.json]\n"
-     "       mtc train --resume DIR [--steps N] [flags]...",
-     "train a model on a text or token file (CPU; with --device-memory the "
-     "layers stream through a device of that size: the CPU device, a GPU "
-     "(--device cuda) or the CUDA path on the CPU (--device cuda-emu))",
-     runTrain,
-     "Checkpoints (--out DIR; every --save-every steps, at --stop-after and "
-     "at the end):\n"
-     "  model.mtb, model.safetensors (fp32 weights), optimizer.safetensors\n"
-     "  (AdamW <param>.exp_avg, <param>.exp_avg_sq), trainer_state.json "
-     "(step,\n"
-     "  options, data file size and fingerprint, RNG, file checksums).\n"
-     "  Written into DIR.tmp, then DIR -> DIR.bak, DIR.tmp -> DIR, DIR.bak\n"
-     "  removed: after a crash DIR, or DIR.bak while DIR is missing, is a\n"
-     "  complete checkpoint. --out must be new, empty or a checkpoint.\n"
-     "--resume DIR continues the run bit-identically (DIR.bak when DIR is\n"
-     "  missing). MODEL defaults to DIR/model.mtb, --out to DIR; flags left\n"
-     "  out take the checkpoint's values; --metrics is appended to.\n"
-     "  --steps is the total. Must match: --batch, --seq, --micro-batches,\n"
-     "  --seed, --val-fraction, the data file. May change (with a note):\n"
-     "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
-     "  --beta2, --clip.\n"
-     "--init-from FILE.safetensors|DIR starts from the weights of tensors\n"
-     "  named as the model's parameters (tok_emb, Block.0.wq, ...: another\n"
-     "  run's checkpoint, or weights saved under these names) instead of\n"
-     "  the initializers; names and shapes must all agree (every mismatch\n"
-     "  is listed). Step, schedule and optimizer start afresh.\n"
-     "--stop-after N ends this run after step N (with a checkpoint) without\n"
-     "  changing the schedule; --resume continues it. See docs/training.md.\n"
-     "One run writes an --out at a time (a lock beside it, DIR.lock). The\n"
-     "  first Ctrl-C or SIGTERM finishes the step, saves a checkpoint and\n"
-     "  exits 130/143; a second one stops at once. A step whose loss or\n"
-     "  gradient norm is not finite is never applied or saved.\n"
-     "--data-format: auto reads an llm.c .bin by its magic and any UTF-8\n"
-     "  text as text; raw-u16 (headerless uint16 tokens) must be asked for.\n"
-     "--host-state-file PATH maps the parameters, gradients and AdamW\n"
-     "  moments (16 bytes per parameter) from a scratch file created at PATH\n"
-     "  (which must not exist; removed at once, its space freed at exit)\n"
-     "  instead of RAM, for state larger than memory."},
-    {"generate",
-     "mtc generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
-     "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
-     "on|off] [--tokenizer tokenizer.json]",
-     "continue a prompt with a trained checkpoint", runGenerate},
+    {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
+     runTrain, mtc::driver::trainDetails()},
+    {"generate", mtc::driver::generateUsage(kTool),
+     mtc::driver::generateSummary(), runGenerate},
     {"gradcheck",
      "mtc gradcheck MODEL.mt|MODEL.mtb|--hf DIR [--batch N] [--seq N] [--seed "
      "N] "
@@ -272,106 +226,32 @@ bool writeOutput(const std::string &path, const std::string &text) {
   return true;
 }
 
-/// One command-line flag of a command: `--name VALUE` (or `--name=VALUE`).
-/// String values must not be empty (a path or a choice given as "" is a
-/// mistake, never "use the default"); Text values may be.
-struct Flag {
-  enum Kind { Int, Uint, Double, String, Text, Set } kind;
-  const char *name;
-  void *target;
-  double min = 0; ///< Int/Uint/Double: smallest accepted value
-};
+using mtc::driver::Flag;
 
-/// Parses \p args against \p flags; positional arguments go to
-/// \p positional, the names of the flags given to \p given (when not null).
-/// Prints the error and returns false on bad input.
-bool parseFlags(const char *command, const std::vector<std::string> &args,
-                const std::vector<Flag> &flags,
-                std::vector<std::string> &positional,
-                std::set<std::string> *given = nullptr) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], value;
-    bool hasValue = false;
-    if (a.rfind("--", 0) == 0) {
-      size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    if (a.empty() || a[0] != '-' || a == "-") {
-      positional.push_back(a);
-      continue;
-    }
-    const Flag *flag = nullptr;
-    for (const Flag &f : flags)
-      if (a == f.name)
-        flag = &f;
-    if (!flag) {
-      error(std::string(command) + ": unknown option '" + a + "'");
+/// driver::parseFlags, printing the error; returns false on bad input.
+bool parseArgs(const char *command, const std::vector<std::string> &args,
+               const std::vector<Flag> &flags,
+               std::vector<std::string> &positional,
+               std::set<std::string> *given = nullptr) {
+  mtc::Status st =
+      mtc::driver::parseFlags(command, args, flags, positional, given);
+  if (!st.ok())
+    error(st.message());
+  return st.ok();
+}
+
+/// The values of `--set NAME=VALUE` (a List flag) into \p overrides. Prints
+/// the error and returns false on a malformed entry.
+bool parseOverrides(const char *command, const std::vector<std::string> &sets,
+                    mtc::ConfigOverrides &overrides) {
+  for (const std::string &value : sets) {
+    auto entry = mtc::parseConfigOverride(value);
+    if (!entry) {
+      error(std::string(command) +
+            ": --set: " + llvm::toString(entry.takeError()));
       return false;
     }
-    if (!hasValue) {
-      if (i + 1 >= args.size()) {
-        error(std::string(command) + ": " + a + " needs a value");
-        return false;
-      }
-      value = args[++i];
-    }
-    if (given)
-      given->insert(flag->name);
-    std::string bad = std::string(command) + ": " + a + " expects ";
-    char *end = nullptr;
-    errno = 0;
-    switch (flag->kind) {
-    case Flag::Int:
-    case Flag::Uint: {
-      long long v = std::strtoll(value.c_str(), &end, 10);
-      if (errno || end == value.c_str() || *end != '\0' || v < flag->min) {
-        error(bad + "an integer >= " + std::to_string((long long)flag->min) +
-              ", got '" + value + "'");
-        return false;
-      }
-      if (flag->kind == Flag::Int)
-        *static_cast<int64_t *>(flag->target) = v;
-      else
-        *static_cast<uint64_t *>(flag->target) = static_cast<uint64_t>(v);
-      break;
-    }
-    case Flag::Double: {
-      double v = std::strtod(value.c_str(), &end);
-      if (errno || end == value.c_str() || *end != '\0' || !(v >= flag->min) ||
-          !std::isfinite(v)) {
-        error(bad + "a finite number >= " + std::to_string(flag->min) +
-              ", got '" + value + "'");
-        return false;
-      }
-      *static_cast<double *>(flag->target) = v;
-      break;
-    }
-    case Flag::String:
-      if (value.empty()) {
-        error(std::string(command) + ": " + a + " needs a value, got ''");
-        return false;
-      }
-      *static_cast<std::string *>(flag->target) = value;
-      break;
-    case Flag::Text:
-      *static_cast<std::string *>(flag->target) = value;
-      break;
-    case Flag::Set: {
-      auto entry = mtc::parseConfigOverride(value);
-      if (!entry) {
-        error(std::string(command) +
-              ": --set: " + llvm::toString(entry.takeError()));
-        return false;
-      }
-      static_cast<mtc::ConfigOverrides *>(flag->target)
-          ->push_back(std::move(*entry));
-      break;
-    }
-    }
+    overrides.push_back(std::move(*entry));
   }
   return true;
 }
@@ -379,30 +259,24 @@ bool parseFlags(const char *command, const std::vector<std::string> &args,
 /// Exactly one positional argument (the model or checkpoint).
 bool onePositional(const char *command, const std::vector<std::string> &pos,
                    std::string &out) {
-  if (pos.size() == 1) {
-    out = pos[0];
-    return true;
+  mtc::Expected<std::string> one =
+      mtc::driver::onePositional(command, pos, findCommand(command)->usage);
+  if (!one) {
+    error(one.message());
+    return false;
   }
-  if (pos.empty())
-    error(std::string(command) +
-          ": missing argument\nusage: " + findCommand(command)->usage);
-  else
-    error(std::string(command) + ": expected one argument, got " +
-          std::to_string(pos.size()) + " ('" + pos[0] + "', '" + pos[1] +
-          "', ...)");
-  return false;
+  out = *one;
+  return true;
 }
 
 bool wantsHelp(const char *command, const std::vector<std::string> &args) {
-  for (const std::string &a : args)
-    if (a == "-h" || a == "--help") {
-      const Command *c = findCommand(command);
-      std::cout << "usage: " << c->usage << "\n";
-      if (c->details)
-        std::cout << "\n" << c->details << "\n";
-      return true;
-    }
-  return false;
+  if (!mtc::driver::wantsHelp(args))
+    return false;
+  const Command *c = findCommand(command);
+  std::cout << "usage: " << c->usage << "\n";
+  if (!c->details.empty())
+    std::cout << "\n" << c->details << "\n";
+  return true;
 }
 
 /// The model of train/gradcheck: one positional MODEL.mt|MODEL.mtb, or
@@ -454,6 +328,22 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
   flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1});
   flags.push_back({Flag::String, "--checkpoints", &checkpoints});
+}
+
+/// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
+/// will run on. As for `mtc train --device`, the CUDA backend runs each op
+/// with its library kernel (no fused regions yet: docs/cuda.md), so the
+/// model is compiled without fusion, and its memory plan holds every value.
+/// Prints the error and returns false on an unknown device.
+bool parseDeviceFlag(const char *command, const std::string &device,
+                     mtc::CompileOptions &copts) {
+  if (device != "cpu" && device != "cuda" && device != "cuda-emu") {
+    error(std::string(command) +
+          ": --device expects cpu, cuda or cuda-emu, got '" + device + "'");
+    return false;
+  }
+  copts.fuse = device == "cpu";
+  return true;
 }
 
 /// `--recompute` and `--checkpoints` (empty: not given, the defaults stay)
@@ -528,12 +418,16 @@ int runPlan(const std::vector<std::string> &args) {
     return 0;
   std::string recompute, hf, input, deviceMemory, checkpoints;
   mtc::CompileOptions copts;
-  std::vector<std::string> pos;
+  std::vector<std::string> pos, sets;
+  std::string device = "cpu";
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
-                             {Flag::Set, "--set", &copts.overrides}};
+                             {Flag::List, "--set", &sets},
+                             {Flag::String, "--device", &device}};
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints);
-  if (!parseFlags("plan", args, flags, pos) ||
+  if (!parseArgs("plan", args, flags, pos) ||
+      !parseOverrides("plan", sets, copts.overrides) ||
+      !parseDeviceFlag("plan", device, copts) ||
       !modelInput("plan", pos, hf, input) ||
       !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
                          /*always=*/true) ||
@@ -674,8 +568,8 @@ int runImportHF(const std::vector<std::string> &args) {
   std::vector<std::string> pos, normalized;
   for (const std::string &a : args)
     normalized.push_back(a == "-o" ? "--output" : a);
-  if (!parseFlags("import-hf", normalized,
-                  {{Flag::String, "--output", &output}}, pos) ||
+  if (!parseArgs("import-hf", normalized, {{Flag::String, "--output", &output}},
+                 pos) ||
       !onePositional("import-hf", pos, input))
     return 1;
   if (mtc::Status st = mtc::checkOutputs(
@@ -698,11 +592,11 @@ int runExportHF(const std::vector<std::string> &args) {
   std::vector<std::string> pos, normalized;
   for (const std::string &a : args)
     normalized.push_back(a == "-o" ? "--output" : a);
-  if (!parseFlags("export-hf", normalized,
-                  {{Flag::String, "--output", &output},
-                   {Flag::String, "--dtype", &dtype},
-                   {Flag::String, "--max-shard-size", &shard}},
-                  pos) ||
+  if (!parseArgs("export-hf", normalized,
+                 {{Flag::String, "--output", &output},
+                  {Flag::String, "--dtype", &dtype},
+                  {Flag::String, "--max-shard-size", &shard}},
+                 pos) ||
       !onePositional("export-hf", pos, input))
     return 1;
   if (output.empty())
@@ -849,12 +743,12 @@ int runTokenize(const std::vector<std::string> &args) {
   }
   std::string tokPath, output, text, chatTemplate;
   std::set<std::string> given;
-  if (!parseFlags("tokenize", normalized,
-                  {{Flag::String, "--tokenizer", &tokPath},
-                   {Flag::String, "--output", &output},
-                   {Flag::Text, "--text", &text},
-                   {Flag::String, "--chat-template", &chatTemplate}},
-                  pos, &given))
+  if (!parseArgs("tokenize", normalized,
+                 {{Flag::String, "--tokenizer", &tokPath},
+                  {Flag::String, "--output", &output},
+                  {Flag::Text, "--text", &text},
+                  {Flag::String, "--chat-template", &chatTemplate}},
+                 pos, &given))
     return 1;
   if (tokPath.empty())
     return error("tokenize: --tokenizer DIR|tokenizer.json is required\n"
@@ -982,16 +876,23 @@ int runCompile(const std::vector<std::string> &args) {
   std::vector<std::string> normalized;
   for (const std::string &a : args) // `-o FILE` is the one short flag
     normalized.push_back(a == "-o" ? "--output" : a);
+  std::vector<std::string> sets;
+  std::string device = "cpu";
+  mtc::CompileOptions copts;
   std::vector<Flag> flags = {{Flag::String, "--emit", &emit},
                              {Flag::String, "--output", &output},
                              {Flag::String, "--cpu", &cpu},
                              {Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
-                             {Flag::Set, "--set", &overrides}};
+                             {Flag::List, "--set", &sets},
+                             {Flag::String, "--device", &device}};
   std::string deviceMemory, checkpoints;
   addStreamFlags(flags, stream, deviceMemory, checkpoints);
-  if (!parseFlags("compile", normalized, flags, pos) ||
+  if (!parseArgs("compile", normalized, flags, pos) ||
+      !parseOverrides("compile", sets, overrides) ||
       !finishStreamFlags("compile", deviceMemory, stream, recompute))
+    return 1;
+  if (!parseDeviceFlag("compile", device, copts))
     return 1;
   if (!hf.empty() && !pos.empty())
     return error("compile: give either a model file or --hf DIR, not both");
@@ -1033,7 +934,9 @@ int runCompile(const std::vector<std::string> &args) {
 
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
-  mtc::CompileOptions copts{overrides, cpu, mtc::RecomputePolicy::Full, stream};
+  copts.overrides = overrides;
+  copts.cpu = cpu;
+  copts.stream = stream;
   if (!parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
   if (!hf.empty()) {
@@ -1083,19 +986,21 @@ int runGradCheck(const std::vector<std::string> &args) {
   int64_t coords = opts.coordinates;
   std::vector<std::string> pos;
   std::string input, hf, recompute;
-  if (!parseFlags("gradcheck", args,
-                  {{Flag::Int, "--batch", &opts.batch, 1},
-                   {Flag::Int, "--seq", &opts.seq, 1},
-                   {Flag::Uint, "--seed", &opts.seed, 0},
-                   {Flag::Double, "--tolerance", &opts.tolerance, 0},
-                   {Flag::Double, "--step", &opts.step, 1e-12},
-                   {Flag::Int, "--coordinates", &coords, 0},
-                   {Flag::String, "--tensors", &opts.tensors},
-                   {Flag::Set, "--set", &copts.overrides},
-                   {Flag::String, "--recompute", &recompute},
-                   {Flag::String, "--cpu", &copts.cpu},
-                   {Flag::String, "--hf", &hf}},
-                  pos) ||
+  std::vector<std::string> sets;
+  if (!parseArgs("gradcheck", args,
+                 {{Flag::Int, "--batch", &opts.batch, 1},
+                  {Flag::Int, "--seq", &opts.seq, 1},
+                  {Flag::Uint, "--seed", &opts.seed, 0},
+                  {Flag::Double, "--tolerance", &opts.tolerance, 0},
+                  {Flag::Double, "--step", &opts.step, 1e-12},
+                  {Flag::Int, "--coordinates", &coords, 0},
+                  {Flag::String, "--tensors", &opts.tensors},
+                  {Flag::List, "--set", &sets},
+                  {Flag::String, "--recompute", &recompute},
+                  {Flag::String, "--cpu", &copts.cpu},
+                  {Flag::String, "--hf", &hf}},
+                 pos) ||
+      !parseOverrides("gradcheck", sets, copts.overrides) ||
       !modelInput("gradcheck", pos, hf, input) ||
       !parsePolicyFlags(recompute, "", copts))
     return 1;
@@ -1115,68 +1020,22 @@ int runGradCheck(const std::vector<std::string> &args) {
 int runTrain(const std::vector<std::string> &args) {
   if (wantsHelp("train", args))
     return 0;
+  mtc::driver::TrainCommand cmd;
+  if (mtc::Status st = mtc::driver::parseTrainCommand(kTool, args, cmd);
+      !st.ok())
+    return error(st.message());
+  mtc::driver::TrainOptions &opts = cmd.opts;
+  const std::string &input = cmd.input, &hf = cmd.hf;
+  // A bundle (MODEL.mtb, or the checkpoint's with --resume) runs as mtc-run
+  // runs it; what follows compiles .mt source or --hf DIR for this run.
+  if (hf.empty() && mtc::driver::isBundlePath(input))
+    return mtc::driver::trainBundle(kTool, cmd, std::cout, std::cerr);
   mtc::CompileOptions copts;
-  mtc::driver::TrainOptions opts;
-  int64_t threads = 0, optimizerThreads = 0;
-  std::string kernels = "on";
-  std::vector<std::string> pos;
-  std::set<std::string> given;
-  std::string input, hf, deviceMemory, recompute, checkpoints;
-  bool keepActivations = false;
-  std::vector<std::string> valued;
-  for (const std::string &a : args) {
-    if (a == "--allow-model-change")
-      opts.allowModelChange = true;
-    else
-      valued.push_back(a);
-  }
-  if (!parseFlags(
-          "train", valued,
-          {{Flag::String, "--data", &opts.data},
-           {Flag::String, "--data-format", &opts.dataFormat},
-           {Flag::Int, "--steps", &opts.steps, 1},
-           {Flag::Int, "--batch", &opts.batch, 1},
-           {Flag::Int, "--seq", &opts.seq, 1},
-           {Flag::Int, "--micro-batches", &opts.microBatches, 1},
-           {Flag::Double, "--lr", &opts.lr, 0},
-           {Flag::Int, "--warmup", &opts.warmup, 0},
-           {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
-           {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
-           {Flag::Double, "--beta1", &opts.beta1, 0},
-           {Flag::Double, "--beta2", &opts.beta2, 0},
-           {Flag::Double, "--clip", &opts.clip, 0},
-           {Flag::Uint, "--seed", &opts.seed, 0},
-           {Flag::Int, "--eval-every", &opts.evalEvery, 0},
-           {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
-           {Flag::Double, "--val-fraction", &opts.valFraction, 0},
-           {Flag::Int, "--save-every", &opts.saveEvery, 0},
-           {Flag::String, "--out", &opts.outDir},
-           {Flag::String, "--metrics", &opts.metrics},
-           {Flag::Int, "--threads", &threads, 0},
-           {Flag::Text, "--sample-prompt", &opts.samplePrompt},
-           {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
-           {Flag::String, "--kernels", &kernels},
-           {Flag::Set, "--set", &copts.overrides},
-           {Flag::String, "--recompute", &recompute},
-           {Flag::String, "--cpu", &copts.cpu},
-           {Flag::String, "--hf", &hf},
-           {Flag::String, "--resume", &opts.resume},
-           {Flag::String, "--init-from", &opts.initFrom},
-           {Flag::Int, "--stop-after", &opts.stopAfter, 1},
-           {Flag::String, "--device-memory", &deviceMemory},
-           {Flag::Int, "--prefetch-depth", &copts.stream.prefetchDepth, 1},
-           {Flag::String, "--checkpoints", &checkpoints},
-           {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
-           {Flag::String, "--trace", &opts.trace},
-           {Flag::String, "--tokenizer", &opts.tokenizer},
-           {Flag::String, "--host-state-file", &opts.hostStateFile},
-           {Flag::String, "--device", &opts.device}},
-          pos, &given))
+  copts.cpu = cmd.cpu;
+  copts.stream.prefetchDepth = cmd.prefetchDepth;
+  if (!parseOverrides("train", cmd.sets, copts.overrides))
     return 1;
-  if (opts.device != "cpu" && opts.device != "cuda" &&
-      opts.device != "cuda-emu")
-    return error("train: --device expects cpu, cuda or cuda-emu, got '" +
-                 opts.device + "'");
+  std::string deviceMemory = cmd.deviceMemory, recompute = cmd.recompute;
   if (opts.device != "cpu") {
     if (deviceMemory.empty())
       return error("train: --device " + opts.device +
@@ -1186,76 +1045,22 @@ int runTrain(const std::vector<std::string> &args) {
     // regions yet: docs/cuda.md).
     copts.fuse = false;
   }
-  if (!opts.resume.empty()) {
-    // Flags left out take the checkpoint's values; the model defaults to the
-    // checkpoint's bundle and --out to the checkpoint directory.
-    std::string dir;
-    if (mtc::Expected<std::string> d =
-            mtc::driver::resolveCheckpoint(opts.resume))
-      dir = *d;
-    else
-      return error(d.message());
-    mtc::Expected<mtc::driver::TrainerState> state =
-        mtc::driver::readTrainerState(dir);
-    if (!state)
-      return error(state.message());
-    mtc::driver::inheritOptions(state->options, given, opts);
-    if (opts.outDir.empty())
-      opts.outDir = opts.resume;
-    if (pos.empty() && hf.empty())
-      pos.push_back(dir + "/model.mtb");
-  }
-  if (!modelInput("train", pos, hf, input))
-    return 1;
-  opts.threads = static_cast<int>(threads);
-  opts.optimizerThreads = static_cast<int>(optimizerThreads);
-  if (kernels != "on" && kernels != "off")
-    return error("train: --kernels expects on or off, got '" + kernels + "'");
-  opts.useKernels = kernels == "on";
-  if (opts.data.empty())
-    return error("train: --data FILE is required (a .txt file, or a token "
-                 "file in the llm.c .bin layout)");
-  if (opts.dataFormat != "auto" && opts.dataFormat != "text" &&
-      opts.dataFormat != "llmc" && opts.dataFormat != "raw-u16")
-    return error("train: --data-format expects auto, text, llmc or raw-u16, "
-                 "got '" +
-                 opts.dataFormat + "'");
-  if (opts.beta1 >= 1 || opts.beta2 >= 1)
-    return error("train: --beta1 and --beta2 must be below 1");
-  if (opts.valFraction >= 1)
-    return error("train: --val-fraction must be below 1");
   // Streaming: the step plan is compiled for this run's micro-batch shape.
   copts.stream.batch = opts.batch;
   copts.stream.seq = opts.seq;
   copts.stream.microBatches = opts.microBatches;
-  bool isBundle = hf.empty() && input.size() > 4 &&
-                  input.compare(input.size() - 4, 4, ".mtb") == 0;
-  if (isBundle) {
-    // A bundle brings its own plan (if any); --device-memory sizes the
-    // device it runs on.
-    if (!deviceMemory.empty()) {
-      llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(deviceMemory);
-      if (!bytes)
-        return error("train: --device-memory: " +
-                     llvm::toString(bytes.takeError()));
-      opts.deviceMemory = *bytes;
-    }
-    if (recompute.empty())
-      recompute = "full";
-  } else {
-    // Without a device budget and without --recompute, keep the activations
-    // (recompute none: no forward recomputed in the backward, as PyTorch
-    // eager does) when that fits comfortably in host memory; else keep the
-    // matmul and attention results (selective) when those fit; else
-    // recompute whole layers.
-    keepActivations = recompute.empty() && deviceMemory.empty();
-    if (keepActivations)
-      recompute = "none";
-    if (!finishStreamFlags("train", deviceMemory, copts.stream, recompute))
-      return 1;
-    opts.deviceMemory = copts.stream.deviceMemory;
-  }
-  if (!parsePolicyFlags(recompute, checkpoints, copts))
+  // Without a device budget and without --recompute, keep the activations
+  // (recompute none: no forward recomputed in the backward, as PyTorch eager
+  // does) when that fits comfortably in host memory; else keep the matmul
+  // and attention results (selective) when those fit; else recompute whole
+  // layers.
+  bool keepActivations = recompute.empty() && deviceMemory.empty();
+  if (keepActivations)
+    recompute = "none";
+  if (!finishStreamFlags("train", deviceMemory, copts.stream, recompute))
+    return 1;
+  opts.deviceMemory = copts.stream.deviceMemory;
+  if (!parsePolicyFlags(recompute, cmd.checkpoints, copts))
     return 1;
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
@@ -1305,25 +1110,7 @@ int runTrain(const std::vector<std::string> &args) {
 int runGenerate(const std::vector<std::string> &args) {
   if (wantsHelp("generate", args))
     return 0;
-  mtc::driver::GenerateOptions opts;
-  std::vector<std::string> pos;
-  std::string dir, cache = "on";
-  if (!parseFlags("generate", args,
-                  {{Flag::Text, "--prompt", &opts.prompt},
-                   {Flag::Int, "--tokens", &opts.tokens, 1},
-                   {Flag::Double, "--temperature", &opts.temperature, 0},
-                   {Flag::Int, "--top-k", &opts.topK, 0},
-                   {Flag::Uint, "--seed", &opts.seed, 0},
-                   {Flag::Int, "--context", &opts.context, 1},
-                   {Flag::String, "--kv-cache", &cache},
-                   {Flag::String, "--tokenizer", &opts.tokenizer}},
-                  pos) ||
-      !onePositional("generate", pos, dir))
-    return 1;
-  if (cache != "on" && cache != "off")
-    return error("generate: --kv-cache expects on or off, got '" + cache + "'");
-  opts.useCache = cache == "on";
-  return mtc::driver::generate(dir, opts, std::cout, std::cerr);
+  return mtc::driver::runGenerateCommand(kTool, args, std::cout, std::cerr);
 }
 
 int runHelp(const std::vector<std::string> &args) {
@@ -1335,7 +1122,7 @@ int runHelp(const std::vector<std::string> &args) {
   if (!c)
     return error("unknown command '" + args[0] + "'");
   std::cout << "usage: " << c->usage << "\n" << c->summary << "\n";
-  if (c->details)
+  if (!c->details.empty())
     std::cout << "\n" << c->details << "\n";
   return 0;
 }

@@ -1,0 +1,435 @@
+//===- TrainCommand.cpp - The train and generate commands -------*- C++ -*-===//
+//
+// Part of mtc. See TrainCommand.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/driver/TrainCommand.h"
+
+#include "lib/Bundle/Bundle.h"
+#include "lib/Bundle/OpKind.h"
+#include "lib/Support/ByteSize.h"
+#include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/CommandLine.h"
+#include "runtime/exec/cuda/CudaBackend.h"
+
+#include <memory>
+#include <streambuf>
+
+namespace mtc::driver {
+
+std::string trainUsage(const Tool &tool) {
+  std::string t = tool.name;
+  std::string u =
+      t + " train " +
+      (tool.compiles ? "MODEL.mt|MODEL.mtb|--hf DIR" : "MODEL.mtb") +
+      " --data FILE [--data-format auto|text|llmc|raw-u16] "
+      "[--steps N] [--batch N] [--seq N] [--micro-batches N] "
+      "[--lr X] [--warmup N] [--min-lr-ratio X] "
+      "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] "
+      "[--seed N] [--eval-every N] [--eval-batches N] "
+      "[--val-fraction X] [--save-every N] [--out DIR] "
+      "[--resume DIR [--allow-model-change]] [--init-from "
+      "FILE.safetensors|DIR] [--stop-after N] "
+      "[--metrics FILE.jsonl] [--threads N] [--sample-prompt "
+      "TEXT] [--sample-tokens N] [--kernels on|off] ";
+  if (tool.compiles)
+    u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
+         "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE "
+         "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] [--checkpoints "
+         "device|host|auto] [--optimizer-threads N] [--trace FILE.json]] ";
+  else
+    u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
+         "[--device-memory SIZE] [--optimizer-threads N] [--trace "
+         "FILE.json] ";
+  u += "[--tokenizer tokenizer.json]\n       " + t +
+       " train --resume DIR [--steps N] [flags]...";
+  return u;
+}
+
+std::string trainSummary(const Tool &tool) {
+  if (tool.compiles)
+    return "train a model on a text or token file (CPU; with --device-memory "
+           "the layers stream through a device of that size: the CPU device, "
+           "a GPU (--device cuda) or the CUDA path on the CPU (--device "
+           "cuda-emu))";
+  return "train a compiled bundle (.mtb) on a text or token file, on the CPU "
+         "or through a device (--device cpu|cuda|cuda-emu)";
+}
+
+const char *trainDetails() {
+  return "Checkpoints (--out DIR; every --save-every steps, at --stop-after "
+         "and at the end):\n"
+         "  model.mtb, model.safetensors (fp32 weights), "
+         "optimizer.safetensors\n"
+         "  (AdamW <param>.exp_avg, <param>.exp_avg_sq), trainer_state.json "
+         "(step,\n"
+         "  options, data file size and fingerprint, RNG, file checksums).\n"
+         "  Written into DIR.tmp, then DIR -> DIR.bak, DIR.tmp -> DIR, "
+         "DIR.bak\n"
+         "  removed: after a crash DIR, or DIR.bak while DIR is missing, is a\n"
+         "  complete checkpoint. --out must be new, empty or a checkpoint.\n"
+         "--resume DIR continues the run bit-identically (DIR.bak when DIR is\n"
+         "  missing). MODEL defaults to DIR/model.mtb, --out to DIR; flags "
+         "left\n"
+         "  out take the checkpoint's values; --metrics is appended to.\n"
+         "  --steps is the total. Must match: --batch, --seq, "
+         "--micro-batches,\n"
+         "  --seed, --val-fraction, the data file. May change (with a note):\n"
+         "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
+         "  --beta2, --clip.\n"
+         "--init-from FILE.safetensors|DIR starts from the weights of tensors\n"
+         "  named as the model's parameters (tok_emb, Block.0.wq, ...: "
+         "another\n"
+         "  run's checkpoint, or weights saved under these names) instead of\n"
+         "  the initializers; names and shapes must all agree (every mismatch\n"
+         "  is listed). Step, schedule and optimizer start afresh.\n"
+         "--stop-after N ends this run after step N (with a checkpoint) "
+         "without\n"
+         "  changing the schedule; --resume continues it. See "
+         "docs/training.md.\n"
+         "One run writes an --out at a time (a lock beside it, DIR.lock). The\n"
+         "  first Ctrl-C or SIGTERM finishes the step, saves a checkpoint and\n"
+         "  exits 130/143; a second one stops at once. A step whose loss or\n"
+         "  gradient norm is not finite is never applied or saved.\n"
+         "--device cuda|cuda-emu runs a step plan (a bundle compiled with\n"
+         "  --device-memory, or .mt with --device-memory) through the CUDA\n"
+         "  backend; --device-memory sizes the device (default: the plan's\n"
+         "  budget). See docs/cuda.md.\n"
+         "--data-format: auto reads an llm.c .bin by its magic and any UTF-8\n"
+         "  text as text; raw-u16 (headerless uint16 tokens) must be asked "
+         "for.\n"
+         "--host-state-file PATH maps the parameters, gradients and AdamW\n"
+         "  moments (16 bytes per parameter) from a scratch file created at "
+         "PATH\n"
+         "  (which must not exist; removed at once, its space freed at exit)\n"
+         "  instead of RAM, for state larger than memory.";
+}
+
+std::string generateUsage(const Tool &tool) {
+  return std::string(tool.name) +
+         " generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
+         "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
+         "on|off] [--tokenizer tokenizer.json]";
+}
+
+const char *generateSummary() {
+  return "continue a prompt with a trained checkpoint";
+}
+
+namespace {
+
+/// The hint of every "not a bundle" error of a tool that does not compile.
+std::string compileHint(const std::string &bundle) {
+  return "compile the model where mtc is built: mtc compile MODEL.mt "
+         "[--device-memory SIZE --batch N --seq N] [--device cuda] -o " +
+         (bundle.empty() ? std::string("MODEL.mtb") : bundle);
+}
+
+/// Whether any function of \p b (model-level, layer or expert) holds a
+/// `fused` op.
+bool hasFusedOps(const bundle::Bundle &b) {
+  auto in = [](const std::map<std::string, bundle::Function> &fns) {
+    for (const auto &[name, fn] : fns)
+      for (const bundle::Op &op : fn.ops)
+        if (op.name == "fused")
+          return true;
+    return false;
+  };
+  if (in(b.functions))
+    return true;
+  for (const bundle::Layer &l : b.layers) {
+    if (in(l.functions))
+      return true;
+    for (const bundle::Expert &e : l.experts)
+      if (in(e.functions))
+        return true;
+  }
+  return false;
+}
+
+/// The runtime's messages (driver/Train.cpp) start with "mtc: "; in another
+/// tool they name that tool, since that is what its user ran. Rewrites the
+/// start of every line written through it and forwards the rest unchanged.
+class ToolPrefixBuf final : public std::streambuf {
+public:
+  ToolPrefixBuf(std::ostream &to, std::string tool)
+      : to(to), prefix(std::move(tool) + ": ") {}
+  ~ToolPrefixBuf() override { flushLine(); }
+
+protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof())
+      return traits_type::not_eof(c);
+    line += static_cast<char>(c);
+    if (c == '\n')
+      flushLine();
+    return c;
+  }
+  int sync() override {
+    flushLine();
+    to.flush();
+    return 0;
+  }
+
+private:
+  void flushLine() {
+    if (line.rfind("mtc: ", 0) == 0)
+      line.replace(0, 5, prefix);
+    to << line;
+    line.clear();
+  }
+  std::ostream &to;
+  std::string prefix, line;
+};
+
+/// \p err, or for a tool other than mtc a stream over it that names the
+/// tool in the runtime's messages.
+struct ToolErrStream {
+  ToolErrStream(const Tool &tool, std::ostream &err) : err(err) {
+    if (std::string(tool.name) != "mtc") {
+      buf = std::make_unique<ToolPrefixBuf>(err, tool.name);
+      own = std::make_unique<std::ostream>(buf.get());
+    }
+  }
+  ~ToolErrStream() {
+    if (own)
+      own->flush();
+  }
+  std::ostream &get() { return own ? *own : err; }
+
+private:
+  std::ostream &err;
+  std::unique_ptr<ToolPrefixBuf> buf;
+  std::unique_ptr<std::ostream> own;
+};
+
+} // namespace
+
+Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
+                         TrainCommand &cmd) {
+  TrainOptions &opts = cmd.opts;
+  int64_t threads = 0, optimizerThreads = 0;
+  std::string kernels = "on";
+  std::vector<std::string> pos, valued;
+  for (const std::string &a : args) {
+    if (a == "--allow-model-change")
+      opts.allowModelChange = true;
+    else
+      valued.push_back(a);
+  }
+  if (Status st =
+          parseFlags("train", valued,
+                     {{Flag::String, "--data", &opts.data},
+                      {Flag::String, "--data-format", &opts.dataFormat},
+                      {Flag::Int, "--steps", &opts.steps, 1},
+                      {Flag::Int, "--batch", &opts.batch, 1},
+                      {Flag::Int, "--seq", &opts.seq, 1},
+                      {Flag::Int, "--micro-batches", &opts.microBatches, 1},
+                      {Flag::Double, "--lr", &opts.lr, 0},
+                      {Flag::Int, "--warmup", &opts.warmup, 0},
+                      {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
+                      {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
+                      {Flag::Double, "--beta1", &opts.beta1, 0},
+                      {Flag::Double, "--beta2", &opts.beta2, 0},
+                      {Flag::Double, "--clip", &opts.clip, 0},
+                      {Flag::Uint, "--seed", &opts.seed, 0},
+                      {Flag::Int, "--eval-every", &opts.evalEvery, 0},
+                      {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
+                      {Flag::Double, "--val-fraction", &opts.valFraction, 0},
+                      {Flag::Int, "--save-every", &opts.saveEvery, 0},
+                      {Flag::String, "--out", &opts.outDir},
+                      {Flag::String, "--metrics", &opts.metrics},
+                      {Flag::Int, "--threads", &threads, 0},
+                      {Flag::Text, "--sample-prompt", &opts.samplePrompt},
+                      {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
+                      {Flag::String, "--kernels", &kernels},
+                      {Flag::List, "--set", &cmd.sets},
+                      {Flag::String, "--recompute", &cmd.recompute},
+                      {Flag::String, "--cpu", &cmd.cpu},
+                      {Flag::String, "--hf", &cmd.hf},
+                      {Flag::String, "--resume", &opts.resume},
+                      {Flag::String, "--init-from", &opts.initFrom},
+                      {Flag::Int, "--stop-after", &opts.stopAfter, 1},
+                      {Flag::String, "--device-memory", &cmd.deviceMemory},
+                      {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
+                      {Flag::String, "--checkpoints", &cmd.checkpoints},
+                      {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
+                      {Flag::String, "--trace", &opts.trace},
+                      {Flag::String, "--tokenizer", &opts.tokenizer},
+                      {Flag::String, "--host-state-file", &opts.hostStateFile},
+                      {Flag::String, "--device", &opts.device}},
+                     pos, &cmd.given);
+      !st.ok())
+    return st;
+  if (opts.device != "cpu" && opts.device != "cuda" &&
+      opts.device != "cuda-emu")
+    return Status::error(
+        "train: --device expects cpu, cuda or cuda-emu, got '" + opts.device +
+        "'");
+  if (!tool.compiles && !cmd.hf.empty())
+    return Status::error(
+        std::string("train: ") + tool.name +
+        " runs bundles; --hf needs the compiler: " + compileHint(""));
+  if (!opts.resume.empty()) {
+    // Flags left out take the checkpoint's values; the model defaults to the
+    // checkpoint's bundle and --out to the checkpoint directory.
+    Expected<std::string> dir = resolveCheckpoint(opts.resume);
+    if (!dir)
+      return dir.status();
+    Expected<TrainerState> state = readTrainerState(*dir);
+    if (!state)
+      return state.status();
+    inheritOptions(state->options, cmd.given, opts);
+    if (opts.outDir.empty())
+      opts.outDir = opts.resume;
+    if (pos.empty() && cmd.hf.empty())
+      pos.push_back(*dir + "/model.mtb");
+  }
+  if (cmd.hf.empty()) {
+    Expected<std::string> model = onePositional("train", pos, trainUsage(tool));
+    if (!model)
+      return model.status();
+    cmd.input = *model;
+    if (!tool.compiles && !isBundlePath(cmd.input))
+      return Status::error(std::string("train: ") + tool.name +
+                           " runs bundles, and '" + cmd.input +
+                           "' is not one (.mtb): " + compileHint(""));
+  } else if (!pos.empty()) {
+    return Status::error("train: give either a model file or --hf DIR, not "
+                         "both");
+  }
+  opts.threads = static_cast<int>(threads);
+  opts.optimizerThreads = static_cast<int>(optimizerThreads);
+  if (kernels != "on" && kernels != "off")
+    return Status::error("train: --kernels expects on or off, got '" + kernels +
+                         "'");
+  opts.useKernels = kernels == "on";
+  if (opts.data.empty())
+    return Status::error("train: --data FILE is required (a .txt file, or a "
+                         "token file in the llm.c .bin layout)");
+  if (opts.dataFormat != "auto" && opts.dataFormat != "text" &&
+      opts.dataFormat != "llmc" && opts.dataFormat != "raw-u16")
+    return Status::error("train: --data-format expects auto, text, llmc or "
+                         "raw-u16, got '" +
+                         opts.dataFormat + "'");
+  if (opts.beta1 >= 1 || opts.beta2 >= 1)
+    return Status::error("train: --beta1 and --beta2 must be below 1");
+  if (opts.valFraction >= 1)
+    return Status::error("train: --val-fraction must be below 1");
+  return Status::success();
+}
+
+int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
+                std::ostream &err) {
+  TrainOptions &opts = cmd.opts;
+  auto fail = [&](const std::string &message) {
+    err << tool.name << ": error: " << message << "\n";
+    return 1;
+  };
+  // A bundle is compiled: the flags that choose how (the config, the CPU of
+  // the fused kernels, the step plan's policies) cannot change it any more.
+  std::vector<std::string> fixed;
+  if (!cmd.sets.empty())
+    fixed.push_back("--set");
+  for (const char *flag :
+       {"--cpu", "--recompute", "--checkpoints", "--prefetch-depth"})
+    if (cmd.given.count(flag))
+      fixed.push_back(flag);
+  if (!fixed.empty()) {
+    std::string list;
+    for (size_t i = 0; i < fixed.size(); ++i)
+      list += (i ? (i + 1 == fixed.size() ? " and " : ", ") : "") + fixed[i];
+    return fail("train: " + list + (fixed.size() == 1 ? " applies" : " apply") +
+                " when a model is compiled, not to the compiled bundle '" +
+                cmd.input + "'; recompile it with " +
+                (fixed.size() == 1 ? "that flag" : "those flags") +
+                " (mtc compile MODEL.mt ... -o " + cmd.input + ")");
+  }
+  if (!cmd.deviceMemory.empty()) {
+    // The bundle brings its plan; --device-memory sizes the device it runs
+    // on (at least the plan's peak, checked by train()).
+    Expected<int64_t> bytes = parseDeviceBudget(cmd.deviceMemory);
+    if (!bytes)
+      return fail("train: --device-memory: " + bytes.message());
+    opts.deviceMemory = *bytes;
+  }
+  Expected<bundle::Bundle> read = bundle::readFile(cmd.input);
+  if (!read)
+    return fail(read.message() + (tool.compiles
+                                      ? std::string()
+                                      : "; " + compileHint(cmd.input)));
+  const bundle::Bundle &b = *read;
+  if (b.step && opts.deviceMemory > 0 &&
+      opts.deviceMemory < b.step->devicePeak) {
+    const bundle::StepPlan &plan = *b.step;
+    return fail("the step plan needs " + std::to_string(plan.devicePeak) +
+                " bytes of device memory; the device has " +
+                std::to_string(opts.deviceMemory) + " (--device-memory " +
+                cmd.deviceMemory +
+                "): give at least that, or compile a plan for this budget "
+                "(mtc compile MODEL.mt --device-memory " +
+                cmd.deviceMemory + " --batch " + std::to_string(plan.batch) +
+                " --seq " + std::to_string(plan.seq) + " --micro-batches " +
+                std::to_string(plan.microBatches) + " ... -o " + cmd.input +
+                ")");
+  }
+  if (!b.step && (!cmd.deviceMemory.empty() || !opts.trace.empty()))
+    return fail("train: --device-memory and --trace need a step plan; '" +
+                cmd.input +
+                "' is a bundle without one (compile it with "
+                "mtc compile --device-memory ...)");
+  if (opts.device != "cpu") {
+    if (!b.step)
+      return fail("train: --device " + opts.device +
+                  " runs a streaming step plan; '" + cmd.input +
+                  "' is a bundle without one (compile it with mtc compile "
+                  "--device-memory SIZE --batch N --seq N --device cuda ...)");
+    // While the CUDA backend has no entry for fused regions (docs/cuda.md),
+    // say how to compile for it rather than naming the first fused op.
+    if (!exec::cudaKernelTable()[bundle::OpKind::Fused] && hasFusedOps(b))
+      return fail("train: --device " + opts.device + ": '" + cmd.input +
+                  "' has fused regions, which the CUDA backend does not run "
+                  "yet; compile it for this device: mtc compile MODEL.mt "
+                  "--device cuda ... -o " +
+                  cmd.input);
+  }
+  opts.modelFiles = {cmd.input};
+  ToolErrStream toolErr(tool, err);
+  return train(b, opts, out, toolErr.get());
+}
+
+int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
+                       std::ostream &out, std::ostream &err) {
+  GenerateOptions opts;
+  std::vector<std::string> pos;
+  std::string cache = "on";
+  auto fail = [&](const std::string &message) {
+    err << tool.name << ": error: " << message << "\n";
+    return 1;
+  };
+  if (Status st =
+          parseFlags("generate", args,
+                     {{Flag::Text, "--prompt", &opts.prompt},
+                      {Flag::Int, "--tokens", &opts.tokens, 1},
+                      {Flag::Double, "--temperature", &opts.temperature, 0},
+                      {Flag::Int, "--top-k", &opts.topK, 0},
+                      {Flag::Uint, "--seed", &opts.seed, 0},
+                      {Flag::Int, "--context", &opts.context, 1},
+                      {Flag::String, "--kv-cache", &cache},
+                      {Flag::String, "--tokenizer", &opts.tokenizer}},
+                     pos);
+      !st.ok())
+    return fail(st.message());
+  Expected<std::string> dir =
+      onePositional("generate", pos, generateUsage(tool));
+  if (!dir)
+    return fail(dir.message());
+  if (cache != "on" && cache != "off")
+    return fail("generate: --kv-cache expects on or off, got '" + cache + "'");
+  opts.useCache = cache == "on";
+  ToolErrStream toolErr(tool, err);
+  return generate(*dir, opts, out, toolErr.get());
+}
+
+} // namespace mtc::driver
