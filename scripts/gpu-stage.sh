@@ -76,8 +76,10 @@ stage() {
 tiny="--set dim=128 --set n_layers=4 --set n_heads=2 --set n_kv=1 --set ffn=128"
 tshape="--batch 2 --seq 16 --micro-batches 2"
 gshape="--batch 1 --seq 16 --micro-batches 2"
+# mixtral-small at head dim 64 (the attention kernels' smallest), 8 experts.
+moe="--set dim=128 --set n_heads=2 --set n_kv=1 --set ffn=64"
 for m in "tiny-llama|$tiny|$tshape" "gemma2-small|--set ffn=256|$gshape" \
-         "mixtral-small||$gshape"; do
+         "mixtral-small|$moe|$tshape"; do
   IFS='|' read -r name sets shape <<< "$m"
   model=examples/$name.mt
   # shellcheck disable=SC2086

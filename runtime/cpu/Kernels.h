@@ -191,6 +191,15 @@ void crossEntropyGrad(const float *logits, const int32_t *targets, float dloss,
                       float *dlogits, int64_t n, int64_t V,
                       int64_t ignoreIndex);
 
+/// Mixture-of-experts routing over router probabilities probs [n, E]: each
+/// row's top \p K experts, best first (NaN ranks as -inf; ties: the lower
+/// index first) into choice [n, K], and their gate weights p[choice] into
+/// gate [n, K], divided by their sum (fp32, in k order) when \p normalize.
+/// The rule the CPU executor's moe ops and the CUDA routing kernel
+/// (runtime/cuda/kernels/moe.cu) share.
+void moeTopK(const float *probs, int64_t n, int64_t E, int64_t K,
+             bool normalize, int32_t *choice, float *gate);
+
 /// The LM head and cross-entropy in one: logits = softcap?(x @ W) computed
 /// `linearCrossEntropyChunk(V)` rows at a time, so memory stays O(chunk * V).
 /// x [n, D]; W [D, V], or [V, D] when transposeW (a tied embedding table).

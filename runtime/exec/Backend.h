@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mtc::exec {
 
@@ -58,6 +60,15 @@ public:
   /// id outside the vocabulary), read once the work queued so far has run:
   /// the caller synchronised first. Throws ExecError naming the first one.
   virtual void checkDeferredErrors() {}
+
+  /// A slot of the backend's own memory for one double that a kernel
+  /// computes (a moe op's aux loss on a device backend): its index and its
+  /// address. takeAuxTerms() returns every slot reserved since its last
+  /// call, by index, once the work queued so far has run (the caller
+  /// synchronised, or a download did), and frees them. Host backends
+  /// compute aux losses on the host and have no slots.
+  virtual std::pair<int64_t, void *> reserveAuxTerm() { return {-1, nullptr}; }
+  virtual std::vector<double> takeAuxTerms() { return {}; }
 
   /// Device compute of a streaming runtime on stream \p stream (a
   /// device::Stream id) of the backend's device. False when the backend has

@@ -20,25 +20,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace mtc::exec {
 
 namespace {
-
-/// Releases what the current Workspace allocated during its lifetime.
-class ReleaseGuard {
-public:
-  ReleaseGuard() : w(Workspace::current()), mark(w ? w->mark() : 0) {}
-  ~ReleaseGuard() {
-    if (w)
-      w->release(mark);
-  }
-
-private:
-  Workspace *w;
-  int64_t mark;
-};
 
 /// Rows \p slots[j].first of src [N, D], stacked: [slots.size(), D].
 Tensor gatherRows(const float *src, int64_t D,
@@ -50,23 +35,11 @@ Tensor gatherRows(const float *src, int64_t D,
   return x;
 }
 
-const bundle::Expert &expertOf(const bundle::Bundle &b, const bundle::Op &op,
-                               const std::string &layerName) {
-  const bundle::Layer *layer = b.layer(layerName);
-  if (!layer)
-    failOp(op, "is only valid inside a layer");
-  const bundle::Expert *e = layer->expert(op.symbol);
-  if (!e)
-    failOp(op, "layer '" + layerName + "' has no expert '" + op.symbol + "'");
-  return *e;
-}
-
 } // namespace
 
-Executor::Routing Executor::route(const bundle::Op &op, int64_t topK,
-                                  const Tensor &h, const Tensor &router,
-                                  int64_t numExperts) {
-  Routing r;
+MoeShape moeShape(const bundle::Op &op, int64_t topK, const Tensor &h,
+                  const Tensor &router, int64_t numExperts) {
+  MoeShape r;
   if (h.shape.empty() || router.shape.size() != 2)
     failOp(op, "expects an input [.., D] and a router [D, E]");
   r.D = h.shape.back();
@@ -78,24 +51,40 @@ Executor::Routing Executor::route(const bundle::Op &op, int64_t topK,
                    std::to_string(numExperts) + "]");
   if (r.K < 1 || r.K > r.E)
     failOp(op, "top_k must be in [1, " + std::to_string(r.E) + "]");
+  return r;
+}
+
+const bundle::Expert &OpContext::expert() const {
+  const bundle::Layer *layer = ex.bundle.layer(scope.layer);
+  if (!layer)
+    failOp(op, "is only valid inside a layer");
+  const bundle::Expert *e = layer->expert(op.symbol);
+  if (!e)
+    failOp(op, "layer '" + scope.layer + "' has no expert '" + op.symbol + "'");
+  return *e;
+}
+
+std::vector<Tensor> OpContext::runExpert(const bundle::Expert &expert,
+                                         const std::string &fn, int64_t e,
+                                         std::vector<Tensor> args) {
+  return ex.runExpert(op, expert, fn, e, std::move(args), scope);
+}
+
+Executor::Routing Executor::route(const bundle::Op &op, int64_t topK,
+                                  const Tensor &h, const Tensor &router,
+                                  int64_t numExperts) {
+  Routing r;
+  MoeShape shape = moeShape(op, topK, h, router, numExperts);
+  r.N = shape.N, r.D = shape.D, r.E = shape.E, r.K = shape.K;
   const int64_t N = r.N, E = r.E, K = r.K;
   std::vector<float> logits(static_cast<size_t>(N * E));
   cpu::matmul(h.data(), router.data(), nullptr, logits.data(), N, r.D, E);
   r.probs.resize(logits.size());
   cpu::softmax(logits.data(), r.probs.data(), N, E, 1);
   r.choice.resize(static_cast<size_t>(N * K));
-  std::vector<int32_t> order(static_cast<size_t>(E));
-  for (int64_t t = 0; t < N; ++t) {
-    const float *p = r.probs.data() + t * E;
-    auto key = [&](int32_t e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [&](int32_t a, int32_t b) {
-                        float ka = key(a), kb = key(b);
-                        return ka > kb || (ka == kb && a < b);
-                      });
-    std::copy(order.begin(), order.begin() + K, r.choice.begin() + t * K);
-  }
+  // The gate weights follow in assign() (after a routing pin's replay).
+  std::vector<float> gate(static_cast<size_t>(N * K));
+  cpu::moeTopK(r.probs.data(), N, E, K, false, r.choice.data(), gate.data());
   return r;
 }
 
@@ -147,7 +136,7 @@ void Executor::moe(OpContext &c) {
   const bundle::Op &op = c.op;
   const Scope &scope = c.scope;
   const MoeAttrs &a = c.attrs<MoeAttrs>();
-  const bundle::Expert &expert = expertOf(bundle, op, scope.layer);
+  const bundle::Expert &expert = c.expert();
   const Tensor &h = c.in(0);
   const Tensor &router = c.in(1);
   Routing r = route(op, a.topK, h, router, expert.count);
@@ -176,7 +165,7 @@ void Executor::moe(OpContext &c) {
       continue;
     int64_t Te = static_cast<int64_t>(slots.size());
     // Each expert's temporaries are released once its output is added in.
-    ReleaseGuard release;
+    WorkspaceRelease release;
     Tensor out = runExpert(op, expert, "forward", e,
                            {gatherRows(h.data(), D, slots)}, scope)
                      .at(0);
@@ -194,15 +183,15 @@ void Executor::moe(OpContext &c) {
   if (!scope.backward) {
     double coef = a.auxLoss;
     if (coef > 0 && r.N > 0) {
-      double aux = 0;
+      double balance = 0;
       for (int64_t e = 0; e < r.E; ++e) {
         double f = static_cast<double>(r.routed[e].size()) / (r.N * r.K);
         double P = 0;
         for (int64_t t = 0; t < r.N; ++t)
           P += r.probs[t * r.E + e];
-        aux += f * P / r.N;
+        balance += f * P / r.N;
       }
-      auxLossSum += coef * r.E * aux;
+      aux.host += coef * r.E * balance;
     }
   }
   c.setResult(std::move(y));
@@ -212,7 +201,7 @@ void Executor::moeGrad(OpContext &c) {
   const bundle::Op &op = c.op;
   const Scope &scope = c.scope;
   const MoeAttrs &a = c.attrs<MoeAttrs>();
-  const bundle::Expert &expert = expertOf(bundle, op, scope.layer);
+  const bundle::Expert &expert = c.expert();
   const Tensor &h = c.in(0);
   const Tensor &router = c.in(1);
   const Tensor &dy = c.in(2);
@@ -232,7 +221,7 @@ void Executor::moeGrad(OpContext &c) {
     if (slots.empty())
       continue;
     int64_t Te = static_cast<int64_t>(slots.size());
-    ReleaseGuard release;
+    WorkspaceRelease release;
     Tensor xe = gatherRows(h.data(), D, slots);
     Tensor out = runExpert(op, expert, "forward", e, {xe}, scope).at(0);
     if (out.numel() != Te * D)

@@ -200,7 +200,7 @@ void Executor::beginCall(int64_t b, int64_t s) {
   B = b;
   S = s;
   forwardRuns = backwardRuns = 0;
-  auxLossSum = 0;
+  aux = AuxLoss{};
   routingHash = 0;
   pinnedNext = 0;
   if (pin == RoutingPin::Record)
@@ -211,7 +211,20 @@ double Executor::totalLoss(const Tensor &result) const {
   float value = 0;
   backend->download(&value, result.data(), sizeof(float));
   double loss = static_cast<float>(lastLoss) == value ? lastLoss : value;
-  return loss + auxLossSum;
+  // The download synchronised: device aux terms have landed.
+  return loss + aux.total(aux.terms.empty() ? std::vector<double>{}
+                                            : backend->takeAuxTerms());
+}
+
+double AuxLoss::total(const std::vector<double> &values) const {
+  double sum = host;
+  for (int64_t i : terms) {
+    if (i < 0 || i >= static_cast<int64_t>(values.size()))
+      throw ExecError{"internal error: aux loss term " + std::to_string(i) +
+                      " was not read back"};
+    sum += values[i];
+  }
+  return sum;
 }
 
 double Executor::forwardBackward(const int32_t *tokens, const int32_t *targets,

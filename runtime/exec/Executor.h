@@ -139,6 +139,25 @@ struct ExecError {
   std::string message;
 };
 
+/// The aux (load-balancing) losses of the moe ops a call ran: what the CPU
+/// kernels summed on the host, plus the terms a device backend's kernels
+/// computed into its own memory (Backend::reserveAuxTerm), listed by index
+/// and read once the work queued so far has run (Backend::takeAuxTerms): no
+/// host round trip inside a step.
+struct AuxLoss {
+  double host = 0;
+  std::vector<int64_t> terms;
+
+  AuxLoss &operator+=(const AuxLoss &o) {
+    host += o.host;
+    terms.insert(terms.end(), o.terms.begin(), o.terms.end());
+    return *this;
+  }
+  /// host plus the listed terms of \p values (takeAuxTerms' result), summed
+  /// in order.
+  double total(const std::vector<double> &values) const;
+};
+
 class Executor {
 public:
   /// Decodes every op of \p b (DecodedOp.h). Throws ExecError when the
@@ -204,7 +223,7 @@ public:
   /// The loss a forward_backward result stands for plus the aux losses so
   /// far (see forwardBackward); resetAux() clears the aux sum.
   double lossOf(const Tensor &result) const;
-  void resetAux() { auxLossSum = 0; }
+  void resetAux() { aux = AuxLoss{}; }
 
   /// Value placement for functions run while a Workspace is current: each
   /// planned value lives at its FunctionPlan offset, each op's scratch after
@@ -225,9 +244,10 @@ public:
   /// forward once, each apply_layers_grad its backward once).
   int64_t layerForwardRuns() const { return forwardRuns; }
   int64_t layerBackwardRuns() const { return backwardRuns; }
-  /// The sum of the aux (load-balancing) losses of the moe ops the last call
-  /// ran, already included in the loss it returned.
-  double auxLoss() const { return auxLossSum; }
+  /// The aux (load-balancing) losses of the moe ops the last call ran,
+  /// already included in the loss it returned (device terms unread: the
+  /// streaming executor reads them after its step's synchronisation).
+  const AuxLoss &auxLoss() const { return aux; }
   /// A fingerprint of every top-k choice the last call's forward pass made
   /// (0 without moe ops; under Replay: the choices it would have made).
   uint64_t routingSignature() const { return routingHash; }
@@ -308,7 +328,7 @@ private:
   const KernelTable *table;
   int64_t B = 0, S = 0;
   int64_t T = 0; ///< tokens routed to the expert being run
-  double auxLossSum = 0;
+  AuxLoss aux;
   uint64_t routingHash = 0;
   RoutingPin pin = RoutingPin::Off;
   std::vector<std::vector<int32_t>> pinnedChoices; ///< per forward moe op

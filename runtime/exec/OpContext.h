@@ -40,6 +40,33 @@ cpu::Reduce cpuReduce(ReduceFn fn);
 cpu::RopeParams ropeParams(const RopeAttrs &a);
 cpu::AttentionParams attentionParams(const AttentionAttrs &a);
 
+/// Releases what the current Workspace allocated during the guard's
+/// lifetime (a moe op's expert temporaries, once its output is added in).
+class WorkspaceRelease {
+public:
+  WorkspaceRelease() : w(Workspace::current()), mark(w ? w->mark() : 0) {}
+  ~WorkspaceRelease() {
+    if (w)
+      w->release(mark);
+  }
+  WorkspaceRelease(const WorkspaceRelease &) = delete;
+  WorkspaceRelease &operator=(const WorkspaceRelease &) = delete;
+
+private:
+  Workspace *w;
+  int64_t mark;
+};
+
+/// The sizes of a moe op: N tokens of D, E experts, the top K of them.
+struct MoeShape {
+  int64_t N = 0, D = 0, E = 0, K = 0;
+};
+/// Checks a moe op's operands, h [.., D] and router [D, E] with E =
+/// \p numExperts, and 1 <= \p topK <= E (the CPU and CUDA entries share
+/// it; ExecMoE.cpp).
+MoeShape moeShape(const bundle::Op &op, int64_t topK, const Tensor &h,
+                  const Tensor &router, int64_t numExperts);
+
 class OpContext {
 public:
   OpContext(Executor &ex, const DecodedOp &op, std::vector<Tensor> &values,
@@ -113,6 +140,21 @@ public:
   void fused() { ex.fused(*this); }
   void moe() { ex.moe(*this); }
   void moeGrad() { ex.moeGrad(*this); }
+
+  /// What a moe op's kernels need beyond their operands (ExecMoE.cpp): the
+  /// expert the op names in its layer, running one of its functions
+  /// ("forward", "backward") as expert \p e on \p args (the first one
+  /// [T, D]: T is bound to its rows), whether the op is recomputed inside a
+  /// layer's backward (its aux loss is not counted again), whether routing
+  /// is pinned (gradient checks), and recording an aux loss term a device
+  /// backend computes (Backend::reserveAuxTerm).
+  const bundle::Expert &expert() const;
+  std::vector<Tensor> runExpert(const bundle::Expert &expert,
+                                const std::string &fn, int64_t e,
+                                std::vector<Tensor> args);
+  bool inLayerBackward() const { return scope.backward; }
+  bool routingPinned() const { return ex.pin != Executor::RoutingPin::Off; }
+  void addAuxTerm(int64_t term) { ex.aux.terms.push_back(term); }
 
 private:
   friend class Executor;

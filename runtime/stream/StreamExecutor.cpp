@@ -464,7 +464,7 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   measuredWorkspacePeak = 0;
 
   std::vector<std::vector<Tensor>> vals(static_cast<size_t>(M));
-  std::vector<double> aux(static_cast<size_t>(M), 0.0);
+  std::vector<exec::AuxLoss> aux(static_cast<size_t>(M));
   std::vector<double> loss(static_cast<size_t>(M), 0.0);
   std::vector<bool> haveLoss(static_cast<size_t>(M), false);
   // Device backends: each micro-batch's loss comes back by a copy queued
@@ -586,6 +586,8 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   }
   device.synchronize();
   mem.checkDeferredErrors();
+  // The aux losses device kernels computed (one copy for the whole step).
+  const std::vector<double> auxTerms = mem.takeAuxTerms();
 
   device::DeviceStats ds = device.stats();
   stats.h2dBytes = ds.h2dBytes;
@@ -619,14 +621,14 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
       throw ExecError{"the step program computed no loss"};
     if (!mem.hostMemory())
       loss[mb] = lossCopied[mb];
-    out[mb] = loss[mb] + aux[mb];
+    out[mb] = loss[mb] + aux[mb].total(auxTerms);
   }
   return out;
 }
 
 void StreamExecutor::runLoop(const LoopInfo &loop,
                              std::vector<std::vector<Tensor>> &vals,
-                             std::vector<double> &aux) {
+                             std::vector<exec::AuxLoss> &aux) {
   const int64_t M = p.microBatches, depth = p.prefetchDepth;
   const std::string layer = loop.op->symbol;
   const int64_t boundaryBytes =
@@ -860,7 +862,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
 }
 
 void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
-                                float *y, double &aux) {
+                                float *y, exec::AuxLoss &aux) {
   mem.copy(ckpt, x, call.boundaryBytes);
   workspace.reset();
   Workspace::Scope scope(&workspace);
@@ -908,7 +910,7 @@ void StreamExecutor::backwardOne(const InstanceCall &call, char *ckpt,
 
 void StreamExecutor::computeHostActivations(
     const LoopInfo &loop, std::vector<std::vector<Tensor>> &vals,
-    std::vector<double> &aux, const InstanceCall &call, int64_t k,
+    std::vector<exec::AuxLoss> &aux, const InstanceCall &call, int64_t k,
     size_t weightSlot, Group *g, int64_t wOff, int64_t pos, bool saveHost,
     bool restoreHost) {
   const int64_t M = p.microBatches, bb = call.boundaryBytes, ckpt = call.ckpt;

@@ -124,7 +124,7 @@ private:
   /// forward writes its input and saved values to \p ckpt and its output to
   /// \p y; the backward reads \p ckpt and \p dy and writes dx to \p dx.
   void forwardOne(const InstanceCall &call, float *x, char *ckpt, float *y,
-                  double &aux);
+                  exec::AuxLoss &aux);
   void backwardOne(const InstanceCall &call, char *ckpt, float *dy, float *dx);
   /// How weights are converted on their way in (bf16 plans: to bf16).
   device::Convert weightConvert() const;
@@ -136,7 +136,7 @@ private:
   /// stage).
   void computeHostActivations(const LoopInfo &loop,
                               std::vector<std::vector<exec::Tensor>> &vals,
-                              std::vector<double> &aux,
+                              std::vector<exec::AuxLoss> &aux,
                               const InstanceCall &call, int64_t k,
                               size_t weightSlot, Group *g, int64_t wOff,
                               int64_t pos, bool saveHost, bool restoreHost);
@@ -145,10 +145,10 @@ private:
   Group &group(const std::string &layer, int64_t instance);
   int64_t bufferOffset(const std::string &name, int64_t need) const;
   void runProgram(std::vector<std::vector<exec::Tensor>> &vals,
-                  std::vector<double> &aux);
+                  std::vector<exec::AuxLoss> &aux);
   void runLoop(const LoopInfo &loop,
                std::vector<std::vector<exec::Tensor>> &vals,
-               std::vector<double> &aux);
+               std::vector<exec::AuxLoss> &aux);
   void loadWeights(const std::string &layer, int64_t instance);
   void launchUpdate(Group &g, device::Event done);
   int64_t checkpointBytes(const std::string &layer) const;

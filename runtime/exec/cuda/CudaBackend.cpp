@@ -33,7 +33,7 @@ CudaBackend::create(device::CudaDevice &device, int64_t scratchBytes) {
       return gemm.status().withPrefix("the CUDA backend's GEMM engine");
     b->gemm = std::move(*gemm);
   }
-  const int64_t flagBytes = 4 * kMaxTokenChecks;
+  const int64_t flagBytes = 4 * kMaxTokenChecks + 8 * kMaxAuxTerms;
   Status st = cuda::cudaCheck(
       *api,
       api->cuMemAlloc_v2(&b->flagsBase,
@@ -42,6 +42,7 @@ CudaBackend::create(device::CudaDevice &device, int64_t scratchBytes) {
           std::to_string(scratchBytes) + " bytes)");
   if (!st)
     return st;
+  b->auxBase = b->flagsBase + static_cast<DevPtr>(4 * kMaxTokenChecks);
   b->scratchBase = b->flagsBase + static_cast<DevPtr>(flagBytes);
   b->scratchBytes = scratchBytes;
   b->ownStream = device.createStream("cuda backend");
@@ -99,8 +100,9 @@ void *CudaBackend::stream() const {
 cuda::ops::Launch CudaBackend::launch() {
   cuda::ops::Launch L = memoryLaunch();
   // A new op: its scratch starts over (the previous op's kernels, on the
-  // same stream, are done with it before these run).
-  scratchTop = 0;
+  // same stream, are done with it before these run), above what an
+  // enclosing op holds.
+  scratchTop = scratchFloor;
   L.gemm = gemm.get();
   L.scratch = [this](int64_t bytes) -> Expected<DevPtr> {
     int64_t size = (bytes + 255) / 256 * 256;
@@ -175,6 +177,24 @@ void CudaBackend::checkDeferredErrors() {
                     " is outside the vocabulary [0, " +
                     std::to_string(checks[k].V) + ")"};
   }
+}
+
+std::pair<int64_t, void *> CudaBackend::reserveAuxTerm() {
+  if (auxTerms == kMaxAuxTerms)
+    throw ExecError{"internal error: more than " +
+                    std::to_string(kMaxAuxTerms) +
+                    " aux loss terms between two synchronisations"};
+  int64_t i = auxTerms++;
+  return {i, reinterpret_cast<void *>(auxBase + 8 * static_cast<DevPtr>(i))};
+}
+
+std::vector<double> CudaBackend::takeAuxTerms() {
+  std::vector<double> terms(static_cast<size_t>(auxTerms));
+  auxTerms = 0;
+  if (!terms.empty())
+    download(terms.data(), reinterpret_cast<const void *>(auxBase),
+             static_cast<int64_t>(8 * terms.size()));
+  return terms;
 }
 
 void CudaBackend::upload(void *dst, const void *src, int64_t bytes) {

@@ -40,6 +40,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mtc::exec {
@@ -85,6 +86,27 @@ public:
   cuda::ops::DevPtr tokenCheck(const std::string &where, const void *ids,
                                int64_t n, int64_t V);
   void checkDeferredErrors() override;
+  /// Aux loss terms: doubles at the backend's own memory (kMaxAuxTerms of
+  /// them between two takeAuxTerms(), which reads them all in one copy).
+  std::pair<int64_t, void *> reserveAuxTerm() override;
+  std::vector<double> takeAuxTerms() override;
+
+  /// Keeps the scratch the running op has allocated so far for the ops it
+  /// runs inside itself (a moe op's routing outlives its experts' ops):
+  /// while the hold lasts, launch() starts the scratch after it.
+  class ScratchHold {
+  public:
+    explicit ScratchHold(CudaBackend &b) : b(b), saved(b.scratchFloor) {
+      b.scratchFloor = b.scratchTop;
+    }
+    ~ScratchHold() { b.scratchFloor = saved; }
+    ScratchHold(const ScratchHold &) = delete;
+    ScratchHold &operator=(const ScratchHold &) = delete;
+
+  private:
+    CudaBackend &b;
+    int64_t saved;
+  };
   /// "cuBLASLt 130001", "cpu (emulated)": for messages and reports.
   std::string gemmName() const { return gemm->name(); }
 
@@ -120,8 +142,14 @@ private:
   static constexpr int64_t kMaxTokenChecks = 1024;
   std::vector<TokenCheck> tokenChecks;
   unsigned long long flagsBase = 0;
+  /// Aux loss terms reserved since the last takeAuxTerms(), after the token
+  /// checks' flags.
+  static constexpr int64_t kMaxAuxTerms = 4096;
+  int64_t auxTerms = 0;
+  unsigned long long auxBase = 0;
   unsigned long long scratchBase = 0;
-  int64_t scratchBytes = 0, scratchTop = 0;
+  /// launch() empties the scratch down to scratchFloor (ScratchHold).
+  int64_t scratchBytes = 0, scratchTop = 0, scratchFloor = 0;
 };
 
 } // namespace mtc::exec

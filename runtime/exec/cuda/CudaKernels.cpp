@@ -7,11 +7,11 @@
 // host. Storage is each tensor's (Tensor::dtype: f32, or bf16 under a bf16
 // step plan, with f32 parameter gradients and scalars); an operand of
 // another type than its kernel takes is converted into the op's scratch
-// first (as()). The ops that need the host in the middle of a step
-// have no entry, so a bundle using them is refused when the executor is
-// made, naming the op: moe and moe_grad (routing on the host); so are fused
-// regions (the CUDA C of fused regions is not emitted yet: bundles for this
-// backend are compiled without fusion, `mtc train --device cuda|cuda-emu`).
+// first (as()). moe and moe_grad route on the device (CudaMoeKernels.cpp).
+// Fused regions have no entry, so a bundle using them is refused when the
+// executor is made, naming the op (the CUDA C of fused regions is not
+// emitted yet: bundles for this backend are compiled without fusion, `mtc
+// train --device cuda|cuda-emu`).
 // The KV cache of generation is the CPU's (attention and rope fail at run
 // time while decoding).
 //
@@ -369,6 +369,7 @@ const KernelTable &cudaKernelTable() {
     t.set(OpKind::EmbeddingGrad, embeddingGrad);
     t.set(OpKind::Rope, rope);
     addDenseKernels(t);
+    cudaops::addMoeKernels(t);
     t.set(OpKind::CrossEntropy, crossEntropy);
     t.set(OpKind::CrossEntropyGrad, crossEntropyGrad);
     t.set(OpKind::LinearCrossEntropy, linearCrossEntropy);

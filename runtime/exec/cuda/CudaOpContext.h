@@ -1,7 +1,8 @@
 //===- CudaOpContext.h - What the CUDA kernel-table entries share -*- C++ -*-=//
 //
 // Part of mtc. Internal to runtime/exec/cuda: the helpers of the CUDA
-// kernel-table entries (CudaKernels.cpp, CudaDenseKernels.cpp), which reach
+// kernel-table entries (CudaKernels.cpp, CudaDenseKernels.cpp,
+// CudaMoeKernels.cpp), which reach
 // their backend, device pointers and launch errors through an OpContext.
 //
 //===----------------------------------------------------------------------===//
@@ -59,6 +60,8 @@ inline void noDecoding(OpContext &c) {
 /// matmul, weight_grad, attention (+ grad) and the data movement ops
 /// (CudaDenseKernels.cpp).
 void addDenseKernels(KernelTable &t);
+/// moe and moe_grad with the routing on the device (CudaMoeKernels.cpp).
+void addMoeKernels(KernelTable &t);
 
 } // namespace mtc::exec::cudaops
 
