@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Summaries of scripts/gpu-check.sh's training runs (standard library only).
 
-  gpu-check-report.py parity NAME CPU.jsonl DEV.jsonl
+  gpu-check-report.py parity NAME CPU.jsonl DEV.jsonl [RTOL]
       one line: the steps compared and the max relative difference of the
-      losses and of the gradient norms between the two --metrics files
+      losses and of the gradient norms between the two --metrics files;
+      with RTOL, "ok" or "FAILED" against it (and exit 1 when over)
   gpu-check-report.py throughput NAME PARAMS GPU_NAME BUNDLE.mtb RUN.jsonl
       one line: tokens/s, achieved TFLOPS, MFU, host->device GB/s and
       copy/compute overlap as the trainer reports them (median over the
@@ -46,7 +47,7 @@ def records(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def parity(name, cpu_path, dev_path):
+def parity(name, cpu_path, dev_path, rtol=None):
     cpu, dev = records(cpu_path), records(dev_path)
     if not cpu or len(cpu) != len(dev):
         print(f"{name:28s} FAILED: {len(cpu)} cpu steps, {len(dev)} device")
@@ -56,9 +57,13 @@ def parity(name, cpu_path, dev_path):
         for k in worst:
             x, y = c[k], d[k]
             worst[k] = max(worst[k], abs(x - y) / max(abs(x), 1e-30))
+    verdict = ""
+    bad = rtol is not None and max(worst.values()) > float(rtol)
+    if rtol is not None:
+        verdict = f"  {'FAILED' if bad else 'ok'} (tolerance {float(rtol):.0e})"
     print(f"{name:28s} {len(cpu)} steps  loss rel diff {worst['loss']:.2e}"
-          f"  grad_norm rel diff {worst['grad_norm']:.2e}")
-    return 0
+          f"  grad_norm rel diff {worst['grad_norm']:.2e}{verdict}")
+    return 1 if bad else 0
 
 
 def throughput(name, params, gpu, bundle, path):
@@ -98,7 +103,7 @@ def main():
     a = sys.argv[1:]
     if a[:1] == ["hostneed"] and len(a) == 3:
         return hostneed(int(a[1]), a[2])
-    if a[:1] == ["parity"] and len(a) == 4:
+    if a[:1] == ["parity"] and len(a) in (4, 5):
         return parity(*a[1:])
     if a[:1] == ["throughput"] and len(a) == 6:
         return throughput(a[1], int(a[2]), a[3], a[4], a[5])

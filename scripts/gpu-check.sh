@@ -20,9 +20,12 @@
 #      gpu-stage.sh listed in .gpu/bundles/runs.txt (tiny-llama,
 #      gemma2-small, mixtral-small; resident and streamed): the largest
 #      relative difference of the losses and of the gradient norms
-#      (mixtral-small: the MoE routing on the device).
+#      (mixtral-small: the MoE routing on the device), against 1e-4; then
+#      the `bf16` runs (tiny-llama, gemma2-small compiled with --precision
+#      bf16) against the fp32 `--device cpu` runs, within 1e-2
 #   5. training throughput: `mtc-run train --device cuda` of the
-#      `throughput` runs (a 1B-class Llama streamed and resident; an
+#      `throughput` runs (a 1B-class Llama streamed and resident, fp32 and
+#      bf16; an
 #      8B-class one only where its host state, 16 B/param, fits in the
 #      memory available): tokens/s, achieved TFLOPS, MFU, host->device GB/s
 #      and overlap (scripts/gpu-check-report.py says how each is counted),
@@ -114,10 +117,27 @@ while read -r kind name bundle params flags; do
     tail -3 "$out/$name-$dev.log"; status=1; continue
   fi
   python3 scripts/gpu-check-report.py parity "$name" \
-    "$out/$name-cpu.jsonl" "$out/$name-$dev.jsonl" || status=1
+    "$out/$name-cpu.jsonl" "$out/$name-$dev.jsonl" 1e-4 || status=1
 done < "$runs"
 
-step "training throughput: mtc-run --device $dev (fp32; median of steps 2-5)"
+step "bf16 on --device $dev against the fp32 --device cpu runs above (within 1e-2)"
+while read -r kind name bundle params flags; do
+  [ "$kind" = bf16 ] || continue
+  ref=${name/-bf16/} # the fp32 parity run of the same model and budget kind
+  if [ ! -f "$out/$ref-cpu.jsonl" ]; then
+    echo "$name: no fp32 --device cpu run $ref to compare with"; status=1
+    continue
+  fi
+  # shellcheck disable=SC2086
+  if ! train "$name-$dev" "$dev" "$bundle" $flags; then
+    echo "$name: the --device $dev run failed ($out/$name-$dev.log):"
+    tail -3 "$out/$name-$dev.log"; status=1; continue
+  fi
+  python3 scripts/gpu-check-report.py parity "$name" \
+    "$out/$ref-cpu.jsonl" "$out/$name-$dev.jsonl" 1e-2 || status=1
+done < "$runs"
+
+step "training throughput: mtc-run --device $dev (fp32 and bf16 bundles; median of steps 2-5)"
 python3 scripts/gpu-check-report.py peak "$gpu"
 avail=$(awk '/^MemAvailable:/ {printf "%d", $2 * 1024}' /proc/meminfo)
 while read -r kind name bundle params flags; do

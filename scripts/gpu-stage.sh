@@ -10,12 +10,17 @@
 #
 #   parity      tiny-llama, gemma2-small, mixtral-small: fp32, resident and
 #               streamed at the smallest budget the plan allows; compared
-#               `--device cuda` against `--device cpu` over 5 steps
+#               `--device cuda` against `--device cpu` over 5 steps (within
+#               1e-4 relative)
+#   bf16        tiny-llama and gemma2-small compiled with --precision bf16,
+#               resident and streamed at bf16's smallest budget; compared
+#               with the fp32 `--device cpu` run of the same shape (within
+#               1e-2 relative, the tolerance of test/train/cuda-emu-bf16.test)
 #   throughput  a 1B-class Llama (TinyLlama-1.1B's shape) streamed at a quarter
 #               of its bf16 weights, or the smallest feasible budget when
-#               that is below it (fp32 today), and resident; an 8B-class
-#               Llama (Llama-3-8B's shape) streamed, run only where its host
-#               state (16 B/param) fits the GPU machine's memory
+#               that is below it, and resident, in fp32 and in bf16; an
+#               8B-class Llama (Llama-3-8B's shape) streamed, run only where
+#               its host state (16 B/param) fits the GPU machine's memory
 #   peer        the 1B shape for bench/gpu_peer.py (PyTorch eager)
 #
 # Every bundle is compiled with `mtc compile --device cuda` (no fused regions:
@@ -65,12 +70,13 @@ params() {
   local model=$1; shift
   "$mtc" plan "$model" "$@" --batch 1 --seq 8 | awk '/^model / {gsub(",", "", $3); print $3}'
 }
-# stage KIND NAME MODEL BUDGET_BYTES "SETS" "SHAPE": compile and list one run
+# stage KIND NAME MODEL BUDGET_BYTES "SETS" "SHAPE" ["MORE"]: compile and
+# list one run (MORE: further compile flags, e.g. --precision bf16)
 stage() {
-  local kind=$1 name=$2 model=$3 budget=$4 sets=$5 shape=$6
+  local kind=$1 name=$2 model=$3 budget=$4 sets=$5 shape=$6 more=${7:-}
   # shellcheck disable=SC2086
   "$mtc" compile "$model" $sets $shape --device-memory "$budget" \
-    --device cuda --cpu x86-64 -o ".gpu/bundles/$name.mtb"
+    --device cuda --cpu x86-64 $more -o ".gpu/bundles/$name.mtb"
   echo "$kind $name $name.mtb $(params "$model" $sets) $shape" >> "$runs"
 }
 tiny="--set dim=128 --set n_layers=4 --set n_heads=2 --set n_kv=1 --set ffn=128"
@@ -87,6 +93,14 @@ for m in "tiny-llama|$tiny|$tshape" "gemma2-small|--set ffn=256|$gshape" \
   # shellcheck disable=SC2086
   stage parity "$name-streamed" "$model" \
     "$(smallest "$model" $sets $shape --device-memory 64GiB)" "$sets" "$shape"
+  [ "$name" = mixtral-small ] && continue # moe runs fp32 plans only
+  bf16="--precision bf16"
+  # shellcheck disable=SC2086
+  stage bf16 "$name-bf16-resident" "$model" 256MiB "$sets" "$shape" "$bf16"
+  # shellcheck disable=SC2086
+  stage bf16 "$name-bf16-streamed" "$model" \
+    "$(smallest "$model" $sets $shape --device-memory 64GiB $bf16)" \
+    "$sets" "$shape" "$bf16"
 done
 
 if [ $dry = 1 ]; then
@@ -98,28 +112,32 @@ else
   l8b="--set vocab=128256 --set dim=4096 --set n_layers=32 --set n_heads=32 --set n_kv=8 --set ffn=14336 --set theta=500000"
   shape1="--batch 4 --seq 1024 --micro-batches 8"
 fi
-# throughput NAME SETS SHAPE: streamed at a quarter of the bf16 weights
-# (2 B/param / 4) or the smallest feasible budget, and resident (60 GiB:
-# an H100's 80 GB less the backend's scratch and the driver's share).
+# throughput NAME SETS SHAPE ["MORE"]: streamed at a quarter of the bf16
+# weights (2 B/param / 4) or the smallest feasible budget, and resident
+# (60 GiB: an H100's 80 GB less the backend's scratch and the driver's share).
 throughput() {
-  local name=$1 sets=$2 shape=$3 n quarter least budget
+  local name=$1 sets=$2 shape=$3 more=${4:-} n quarter least budget
   # shellcheck disable=SC2086
   n=$(params examples/tiny-llama.mt $sets)
   quarter=$((n * 2 / 4))
   # shellcheck disable=SC2086
-  least=$(smallest examples/tiny-llama.mt $sets $shape --device-memory 1TiB)
+  least=$(smallest examples/tiny-llama.mt $sets $shape --device-memory 1TiB $more)
   budget=$(( quarter > least ? quarter : least ))
   echo "$name: $n parameters; a quarter of the bf16 weights is $quarter bytes," \
     "the smallest feasible budget $least: streamed at $budget" >&2
-  stage throughput "$name-streamed" examples/tiny-llama.mt "$budget" "$sets" "$shape"
+  stage throughput "$name-streamed" examples/tiny-llama.mt "$budget" "$sets" "$shape" "$more"
   if [ "$dry" = 1 ]; then
-    stage throughput "$name-resident" examples/tiny-llama.mt 256MiB "$sets" "$shape"
+    stage throughput "$name-resident" examples/tiny-llama.mt 256MiB "$sets" "$shape" "$more"
   else
-    stage throughput "$name-resident" examples/tiny-llama.mt 60GiB "$sets" "$shape"
+    stage throughput "$name-resident" examples/tiny-llama.mt 60GiB "$sets" "$shape" "$more"
   fi
 }
 throughput llama-1b "$l1b" "$shape1"
-[ -n "$l8b" ] && throughput llama-8b "$l8b" "$shape1"
+throughput llama-1b-bf16 "$l1b" "$shape1" "--precision bf16"
+if [ -n "$l8b" ]; then
+  throughput llama-8b "$l8b" "$shape1"
+  throughput llama-8b-bf16 "$l8b" "$shape1" "--precision bf16"
+fi
 echo "peer llama-1b - 0 $l1b $shape1" >> "$runs"
 cat "$runs"
 du -sh .gpu
