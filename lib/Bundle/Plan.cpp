@@ -53,12 +53,13 @@ int64_t packLiveValues(const std::vector<LiveValue> &values,
 bool isParamGradientResult(const std::string &op, size_t result) {
   // The ops whose results only ever feed a param_grad: weight and table
   // gradients, a norm's weight (and bias) gradients, the head's dW, and
-  // reduce_to (a broadcast operand's gradient: biases).
+  // reduce_to (a broadcast operand's gradient: biases), a moe op's router
+  // gradient.
   if (result == 0)
     return op == "weight_grad" || op == "embedding_grad" || op == "reduce_to";
   if (result == 1)
     return op == "rmsnorm_grad" || op == "layernorm_grad" ||
-           op == "linear_cross_entropy_grad";
+           op == "linear_cross_entropy_grad" || op == "moe_grad";
   return result == 2 && op == "layernorm_grad";
 }
 

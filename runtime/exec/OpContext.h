@@ -96,6 +96,11 @@ public:
   DType resultType(size_t i = 0) const {
     return ex.storageOf(fn, op.results.at(i));
   }
+  /// How value \p v of function \p f is stored (Executor::storageOf): what
+  /// an op that calls \p f (an expert's) must pass it.
+  DType storageOf(const bundle::Function &f, int v) const {
+    return ex.storageOf(f, v);
+  }
   /// Zero-filled, for kernels that accumulate into (or only partly write)
   /// their result. A planned result is already in place: it is used.
   Tensor newResult(size_t i = 0) {

@@ -20,12 +20,19 @@
 //     (Backend::reserveAuxTerm), read with the step's loss after its
 //     synchronisation; recomputations inside a layer's backward add none.
 //
+// Under a bf16 plan (docs/cuda.md, "Precisions") the rows the experts get
+// are stored as their functions' arguments are (bf16), the routing is f32
+// (the router GEMM on h and the router widened to f32, exact), and the sums
+// over experts (y, dh) and the router gradient accumulate in f32 scratch,
+// rounded once into their results.
+//
 // Routing pins (gradient checks) and the routing fingerprint need the
 // choices on the host: pinned routing is refused here (it runs on the CPU
 // backend), and the fingerprint stays 0.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cuda/ops/Elementwise.h"
 #include "runtime/cuda/ops/Moe.h"
 #include "runtime/exec/cuda/CudaOpContext.h"
 
@@ -49,13 +56,38 @@ void noPinnedRouting(OpContext &c) {
     c.fail("pinned routing (gradient checks) runs on the CPU backend only");
 }
 
-/// The moe entries run fp32 plans only: their tensors are not yet passed to
-/// the launchers with their storage type (docs/cuda.md, "Precisions").
-void fp32Only(OpContext &c, std::initializer_list<const Tensor *> ts) {
-  for (const Tensor *t : ts)
-    if (t->dtype != DType::F32)
-      c.fail("runs fp32 step plans only on the CUDA backend (compile with "
-             "--precision fp32)");
+/// How argument \p i of expert function \p fn is stored (the plan's
+/// bundle::valueStorage: bf16 rows under a bf16 plan): the rows the op
+/// builds for it.
+DType argStorage(OpContext &c, const bundle::Expert &expert,
+                 const std::string &fn, size_t i) {
+  auto it = expert.functions.find(fn);
+  if (it == expert.functions.end() || i >= it->second.args.size())
+    c.fail("expert '" + expert.name + "' has no " + fn +
+           " function taking argument " + std::to_string(i));
+  return c.storageOf(it->second, it->second.args[i]);
+}
+
+ops::DType launchType(DType t) {
+  return t == DType::BF16 ? ops::DType::BF16 : ops::DType::F32;
+}
+
+/// An f32 accumulator for result \p t, zero: \p t itself when it is f32
+/// (newResult zeroed it), else the op's scratch (\p L, before the
+/// ScratchHold), rounded into \p t once by storeAccumulator. The sums over
+/// experts round once, not once per expert.
+DevPtr accumulatorFor(OpContext &c, const ops::Launch &L, const Tensor &t) {
+  if (typeOf(t) == ops::DType::F32)
+    return ptr(t);
+  DevPtr p = scratchOf(c, L, t.numel(), ops::DType::F32);
+  check(c, L.zero(p, t.numel() * 4));
+  return p;
+}
+
+void storeAccumulator(OpContext &c, DevPtr acc, Tensor &t) {
+  if (acc != ptr(t))
+    check(c, ops::convert(backendOf(c).launch(), acc, ops::DType::F32, ptr(t),
+                          typeOf(t), t.numel()));
 }
 
 /// Runs function \p fn of expert \p e and checks that it returns [N, D].
@@ -75,7 +107,6 @@ void moe(OpContext &c) {
   const MoeAttrs &a = c.attrs<MoeAttrs>();
   const bundle::Expert &expert = c.expert();
   const Tensor &h = c.in(0), &router = c.in(1);
-  fp32Only(c, {&h, &router});
   const MoeShape m = moeShape(c.op, a.topK, h, router, expert.count);
   Tensor y = c.newResult();
   if (y.numel() != m.N * m.D)
@@ -83,16 +114,25 @@ void moe(OpContext &c) {
   CudaBackend &be = backendOf(c);
   const ops::Launch L = be.launch();
   const ops::MoeRouting r = routingBuffers(c, L, m);
+  // The router GEMM runs in f32 on h and the router widened from their
+  // storage (exact for bf16), accumulating into the f32 logits; the rows
+  // go to the experts as their forward function stores them.
+  const DType xT = argStorage(c, expert, "forward", 0);
+  const ops::DType rowT = launchType(xT), F32 = ops::DType::F32;
+  const DevPtr h32 = as(c, L, h, F32), router32 = as(c, L, router, F32),
+               hRows = as(c, L, h, rowT), y32 = accumulatorFor(c, L, y);
   CudaBackend::ScratchHold hold(be);
-  check(c, ops::moeRoute(L, ptr(h), ptr(router), r, m.D, a.normalize));
+  check(c, ops::moeRoute(L, h32, router32, r, m.D, a.normalize));
   for (int64_t e = 0; e < m.E; ++e) {
     // Each expert's temporaries are released once its output is added in.
     WorkspaceRelease release;
-    Tensor x = Tensor::empty({m.N, m.D});
-    check(c, ops::moeGather(be.launch(), ptr(h), r, e, ptr(x), m.D));
+    Tensor x = Tensor::empty({m.N, m.D}, xT);
+    check(c, ops::moeGather(be.launch(), hRows, r, e, ptr(x), m.D, rowT));
     Tensor out = expertCall(c, expert, "forward", e, {x}, m);
-    check(c, ops::moeScatter(be.launch(), ptr(out), r, e, true, ptr(y), m.D));
+    const ops::Launch Le = be.launch();
+    check(c, ops::moeScatter(Le, as(c, Le, out, F32), r, e, true, y32, m.D));
   }
+  storeAccumulator(c, y32, y);
   if (!c.inLayerBackward() && a.auxLoss > 0 && m.N > 0) {
     auto [term, at] = be.reserveAuxTerm();
     check(c, ops::moeAuxLoss(be.launch(), r, a.auxLoss,
@@ -107,7 +147,6 @@ void moeGrad(OpContext &c) {
   const MoeAttrs &a = c.attrs<MoeAttrs>();
   const bundle::Expert &expert = c.expert();
   const Tensor &h = c.in(0), &router = c.in(1), &dy = c.in(2);
-  fp32Only(c, {&h, &router, &dy});
   // The same inputs as the forward pass, so the same choices.
   const MoeShape m = moeShape(c.op, a.topK, h, router, expert.count);
   Tensor dh = c.newResult(0), drouter = c.newResult(1);
@@ -117,22 +156,42 @@ void moeGrad(OpContext &c) {
   CudaBackend &be = backendOf(c);
   const ops::Launch L = be.launch();
   const ops::MoeRouting r = routingBuffers(c, L, m);
+  // As moe; the backward function takes the forward's rows (x) and the
+  // output gradient's rows (dye) as it stores them. dh and the router
+  // gradient accumulate in f32 (drouter is a parameter gradient: f32 under
+  // every precision).
+  const DType xT = argStorage(c, expert, "forward", 0),
+              dyeT = argStorage(c, expert, "backward", 1);
+  if (argStorage(c, expert, "backward", 0) != xT)
+    c.fail("expert '" + expert.name +
+           "': its forward and backward functions store their input rows "
+           "differently");
+  const ops::DType rowT = launchType(xT), dyRowT = launchType(dyeT),
+                   F32 = ops::DType::F32;
+  const DevPtr h32 = as(c, L, h, F32), router32 = as(c, L, router, F32),
+               hRows = as(c, L, h, rowT), dyRows = as(c, L, dy, dyRowT),
+               dh32 = accumulatorFor(c, L, dh),
+               drouter32 = accumulatorFor(c, L, drouter);
   CudaBackend::ScratchHold hold(be);
-  check(c, ops::moeRoute(L, ptr(h), ptr(router), r, m.D, a.normalize));
+  check(c, ops::moeRoute(L, h32, router32, r, m.D, a.normalize));
   for (int64_t e = 0; e < m.E; ++e) {
     WorkspaceRelease release;
-    Tensor x = Tensor::empty({m.N, m.D});
-    check(c, ops::moeGather(be.launch(), ptr(h), r, e, ptr(x), m.D));
+    Tensor x = Tensor::empty({m.N, m.D}, xT);
+    check(c, ops::moeGather(be.launch(), hRows, r, e, ptr(x), m.D, rowT));
     Tensor out = expertCall(c, expert, "forward", e, {x}, m);
     // dy_e = g * dy on the expert's rows (zeros after), dg = <dy_t, out>.
-    Tensor dye = Tensor::empty({m.N, m.D});
-    check(c, ops::moeGradRows(be.launch(), ptr(dy), ptr(out), r, e, ptr(dye),
-                              m.D));
+    Tensor dye = Tensor::empty({m.N, m.D}, dyeT);
+    const ops::Launch Lg = be.launch();
+    check(c, ops::moeGradRows(Lg, dyRows, as(c, Lg, out, dyRowT), r, e,
+                              ptr(dye), m.D, dyRowT));
     Tensor dx = expertCall(c, expert, "backward", e, {x, dye}, m);
-    check(c, ops::moeScatter(be.launch(), ptr(dx), r, e, false, ptr(dh), m.D));
+    const ops::Launch Ls = be.launch();
+    check(c, ops::moeScatter(Ls, as(c, Ls, dx, F32), r, e, false, dh32, m.D));
   }
-  check(c, ops::moeRouterGrad(be.launch(), ptr(h), ptr(router), r, m.D,
-                              a.normalize, a.auxLoss, ptr(dh), ptr(drouter)));
+  check(c, ops::moeRouterGrad(be.launch(), h32, router32, r, m.D, a.normalize,
+                              a.auxLoss, dh32, drouter32));
+  storeAccumulator(c, dh32, dh);
+  storeAccumulator(c, drouter32, drouter);
   c.setResult(std::move(dh), 0);
   c.setResult(std::move(drouter), 1);
 }
