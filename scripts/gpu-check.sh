@@ -21,8 +21,8 @@
 #      gemma2-small, mixtral-small; resident and streamed): the largest
 #      relative difference of the losses and of the gradient norms
 #      (mixtral-small: the MoE routing on the device), against 1e-4; then
-#      the `bf16` runs (tiny-llama, gemma2-small compiled with --precision
-#      bf16) against the fp32 `--device cpu` runs, within 1e-2
+#      the `bf16` runs (the same models compiled with --precision bf16)
+#      against the fp32 `--device cpu` runs, within 1e-2
 #   5. training throughput: `mtc-run train --device cuda` of the
 #      `throughput` runs (a 1B-class Llama streamed and resident, fp32 and
 #      bf16; an

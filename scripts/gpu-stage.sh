@@ -12,7 +12,7 @@
 #               streamed at the smallest budget the plan allows; compared
 #               `--device cuda` against `--device cpu` over 5 steps (within
 #               1e-4 relative)
-#   bf16        tiny-llama and gemma2-small compiled with --precision bf16,
+#   bf16        the same three models compiled with --precision bf16,
 #               resident and streamed at bf16's smallest budget; compared
 #               with the fp32 `--device cpu` run of the same shape (within
 #               1e-2 relative, the tolerance of test/train/cuda-emu-bf16.test)
@@ -93,7 +93,6 @@ for m in "tiny-llama|$tiny|$tshape" "gemma2-small|--set ffn=256|$gshape" \
   # shellcheck disable=SC2086
   stage parity "$name-streamed" "$model" \
     "$(smallest "$model" $sets $shape --device-memory 64GiB)" "$sets" "$shape"
-  [ "$name" = mixtral-small ] && continue # moe runs fp32 plans only
   bf16="--precision bf16"
   # shellcheck disable=SC2086
   stage bf16 "$name-bf16-resident" "$model" 256MiB "$sets" "$shape" "$bf16"
