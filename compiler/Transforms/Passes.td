@@ -430,7 +430,10 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
     `workspace`, each device buffer at the next multiple of 256 bytes; sets
     `device_peak` (the end of the last device buffer) and `device_budget`.
     Fails when the budget is smaller than one layer instance's weights, or
-    when the peak exceeds it:
+    when the peak exceeds it, or when the host memory the plan needs (the
+    training state at 16 B/param plus every host buffer) exceeds
+    `host-budget`; that error names what is short, by how much, and the
+    options that would fit:
 
         needs 412 MiB of device memory, budget is 256 MiB; smallest feasible
         budget with these options is 301 MiB
@@ -470,7 +473,10 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
   let options = [
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: the step's "
-           "device_budget (0: none)">
+           "device_budget (0: none)">,
+    Option<"hostBudget", "host-budget", "std::string", /*default=*/"\"\"",
+           "Host memory for the training state (16 B/param) and the plan's "
+           "host buffers (bytes or 64MiB, 2048GiB, ...); empty: none">
   ];
 }
 

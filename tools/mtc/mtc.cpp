@@ -78,7 +78,8 @@ const Command kCommands[] = {
      "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
      "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
-     "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
+     "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] "
+     "[--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
      "cpu|cuda|cuda-emu]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
@@ -90,12 +91,13 @@ const Command kCommands[] = {
      "  backend does not run yet (docs/cuda.md). Default: cpu."},
     {"plan",
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
-     "[--micro-batches N] [--prefetch-depth N] [--recompute "
+     "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
      "NAME=VALUE]... [--device cpu|cuda|cuda-emu]",
      "print the streaming memory plan of a model: device buffers, peak, "
-     "smallest feasible budget, host bytes per parameter",
+     "smallest feasible budget, host memory (state bytes per parameter, "
+     "every host buffer, host_memory_bytes)",
      runPlan},
     {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
      runTrain, mtc::driver::trainDetails()},
@@ -333,8 +335,10 @@ bool parsePrecisionFlag(const char *command, const std::string &text,
 
 /// The streaming flags of compile and plan.
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
-                    std::string &deviceMemory, std::string &checkpoints) {
+                    std::string &deviceMemory, std::string &checkpoints,
+                    std::string &hostMemory) {
   flags.push_back({Flag::String, "--device-memory", &deviceMemory});
+  flags.push_back({Flag::String, "--host-memory", &hostMemory});
   flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
@@ -388,8 +392,9 @@ bool parsePolicyFlags(const std::string &recompute,
 /// always), and picks the recompute default (auto with streaming, else
 /// full). Prints the error and returns false on bad input.
 bool finishStreamFlags(const char *command, const std::string &deviceMemory,
+                       const std::string &hostMemory,
                        mtc::StreamOptions &stream, std::string &recompute,
-                       bool always = false) {
+                       bool always = false, bool stateOnDisk = false) {
   if (!deviceMemory.empty()) {
     llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(deviceMemory);
     if (!bytes) {
@@ -400,6 +405,21 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
     stream.deviceMemory = *bytes;
   }
   stream.enabled = always || !deviceMemory.empty();
+  // --host-memory: the plan's host budget (the training state and the host
+  // buffers); by default the memory this machine has available, unless the
+  // state lives in a file (--host-state-file).
+  if (!hostMemory.empty()) {
+    llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(hostMemory);
+    if (!bytes) {
+      error(std::string(command) +
+            ": --host-memory: " + llvm::toString(bytes.takeError()));
+      return false;
+    }
+    stream.hostMemory = *bytes;
+  } else if (stream.enabled && !stateOnDisk) {
+    stream.hostMemory =
+        static_cast<int64_t>(mtc::driver::hostMemoryAvailable());
+  }
   if (recompute.empty())
     recompute = stream.enabled ? "auto" : "full";
   if (recompute == "auto" && !stream.enabled) {
@@ -428,7 +448,7 @@ std::string withCommas(int64_t v) {
 int runPlan(const std::vector<std::string> &args) {
   if (wantsHelp("plan", args))
     return 0;
-  std::string recompute, hf, input, deviceMemory, checkpoints;
+  std::string recompute, hf, input, deviceMemory, checkpoints, hostMemory;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
   std::string device = "cpu", precision;
@@ -437,14 +457,14 @@ int runPlan(const std::vector<std::string> &args) {
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device},
                              {Flag::String, "--precision", &precision}};
-  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints);
+  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory);
   if (!parseArgs("plan", args, flags, pos) ||
       !parseOverrides("plan", sets, copts.overrides) ||
       !parseDeviceFlag("plan", device, copts) ||
       !parsePrecisionFlag("plan", precision, copts.stream) ||
       !modelInput("plan", pos, hf, input) ||
-      !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
-                         /*always=*/true) ||
+      !finishStreamFlags("plan", deviceMemory, hostMemory, copts.stream,
+                         recompute, /*always=*/true) ||
       !parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
   std::string source, name;
@@ -561,22 +581,40 @@ int runPlan(const std::vector<std::string> &args) {
      << " - " << resident << " resident at the forward/backward turnaround), "
      << formatByteSize(loadBytes) << " host to device, + "
      << formatByteSize(cost.modelWeightBytes) << " model-level\n";
+  // Host memory: the training state and every host buffer of the plan.
+  const int64_t perParam = mtc::bundle::kStateBytesPerParam;
+  const int64_t state = perParam * params;
   const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
-  int64_t hostCkpt = host ? host->bytes : 0;
-  os << "host memory: 16 B/param (fp32 value, gradient, AdamW m and v) x "
-     << withCommas(params) << " = " << formatByteSize(16 * params)
-     << "; checkpoints.host " << formatByteSize(hostCkpt) << " ("
-     << formatByteSize(hostCkpt / step.microBatches) << " per micro-batch)";
-  if (const mtc::bundle::PlanBuffer *acts = step.buffer("activations.host"))
-    os << "; activations.host " << formatByteSize(acts->bytes)
-       << " (the boundary activations of every micro-batch wait there)";
+  int64_t hostCkpt = host ? host->bytes : 0, hostTotal = state;
+  os << "host memory: state " << perParam
+     << " B/param (fp32 value, gradient, AdamW m and v) x "
+     << withCommas(params) << " = " << formatByteSize(state) << "\n";
+  for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
+    if (buf.space != "host")
+      continue;
+    const char *what = buf.kind == "checkpoints"
+                           ? "layer checkpoints"
+                           : buf.kind == "activations"
+                                 ? "boundary activations between instances"
+                                 : "model-level values between layer loops";
+    os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
+       << formatByteSize(buf.bytes / step.microBatches)
+       << " per micro-batch; " << what << ")\n";
+    hostTotal += buf.bytes;
+  }
+  os << "host total: " << formatByteSize(hostTotal, true) << " (" << hostTotal
+     << " bytes)";
+  if (copts.stream.hostMemory > 0)
+    os << " of " << formatByteSize(copts.stream.hostMemory)
+       << (hostMemory.empty() ? " available" : "");
   os << "\n";
   os << "smallest feasible device memory with these options: "
      << formatByteSize(smallest, true) << "\n\n";
   os << "device_peak_bytes: " << step.devicePeak << "\n";
   os << "min_device_memory: " << smallest << "\n";
-  os << "host_bytes_per_param: 16\n";
+  os << "host_bytes_per_param: " << perParam << "\n";
   os << "host_checkpoint_bytes: " << hostCkpt << "\n";
+  os << "host_memory_bytes: " << hostTotal << "\n";
   return 0;
 }
 
@@ -905,13 +943,14 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device}};
-  std::string deviceMemory, checkpoints, precision;
+  std::string deviceMemory, checkpoints, precision, hostMemory;
   flags.push_back({Flag::String, "--precision", &precision});
-  addStreamFlags(flags, stream, deviceMemory, checkpoints);
+  addStreamFlags(flags, stream, deviceMemory, checkpoints, hostMemory);
   if (!parseArgs("compile", normalized, flags, pos) ||
       !parseOverrides("compile", sets, overrides) ||
       !parsePrecisionFlag("compile", precision, stream) ||
-      !finishStreamFlags("compile", deviceMemory, stream, recompute))
+      !finishStreamFlags("compile", deviceMemory, hostMemory, stream,
+                         recompute))
     return 1;
   if (!parseDeviceFlag("compile", device, copts))
     return 1;
@@ -1084,7 +1123,9 @@ int runTrain(const std::vector<std::string> &args) {
   bool keepActivations = recompute.empty() && deviceMemory.empty();
   if (keepActivations)
     recompute = "none";
-  if (!finishStreamFlags("train", deviceMemory, copts.stream, recompute))
+  if (!finishStreamFlags("train", deviceMemory, cmd.hostMemory, copts.stream,
+                         recompute, /*always=*/false,
+                         /*stateOnDisk=*/!opts.hostStateFile.empty()))
     return 1;
   opts.deviceMemory = copts.stream.deviceMemory;
   if (!parsePolicyFlags(recompute, cmd.checkpoints, copts))
