@@ -374,9 +374,9 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
     for (Value r : op.getResults())
       sop.results.push_back(idOf(r));
     sop.layers = isa<mt::ApplyLayersOp, mt::ApplyLayersGradOp>(op);
-    sop.persistent = isa<mt::ParamRefOp>(op) ||
-                     (isa<mt::ReshapeOp>(op) &&
-                      persistent.contains(op.getOperand(0)));
+    sop.persistent =
+        isa<mt::ParamRefOp>(op) ||
+        (isa<mt::ReshapeOp>(op) && persistent.contains(op.getOperand(0)));
     if (sop.persistent)
       for (Value r : op.getResults())
         persistent.insert(r);

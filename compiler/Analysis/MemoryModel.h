@@ -104,7 +104,7 @@ struct ModelCost {
   int64_t modelWeightBytes = 0; ///< their bytes on the device (precision)
   int64_t modelGradBytes = 0;   ///< their gradients' bytes (always f32)
   std::vector<LayerCost> layers;
-  int64_t stageBytes = 0;         ///< per micro-batch
+  int64_t stageBytes = 0; ///< per micro-batch
   /// The host stage (bundle::planStage): the device slot one micro-batch's
   /// stage runs in, and the bytes of its values waiting in host memory.
   int64_t stageSlotBytes = 0, stageHostBytes = 0;

@@ -32,8 +32,7 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
-                        const std::string &budget,
-                        const std::string &precision,
+                        const std::string &budget, const std::string &precision,
                         const std::string &hostBudget) {
   MtcBuildStepOptions build;
   build.batch = batch;

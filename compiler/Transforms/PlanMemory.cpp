@@ -68,9 +68,9 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
       return signalPassFailure();
     if (budgetBytes > 0 && plan.devicePeak > budgetBytes)
       return reportDevice(step, cost, choices, plan, budgetBytes);
-    if (hostBudgetBytes > 0 &&
-        hostNeed(cost, plan) > hostBudgetBytes)
-      return reportHost(step, cost, choices, plan, hostBudgetBytes);
+    if (hostBudgetBytes > 0 && hostNeed(cost, plan) > hostBudgetBytes)
+      return reportHost(step, cost, choices, plan, hostBudgetBytes,
+                        budgetBytes);
   }
 
   /// Host memory of a plan: the training state plus its host buffers.
@@ -83,12 +83,13 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
   /// that would fit.
   void reportHost(stream::StepOp step, const analysis::ModelCost &cost,
                   const analysis::PlanChoices &choices,
-                  const analysis::MemoryPlan &plan, int64_t budget) {
+                  const analysis::MemoryPlan &plan, int64_t budget,
+                  int64_t deviceBudget) {
     using analysis::formatByteSize;
     const int64_t state = bundle::kStateBytesPerParam * cost.totalParams();
     const int64_t need = state + plan.hostBytes;
-    std::string parts = "training state " + formatByteSize(state, true) +
-                        " (" + std::to_string(bundle::kStateBytesPerParam) +
+    std::string parts = "training state " + formatByteSize(state, true) + " (" +
+                        std::to_string(bundle::kStateBytesPerParam) +
                         " B/param)";
     for (const bundle::PlanBuffer &b : plan.buffers)
       if (b.space == "host")
@@ -115,11 +116,13 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
       analysis::PlanChoices device = choices;
       device.checkpointsOnHost = false;
       analysis::MemoryPlan onDevice = analysis::planMemory(cost, device);
-      fits.push_back("--checkpoints device (" +
-                     formatByteSize(state + onDevice.hostBytes, true) +
-                     " of host memory, " +
-                     formatByteSize(onDevice.devicePeak, true) +
-                     " of device memory)");
+      if (choices.checkpointsOnHost &&
+          (deviceBudget == 0 || onDevice.devicePeak <= deviceBudget))
+        fits.push_back("--checkpoints device (" +
+                       formatByteSize(state + onDevice.hostBytes, true) +
+                       " of host memory, " +
+                       formatByteSize(onDevice.devicePeak, true) +
+                       " of device memory)");
     }
     std::string options;
     for (const std::string &f : fits)

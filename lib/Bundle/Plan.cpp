@@ -240,7 +240,8 @@ StagePlan planStage(const StageProgram &prog) {
     plan.segments.push_back(std::move(seg));
   }
   auto byRank = [&](std::vector<int> &v) {
-    std::sort(v.begin(), v.end(), [&](int a, int b) { return rank[a] < rank[b]; });
+    std::sort(v.begin(), v.end(),
+              [&](int a, int b) { return rank[a] < rank[b]; });
     v.erase(std::unique(v.begin(), v.end()), v.end());
   };
   // Carried: read by an op outside the segment that defines it.
@@ -303,8 +304,8 @@ StageProgram stageProgram(const Function &fn, Precision p, int64_t batch,
   std::vector<DType> storage = valueStorage(fn, p);
   prog.valueBytes.assign(fn.values.size(), 0);
   for (size_t v = 0; v < fn.values.size(); ++v)
-    prog.valueBytes[v] = tensorBytes(
-        concreteNumel(fn.values[v].shape, batch, seq), storage[v]);
+    prog.valueBytes[v] =
+        tensorBytes(concreteNumel(fn.values[v].shape, batch, seq), storage[v]);
   std::vector<bool> persistent(fn.values.size(), false);
   for (const Op &op : fn.ops) {
     StageOp s;

@@ -227,8 +227,8 @@ struct StageProgram {
 /// compiler and the runtime, which number values differently, agree.
 struct StagePlan {
   struct Segment {
-    int64_t begin = 0, end = 0; ///< ops [begin, end)
-    std::vector<int> in, out;   ///< carried values read / written
+    int64_t begin = 0, end = 0;               ///< ops [begin, end)
+    std::vector<int> in, out;                 ///< carried values read / written
     std::vector<int64_t> inOffset, outOffset; ///< in the slot
     std::vector<int> args;                    ///< arguments it reads
     int64_t inBytes = 0, outBytes = 0, scratch = 0;

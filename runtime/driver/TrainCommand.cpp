@@ -272,9 +272,9 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
         "train: --device expects cpu, cuda or cuda-emu, got '" + opts.device +
         "'");
   if (!tool.compiles && !cmd.hostMemory.empty())
-    return Status::error(std::string("train: ") + tool.name +
-                         " runs bundles; --host-memory is a planner budget: " +
-                         compileHint(""));
+    return Status::error(
+        std::string("train: ") + tool.name +
+        " runs bundles; --host-memory is a planner budget: " + compileHint(""));
   if (!tool.compiles && !cmd.hf.empty())
     return Status::error(
         std::string("train: ") + tool.name +

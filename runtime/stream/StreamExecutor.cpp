@@ -352,8 +352,8 @@ void StreamExecutor::validate() {
     if (sh->space != "host" || sh->bytes < M * hostStageBytes)
       planError("buffer 'stage.host' must be host memory of at least " +
                 std::to_string(M * hostStageBytes) + " bytes");
-    hostStageMem.reset(
-        new char[static_cast<size_t>(std::max<int64_t>(M * hostStageBytes, 1))]);
+    hostStageMem.reset(new char[static_cast<size_t>(
+        std::max<int64_t>(M * hostStageBytes, 1))]);
   } else {
     stageOff = bufferOffset("stage", 0);
     stageBytes = stage->bytes / M / 64 * 64;
@@ -1088,8 +1088,7 @@ void StreamExecutor::computeHostActivations(
       device.wait(actIn, evHostAct[static_cast<size_t>(mb)]);
       if (first)
         device.wait(actIn, evStageHost);
-      const char *src =
-          first ? hostStageValue(mb, op->operands.at(0)) : hostX;
+      const char *src = first ? hostStageValue(mb, op->operands.at(0)) : hostX;
       device.copyToDevice(actIn, inOff, src, bb, device::Convert::None,
                           "activation in " + what);
       device.record(evActIn[j], actIn);

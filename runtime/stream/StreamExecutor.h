@@ -253,8 +253,8 @@ private:
   bundle::StagePlan stagePlan;
   std::vector<DType> fbStorage; ///< forward_backward's value storage
   std::unique_ptr<char[]> hostStageMem;
-  int64_t hostStageBytes = 0; ///< per micro-batch
-  int64_t stageSlotPeak = 0;  ///< measured: the slot's highest byte in use
+  int64_t hostStageBytes = 0;    ///< per micro-batch
+  int64_t stageSlotPeak = 0;     ///< measured: the slot's highest byte in use
   device::Event evStageHost = 0; ///< the stage's values are in host memory
   /// Checkpoint position of each (layer, instance), in forward order.
   std::map<std::pair<std::string, int64_t>, int64_t> ckptIndex;

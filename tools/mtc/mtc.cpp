@@ -91,7 +91,8 @@ const Command kCommands[] = {
      "  backend does not run yet (docs/cuda.md). Default: cpu."},
     {"plan",
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
-     "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] [--recompute "
+     "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] "
+     "[--recompute "
      "auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
      "NAME=VALUE]... [--device cpu|cuda|cuda-emu]",
@@ -592,14 +593,13 @@ int runPlan(const std::vector<std::string> &args) {
   for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
     if (buf.space != "host")
       continue;
-    const char *what = buf.kind == "checkpoints"
-                           ? "layer checkpoints"
-                           : buf.kind == "activations"
-                                 ? "boundary activations between instances"
-                                 : "model-level values between layer loops";
+    const char *what = buf.kind == "checkpoints" ? "layer checkpoints"
+                       : buf.kind == "activations"
+                           ? "boundary activations between instances"
+                           : "model-level values between layer loops";
     os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
-       << formatByteSize(buf.bytes / step.microBatches)
-       << " per micro-batch; " << what << ")\n";
+       << formatByteSize(buf.bytes / step.microBatches) << " per micro-batch; "
+       << what << ")\n";
     hostTotal += buf.bytes;
   }
   os << "host total: " << formatByteSize(hostTotal, true) << " (" << hostTotal
