@@ -62,7 +62,7 @@ public:
 
   const bundle::StepPlan &plan() const { return p; }
   /// Bytes of host memory the runtime allocates beyond the ParamStore
-  /// (offloaded checkpoints).
+  /// (offloaded checkpoints, host activations, the host stage).
   int64_t hostBytes() const;
 
   /// One optimizer step's forward and backward over plan().microBatches
