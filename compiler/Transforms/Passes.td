@@ -425,9 +425,12 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
   let description = [{
     Replaces the step's `stream.buffer` ops with the plan of
     docs/streaming.md ("Device buffers"): `model.weights`, `model.grads`,
-    `weights.0` .. `weights.<depth-1>`, `grads.0`, `grads.1`, `activations`,
-    `checkpoints` (+ `checkpoints.host` in host memory), `stage`,
-    `workspace`, each device buffer at the next multiple of 256 bytes; sets
+    `weights.0` .. `weights.<depth-1>`, `grads.0`, `grads.1`, `activations`
+    (+ `activations.host`), `checkpoints` (+ `checkpoints.host` in host
+    memory), `stage` (+ `stage.host`: with host activations the model-level
+    values that cross a layer loop wait in host memory and the device keeps
+    one micro-batch's stage), `workspace`, each device buffer at the next
+    multiple of 256 bytes; sets
     `device_peak` (the end of the last device buffer) and `device_budget`.
     Fails when the budget is smaller than one layer instance's weights, or
     when the peak exceeds it, or when the host memory the plan needs (the
