@@ -18,7 +18,9 @@
 
 #include "lib/Bundle/Plan.h"
 #include "lib/Format/Safetensors.h"
+#include "lib/Support/ByteSize.h"
 #include "lib/Support/Files.h"
+#include "lib/Support/ThreadPool.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/emu/EmulatedDriver.h"
@@ -37,7 +39,6 @@
 #include "runtime/train/Optimizer.h"
 #include "runtime/train/Random.h"
 #include "runtime/train/Schedule.h"
-#include "runtime/train/ThreadPool.h"
 
 #include <nlohmann/json.hpp>
 
@@ -308,21 +309,6 @@ double parameterCount(const bundle::Bundle &b) {
     params += per * static_cast<double>(l.count);
   }
   return params;
-}
-
-/// "1.5 GiB", "320.0 MiB", "4.0 PiB".
-std::string humanBytes(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  if (bytes >= std::ldexp(1.0, 50))
-    os << std::ldexp(bytes, -50) << " PiB";
-  else if (bytes >= std::ldexp(1.0, 40))
-    os << std::ldexp(bytes, -40) << " TiB";
-  else if (bytes >= double(1 << 30))
-    os << bytes / double(1 << 30) << " GiB";
-  else
-    os << bytes / double(1 << 20) << " MiB";
-  return os.str();
 }
 
 /// MemAvailable from /proc/meminfo in bytes, or 0 if unknown. Test hook:
@@ -617,12 +603,14 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     }
     double avail = availableHostBytes();
     if (avail > 0 && need > avail) {
-      err << "mtc: error: training may need up to " << humanBytes(need)
+      err << "mtc: error: training may need up to "
+          << formatBytes(int64_t(need), ByteFormat::approx())
           << " of host memory (";
       for (size_t i = 0; i < parts.size(); ++i)
         err << (i ? "; " : "") << parts[i].first << ": "
-            << humanBytes(parts[i].second);
-      err << "), but " << humanBytes(avail) << " are available; ";
+            << formatBytes(int64_t(parts[i].second), ByteFormat::approx());
+      err << "), but " << formatBytes(int64_t(avail), ByteFormat::approx())
+          << " are available; ";
       if (largest->first.find("--device-memory") != std::string::npos)
         err << "lower --device-memory\n";
       else if (largest->first.find("AdamW") != std::string::npos)
@@ -788,7 +776,7 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     streamer = std::make_unique<stream::StreamExecutor>(b, store, *streamEx,
                                                         *streamDevice);
   }
-  train::ThreadPool pool(cpu::threads());
+  ThreadPool pool(cpu::threads());
   train::AdamWConfig acfg;
   acfg.beta1 = static_cast<float>(opts.beta1);
   acfg.beta2 = static_cast<float>(opts.beta2);
@@ -807,9 +795,9 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     unsigned kernels = static_cast<unsigned>(std::max(1, cpu::threads()));
     optThreads = hw > kernels ? hw - kernels : 1;
   }
-  std::unique_ptr<train::ThreadPool> optPool;
+  std::unique_ptr<ThreadPool> optPool;
   if (streamer && optThreads > 1)
-    optPool = std::make_unique<train::ThreadPool>(optThreads);
+    optPool = std::make_unique<ThreadPool>(optThreads);
   train::AdamW deferredAdamW(acfg, optPool.get());
   std::vector<train::AdamWTensor> tensors;
   for (exec::ParamSlot &s : store.slots())
