@@ -38,7 +38,8 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source,
   return t;
 }
 
-Expected<std::string> ChatTemplate::render(std::string_view contextJson) const {
+Expected<std::string> ChatTemplate::render(std::string_view contextJson,
+                                           const RenderLimits &limits) const {
   nlohmann::json ctx;
   try {
     ctx = nlohmann::json::parse(contextJson);
@@ -47,17 +48,19 @@ Expected<std::string> ChatTemplate::render(std::string_view contextJson) const {
   }
   if (!ctx.is_object())
     return Status::error(impl->name + ": the context must be a JSON object");
-  Renderer r(fromJson(ctx));
+  std::string out;
   try {
+    Renderer r(fromJson(ctx), limits);
     Flow f = r.exec(impl->body);
     (void)f;
+    out = std::move(r.out);
   } catch (const TemplateError &e) {
     if (e.line < 0)
       return Status::error(impl->name + ": " + e.message);
     return Status::error(impl->name + ": line " + std::to_string(e.line) +
                          ": " + e.message);
   }
-  return std::move(r.out);
+  return out;
 }
 
 const std::string &ChatTemplate::name() const { return impl->name; }

@@ -31,10 +31,12 @@ Value Renderer::callFunction(const Expr &e) {
     if (step == 0)
       fail(e.line, "range() step cannot be zero");
     List l;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (static_cast<int64_t>(l.size()) >= kMaxIterations)
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      if (static_cast<int64_t>(l.size()) >= limits.maxIterations)
         fail(e.line, "range() is too long");
       l.push_back(Value::integer(i));
+      if (__builtin_add_overflow(i, step, &i))
+        break;
     }
     return Value::makeList(std::move(l));
   }
@@ -44,6 +46,11 @@ Value Renderer::callFunction(const Expr &e) {
       d.emplace_back(k, eval(*v));
     if (!a.empty())
       fail(e.line, fn + "() takes keyword arguments only here");
+    if (fn == "namespace")
+      for (const auto &[k, v] : d)
+        if (v.hasNs)
+          fail(e.line, "cannot store a namespace in attribute '" + k +
+                           "' of a namespace");
     return Value::makeDict(std::move(d),
                            fn == "namespace" ? Value::Ns : Value::DictK);
   }
@@ -106,6 +113,7 @@ Value Renderer::callMethod(const Expr &e) {
           if (count < 0 || done < count) {
             out += to;
             ++done;
+            grown(out, e.line);
           }
           if (k < cps.size())
             out += cps[k];
@@ -115,13 +123,14 @@ Value Renderer::callMethod(const Expr &e) {
       size_t p = 0;
       int64_t done = 0;
       while (true) {
-        size_t q =
-            (count < 0 || done < count) ? s.find(from, p) : std::string::npos;
+        size_t q = (count < 0 || done < count) ? findText(s, from, p)
+                                               : std::string::npos;
         if (q == std::string::npos) {
           out += s.substr(p);
           break;
         }
         out += s.substr(p, q - p) + to;
+        grown(out, e.line);
         p = q + from.size();
         ++done;
       }
@@ -160,7 +169,7 @@ Value Renderer::callMethod(const Expr &e) {
       while (true) {
         size_t q =
             (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit)
-                ? s.find(sep.s, p)
+                ? findText(s, sep.s, p)
                 : std::string::npos;
         if (q == std::string::npos) {
           parts.push_back(Value::str(s.substr(p)));
@@ -219,11 +228,16 @@ Value Renderer::applyFilter(const Expr &e) {
   }
   if (f == "tojson") {
     Value ind = kwarg(e, "indent", a, 0, Value::none());
-    int indent = ind.kind == Value::None
-                     ? -1
-                     : static_cast<int>(toInt(ind, e.line, "indent"));
+    int indent = -1;
+    if (ind.kind != Value::None) {
+      // json.dumps indents by max(indent, 0) spaces per level.
+      int64_t n = toInt(ind, e.line, "indent");
+      indent = static_cast<int>(std::clamp<int64_t>(
+          n, 0,
+          static_cast<int64_t>(std::min<size_t>(limits.maxOutput, 1 << 30))));
+    }
     std::string out;
-    toJson(v, indent, 0, out, e.line);
+    toJson(v, indent, 0, out, e.line, limits.maxOutput);
     return Value::str(out);
   }
   if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
@@ -238,7 +252,9 @@ Value Renderer::applyFilter(const Expr &e) {
   if (f == "int") {
     if (v.kind == Value::Int)
       return v;
-    if (v.kind == Value::Float)
+    // In the range of int64 (NaN fails both tests), else the default.
+    if (v.kind == Value::Float && v.f > -9223372036854775808.0 &&
+        v.f < 9223372036854775808.0)
       return Value::integer(static_cast<int64_t>(v.f));
     if (v.kind == Value::Bool)
       return Value::integer(v.b);
@@ -291,8 +307,10 @@ Value Renderer::applyFilter(const Expr &e) {
     std::string sep = a.empty() ? "" : pyStr(a[0]);
     std::string s;
     List l = iterate(v, e.line);
-    for (size_t k = 0; k < l.size(); ++k)
+    for (size_t k = 0; k < l.size(); ++k) {
       s += (k ? sep : "") + pyStr(l[k]);
+      grown(s, e.line);
+    }
     return Value::str(s);
   }
   if (f == "default" || f == "d") {
@@ -320,12 +338,13 @@ Value Renderer::applyFilter(const Expr &e) {
       return Value::str(s);
     size_t p = 0;
     while (true) {
-      size_t q = s.find(from, p);
+      size_t q = findText(s, from, p);
       if (q == std::string::npos) {
         out += s.substr(p);
         break;
       }
       out += s.substr(p, q - p) + to;
+      grown(out, e.line);
       p = q + from.size();
     }
     return Value::str(out);

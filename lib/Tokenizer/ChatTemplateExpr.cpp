@@ -67,7 +67,45 @@ constexpr int kLowestPrecedence = 1;
 
 } // namespace
 
+namespace {
+
+/// Whether the tree under \p e is more than \p budget levels deep (visits
+/// at most that many levels).
+bool deeperThan(const Expr &e, int budget) {
+  if (budget <= 0)
+    return true;
+  for (const ExprP &a : e.args)
+    if (a && deeperThan(*a, budget - 1))
+      return true;
+  for (const auto &kw : e.kwargs)
+    if (deeperThan(*kw.second, budget - 1))
+      return true;
+  return false;
+}
+
+} // namespace
+
+ExprParser::Nest::Nest(ExprParser &p) : p(p) {
+  if (++p.nesting > kMaxDepth)
+    fail(p.line, "the expression nests more than " + std::to_string(kMaxDepth) +
+                     " levels deep");
+}
+
+ExprParser::Nest::~Nest() { --p.nesting; }
+
 ExprP ExprParser::parseExpression(bool allowCond) {
+  bool outermost = nesting == 0;
+  ExprP e = parseConditional(allowCond);
+  // Operator chains (a + b + ...) and postfix chains build deep trees
+  // without nesting the parser; the renderer recurses over the tree.
+  if (outermost && deeperThan(*e, kMaxDepth))
+    fail(line, "the expression nests more than " + std::to_string(kMaxDepth) +
+                   " levels deep");
+  return e;
+}
+
+ExprP ExprParser::parseConditional(bool allowCond) {
+  Nest nest(*this);
   ExprP e = parseBinary(kLowestPrecedence);
   if (allowCond && isName("if")) {
     ++pos;
@@ -107,6 +145,7 @@ const BinaryOp *ExprParser::binaryOp(size_t &width) const {
 /// tightly as \p minPrec, each with a right operand of the operators binding
 /// tighter than it (or as tightly, right associative).
 ExprP ExprParser::parseBinary(int minPrec) {
+  Nest nest(*this);
   ExprP lhs;
   if (minPrec <= kNotPrecedence && isName("not")) {
     ++pos;
@@ -140,6 +179,7 @@ ExprP ExprParser::parseBinary(int minPrec) {
 }
 
 ExprP ExprParser::parseUnary(bool withFilter) {
+  Nest nest(*this);
   ExprP node;
   if (isOp("-") || isOp("+")) {
     std::string op = toks[pos++].text;
@@ -270,7 +310,12 @@ ExprP ExprParser::parsePostfix(ExprP node) {
       if (peek().kind == Tok::Int) {
         e->kind = Expr::Item;
         ExprP idx = make(Expr::Lit);
-        idx->lit = Value::integer(std::stoll(toks[pos++].text));
+        const std::string &digits = toks[pos++].text;
+        try {
+          idx->lit = Value::integer(std::stoll(digits));
+        } catch (...) {
+          fail(line, "integer literal " + digits + " is out of range");
+        }
         e->args.push_back(idx);
       } else {
         e->name = expectName();

@@ -23,8 +23,11 @@
 #ifndef MTC_LIB_TOKENIZER_CHATTEMPLATEINTERNAL_H
 #define MTC_LIB_TOKENIZER_CHATTEMPLATEINTERNAL_H
 
+#include "lib/Tokenizer/ChatTemplate.h"
+
 #include <nlohmann/json_fwd.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +36,10 @@
 #include <vector>
 
 namespace mtc::tok::jinja {
+
+/// How deep expressions, blocks and values may nest (Jinja2 has Python's
+/// recursion limit); deeper is an error, so no recursion overflows the stack.
+constexpr int kMaxDepth = 200;
 
 /// An error at template line \p line (-1: no line, e.g. raise_exception).
 struct TemplateError {
@@ -62,6 +69,13 @@ struct Value {
   std::string s;
   std::shared_ptr<List> list;
   std::shared_ptr<Dict> dict; // DictK and Ns
+  /// Items, dict keys and string bytes, nested values in full (saturating);
+  /// levels of lists and dicts (0: a scalar); whether a namespace is in it.
+  /// Set when a list or dict is made (measure()); a namespace's own contents
+  /// change, so size() and nesting() recount it.
+  uint64_t weight = 1;
+  int depth = 0;
+  bool hasNs = false;
 
   static Value none() {
     Value v;
@@ -90,18 +104,21 @@ struct Value {
     Value v;
     v.kind = Str;
     v.s = std::move(x);
+    v.weight = 1 + v.s.size();
     return v;
   }
   static Value makeList(List l = {}) {
     Value v;
     v.kind = ListK;
     v.list = std::make_shared<List>(std::move(l));
+    v.measure();
     return v;
   }
   static Value makeDict(Dict d = {}, Kind k = DictK) {
     Value v;
     v.kind = k;
     v.dict = std::make_shared<Dict>(std::move(d));
+    v.measure();
     return v;
   }
   bool isNumber() const { return kind == Int || kind == Float || kind == Bool; }
@@ -116,6 +133,45 @@ struct Value {
         return &kv.second;
     return nullptr;
   }
+  /// Sets weight, depth and hasNs of a list or dict from its items.
+  void measure() {
+    weight = 1;
+    depth = 1;
+    hasNs = kind == Ns;
+    auto add = [&](const Value &c) {
+      uint64_t w = c.size();
+      weight = weight + w < weight ? UINT64_MAX : weight + w;
+      depth = std::max(depth, c.nesting() + 1);
+      hasNs = hasNs || c.hasNs;
+    };
+    if (list)
+      for (const Value &c : *list)
+        add(c);
+    if (dict)
+      for (const auto &kv : *dict) {
+        weight = weight + kv.first.size() + 1 < weight
+                     ? UINT64_MAX
+                     : weight + kv.first.size() + 1;
+        add(kv.second);
+      }
+  }
+  /// The weight; a namespace's counted now (it holds no namespace).
+  uint64_t size() const {
+    if (kind != Ns)
+      return weight;
+    Value copy = *this;
+    copy.measure();
+    return copy.weight;
+  }
+  /// The depth; a namespace's counted now.
+  int nesting() const {
+    if (kind != Ns)
+      return depth;
+    Value copy = *this;
+    copy.measure();
+    return copy.depth;
+  }
+  /// Sets \p key of a dict (measure() is not rerun).
   void setKey(const std::string &key, Value v) {
     for (auto &kv : *dict)
       if (kv.first == key) {
@@ -137,10 +193,20 @@ std::string pyStr(const Value &v);
 /// Python's repr(v).
 std::string pyRepr(const Value &v);
 /// Appends json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0:
-/// none) to \p out.
-void toJson(const Value &v, int indent, int depth, std::string &out, int line);
-/// A JSON value as a template value.
-Value fromJson(const nlohmann::json &j);
+/// none) to \p out; an error at \p line when out would pass \p limit bytes.
+void toJson(const Value &v, int indent, int depth, std::string &out, int line,
+            size_t limit);
+/// A JSON value as a template value (\p depth: its level; an error past
+/// kMaxDepth).
+Value fromJson(const nlohmann::json &j, int depth = 0);
+/// The first \p needle in \p hay at or after \p from (std::string::npos if
+/// none), in time linear in their lengths.
+size_t findText(const std::string &hay, const std::string &needle,
+                size_t from = 0);
+/// "64 MiB" for whole MiB, else "N bytes".
+std::string describeBytes(uint64_t n);
+/// 10000000 as "10,000,000".
+std::string withCommas(int64_t n);
 /// Python's ==.
 bool equal(const Value &a, const Value &b);
 /// The byte after the UTF-8 code point at \p pos.
@@ -243,6 +309,15 @@ public:
   size_t pos = 0;
 
 private:
+  /// Counts the parser's nesting while alive; an error past kMaxDepth.
+  struct Nest {
+    explicit Nest(ExprParser &p);
+    ~Nest();
+    ExprParser &p;
+  };
+  int nesting = 0;
+
+  ExprP parseConditional(bool allowCond);
   const BinaryOp *binaryOp(size_t &width) const;
   ExprP make(Expr::Kind k, std::vector<ExprP> args = {});
   ExprP parseBinary(int minPrec);
@@ -282,14 +357,13 @@ Body parseTemplate(std::vector<Piece> pieces);
 
 enum class Flow { Normal, Break, Continue };
 
-constexpr size_t kMaxOutput = size_t(64) << 20;
-constexpr int64_t kMaxIterations = 10'000'000;
-
-/// Walks a statement tree, appending to out. Scopes are dicts; the first
-/// holds the context's variables.
+/// Walks a statement tree, appending to out, within \p limits. Scopes are
+/// dicts; the first holds the context's variables.
 class Renderer {
 public:
-  explicit Renderer(Value globals) { scopes.push_back(std::move(globals)); }
+  Renderer(Value globals, const RenderLimits &limits) : limits(limits) {
+    scopes.push_back(std::move(globals));
+  }
 
   /// The rendered text so far.
   std::string out;
@@ -300,8 +374,20 @@ public:
   Value eval(const Expr &e);
 
 private:
+  const RenderLimits &limits;
   std::vector<Value> scopes; // dicts
   int64_t iterations = 0;
+  uint64_t work = 0; // steps spent (RenderLimits::maxWork)
+
+  /// Adds \p steps to the work; an error past maxWork.
+  void spend(uint64_t steps, int line);
+  /// Checks the result of an expression against the limits (string length,
+  /// value size and depth) and spends its size.
+  void account(const Value &v, int line);
+  /// An error when \p s, a string being built, passes maxOutput.
+  void grown(const std::string &s, int line);
+  /// eval without the accounting.
+  Value evalNode(const Expr &e);
 
   // ChatTemplateRender.cpp: statements, operators, indexing.
   Value lookup(const std::string &name) const;

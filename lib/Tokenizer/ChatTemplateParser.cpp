@@ -48,8 +48,19 @@ private:
   }
 
   // Parses nodes until a statement whose first word is in \p stops (left
-  // unconsumed) or the end.
+  // unconsumed) or the end; blocks nest at most kMaxDepth levels.
   Body parseBody(const std::vector<std::string> &stops) {
+    if (depth > kMaxDepth)
+      fail(idx > 0 ? pieces[idx - 1].line : 1, "blocks nest more than " +
+                                                   std::to_string(kMaxDepth) +
+                                                   " levels deep");
+    ++depth;
+    Body body = parseBlock(stops);
+    --depth;
+    return body;
+  }
+
+  Body parseBlock(const std::vector<std::string> &stops) {
     Body body;
     while (idx < pieces.size()) {
       const Piece &p = pieces[idx];
@@ -211,6 +222,7 @@ private:
 
   std::vector<Piece> pieces;
   size_t idx = 0;
+  int depth = 0; // blocks being parsed
 };
 
 } // namespace

@@ -36,9 +36,49 @@ void Renderer::assign(const std::string &name, Value v) {
 }
 
 void Renderer::emit(const std::string &s, int line) {
+  spend(s.size(), line);
+  if (s.size() > limits.maxOutput || out.size() + s.size() > limits.maxOutput)
+    fail(line, "the rendered text exceeds " + describeBytes(limits.maxOutput));
   out += s;
-  if (out.size() > kMaxOutput)
-    fail(line, "the rendered text exceeds 64 MiB");
+}
+
+void Renderer::grown(const std::string &s, int line) {
+  if (s.size() > limits.maxOutput)
+    fail(line, "a string exceeds " + describeBytes(limits.maxOutput));
+}
+
+void Renderer::spend(uint64_t steps, int line) {
+  work = work + steps < work ? UINT64_MAX : work + steps;
+  if (work > limits.maxWork)
+    fail(line, "rendering takes more than " + std::to_string(limits.maxWork) +
+                   " steps (expressions, loop iterations and the bytes and "
+                   "items they make)");
+}
+
+void Renderer::account(const Value &v, int line) {
+  uint64_t steps = 1;
+  switch (v.kind) {
+  case Value::Str:
+    if (v.s.size() > limits.maxOutput)
+      fail(line, "a string exceeds " + describeBytes(limits.maxOutput));
+    steps += v.s.size();
+    break;
+  case Value::ListK:
+  case Value::DictK:
+  case Value::Ns:
+    if (v.nesting() > kMaxDepth)
+      fail(line, "values nest more than " + std::to_string(kMaxDepth) +
+                     " levels deep");
+    if (v.size() > limits.maxValueSize)
+      fail(line, "a value holds more than " +
+                     std::to_string(limits.maxValueSize) +
+                     " items and string bytes");
+    steps += v.kind == Value::ListK ? v.list->size() : v.dict->size();
+    break;
+  default:
+    break;
+  }
+  spend(steps, line);
 }
 
 Flow Renderer::execNode(const Node &n) {
@@ -64,6 +104,10 @@ Flow Renderer::execNode(const Node &n) {
         fail(n.line, "cannot assign attribute '" + n.vars[1] + "' of '" +
                          n.vars[0] + "' (a " + typeName(ns) +
                          ", not a namespace)");
+      // No namespace in a namespace: values stay acyclic.
+      if (v.hasNs)
+        fail(n.line, "cannot store a namespace in attribute '" + n.vars[1] +
+                         "' of namespace '" + n.vars[0] + "'");
       ns.setKey(n.vars[1], std::move(v));
     }
     return Flow::Normal;
@@ -79,6 +123,11 @@ Flow Renderer::execNode(const Node &n) {
 }
 
 List Renderer::iterate(const Value &v, int line) {
+  spend(v.kind == Value::ListK   ? v.list->size()
+        : v.kind == Value::DictK ? v.dict->size()
+        : v.kind == Value::Str   ? v.s.size()
+                                 : 0,
+        line);
   switch (v.kind) {
   case Value::Undefined:
     return {};
@@ -137,8 +186,10 @@ Flow Renderer::execFor(const Node &n) {
   }
   int64_t len = static_cast<int64_t>(items.size());
   for (int64_t k = 0; k < len; ++k) {
-    if (++iterations > kMaxIterations)
-      fail(n.line, "more than 10,000,000 loop iterations");
+    if (++iterations > limits.maxIterations)
+      fail(n.line, "more than " + withCommas(limits.maxIterations) +
+                       " loop iterations");
+    spend(16, n.line);
     Dict loop = {
         {"index", Value::integer(k + 1)},
         {"index0", Value::integer(k)},
@@ -238,8 +289,11 @@ Value Renderer::slice(const Value &obj, const Expr &e) {
   int64_t start = bound(e.args[1], step > 0 ? 0 : n - 1);
   int64_t stop = bound(e.args[2], step > 0 ? n : -1);
   List out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     out.push_back(src[static_cast<size_t>(i)]);
+    if (__builtin_add_overflow(i, step, &i))
+      break;
+  }
   if (isStr) {
     std::string s;
     for (const Value &v : out)
@@ -266,6 +320,10 @@ Value Renderer::evalBinary(const Expr &e) {
     if (l.kind == Value::Str && r.kind == Value::Str)
       return Value::str(l.s + r.s);
     if (l.kind == Value::ListK && r.kind == Value::ListK) {
+      if (l.list->size() + r.list->size() > limits.maxValueSize)
+        fail(e.line, "a value holds more than " +
+                         std::to_string(limits.maxValueSize) +
+                         " items and string bytes");
       List c = *l.list;
       c.insert(c.end(), r.list->begin(), r.list->end());
       return Value::makeList(std::move(c));
@@ -279,8 +337,10 @@ Value Renderer::evalBinary(const Expr &e) {
     if (s && (n->kind == Value::Int || n->kind == Value::Bool)) {
       std::string out;
       int64_t times = toInt(*n, e.line, "a repeat count");
-      if (times > 0 && s->s.size() * static_cast<size_t>(times) > kMaxOutput)
-        fail(e.line, "string repetition exceeds 64 MiB");
+      if (times > 0 && !s->s.empty() &&
+          static_cast<uint64_t>(times) > limits.maxOutput / s->s.size())
+        fail(e.line,
+             "string repetition exceeds " + describeBytes(limits.maxOutput));
       for (int64_t k = 0; k < times; ++k)
         out += s->s;
       return Value::str(out);
@@ -298,15 +358,33 @@ Value Renderer::evalBinary(const Expr &e) {
   }
   if (ints) {
     int64_t a = asInt(l), b = asInt(r);
-    if (op == "+")
-      return Value::integer(a + b);
-    if (op == "-")
-      return Value::integer(a - b);
-    if (op == "*")
-      return Value::integer(a * b);
+    int64_t c = 0;
+    auto overflow = [&] {
+      fail(e.line, "integer overflow in " + op + " (beyond 64 bits)");
+    };
+    if (op == "+") {
+      if (__builtin_add_overflow(a, b, &c))
+        overflow();
+      return Value::integer(c);
+    }
+    if (op == "-") {
+      if (__builtin_sub_overflow(a, b, &c))
+        overflow();
+      return Value::integer(c);
+    }
+    if (op == "*") {
+      if (__builtin_mul_overflow(a, b, &c))
+        overflow();
+      return Value::integer(c);
+    }
     if (op == "//" || op == "%") {
       if (b == 0)
         fail(e.line, "division by zero");
+      if (a == INT64_MIN && b == -1) {
+        if (op == "%")
+          return Value::integer(0);
+        overflow();
+      }
       int64_t q = a / b, m = a % b;
       if (m != 0 && ((m < 0) != (b < 0))) {
         --q;
@@ -317,9 +395,14 @@ Value Renderer::evalBinary(const Expr &e) {
     if (op == "**") {
       if (b < 0)
         return Value::real(std::pow(static_cast<double>(a), b));
+      if (a == 0 || a == 1)
+        return Value::integer(b == 0 ? 1 : a);
+      if (a == -1)
+        return Value::integer(b % 2 ? -1 : 1);
       int64_t p = 1;
-      for (int64_t k = 0; k < b && k < 64; ++k)
-        p *= a;
+      for (int64_t k = 0; k < b; ++k) // |a| >= 2: overflows by k = 63
+        if (__builtin_mul_overflow(p, a, &p))
+          overflow();
       return Value::integer(p);
     }
   }
@@ -343,6 +426,7 @@ Value Renderer::evalBinary(const Expr &e) {
 
 bool Renderer::compare(const std::string &op, const Value &l, const Value &r,
                        int line) {
+  spend(l.size() + r.size(), line);
   if (op == "==")
     return equal(l, r);
   if (op == "!=")
@@ -353,7 +437,7 @@ bool Renderer::compare(const std::string &op, const Value &l, const Value &r,
       if (l.kind != Value::Str)
         fail(line, std::string("'in <string>' requires a string, not ") +
                        typeName(l));
-      in = r.s.find(l.s) != std::string::npos;
+      in = findText(r.s, l.s) != std::string::npos;
     } else if (r.kind == Value::ListK) {
       for (const Value &v : *r.list)
         in = in || equal(l, v);
@@ -400,6 +484,12 @@ Value Renderer::kwarg(const Expr &e, const std::string &key,
 }
 
 Value Renderer::eval(const Expr &e) {
+  Value v = evalNode(e);
+  account(v, e.line);
+  return v;
+}
+
+Value Renderer::evalNode(const Expr &e) {
   switch (e.kind) {
   case Expr::Lit:
     return e.lit;
@@ -438,9 +528,12 @@ Value Renderer::eval(const Expr &e) {
     Value v = eval(*e.args[0]);
     if (e.op == "not")
       return Value::boolean(!truthy(v));
-    if (v.kind == Value::Int || v.kind == Value::Bool)
-      return Value::integer(e.op == "-" ? -(v.kind == Value::Int ? v.i : v.b)
-                                        : (v.kind == Value::Int ? v.i : v.b));
+    if (v.kind == Value::Int || v.kind == Value::Bool) {
+      int64_t i = v.kind == Value::Int ? v.i : v.b;
+      if (e.op == "-" && i == INT64_MIN)
+        fail(e.line, "integer overflow in - (beyond 64 bits)");
+      return Value::integer(e.op == "-" ? -i : i);
+    }
     if (v.kind == Value::Float)
       return Value::real(e.op == "-" ? -v.f : v.f);
     fail(e.line,
@@ -476,6 +569,7 @@ Value Renderer::eval(const Expr &e) {
         fail(e.line, "dict keys must be strings here");
       d.setKey(key.s, eval(*e.args[k + 1]));
     }
+    d.measure();
     return d;
   }
   }

@@ -163,10 +163,14 @@ std::string pyRepr(const Value &v) {
 }
 
 // json.dumps(x, ensure_ascii=False, indent=indent).
-void toJson(const Value &v, int indent, int depth, std::string &out, int line) {
+void toJson(const Value &v, int indent, int depth, std::string &out, int line,
+            size_t limit) {
   auto newline = [&](int d) {
+    size_t spaces = static_cast<size_t>(indent) * static_cast<size_t>(d);
+    if (spaces >= limit || out.size() + 1 + spaces > limit)
+      fail(line, "the JSON text exceeds " + describeBytes(limit));
     out += '\n';
-    out.append(static_cast<size_t>(indent * d), ' ');
+    out.append(spaces, ' ');
   };
   switch (v.kind) {
   case Value::Undefined:
@@ -186,6 +190,8 @@ void toJson(const Value &v, int indent, int depth, std::string &out, int line) {
     return;
   case Value::Str:
     appendJsonString(out, v.s);
+    if (out.size() > limit)
+      fail(line, "the JSON text exceeds " + describeBytes(limit));
     return;
   case Value::ListK: {
     if (v.list->empty()) {
@@ -198,7 +204,7 @@ void toJson(const Value &v, int indent, int depth, std::string &out, int line) {
         out += indent >= 0 ? "," : ", ";
       if (indent >= 0)
         newline(depth + 1);
-      toJson((*v.list)[k], indent, depth + 1, out, line);
+      toJson((*v.list)[k], indent, depth + 1, out, line, limit);
     }
     if (indent >= 0)
       newline(depth);
@@ -219,9 +225,9 @@ void toJson(const Value &v, int indent, int depth, std::string &out, int line) {
       first = false;
       if (indent >= 0)
         newline(depth + 1);
-      toJson(Value::str(kv.first), indent, depth + 1, out, line);
+      toJson(Value::str(kv.first), indent, depth + 1, out, line, limit);
       out += ": ";
-      toJson(kv.second, indent, depth + 1, out, line);
+      toJson(kv.second, indent, depth + 1, out, line, limit);
     }
     if (indent >= 0)
       newline(depth);
@@ -231,7 +237,10 @@ void toJson(const Value &v, int indent, int depth, std::string &out, int line) {
   }
 }
 
-Value fromJson(const nlohmann::json &j) {
+Value fromJson(const nlohmann::json &j, int depth) {
+  if (depth > kMaxDepth)
+    fail(-1, "the context nests more than " + std::to_string(kMaxDepth) +
+                 " levels deep");
   switch (j.type()) {
   case nlohmann::json::value_t::null:
     return Value::none();
@@ -248,13 +257,13 @@ Value fromJson(const nlohmann::json &j) {
   case nlohmann::json::value_t::array: {
     List l;
     for (const auto &e : j)
-      l.push_back(fromJson(e));
+      l.push_back(fromJson(e, depth + 1));
     return Value::makeList(std::move(l));
   }
   case nlohmann::json::value_t::object: {
     Dict d;
     for (auto it = j.begin(); it != j.end(); ++it)
-      d.emplace_back(it.key(), fromJson(it.value()));
+      d.emplace_back(it.key(), fromJson(it.value(), depth + 1));
     return Value::makeDict(std::move(d));
   }
   default:
@@ -340,15 +349,13 @@ std::string pyStrip(const std::string &s, bool left, bool right,
                     const Value *chars) {
   std::vector<std::string> cps = codePoints(s);
   std::vector<std::string> set;
-  if (chars && chars->kind == Value::Str)
+  if (chars && chars->kind == Value::Str) {
     set = codePoints(chars->s);
+    std::sort(set.begin(), set.end());
+  }
   auto strip = [&](const std::string &cp) {
-    if (chars && chars->kind == Value::Str) {
-      for (const std::string &c : set)
-        if (c == cp)
-          return true;
-      return false;
-    }
+    if (chars && chars->kind == Value::Str)
+      return std::binary_search(set.begin(), set.end(), cp);
     return pySpace(utf8At(cp, 0, cp.size()));
   };
   size_t b = 0, e = cps.size();
@@ -380,6 +387,51 @@ std::string asciiMap(std::string s, int mode) {
     startWord = !alpha;
   }
   return s;
+}
+
+size_t findText(const std::string &hay, const std::string &needle,
+                size_t from) {
+  size_t n = hay.size(), m = needle.size();
+  if (m == 0)
+    return from <= n ? from : std::string::npos;
+  if (from >= n || n - from < m)
+    return std::string::npos;
+  // Knuth-Morris-Pratt: fail[k] is the length of the longest proper border
+  // of needle[0, k].
+  std::vector<size_t> border(m, 0);
+  for (size_t k = 1, b = 0; k < m; ++k) {
+    while (b > 0 && needle[k] != needle[b])
+      b = border[b - 1];
+    if (needle[k] == needle[b])
+      ++b;
+    border[k] = b;
+  }
+  for (size_t k = from, q = 0; k < n; ++k) {
+    while (q > 0 && hay[k] != needle[q])
+      q = border[q - 1];
+    if (hay[k] == needle[q])
+      ++q;
+    if (q == m)
+      return k + 1 - m;
+  }
+  return std::string::npos;
+}
+
+std::string describeBytes(uint64_t n) {
+  if (n % (uint64_t(1) << 20) == 0)
+    return std::to_string(n >> 20) + " MiB";
+  return std::to_string(n) + " bytes";
+}
+
+std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -(n + 1) + uint64_t(1) : n);
+  std::string out;
+  for (size_t k = 0; k < digits.size(); ++k) {
+    if (k && (digits.size() - k) % 3 == 0)
+      out += ',';
+    out += digits[k];
+  }
+  return n < 0 ? "-" + out : out;
 }
 
 } // namespace mtc::tok::jinja
