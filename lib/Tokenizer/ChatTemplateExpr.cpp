@@ -335,6 +335,9 @@ ExprP ExprParser::parsePostfix(ExprP node) {
           break;
         }
       }
+      // x[] (no index, no colon) is not an expression, as in Jinja2.
+      if (!slice && !parts[0])
+        fail(line, "unexpected " + describe() + " in an expression");
       expectOp("]");
       if (slice)
         node = make(Expr::Slice, {node, parts[0], parts[1], parts[2]});

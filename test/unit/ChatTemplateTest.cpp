@@ -217,6 +217,11 @@ TEST(ChatTemplate, BoundsUntrustedTemplates) {
     blocks += "{% if 1 %}";
   EXPECT_EQ(parseError(blocks), "T: line 1: blocks nest more than 200 levels "
                                 "deep");
+  // Found by fuzz-chat-template: an empty subscript was evaluated as a null
+  // expression.
+  EXPECT_EQ(parseError("{{ x[] }}"), "T: line 1: unexpected ']' in an "
+                                     "expression");
+  EXPECT_EQ(parseError("{{ x[0] }}{{ x[:] }}{{ x[::] }}"), "ok");
   EXPECT_EQ(parseError("{{ x.99999999999999999999 }}"),
             "T: line 1: integer literal 99999999999999999999 is out of range");
   // 200 levels still parse and render.
