@@ -1,8 +1,7 @@
 //===- ChatTemplateInternal.h - Jinja engine internals ----------*- C++ -*-===//
 //
 // Part of mtc. What the parts of the chat-template engine share; included by
-// the ChatTemplate*.cpp files only (not a public header). The engine runs in
-// three stages, each in its own file:
+// the ChatTemplate*.cpp files only (not a public header). One file per stage:
 //
 //   ChatTemplateLexer.cpp   the template into text and tags (Jinja2's
 //                           whitespace rules), a tag's inside into tokens
@@ -17,7 +16,10 @@
 //   ChatTemplate.cpp        the public ChatTemplate (parse, render)
 //
 // Errors are thrown inside as TemplateError and returned as Status by
-// ChatTemplate.cpp; nothing else escapes.
+// ChatTemplate.cpp. Untrusted templates are bounded: the parsers refuse
+// nesting past kMaxDepth, the renderer checks every expression's result
+// against RenderLimits (Renderer::account) and refuses a namespace inside a
+// namespace, so values are acyclic and their cached size and depth are exact.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_TOKENIZER_CHATTEMPLATEINTERNAL_H
