@@ -16,8 +16,9 @@ Value Renderer::callFunction(const Expr &e) {
   const std::string &fn = e.args[0]->name;
   std::vector<Value> a = evalArgs(e, 1);
   if (fn == "raise_exception")
-    throw TemplateError{
-        "template raised: " + (a.empty() ? std::string() : pyStr(a[0])), -1};
+    throw TemplateError{"template raised: " +
+                            (a.empty() ? std::string() : str(a[0], e.line)),
+                        -1};
   if (fn == "range") {
     int64_t start = 0, stop = 0, step = 1;
     if (a.size() == 1)
@@ -213,7 +214,7 @@ Value Renderer::applyFilter(const Expr &e) {
   const std::string &f = e.name;
   if (f == "trim")
     return Value::str(
-        pyStrip(pyStr(v), true, true, a.empty() ? nullptr : &a[0]));
+        pyStrip(str(v, e.line), true, true, a.empty() ? nullptr : &a[0]));
   if (f == "length" || f == "count") {
     if (v.kind == Value::Str)
       return Value::integer(static_cast<int64_t>(codePoints(v.s).size()));
@@ -241,12 +242,12 @@ Value Renderer::applyFilter(const Expr &e) {
     return Value::str(out);
   }
   if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
-    return Value::str(asciiMap(pyStr(v), f == "upper"        ? 0
-                                         : f == "lower"      ? 1
-                                         : f == "capitalize" ? 2
-                                                             : 3));
+    return Value::str(asciiMap(str(v, e.line), f == "upper"        ? 0
+                                               : f == "lower"      ? 1
+                                               : f == "capitalize" ? 2
+                                                                   : 3));
   if (f == "string")
-    return Value::str(pyStr(v));
+    return Value::str(str(v, e.line));
   if (f == "safe")
     return v;
   if (f == "int") {
@@ -304,11 +305,11 @@ Value Renderer::applyFilter(const Expr &e) {
     return Value::makeList(iterate(v, e.line));
   }
   if (f == "join") {
-    std::string sep = a.empty() ? "" : pyStr(a[0]);
+    std::string sep = a.empty() ? "" : str(a[0], e.line);
     std::string s;
     List l = iterate(v, e.line);
     for (size_t k = 0; k < l.size(); ++k) {
-      s += (k ? sep : "") + pyStr(l[k]);
+      s += (k ? sep : "") + str(l[k], e.line);
       grown(s, e.line);
     }
     return Value::str(s);
@@ -333,7 +334,8 @@ Value Renderer::applyFilter(const Expr &e) {
   if (f == "replace") {
     if (a.size() < 2)
       fail(e.line, "'replace' needs two arguments");
-    std::string s = pyStr(v), from = pyStr(a[0]), to = pyStr(a[1]), out;
+    std::string s = str(v, e.line), from = str(a[0], e.line),
+                to = str(a[1], e.line), out;
     if (from.empty())
       return Value::str(s);
     size_t p = 0;

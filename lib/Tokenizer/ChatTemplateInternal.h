@@ -190,10 +190,12 @@ const char *typeName(const Value &v);
 bool truthy(const Value &v);
 /// Python's repr of a float.
 std::string floatRepr(double x);
-/// Python's str(v) (undefined prints as nothing).
-std::string pyStr(const Value &v);
-/// Python's repr(v).
-std::string pyRepr(const Value &v);
+/// Python's str(v) (undefined prints as nothing); an error at \p line when
+/// the text of a list or dict would pass \p limit bytes (a value's cached
+/// size misses what a namespace inside it gained after it was made).
+std::string pyStr(const Value &v, size_t limit = SIZE_MAX, int line = 0);
+/// Python's repr(v), bounded as pyStr.
+std::string pyRepr(const Value &v, size_t limit = SIZE_MAX, int line = 0);
 /// Appends json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0:
 /// none) to \p out; an error at \p line when out would pass \p limit bytes.
 void toJson(const Value &v, int indent, int depth, std::string &out, int line,
@@ -386,6 +388,10 @@ private:
   /// Checks the result of an expression against the limits (string length,
   /// value size and depth) and spends its size.
   void account(const Value &v, int line);
+  /// pyStr(v) bounded by maxOutput.
+  std::string str(const Value &v, int line) const {
+    return pyStr(v, limits.maxOutput, line);
+  }
   /// An error when \p s, a string being built, passes maxOutput.
   void grown(const std::string &s, int line);
   /// eval without the accounting.

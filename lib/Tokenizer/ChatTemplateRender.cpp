@@ -87,7 +87,7 @@ Flow Renderer::execNode(const Node &n) {
     emit(n.text, n.line);
     return Flow::Normal;
   case Node::Output:
-    emit(pyStr(eval(*n.expr)), n.line);
+    emit(str(eval(*n.expr), n.line), n.line);
     return Flow::Normal;
   case Node::If:
     for (const auto &[cond, body] : n.branches)
@@ -221,7 +221,8 @@ int64_t Renderer::toInt(const Value &v, int line, const char *what) {
 
 Value Renderer::item(const Value &obj, const Value &key, int line) {
   if (obj.kind == Value::Undefined)
-    fail(line, "cannot index an undefined value with " + pyRepr(key));
+    fail(line, "cannot index an undefined value with " +
+                   pyRepr(key, limits.maxOutput, line));
   if (obj.kind == Value::DictK || obj.kind == Value::Ns) {
     if (key.kind != Value::Str)
       return Value();
@@ -249,7 +250,7 @@ Value Renderer::item(const Value &obj, const Value &key, int line) {
     return Value::str(cps[static_cast<size_t>(i)]);
   }
   if (obj.kind == Value::None)
-    fail(line, "'None' has no item " + pyRepr(key));
+    fail(line, "'None' has no item " + pyRepr(key, limits.maxOutput, line));
   return Value();
 }
 
@@ -315,7 +316,7 @@ Value Renderer::evalBinary(const Expr &e) {
   }
   Value l = eval(*e.args[0]), r = eval(*e.args[1]);
   if (op == "~")
-    return Value::str(pyStr(l) + pyStr(r));
+    return Value::str(str(l, e.line) + str(r, e.line));
   if (op == "+") {
     if (l.kind == Value::Str && r.kind == Value::Str)
       return Value::str(l.s + r.s);

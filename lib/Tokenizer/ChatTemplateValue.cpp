@@ -97,9 +97,11 @@ std::string floatRepr(double x) {
   return s;
 }
 
-std::string pyRepr(const Value &v);
-
-std::string pyStr(const Value &v) {
+std::string pyStr(const Value &v, size_t limit, int line) {
+  auto grown = [&](const std::string &s) {
+    if (s.size() > limit)
+      fail(line, "a string exceeds " + describeBytes(limit));
+  };
   switch (v.kind) {
   case Value::Undefined:
     return "";
@@ -115,8 +117,10 @@ std::string pyStr(const Value &v) {
     return v.s;
   case Value::ListK: {
     std::string s = "[";
-    for (size_t k = 0; k < v.list->size(); ++k)
-      s += (k ? ", " : "") + pyRepr((*v.list)[k]);
+    for (size_t k = 0; k < v.list->size(); ++k) {
+      s += (k ? ", " : "") + pyRepr((*v.list)[k], limit, line);
+      grown(s);
+    }
     return s + "]";
   }
   case Value::DictK:
@@ -125,7 +129,8 @@ std::string pyStr(const Value &v) {
     bool first = true;
     for (const auto &kv : *v.dict) {
       s += (first ? "" : ", ") + pyRepr(Value::str(kv.first)) + ": " +
-           pyRepr(kv.second);
+           pyRepr(kv.second, limit, line);
+      grown(s);
       first = false;
     }
     return s + (v.kind == Value::Ns ? "}>" : "}");
@@ -134,9 +139,9 @@ std::string pyStr(const Value &v) {
   return "";
 }
 
-std::string pyRepr(const Value &v) {
+std::string pyRepr(const Value &v, size_t limit, int line) {
   if (v.kind != Value::Str)
-    return pyStr(v);
+    return pyStr(v, limit, line);
   bool hasSingle = v.s.find('\'') != std::string::npos;
   bool hasDouble = v.s.find('"') != std::string::npos;
   char q = hasSingle && !hasDouble ? '"' : '\'';
