@@ -19,7 +19,9 @@
 // ChatTemplate.cpp. Untrusted templates are bounded: the parsers refuse
 // nesting past kMaxDepth, the renderer checks every expression's result
 // against RenderLimits (Renderer::account) and refuses a namespace inside a
-// namespace, so values are acyclic and their cached size and depth are exact.
+// namespace, so values are acyclic. A value's cached size and depth miss only
+// what a namespace inside it gained after it was made (at most one value of
+// kMaxDepth levels per attribute), and printing is bounded as it goes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_TOKENIZER_CHATTEMPLATEINTERNAL_H
