@@ -79,6 +79,9 @@ struct TrainOptions {
   /// Resume even when the checkpoint's model differs from this one in its
   /// computation (same parameters and config); otherwise an error.
   bool allowModelChange = false;
+  /// The program the user ran ("mtc", "mtc-run"): messages start with it
+  /// ("mtc-run: error: ...").
+  std::string toolName = "mtc";
 };
 
 /// Trains \p b and returns a process exit code (errors are printed to
@@ -104,6 +107,8 @@ struct GenerateOptions {
   /// tokenizer.json (or its directory) for the prompt and the output; "" :
   /// the checkpoint bundle's (HF imports), else bytes.
   std::string tokenizer;
+  /// The program the user ran: messages start with it (TrainOptions).
+  std::string toolName = "mtc";
 };
 
 /// Loads a checkpoint directory written by train() and prints the prompt

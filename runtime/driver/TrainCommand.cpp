@@ -13,9 +13,6 @@
 #include "runtime/driver/CommandLine.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
-#include <memory>
-#include <streambuf>
-
 namespace mtc::driver {
 
 std::string trainUsage(const Tool &tool) {
@@ -149,62 +146,6 @@ bool hasFusedOps(const bundle::Bundle &b) {
   }
   return false;
 }
-
-/// The runtime's messages (driver/Train.cpp) start with "mtc: "; in another
-/// tool they name that tool, since that is what its user ran. Rewrites the
-/// start of every line written through it and forwards the rest unchanged.
-class ToolPrefixBuf final : public std::streambuf {
-public:
-  ToolPrefixBuf(std::ostream &to, std::string tool)
-      : to(to), prefix(std::move(tool) + ": ") {}
-  ~ToolPrefixBuf() override { flushLine(); }
-
-protected:
-  int overflow(int c) override {
-    if (c == traits_type::eof())
-      return traits_type::not_eof(c);
-    line += static_cast<char>(c);
-    if (c == '\n')
-      flushLine();
-    return c;
-  }
-  int sync() override {
-    flushLine();
-    to.flush();
-    return 0;
-  }
-
-private:
-  void flushLine() {
-    if (line.rfind("mtc: ", 0) == 0)
-      line.replace(0, 5, prefix);
-    to << line;
-    line.clear();
-  }
-  std::ostream &to;
-  std::string prefix, line;
-};
-
-/// \p err, or for a tool other than mtc a stream over it that names the
-/// tool in the runtime's messages.
-struct ToolErrStream {
-  ToolErrStream(const Tool &tool, std::ostream &err) : err(err) {
-    if (std::string(tool.name) != "mtc") {
-      buf = std::make_unique<ToolPrefixBuf>(err, tool.name);
-      own = std::make_unique<std::ostream>(buf.get());
-    }
-  }
-  ~ToolErrStream() {
-    if (own)
-      own->flush();
-  }
-  std::ostream &get() { return own ? *own : err; }
-
-private:
-  std::ostream &err;
-  std::unique_ptr<ToolPrefixBuf> buf;
-  std::unique_ptr<std::ostream> own;
-};
 
 } // namespace
 
@@ -403,8 +344,8 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                   cmd.input);
   }
   opts.modelFiles = {cmd.input};
-  ToolErrStream toolErr(tool, err);
-  return train(b, opts, out, toolErr.get());
+  opts.toolName = tool.name;
+  return train(b, opts, out, err);
 }
 
 int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
@@ -436,8 +377,8 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
   if (cache != "on" && cache != "off")
     return fail("generate: --kv-cache expects on or off, got '" + cache + "'");
   opts.useCache = cache == "on";
-  ToolErrStream toolErr(tool, err);
-  return generate(*dir, opts, out, toolErr.get());
+  opts.toolName = tool.name;
+  return generate(*dir, opts, out, err);
 }
 
 } // namespace mtc::driver
