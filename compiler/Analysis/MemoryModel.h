@@ -104,7 +104,10 @@ struct ModelCost {
   int64_t modelWeightBytes = 0; ///< their bytes on the device (precision)
   int64_t modelGradBytes = 0;   ///< their gradients' bytes (always f32)
   std::vector<LayerCost> layers;
-  int64_t stageBytes = 0;         ///< per micro-batch
+  int64_t stageBytes = 0; ///< per micro-batch
+  /// The host stage (bundle::planStage): the device slot one micro-batch's
+  /// stage runs in, and the bytes of its values waiting in host memory.
+  int64_t stageSlotBytes = 0, stageHostBytes = 0;
   int64_t forwardBackwardOps = 0; ///< ops of @forward_backward (no return)
   /// Every apply_layers (forward) and apply_layers_grad op of
   /// @forward_backward in order: layer, first, count, op index, forward?
@@ -135,7 +138,8 @@ struct PlanChoices {
 
 struct MemoryPlan {
   /// In arena order: model.weights, model.grads, weights.0 .., grads.0,
-  /// grads.1, activations, checkpoints (checkpoints.host), stage, workspace.
+  /// grads.1, activations (activations.host), checkpoints
+  /// (checkpoints.host), stage (stage.host), workspace.
   std::vector<bundle::PlanBuffer> buffers;
   int64_t devicePeak = 0; ///< end of the last device buffer
   int64_t hostBytes = 0;  ///< bytes of host-space buffers

@@ -32,8 +32,8 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
-                        const std::string &budget,
-                        const std::string &precision) {
+                        const std::string &budget, const std::string &precision,
+                        const std::string &hostBudget) {
   MtcBuildStepOptions build;
   build.batch = batch;
   build.seq = seq;
@@ -54,6 +54,7 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
   pm.addPass(createMtcInsertOffload(offload));
   MtcPlanMemoryOptions plan;
   plan.budget = budget;
+  plan.hostBudget = hostBudget;
   pm.addPass(createMtcPlanMemory(plan));
 }
 
@@ -65,7 +66,9 @@ void buildStreamingPipeline(mlir::OpPassManager &pm,
       pm, options.batch, options.seq, options.microBatches,
       options.prefetchDepth, options.recompute, options.checkpoints,
       options.budget > 0 ? std::to_string(options.budget) : std::string(),
-      bundle::precisionName(options.precision));
+      bundle::precisionName(options.precision),
+      options.hostBudget > 0 ? std::to_string(options.hostBudget)
+                             : std::string());
 }
 
 namespace {
@@ -95,6 +98,9 @@ struct StreamingPipelineCLOptions
       *this, "precision",
       llvm::cl::desc("device storage of tensors: fp32 or bf16"),
       llvm::cl::init("fp32")};
+  Option<std::string> hostBudget{
+      *this, "host-budget",
+      llvm::cl::desc("host memory: bytes or a size such as 2048GiB")};
 };
 
 } // namespace
@@ -109,7 +115,7 @@ void registerMtcPipelines() {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
                            cl.prefetchDepth, cl.recompute, cl.checkpoints,
-                           cl.budget, cl.precision);
+                           cl.budget, cl.precision, cl.hostBudget);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

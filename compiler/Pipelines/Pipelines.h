@@ -41,6 +41,8 @@ struct StreamingPipelineOptions {
   RecomputePolicy recompute = RecomputePolicy::Auto;
   CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
   int64_t budget = 0; ///< device bytes; 0: none
+  /// Host bytes for the state (16 B/param) and the host buffers; 0: none.
+  int64_t hostBudget = 0;
   /// How tensors are stored on the device (docs/streaming.md, "Byte rule").
   bundle::Precision precision = bundle::Precision::F32;
 };

@@ -33,6 +33,7 @@ std::string trainUsage(const Tool &tool) {
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE "
+         "[--host-memory SIZE] "
          "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] [--checkpoints "
          "device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
@@ -194,6 +195,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
                       {Flag::String, "--init-from", &opts.initFrom},
                       {Flag::Int, "--stop-after", &opts.stopAfter, 1},
                       {Flag::String, "--device-memory", &cmd.deviceMemory},
+                      {Flag::String, "--host-memory", &cmd.hostMemory},
                       {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
                       {Flag::String, "--checkpoints", &cmd.checkpoints},
                       {Flag::String, "--precision", &cmd.precision},
@@ -210,6 +212,10 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     return Status::error(
         "train: --device expects cpu, cuda or cuda-emu, got '" + opts.device +
         "'");
+  if (!tool.compiles && !cmd.hostMemory.empty())
+    return Status::error(
+        std::string("train: ") + tool.name +
+        " runs bundles; --host-memory is a planner budget: " + compileHint(""));
   if (!tool.compiles && !cmd.hf.empty())
     return Status::error(
         std::string("train: ") + tool.name +

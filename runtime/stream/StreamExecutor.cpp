@@ -76,6 +76,7 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
     }
     for (int64_t mb = 0; mb < p.microBatches; ++mb)
       evHostAct.push_back(device.createEvent());
+    evStageHost = device.createEvent();
   }
   for (int64_t s = 0; s < p.prefetchDepth; ++s) {
     evWeights.push_back(device.createEvent());
@@ -197,6 +198,9 @@ void StreamExecutor::validate() {
   hostActivations = p.buffer("activations.host") != nullptr;
   if (hostActivations && !hostCheckpoints)
     planError("buffer 'activations.host' needs checkpoints in host memory");
+  hostStage = p.buffer("stage.host") != nullptr;
+  if (hostStage && !hostActivations)
+    planError("buffer 'stage.host' needs host activations");
 
   // Parameter groups and their layout inside a weight slot.
   auto addSlot = [&](Group &g, ParamSlot *s) {
@@ -324,11 +328,39 @@ void StreamExecutor::validate() {
     checkpointsOff = bufferOffset("checkpoints", ckptTotal);
   }
   const bundle::PlanBuffer *stage = p.buffer("stage");
-  stageOff = bufferOffset("stage", 0);
-  stageBytes = stage->bytes / M / 64 * 64;
-  for (int64_t mb = 0; mb < M; ++mb)
-    stageWs.emplace_back(dev(stageOff + mb * stageBytes, stageBytes),
-                         stageBytes, "stage", &mem);
+  if (hostStage) {
+    // One slot; each stage command is a segment of the stage plan.
+    stagePlan =
+        bundle::planStage(bundle::stageProgram(*fb, precision, p.batch, p.seq));
+    fbStorage = bundle::valueStorage(*fb, precision);
+    int64_t need = 0;
+    for (const bundle::StagePlan::Segment &seg : stagePlan.segments)
+      need = std::max(need, seg.inBytes + seg.outBytes);
+    stageOff = bufferOffset("stage", need);
+    stageBytes = stage->bytes;
+    for (const StepCommand &c : program)
+      if (c.kind == StepCommandKind::Stage) {
+        const bundle::StagePlan::Segment *seg = stagePlan.segment(c.begin);
+        if (!seg || seg->end != static_cast<int64_t>(c.end))
+          planError("stage [" + std::to_string(c.begin) + ", " +
+                    std::to_string(c.end) +
+                    ") is not a run of forward_backward's ops between layer "
+                    "loops");
+      }
+    hostStageBytes = stagePlan.hostBytes;
+    const bundle::PlanBuffer *sh = p.buffer("stage.host");
+    if (sh->space != "host" || sh->bytes < M * hostStageBytes)
+      planError("buffer 'stage.host' must be host memory of at least " +
+                std::to_string(M * hostStageBytes) + " bytes");
+    hostStageMem.reset(new char[static_cast<size_t>(
+        std::max<int64_t>(M * hostStageBytes, 1))]);
+  } else {
+    stageOff = bufferOffset("stage", 0);
+    stageBytes = stage->bytes / M / 64 * 64;
+    for (int64_t mb = 0; mb < M; ++mb)
+      stageWs.emplace_back(dev(stageOff + mb * stageBytes, stageBytes),
+                           stageBytes, "stage", &mem);
+  }
   // Layer functions place their values by liveness (bundle::
   // planLayerFunction, the plan the compiler sized the workspace with).
   std::map<const bundle::Function *, bundle::FunctionPlan> plans;
@@ -382,7 +414,20 @@ int64_t StreamExecutor::actSlotOff(bool out, int64_t j) const {
 }
 
 int64_t StreamExecutor::hostBytes() const {
-  return hostCkptBytes + hostActBytes;
+  return hostCkptBytes + hostActBytes + p.microBatches * hostStageBytes;
+}
+
+char *StreamExecutor::hostStageValue(int64_t mb, int v) const {
+  int64_t off = stagePlan.hostOffset.at(v);
+  if (off < 0)
+    throw ExecError{"value " + std::to_string(v) +
+                    " of forward_backward has no place in host memory"};
+  return hostStageMem.get() + mb * hostStageBytes + off;
+}
+
+int64_t StreamExecutor::stageValueBytes(int v) const {
+  return bundle::elementBytes(fbStorage.at(v)) *
+         bundle::concreteNumel(fb->values.at(v).shape, p.batch, p.seq);
 }
 
 void StreamExecutor::launchUpdate(Group &g, device::Event done) {
@@ -462,11 +507,12 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   stats.deviceBudgetBytes = device.capacity();
   device.resetStats();
   measuredWorkspacePeak = 0;
+  stageSlotPeak = 0;
 
   std::vector<std::vector<Tensor>> vals(static_cast<size_t>(M));
   std::vector<exec::AuxLoss> aux(static_cast<size_t>(M));
   std::vector<double> loss(static_cast<size_t>(M), 0.0);
-  std::vector<bool> haveLoss(static_cast<size_t>(M), false);
+  std::vector<char> haveLoss(static_cast<size_t>(M), 0);
   // Device backends: each micro-batch's loss comes back by a copy queued
   // after the op computing it (read after the step's synchronisation).
   std::vector<float> lossCopied(static_cast<size_t>(M), 0.0f);
@@ -474,6 +520,11 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
       [&] {
         ex.beginStep(p.batch, p.seq);
         for (int64_t mb = 0; mb < M; ++mb) {
+          if (hostStage) {
+            // Each stage command brings in the token ids it reads.
+            vals[mb].assign(fb->values.size(), Tensor{});
+            continue;
+          }
           stageWs[mb].reset();
           stageWs[mb].resetPeak();
           Workspace::Scope scope(&stageWs[mb]);
@@ -513,6 +564,10 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
         break;
       }
       case StepCommandKind::Stage: {
+        if (hostStage) {
+          runHostStage(c, vals, tokens, targets, loss, haveLoss, lossCopied);
+          break;
+        }
         size_t begin = c.begin, end = c.end;
         std::vector<const float *> found(static_cast<size_t>(M), nullptr);
         launchCompute(
@@ -610,8 +665,11 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
     peak =
         std::max(peak, checkpointsOff + static_cast<int64_t>(ckptIndex.size()) *
                                             M * maxCkptBytes);
-  for (int64_t mb = 0; mb < M; ++mb)
-    peak = std::max(peak, stageOff + mb * stageBytes + stageWs[mb].peak());
+  if (hostStage)
+    peak = std::max(peak, stageOff + stageSlotPeak);
+  else
+    for (int64_t mb = 0; mb < M; ++mb)
+      peak = std::max(peak, stageOff + mb * stageBytes + stageWs[mb].peak());
   peak = std::max(peak, workspaceOff + measuredWorkspacePeak);
   stats.devicePeakBytes = peak;
 
@@ -861,6 +919,100 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       "loop result");
 }
 
+void StreamExecutor::runHostStage(const StepCommand &c,
+                                  std::vector<std::vector<Tensor>> &vals,
+                                  const std::vector<const int32_t *> &tokens,
+                                  const std::vector<const int32_t *> &targets,
+                                  std::vector<double> &loss,
+                                  std::vector<char> &haveLoss,
+                                  std::vector<float> &lossCopied) {
+  const bundle::StagePlan::Segment *seg = stagePlan.segment(c.begin);
+  const std::string range =
+      "[" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ")";
+  auto concrete = [&](int v) {
+    std::vector<int64_t> out;
+    for (Dim d : fb->values.at(v).shape)
+      out.push_back(d == kDimB ? p.batch : d == kDimS ? p.seq : d);
+    return out;
+  };
+  // The queued closures outlive this frame: they capture the step's
+  // objects by pointer.
+  auto *valsP = &vals;
+  auto *lossP = &loss;
+  auto *haveP = &haveLoss;
+  for (int64_t mb = 0; mb < p.microBatches; ++mb) {
+    const std::string what = " " + range + " mb " + std::to_string(mb);
+    // Loop results of this micro-batch are in host memory, and the slot's
+    // previous user is done (compute runs in order).
+    device.wait(compute, evHostAct[static_cast<size_t>(mb)]);
+    for (size_t q = 0; q < seg->in.size(); ++q)
+      device.copyToDevice(compute, stageOff + seg->inOffset[q],
+                          hostStageValue(mb, seg->in[q]),
+                          stageValueBytes(seg->in[q]), device::Convert::None,
+                          "stage in" + what);
+    const float *found = nullptr;
+    const int32_t *ids = tokens[mb], *tgt = targets[mb];
+    launchCompute(
+        [this, seg, mb, valsP, lossP, haveP, ids, tgt, &found, concrete] {
+          std::vector<Tensor> &v = (*valsP)[mb];
+          const int64_t fixed = seg->inBytes + seg->outBytes;
+          Workspace ws(dev(stageOff + fixed, stageBytes - fixed),
+                       stageBytes - fixed, "stage", &mem);
+          Workspace::Scope scope(&ws);
+          for (size_t q = 0; q < seg->in.size(); ++q) {
+            int id = seg->in[q];
+            float *at = dev(stageOff + seg->inOffset[q], stageValueBytes(id));
+            if (fbStorage.at(id) == DType::I32) {
+              Tensor t;
+              t.shape = concrete(id);
+              t.isInt = true;
+              t.dtype = DType::I32;
+              t.i = std::shared_ptr<int32_t>(reinterpret_cast<int32_t *>(at),
+                                             [](int32_t *) {});
+              v[id] = std::move(t);
+            } else {
+              v[id] = Tensor::view(concrete(id), at, fbStorage[id]);
+            }
+          }
+          for (int a : seg->args)
+            v[a] = Tensor::ints(concrete(a), a == fb->args.at(0) ? ids : tgt);
+          ex.runOps(*fb, v, seg->begin, seg->end);
+          const Tensor &r = v[fb->results.at(0)];
+          if (!(*haveP)[mb] && r.f) {
+            if (mem.hostMemory()) {
+              ex.resetAux();
+              (*lossP)[mb] = ex.lossOf(r);
+            } else {
+              found = r.data();
+            }
+            (*haveP)[mb] = 1;
+          }
+          for (size_t q = 0; q < seg->out.size(); ++q) {
+            int id = seg->out[q];
+            const Tensor &t = v[id];
+            const void *src = t.isInt ? static_cast<const void *>(t.ints())
+                                      : static_cast<const void *>(t.data());
+            int64_t bytes = stageValueBytes(id);
+            if (!src || t.bytes() != bytes)
+              throw ExecError{"stage value " + std::to_string(id) +
+                              " has the wrong shape"};
+            mem.copy(dev(stageOff + seg->outOffset[q], bytes), src, bytes);
+          }
+          stageSlotPeak = std::max(stageSlotPeak, fixed + ws.peak());
+        },
+        "stage ops" + what);
+    for (size_t q = 0; q < seg->out.size(); ++q)
+      device.copyToHost(compute, hostStageValue(mb, seg->out[q]),
+                        stageOff + seg->outOffset[q],
+                        stageValueBytes(seg->out[q]), "stage out" + what);
+    // Device backends ran the closure now: the loss is a device value.
+    if (found)
+      device.copyToHost(compute, &lossCopied[mb], offsetOf(found),
+                        sizeof(float), "loss");
+  }
+  device.record(evStageHost, compute);
+}
+
 void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
                                 float *y, exec::AuxLoss &aux) {
   mem.copy(ckpt, x, call.boundaryBytes);
@@ -928,12 +1080,16 @@ void StreamExecutor::computeHostActivations(
     const int64_t inOff = actSlotOff(false, j), outOff = actSlotOff(true, j);
     const int64_t staging = stagingOff + j * maxCkptBytes;
     char *hostX = hostAct.get() + mb * activationBytes;
-    if (!first) {
-      // The previous instance's output of this micro-batch, once it is in
-      // host memory and the slot's last reader is done.
+    if (!first || hostStage) {
+      // The previous instance's output of this micro-batch (first, with a
+      // host stage: the loop's input there), once it is in host memory and
+      // the slot's last reader is done.
       device.wait(actIn, evActInFree[j]);
       device.wait(actIn, evHostAct[static_cast<size_t>(mb)]);
-      device.copyToDevice(actIn, inOff, hostX, bb, device::Convert::None,
+      if (first)
+        device.wait(actIn, evStageHost);
+      const char *src = first ? hostStageValue(mb, op->operands.at(0)) : hostX;
+      device.copyToDevice(actIn, inOff, src, bb, device::Convert::None,
                           "activation in " + what);
       device.record(evActIn[j], actIn);
       device.wait(compute, evActIn[j]);
@@ -952,14 +1108,16 @@ void StreamExecutor::computeHostActivations(
     device.wait(compute, evActOutFree[j]);
     if (saveHost)
       device.wait(compute, evStagingFree[j]);
+    const bool stageIn = first && !hostStage, stageOut = last && !hostStage;
     launchCompute(
-        [this, &vals, &aux, op, call, g, wOff, gOff, mb, first, last, forward,
-         inOff, outOff, staging, saveHost, restoreHost, pos, bb, ckpt] {
+        [this, &vals, &aux, op, call, g, wOff, gOff, mb, stageIn, stageOut,
+         forward, inOff, outOff, staging, saveHost, restoreHost, pos, bb,
+         ckpt] {
           boundWeights = g;
           boundWeightsOff = wOff;
           boundGradsOff = forward ? -1 : gOff;
           float *x = nullptr;
-          if (first) {
+          if (stageIn) {
             Tensor &in = vals[mb][op->operands.at(0)];
             if (!in.f || in.bytes() != bb)
               throw ExecError{"layers loop input has the wrong shape"};
@@ -979,7 +1137,7 @@ void StreamExecutor::computeHostActivations(
               mem.zero(dev(gOff, g->gradBytes), g->gradBytes);
             backwardOne(call, c, x, y);
           }
-          if (last) {
+          if (stageOut) {
             Workspace::Scope scope(&stageWs[mb]);
             Tensor t = Tensor::empty(call.shape, actType);
             mem.copy(t.data(), y, bb);
@@ -1000,9 +1158,12 @@ void StreamExecutor::computeHostActivations(
     }
     if (restoreHost)
       device.record(evStagingRead[j], compute);
-    if (!last) {
+    if (!last || hostStage) {
+      // The output into host memory (last, with a host stage: the loop's
+      // result there).
       device.wait(actOut, evActOut[j]);
-      device.copyToHost(actOut, hostX, outOff, bb, "activation out " + what);
+      char *dst = last ? hostStageValue(mb, op->results.at(0)) : hostX;
+      device.copyToHost(actOut, dst, outOff, bb, "activation out " + what);
       device.record(evActOutFree[j], actOut);
       device.record(evHostAct[static_cast<size_t>(mb)], actOut);
     }

@@ -62,7 +62,7 @@ public:
 
   const bundle::StepPlan &plan() const { return p; }
   /// Bytes of host memory the runtime allocates beyond the ParamStore
-  /// (offloaded checkpoints).
+  /// (offloaded checkpoints, host activations, the host stage).
   int64_t hostBytes() const;
 
   /// One optimizer step's forward and backward over plan().microBatches
@@ -140,6 +140,20 @@ private:
                               const InstanceCall &call, int64_t k,
                               size_t weightSlot, Group *g, int64_t wOff,
                               int64_t pos, bool saveHost, bool restoreHost);
+
+  /// One stage command with a host stage: per micro-batch, the values it
+  /// reads come from host memory into the stage slot, its ops run there, and
+  /// the values later commands read go back to host memory.
+  void runHostStage(const StepCommand &c,
+                    std::vector<std::vector<exec::Tensor>> &vals,
+                    const std::vector<const int32_t *> &tokens,
+                    const std::vector<const int32_t *> &targets,
+                    std::vector<double> &loss, std::vector<char> &haveLoss,
+                    std::vector<float> &lossCopied);
+  /// The host-stage address of value \p v of micro-batch \p mb.
+  char *hostStageValue(int64_t mb, int v) const;
+  /// The bytes of value \p v of forward_backward as stored on the device.
+  int64_t stageValueBytes(int v) const;
 
   void validate();
   Group &group(const std::string &layer, int64_t instance);
@@ -231,6 +245,17 @@ private:
   bool hostActivations = false;
   std::unique_ptr<char[]> hostAct;
   int64_t hostActBytes = 0;
+  /// Host stage (the plan's `stage.host`, docs/streaming.md): the
+  /// model-level values of every micro-batch that a later command reads wait
+  /// in host memory; the device's `stage` buffer is one slot, in which one
+  /// micro-batch's stage runs at a time.
+  bool hostStage = false;
+  bundle::StagePlan stagePlan;
+  std::vector<DType> fbStorage; ///< forward_backward's value storage
+  std::unique_ptr<char[]> hostStageMem;
+  int64_t hostStageBytes = 0;    ///< per micro-batch
+  int64_t stageSlotPeak = 0;     ///< measured: the slot's highest byte in use
+  device::Event evStageHost = 0; ///< the stage's values are in host memory
   /// Checkpoint position of each (layer, instance), in forward order.
   std::map<std::pair<std::string, int64_t>, int64_t> ckptIndex;
   std::map<std::string, int64_t> ckptBytes;

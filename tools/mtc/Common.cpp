@@ -11,6 +11,7 @@
 #include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/driver/HFWeights.h"
+#include "runtime/driver/Train.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -174,8 +175,10 @@ bool parsePrecisionFlag(const char *command, const std::string &text,
 
 /// The streaming flags of compile and plan.
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
-                    std::string &deviceMemory, std::string &checkpoints) {
+                    std::string &deviceMemory, std::string &checkpoints,
+                    std::string &hostMemory) {
   flags.push_back({Flag::String, "--device-memory", &deviceMemory});
+  flags.push_back({Flag::String, "--host-memory", &hostMemory});
   flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
@@ -229,8 +232,9 @@ bool parsePolicyFlags(const std::string &recompute,
 /// always), and picks the recompute default (auto with streaming, else
 /// full). Prints the error and returns false on bad input.
 bool finishStreamFlags(const char *command, const std::string &deviceMemory,
+                       const std::string &hostMemory,
                        mtc::StreamOptions &stream, std::string &recompute,
-                       bool always) {
+                       bool always, bool stateOnDisk) {
   if (!deviceMemory.empty()) {
     llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(deviceMemory);
     if (!bytes) {
@@ -241,6 +245,21 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
     stream.deviceMemory = *bytes;
   }
   stream.enabled = always || !deviceMemory.empty();
+  // --host-memory: the plan's host budget (the training state and the host
+  // buffers); by default the memory this machine has available, unless the
+  // state lives in a file (--host-state-file).
+  if (!hostMemory.empty()) {
+    llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(hostMemory);
+    if (!bytes) {
+      error(std::string(command) +
+            ": --host-memory: " + llvm::toString(bytes.takeError()));
+      return false;
+    }
+    stream.hostMemory = *bytes;
+  } else if (stream.enabled && !stateOnDisk) {
+    stream.hostMemory =
+        static_cast<int64_t>(mtc::driver::hostMemoryAvailable());
+  }
   if (recompute.empty())
     recompute = stream.enabled ? "auto" : "full";
   if (recompute == "auto" && !stream.enabled) {

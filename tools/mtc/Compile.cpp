@@ -44,13 +44,14 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device}};
-  std::string deviceMemory, checkpoints, precision;
+  std::string deviceMemory, checkpoints, precision, hostMemory;
   flags.push_back({Flag::String, "--precision", &precision});
-  addStreamFlags(flags, stream, deviceMemory, checkpoints);
+  addStreamFlags(flags, stream, deviceMemory, checkpoints, hostMemory);
   if (!parseArgs("compile", normalized, flags, pos) ||
       !parseOverrides("compile", sets, overrides) ||
       !parsePrecisionFlag("compile", precision, stream) ||
-      !finishStreamFlags("compile", deviceMemory, stream, recompute))
+      !finishStreamFlags("compile", deviceMemory, hostMemory, stream,
+                         recompute))
     return 1;
   if (!parseDeviceFlag("compile", device, copts))
     return 1;

@@ -90,9 +90,11 @@ bool loadInput(const std::string &input, const std::string &hf,
 bool parsePrecisionFlag(const char *command, const std::string &text,
                         mtc::StreamOptions &stream);
 
-/// The streaming flags of compile and plan.
+/// The streaming flags of compile and plan (--host-memory into \p
+/// hostMemory, parsed by finishStreamFlags).
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
-                    std::string &deviceMemory, std::string &checkpoints);
+                    std::string &deviceMemory, std::string &checkpoints,
+                    std::string &hostMemory);
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
 /// will run on. As for `mtc train --device`, the CUDA backend runs each op
@@ -108,12 +110,15 @@ bool parsePolicyFlags(const std::string &recompute,
                       const std::string &checkpoints,
                       mtc::CompileOptions &copts);
 
-/// Parses --device-memory, turns streaming on when it is given (or \p
-/// always), and picks the recompute default (auto with streaming, else
+/// Parses --device-memory and --host-memory (\p hostMemory; not given: the
+/// memory this machine has available, unless \p stateOnDisk: the state
+/// lives in a file), turns streaming on when --device-memory is given (or
+/// \p always), and picks the recompute default (auto with streaming, else
 /// full). Prints the error and returns false on bad input.
 bool finishStreamFlags(const char *command, const std::string &deviceMemory,
+                       const std::string &hostMemory,
                        mtc::StreamOptions &stream, std::string &recompute,
-                       bool always = false);
+                       bool always = false, bool stateOnDisk = false);
 
 std::string withCommas(int64_t v);
 

@@ -64,7 +64,9 @@ int runTrain(const std::vector<std::string> &args) {
   bool keepActivations = recompute.empty() && deviceMemory.empty();
   if (keepActivations)
     recompute = "none";
-  if (!finishStreamFlags("train", deviceMemory, copts.stream, recompute))
+  if (!finishStreamFlags("train", deviceMemory, cmd.hostMemory, copts.stream,
+                         recompute, /*always=*/false,
+                         /*stateOnDisk=*/!opts.hostStateFile.empty()))
     return 1;
   opts.deviceMemory = copts.stream.deviceMemory;
   if (!parsePolicyFlags(recompute, cmd.checkpoints, copts))

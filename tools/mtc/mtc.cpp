@@ -23,7 +23,8 @@ const Command kCommands[] = {
      "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
      "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
-     "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
+     "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] "
+     "[--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
      "cpu|cuda|cuda-emu]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
@@ -35,12 +36,14 @@ const Command kCommands[] = {
      "  backend does not run yet (docs/cuda.md). Default: cpu."},
     {"plan",
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
+     "[--host-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
      "NAME=VALUE]... [--device cpu|cuda|cuda-emu]",
      "print the streaming memory plan of a model: device buffers, peak, "
-     "smallest feasible budget, host bytes per parameter",
+     "smallest feasible budget, host memory (state bytes per parameter, "
+     "every host buffer, host_memory_bytes)",
      runPlan},
     {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
      runTrain, mtc::driver::trainDetails()},
