@@ -22,7 +22,7 @@ const Command kCommands[] = {
     {"compile",
      "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
      "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
-     "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
+     "NAME=VALUE]... [--device-memory SIZE|auto --batch N --seq N "
      "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
      "cpu|cuda|cuda-emu]",
@@ -34,7 +34,7 @@ const Command kCommands[] = {
      "  --device` will run it on: without fused regions, which the CUDA\n"
      "  backend does not run yet (docs/cuda.md). Default: cpu."},
     {"plan",
-     "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
+     "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE|auto] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
@@ -51,7 +51,8 @@ const Command kCommands[] = {
      "N] "
      "[--set NAME=VALUE]... [--tolerance X] [--step X] [--coordinates N] "
      "[--tensors GLOB[,GLOB]...] "
-     "[--recompute full|none|selective] [--cpu NAME]",
+     "[--recompute full|none|selective] [--cpu NAME] [--device "
+     "cpu|cuda|cuda-emu [--device-memory SIZE|auto]]",
      "compare the compiled gradients with finite differences on a small "
      "random instance",
      runGradCheck,
