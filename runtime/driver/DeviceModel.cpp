@@ -76,8 +76,8 @@ DeviceModel::open(const bundle::Bundle &bundle, exec::ParamStore &store,
   m->stream = m->gpu->createStream("compute").id;
   m->workspace = exec::Workspace(
       m->at(m->workspaceOff, deviceMemory - m->workspaceOff),
-      deviceMemory - m->workspaceOff, "the device's workspace (--device-memory)",
-      m->backend.get());
+      deviceMemory - m->workspaceOff,
+      "the device's workspace (--device-memory)", m->backend.get());
   DeviceModel *self = m.get();
   m->ex->setParamLocator([self](const exec::ParamSlot &s, bool grad) {
     size_t k = static_cast<size_t>(&s - self->store->slots().data());
@@ -120,13 +120,14 @@ void DeviceModel::run(const std::function<void()> &fn) {
     for (size_t k = 0; k < slots.size(); ++k)
       gpu->copyToDevice(s, valueOff[k], slots[k].value.data(),
                         4 * static_cast<int64_t>(slots[k].value.size()));
-    backend->issue(stream,
-                   [&] {
-                     exec::Workspace::Scope scope(&workspace);
-                     workspace.reset();
-                     fn();
-                   },
-                   "call");
+    backend->issue(
+        stream,
+        [&] {
+          exec::Workspace::Scope scope(&workspace);
+          workspace.reset();
+          fn();
+        },
+        "call");
     gpu->synchronize(s);
     backend->checkDeferredErrors();
   } catch (const device::DeviceError &e) {
@@ -167,8 +168,7 @@ double DeviceModel::loss(const int32_t *tokens, const int32_t *targets,
   return l;
 }
 
-exec::Tensor DeviceModel::logits(const int32_t *tokens, int64_t B,
-                                 int64_t S) {
+exec::Tensor DeviceModel::logits(const int32_t *tokens, int64_t B, int64_t S) {
   if (!gpu)
     return ex->logits(tokens, B, S);
   exec::Tensor out;

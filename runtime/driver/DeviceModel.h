@@ -31,8 +31,10 @@
 #include "runtime/exec/ParamStore.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mtc::device {
 class CudaDevice;
@@ -49,9 +51,10 @@ public:
   /// "cuda-emu") with \p deviceMemory bytes of device memory (CUDA only; at
   /// least the parameters' values and gradients plus some workspace).
   /// Errors name the device and what is missing.
-  static Expected<std::unique_ptr<DeviceModel>>
-  open(const bundle::Bundle &b, exec::ParamStore &store,
-       const std::string &device, int64_t deviceMemory);
+  static Expected<std::unique_ptr<DeviceModel>> open(const bundle::Bundle &b,
+                                                     exec::ParamStore &store,
+                                                     const std::string &device,
+                                                     int64_t deviceMemory);
   ~DeviceModel();
   DeviceModel(const DeviceModel &) = delete;
   DeviceModel &operator=(const DeviceModel &) = delete;

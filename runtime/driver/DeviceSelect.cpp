@@ -81,8 +81,8 @@ Expected<AutoDeviceMemory> autoDeviceMemory(const std::string &device) {
              " (scratch and flags) and a margin of " +
              formatBytes(margin, ByteFormat::approx());
   if (a.bytes <= 0)
-    return Status::error("--device-memory auto: --device " + device +
-                         " has " + a.reason + ": nothing is left for a plan");
+    return Status::error("--device-memory auto: --device " + device + " has " +
+                         a.reason + ": nothing is left for a plan");
   return a;
 }
 

@@ -53,8 +53,8 @@ int64_t cudaSafetyMarginBytes(int64_t totalBytes);
 
 /// `--device-memory auto` resolved for \p device.
 struct AutoDeviceMemory {
-  int64_t bytes = 0;   ///< the plan's budget (the device's arena)
-  std::string reason;  ///< how it was chosen, for the "device memory" line
+  int64_t bytes = 0;  ///< the plan's budget (the device's arena)
+  std::string reason; ///< how it was chosen, for the "device memory" line
 };
 
 /// The budget `auto` picks on \p device (see the file comment). Errors when

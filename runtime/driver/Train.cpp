@@ -27,9 +27,9 @@
 #include "runtime/device/CpuDevice.h"
 #include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
+#include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/DeviceModel.h"
 #include "runtime/driver/DeviceSelect.h"
-#include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/InitWeights.h"
 #include "runtime/exec/Executor.h"
@@ -164,8 +164,8 @@ int32_t sampleToken(const float *logits, int64_t V, double temperature,
 std::vector<int32_t> continueTokens(
     exec::Executor &ex,
     const std::function<exec::Tensor(const int32_t *, int64_t)> &logitsOf,
-    std::vector<int32_t> tokens, int64_t n, int64_t context,
-    double temperature, int64_t topK, train::Rng &rng, bool useCache) {
+    std::vector<int32_t> tokens, int64_t n, int64_t context, double temperature,
+    int64_t topK, train::Rng &rng, bool useCache) {
   std::vector<int32_t> generated;
   ex.resetCache();
   auto prefill = [&]() {

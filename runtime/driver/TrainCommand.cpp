@@ -374,9 +374,9 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
                 opts.device + "'");
   if (opts.device != "cpu") {
     // The whole model is resident: by default, all the device has.
-    Expected<int64_t> bytes = resolveDeviceMemory(
-        deviceMemory.empty() ? "auto" : deviceMemory, opts.device, "generate",
-        err);
+    Expected<int64_t> bytes =
+        resolveDeviceMemory(deviceMemory.empty() ? "auto" : deviceMemory,
+                            opts.device, "generate", err);
     if (!bytes)
       return fail(bytes.message());
     opts.deviceMemory = *bytes;

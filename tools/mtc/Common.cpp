@@ -272,8 +272,8 @@ bool resolveAutoDeviceMemory(const char *command, const std::string &device,
                              std::string &deviceMemory) {
   if (deviceMemory != "auto")
     return true;
-  mtc::Expected<int64_t> bytes =
-      mtc::driver::resolveDeviceMemory(deviceMemory, device, command, std::cout);
+  mtc::Expected<int64_t> bytes = mtc::driver::resolveDeviceMemory(
+      deviceMemory, device, command, std::cout);
   if (!bytes) {
     error(bytes.message());
     return false;
@@ -289,8 +289,8 @@ void printCudaReserve(std::ostream &os, const std::string &device,
   int64_t reserve = mtc::driver::cudaBackendReserveBytes();
   os << "beside the plan on " << device << ": the CUDA backend's scratch and "
      << "flags, " << reserve << " bytes; device total " << budget + reserve
-     << " bytes (" << mtc::formatBytes(budget + reserve, mtc::ByteFormat::approx())
-     << ")\n";
+     << " bytes ("
+     << mtc::formatBytes(budget + reserve, mtc::ByteFormat::approx()) << ")\n";
 }
 
 } // namespace mtc::cli
