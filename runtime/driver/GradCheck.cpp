@@ -57,6 +57,7 @@
 #include "runtime/driver/Train.h"
 
 #include "runtime/device/Device.h"
+#include "runtime/driver/DeviceModel.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Random.h"
@@ -285,11 +286,16 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
         << "' matches no parameter tensor\n";
     return -1;
   }
-  exec::Executor ex(b, store);
-  if (Status st = ex.useBundleKernels(); !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
+  Expected<std::unique_ptr<DeviceModel>> opened =
+      DeviceModel::open(b, store, opts.device, opts.deviceMemory);
+  if (!opened) {
+    err << "mtc: error: gradcheck: " << opened.message() << "\n";
     return -1;
   }
+  DeviceModel &dm = **opened;
+  exec::Executor &ex = dm.executor();
+  if (!dm.host())
+    os << "device " << dm.describe() << "\n";
 
   int64_t vocab = std::max<int64_t>(b.vocabulary(), 2);
 
@@ -302,15 +308,18 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   }
 
   store.zeroGrads();
-  ex.pinRouting(exec::Executor::RoutingPin::Record);
+  // Routing pins need the choices on the host: the CPU executor's.
+  if (dm.host())
+    ex.pinRouting(exec::Executor::RoutingPin::Record);
   double loss0 =
-      ex.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq);
-  ex.pinRouting(exec::Executor::RoutingPin::Replay);
+      dm.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq);
+  if (dm.host())
+    ex.pinRouting(exec::Executor::RoutingPin::Replay);
   const uint64_t routing = ex.routingSignature();
   int64_t evaluations = 0, rerouted = 0;
 
   auto lossAt = [&]() {
-    double l = ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
+    double l = dm.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
     ++evaluations;
     if (ex.routingSignature() != routing)
       ++rerouted;

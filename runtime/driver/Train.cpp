@@ -28,6 +28,8 @@
 #include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DeviceModel.h"
+#include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/InitWeights.h"
 #include "runtime/exec/Executor.h"
@@ -159,11 +161,11 @@ int32_t sampleToken(const float *logits, int64_t V, double temperature,
 /// last context/2 tokens. Models the cache cannot decode (ops mixing
 /// positions other than attention) fall back to recomputing the last
 /// \p context tokens for every new token.
-std::vector<int32_t> continueTokens(exec::Executor &ex,
-                                    std::vector<int32_t> tokens, int64_t n,
-                                    int64_t context, double temperature,
-                                    int64_t topK, train::Rng &rng,
-                                    bool useCache = true) {
+std::vector<int32_t> continueTokens(
+    exec::Executor &ex,
+    const std::function<exec::Tensor(const int32_t *, int64_t)> &logitsOf,
+    std::vector<int32_t> tokens, int64_t n, int64_t context, double temperature,
+    int64_t topK, train::Rng &rng, bool useCache) {
   std::vector<int32_t> generated;
   ex.resetCache();
   auto prefill = [&]() {
@@ -184,7 +186,7 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
   for (int64_t i = 0; i < n; ++i) {
     if (!useCache) {
       int64_t len = std::min<int64_t>(tokens.size(), context);
-      logits = ex.logits(tokens.data() + tokens.size() - len, 1, len);
+      logits = logitsOf(tokens.data() + tokens.size() - len, len);
     }
     int64_t V = logits.shape.back(), rows = logits.numel() / V;
     int32_t next =
@@ -196,6 +198,33 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
                                             : ex.decode(&tokens.back(), 1);
   }
   return generated;
+}
+
+/// continueTokens on the host executor \p ex (the training run's sample).
+std::vector<int32_t> continueTokens(exec::Executor &ex,
+                                    std::vector<int32_t> tokens, int64_t n,
+                                    int64_t context, double temperature,
+                                    int64_t topK, train::Rng &rng,
+                                    bool useCache = true) {
+  auto logitsOf = [&](const int32_t *t, int64_t len) {
+    return ex.logits(t, 1, len);
+  };
+  return continueTokens(ex, logitsOf, std::move(tokens), n, context,
+                        temperature, topK, rng, useCache);
+}
+
+/// continueTokens on \p dm's device; KV-cache decoding is the host
+/// executor's only (DeviceModel.h).
+std::vector<int32_t> continueTokens(DeviceModel &dm,
+                                    std::vector<int32_t> tokens, int64_t n,
+                                    int64_t context, double temperature,
+                                    int64_t topK, train::Rng &rng,
+                                    bool useCache) {
+  auto logitsOf = [&](const int32_t *t, int64_t len) {
+    return dm.logits(t, 1, len);
+  };
+  return continueTokens(dm.executor(), logitsOf, std::move(tokens), n, context,
+                        temperature, topK, rng, useCache && dm.host());
 }
 
 std::string bytesToText(const std::vector<int32_t> &tokens) {
@@ -786,8 +815,7 @@ private:
     }
     // The CUDA backend over the real driver or the emulated one.
     Expected<std::shared_ptr<const cuda::CudaDriverApi>> driver =
-        opts.device == "cuda-emu" ? emu::emulatedCudaDriver()
-                                  : cuda::loadCudaDriver();
+        openCudaDriverFor(opts.device);
     if (!driver)
       return Status::error("--device " + opts.device + ": " + driver.message());
     auto gpu = std::make_unique<device::CudaDevice>(*driver, budget);
@@ -907,6 +935,18 @@ private:
           << plan.prefetchDepth << ", recompute " << plan.recompute
           << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
           << " bytes\n";
+      if (backend) {
+        // The CUDA backend's own allocations beside the plan's arena, and
+        // what the driver reports in use (docs/cuda.md, "Device memory").
+        auto *gpu = static_cast<device::CudaDevice *>(streamDevice.get());
+        auto [free, total] = gpu->memoryInfo();
+        out << "device memory beside the plan: CUDA backend "
+            << exec::CudaBackend::deviceBytes()
+            << " bytes (scratch and flags); device total "
+            << streamDevice->capacity() + exec::CudaBackend::deviceBytes()
+            << " bytes; in use on the device " << total - free << " of "
+            << total << "\n";
+      }
     }
     if (streamer || store->fileBacked()) {
       out << "host state: " << store->hostBytes() << " bytes";
@@ -1275,11 +1315,14 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
         << vocab << "\n";
     return 1;
   }
-  exec::Executor ex(b, store);
-  if (Status st = ex.useBundleKernels(); !st.ok()) {
-    err << opts.toolName << ": error: " << st.message() << "\n";
+  Expected<std::unique_ptr<DeviceModel>> dm =
+      DeviceModel::open(b, store, opts.device, opts.deviceMemory);
+  if (!dm) {
+    err << opts.toolName << ": error: generate: " << dm.message() << "\n";
     return 1;
   }
+  if (!(*dm)->host())
+    err << "device " << (*dm)->describe() << "\n";
   train::Rng rng(opts.seed, 99);
   Expected<std::vector<int32_t>> prompt = encodeText(tok.get(), opts.prompt);
   if (!prompt) {
@@ -1289,7 +1332,7 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
   if (prompt->empty())
     prompt->push_back(tok ? 0 : '\n');
   std::vector<int32_t> gen =
-      continueTokens(ex, *prompt, opts.tokens, context, opts.temperature,
+      continueTokens(**dm, *prompt, opts.tokens, context, opts.temperature,
                      opts.topK, rng, opts.useCache);
   out << opts.prompt << decodeText(tok.get(), gen) << "\n";
   return 0;

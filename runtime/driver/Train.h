@@ -104,6 +104,11 @@ struct GenerateOptions {
   uint64_t seed = 1;
   int64_t context = 0;  ///< 0: the sequence length the checkpoint trained at
   bool useCache = true; ///< false: recompute the whole context per token
+  /// The device the model runs on: cpu, cuda or cuda-emu (driver/
+  /// DeviceModel.h; no KV cache on a CUDA device), and on a CUDA device its
+  /// memory in bytes.
+  std::string device = "cpu";
+  int64_t deviceMemory = 0;
   /// tokenizer.json (or its directory) for the prompt and the output; "" :
   /// the checkpoint bundle's (HF imports), else bytes.
   std::string tokenizer;

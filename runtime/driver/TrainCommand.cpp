@@ -11,6 +11,7 @@
 #include "lib/Support/ByteSize.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/CommandLine.h"
+#include "runtime/driver/DeviceSelect.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
 namespace mtc::driver {
@@ -32,14 +33,14 @@ std::string trainUsage(const Tool &tool) {
       "TEXT] [--sample-tokens N] [--kernels on|off] ";
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
-         "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE "
+         "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
          "[--host-memory SIZE] "
          "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] [--checkpoints "
          "device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
   else
     u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
-         "[--device-memory SIZE] [--optimizer-threads N] [--trace "
+         "[--device-memory SIZE|auto] [--optimizer-threads N] [--trace "
          "FILE.json] ";
   u += "[--tokenizer tokenizer.json]\n       " + t +
        " train --resume DIR [--steps N] [flags]...";
@@ -109,7 +110,8 @@ std::string generateUsage(const Tool &tool) {
   return std::string(tool.name) +
          " generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
          "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
-         "on|off] [--tokenizer tokenizer.json]";
+         "on|off] [--tokenizer tokenizer.json] [--device cpu|cuda|cuda-emu "
+         "[--device-memory SIZE|auto]]";
 }
 
 const char *generateSummary() {
@@ -298,9 +300,10 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
   if (!cmd.deviceMemory.empty()) {
     // The bundle brings its plan; --device-memory sizes the device it runs
     // on (at least the plan's peak, checked by train()).
-    Expected<int64_t> bytes = parseDeviceBudget(cmd.deviceMemory);
+    Expected<int64_t> bytes =
+        resolveDeviceMemory(cmd.deviceMemory, opts.device, "train", out);
     if (!bytes)
-      return fail("train: --device-memory: " + bytes.message());
+      return fail(bytes.message());
     opts.deviceMemory = *bytes;
   }
   Expected<bundle::Bundle> read = bundle::readFile(cmd.input);
@@ -352,7 +355,7 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
                        std::ostream &out, std::ostream &err) {
   GenerateOptions opts;
   std::vector<std::string> pos;
-  std::string cache = "on";
+  std::string cache = "on", deviceMemory;
   auto fail = [&](const std::string &message) {
     err << tool.name << ": error: " << message << "\n";
     return 1;
@@ -366,10 +369,28 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
                       {Flag::Uint, "--seed", &opts.seed, 0},
                       {Flag::Int, "--context", &opts.context, 1},
                       {Flag::String, "--kv-cache", &cache},
-                      {Flag::String, "--tokenizer", &opts.tokenizer}},
+                      {Flag::String, "--tokenizer", &opts.tokenizer},
+                      {Flag::String, "--device", &opts.device},
+                      {Flag::String, "--device-memory", &deviceMemory}},
                      pos);
       !st.ok())
     return fail(st.message());
+  if (!isKnownDevice(opts.device))
+    return fail("generate: --device expects cpu, cuda or cuda-emu, got '" +
+                opts.device + "'");
+  if (opts.device != "cpu") {
+    // The whole model is resident: by default, all the device has.
+    Expected<int64_t> bytes =
+        resolveDeviceMemory(deviceMemory.empty() ? "auto" : deviceMemory,
+                            opts.device, "generate", err);
+    if (!bytes)
+      return fail(bytes.message());
+    opts.deviceMemory = *bytes;
+  } else if (!deviceMemory.empty()) {
+    return fail("generate: --device-memory sizes a CUDA device "
+                "(--device cuda|cuda-emu); the CPU runs the model in host "
+                "memory");
+  }
   Expected<std::string> dir =
       onePositional("generate", pos, generateUsage(tool));
   if (!dir)

@@ -8,8 +8,10 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "frontend/HFImport.h"
+#include "lib/Support/ByteSize.h"
 #include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
+#include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
 
@@ -283,6 +285,31 @@ std::string withCommas(int64_t v) {
     out += digits[i];
   }
   return out;
+}
+
+bool resolveAutoDeviceMemory(const char *command, const std::string &device,
+                             std::string &deviceMemory) {
+  if (deviceMemory != "auto")
+    return true;
+  mtc::Expected<int64_t> bytes = mtc::driver::resolveDeviceMemory(
+      deviceMemory, device, command, std::cout);
+  if (!bytes) {
+    error(bytes.message());
+    return false;
+  }
+  deviceMemory = std::to_string(*bytes);
+  return true;
+}
+
+void printCudaReserve(std::ostream &os, const std::string &device,
+                      int64_t budget) {
+  if (device != "cuda" && device != "cuda-emu")
+    return;
+  int64_t reserve = mtc::driver::cudaBackendReserveBytes();
+  os << "beside the plan on " << device << ": the CUDA backend's scratch and "
+     << "flags, " << reserve << " bytes; device total " << budget + reserve
+     << " bytes ("
+     << mtc::formatBytes(budget + reserve, mtc::ByteFormat::approx()) << ")\n";
 }
 
 } // namespace mtc::cli

@@ -50,6 +50,7 @@ int runCompile(const std::vector<std::string> &args) {
   if (!parseArgs("compile", normalized, flags, pos) ||
       !parseOverrides("compile", sets, overrides) ||
       !parsePrecisionFlag("compile", precision, stream) ||
+      !resolveAutoDeviceMemory("compile", device, deviceMemory) ||
       !finishStreamFlags("compile", deviceMemory, hostMemory, stream,
                          recompute))
     return 1;

@@ -42,6 +42,7 @@ int runPlan(const std::vector<std::string> &args) {
       !parseDeviceFlag("plan", device, copts) ||
       !parsePrecisionFlag("plan", precision, copts.stream) ||
       !modelInput("plan", pos, hf, input) ||
+      !resolveAutoDeviceMemory("plan", device, deviceMemory) ||
       !finishStreamFlags("plan", deviceMemory, hostMemory, copts.stream,
                          recompute, /*always=*/true) ||
       !parsePolicyFlags(recompute, checkpoints, copts))
@@ -144,6 +145,8 @@ int runPlan(const std::vector<std::string> &args) {
   if (step.deviceBudget)
     os << " of " << formatByteSize(step.deviceBudget);
   os << "\n";
+  printCudaReserve(os, device,
+                   step.deviceBudget ? step.deviceBudget : step.devicePeak);
   int64_t n = cost.totalInstances();
   int64_t resident = std::min<int64_t>(step.prefetchDepth, n);
   int64_t loads = 2 * n - resident;

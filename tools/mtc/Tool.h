@@ -122,6 +122,18 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
 
 std::string withCommas(int64_t v);
 
+/// `--device-memory auto` for \p device (driver/DeviceSelect.h): replaced
+/// in \p deviceMemory by the bytes chosen, with a line saying how; other
+/// values stay. A device that is not there is an error (a plan needs a
+/// number). Prints the error and returns false.
+bool resolveAutoDeviceMemory(const char *command, const std::string &device,
+                             std::string &deviceMemory);
+
+/// On a CUDA device, the plan's "beside the plan" line: the CUDA backend's
+/// own device memory and the device total with the arena of \p budget.
+void printCudaReserve(std::ostream &os, const std::string &device,
+                      int64_t budget);
+
 /// The commands, one file each.
 int runCompile(const std::vector<std::string> &args);
 int runHelp(const std::vector<std::string> &args);

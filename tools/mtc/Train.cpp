@@ -37,6 +37,8 @@ int runTrain(const std::vector<std::string> &args) {
   if (!parseOverrides("train", cmd.sets, copts.overrides))
     return 1;
   std::string deviceMemory = cmd.deviceMemory, recompute = cmd.recompute;
+  if (!resolveAutoDeviceMemory("train", opts.device, deviceMemory))
+    return 1;
   if (!parsePrecisionFlag("train", cmd.precision, copts.stream))
     return 1;
   if (copts.stream.precision == mtc::bundle::Precision::BF16 &&

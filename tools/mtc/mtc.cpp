@@ -22,7 +22,7 @@ const Command kCommands[] = {
     {"compile",
      "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
      "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
-     "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
+     "NAME=VALUE]... [--device-memory SIZE|auto --batch N --seq N "
      "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] "
      "[--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
@@ -35,7 +35,7 @@ const Command kCommands[] = {
      "  --device` will run it on: without fused regions, which the CUDA\n"
      "  backend does not run yet (docs/cuda.md). Default: cpu."},
     {"plan",
-     "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
+     "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE|auto] "
      "[--host-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
@@ -54,7 +54,8 @@ const Command kCommands[] = {
      "N] "
      "[--set NAME=VALUE]... [--tolerance X] [--step X] [--coordinates N] "
      "[--tensors GLOB[,GLOB]...] "
-     "[--recompute full|none|selective] [--cpu NAME]",
+     "[--recompute full|none|selective] [--cpu NAME] [--device "
+     "cpu|cuda|cuda-emu [--device-memory SIZE|auto]]",
      "compare the compiled gradients with finite differences on a small "
      "random instance",
      runGradCheck,
