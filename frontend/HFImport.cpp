@@ -277,7 +277,6 @@ struct Arch {
   bool normalizeTopK = false, sharedExpert = false;
   double auxCoef = 0;
   bool outputRouterLogits = false;
-  std::string expertStyle;      // "mixtral" (w1/w3/w2) or "qwen"
   std::string layerTypesSource; // how the per-layer kinds were derived
   std::vector<std::string> unknownFields; // reported as warnings
   std::vector<std::string> notes;         // other warnings, without the file
@@ -1070,13 +1069,11 @@ Arch readArch(const json &cfg, const std::string &file) {
     if (mixtral) {
       a.moeFfn = a.ffn;
       a.normalizeTopK = true;
-      a.expertStyle = "mixtral";
       for (auto &k : a.layers)
         k.moe = true;
     } else {
       a.moeFfn = f.integer("moe_intermediate_size", 1);
       a.normalizeTopK = f.boolean("norm_topk_prob", false);
-      a.expertStyle = "qwen";
       if (t.experts == Experts::Qwen2Moe) {
         a.sharedFfn = f.integer("shared_expert_intermediate_size", 1);
         a.sharedExpert = true;
@@ -1152,6 +1149,8 @@ public:
 
 private:
   bool gpt2() const { return a.traits->layout == Layout::GPT2; }
+  /// Mixtral's experts (w1/w3/w2 under block_sparse_moe.), not Qwen's.
+  bool mixtralExperts() const { return a.traits->experts == Experts::Mixtral; }
 
   /// GPT-2 (Layout::GPT2): learned absolute positions, pre-norm LayerNorm
   /// blocks, one fused c_attn with bias, a plain gelu MLP, biases on every
@@ -1372,13 +1371,13 @@ private:
                 std::to_string(a.headDim) + " (rounded down)");
     entry("ffn", std::to_string(a.ffn), "intermediate_size");
     if (anyMoe()) {
-      if (a.expertStyle == "qwen")
+      if (!mixtralExperts())
         entry("moe_ffn", std::to_string(a.moeFfn), "moe_intermediate_size");
       if (a.sharedExpert)
         entry("shared_ffn", std::to_string(a.sharedFfn),
               "shared_expert_intermediate_size");
       entry("n_experts", std::to_string(a.nExperts),
-            a.expertStyle == "mixtral" ? "num_local_experts" : "num_experts");
+            mixtralExperts() ? "num_local_experts" : "num_experts");
       entry("top_k", std::to_string(a.topK), "num_experts_per_tok");
       entry("router_aux_loss_coef", fmtFloat(a.auxCoef),
             "router_aux_loss_coef");
@@ -1559,8 +1558,7 @@ private:
       param("mlp_norm", "[dim]", init, "post_attention_layernorm.weight");
     }
     // Feed-forward parameters.
-    std::string mlpPrefix =
-        a.expertStyle == "mixtral" ? "block_sparse_moe." : "mlp.";
+    std::string mlpPrefix = mixtralExperts() ? "block_sparse_moe." : "mlp.";
     if (!moe) {
       if (a.fusedGateUp) {
         param("w_gate_up", "[dim, 2 * ffn]", "normal(init_std)",
@@ -1600,7 +1598,7 @@ private:
       param("post_ffw_norm", "[dim]", init,
             "post_feedforward_layernorm.weight");
     if (moe) {
-      bool mx = a.expertStyle == "mixtral";
+      bool mx = mixtralExperts();
       std::string F = mx ? "ffn" : "moe_ffn";
       std::string ep = mlpPrefix + "experts.{e}.";
       os << "\n    # Routed experts: expert e is " << ep << "*\n";

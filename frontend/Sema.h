@@ -14,7 +14,9 @@
 #include "lib/Support/Diagnostics.h"
 #include "lib/Support/Shape.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -32,53 +34,41 @@ struct ConfigValue {
 using AttrValue =
     std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 
-/// The operations of a checked forward body. Each maps to one mt dialect op
-/// (see dialects/mt/MtOps.td); the attribute names listed here are the ones
-/// MLIRGen reads.
-enum class OpKind {
-  Constant,  ///< attrs: value (double); result [] f32
-  ParamRef,  ///< symbol: parameter name
-  Embedding, ///< operands: ids, table
-  MatMul,    ///< operands: a, b [, bias]
-  Add,
-  Sub,
-  Mul,
-  Div, ///< operands: a, b (broadcasting)
-  Neg,
-  Exp,
-  Log,
-  Silu,
-  Relu,
-  Sigmoid,
-  Tanh,
-  Rsqrt,
-  Sqrt,
-  Square,
-  Gelu, ///< attrs: approximate ("tanh" | "none")
-  Sum,
-  Mean,
-  Max,          ///< attrs: axis (normalised, >= 0), keepdim
-  Softmax,      ///< attrs: axis (normalised)
-  RmsNorm,      ///< operands: x, w; attrs: eps, offset
-  LayerNorm,    ///< operands: x, w [, b]; attrs: eps
-  Reshape,      ///< result shape is the target
-  Transpose,    ///< attrs: perm
-  Split,        ///< attrs: sizes, axis; several results
-  Concat,       ///< attrs: axis
-  Slice,        ///< attrs: axis, start, end
-  Rope,         ///< attrs: theta, fraction, and for llama3 scaling:
-                ///< scaling = "llama3", factor, low_freq_factor,
-                ///< high_freq_factor, original_max_position
-  Attention,    ///< operands: q, k, v; attrs: causal, window, softcap, scale
-  Softcap,      ///< attrs: cap
-  Moe,          ///< operands: h, router; symbol: expert; attrs: top_k,
-                ///< normalize, aux_loss
-  CrossEntropy, ///< operands: logits, targets; attrs: ignore_index
-  ApplyLayers,  ///< operands: x; symbol: layer; attrs: first, count
+/// The families of operations (DslOps.def): each family's calls are checked
+/// by one group of rules.
+enum class OpFamily {
+#define MTC_DSL_FAMILY(Family) Family,
+#include "frontend/DslOps.def"
 };
+
+/// The operations of a checked forward body, one per line of DslOps.def, in
+/// its order. Each maps to one mt dialect op (see dialects/mt/MtOps.td); the
+/// operands and the attribute names MLIRGen reads are listed in DslOps.def.
+enum class OpKind {
+#define MTC_DSL_OP(Kind, Name, Family, Form, Args) Kind,
+#include "frontend/DslOps.def"
+};
+
+/// The number of operations (lines of DslOps.def).
+constexpr size_t kNumDslOps = 0
+#define MTC_DSL_OP(Kind, Name, Family, Form, Args) +1
+#include "frontend/DslOps.def"
+    ;
 
 /// The language's name for \p kind ("matmul", "rmsnorm", ...).
 const char *opKindName(OpKind kind);
+/// The operation called \p name (internal ones included), if any.
+std::optional<OpKind> opKindByName(const std::string &name);
+/// The family whose rules check \p kind.
+OpFamily opFamily(OpKind kind);
+/// The family's name in DslOps.def ("Elementwise").
+const char *opFamilyName(OpFamily family);
+/// True when the language calls \p kind by name (`rmsnorm(x, w, eps)`);
+/// false for operations Sema makes itself (constants, infix operators, ...).
+bool isCallableOp(OpKind kind);
+/// The call signature of \p kind as messages show it: "(x, w, eps[, offset])",
+/// "(x, ...[, axis])"; "" when it is not callable.
+std::string opSignature(OpKind kind);
 
 struct ValueType {
   Shape shape;

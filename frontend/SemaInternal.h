@@ -1,8 +1,9 @@
 //===- SemaInternal.h - Private state of the .mt checker --------*- C++ -*-===//
 //
 // Part of mtc. Not a public interface: shared only by Sema.cpp (config, names,
-// parameters, layers, counts) and SemaExpr.cpp (forward bodies, expressions and
-// operations). Everything else uses Sema.h.
+// parameters, layers, counts), SemaExpr.cpp (forward bodies and expressions)
+// and SemaOps*.cpp (operation calls, SemaOpCall.h). Everything else uses
+// Sema.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_FRONTEND_SEMAINTERNAL_H
@@ -135,6 +136,8 @@ struct FnState {
   size_t stmtExecutions = 0;
 };
 
+struct OpCall;
+
 /// The checker: one instance per checkModel call.
 class Checker {
 public:
@@ -190,9 +193,22 @@ public:
   Val evalUnary(const ast::Expr &e, FnState &st);
   Val evalBinary(const ast::Expr &e, FnState &st);
   Val evalCall(const ast::Expr &e, FnState &st);
+  /// Checks one call of a DSL operation: binds the arguments to its
+  /// DslOps.def signature, evaluates the tensors, then hands the call to the
+  /// checker of its family.
   std::vector<Val> evalOp(const ast::Expr &e, FnState &st, size_t wanted);
   Val evalLayerApply(const ast::Expr &e, FnState &st, size_t layerIdx);
   bool isConstExpr(const ast::Expr &e, const FnState &st) const;
+
+  // --- SemaOps*.cpp: one checker per family of DslOps.def ----------------
+  std::vector<Val> checkLinearOp(OpCall &c);      ///< SemaOpsMath.cpp
+  std::vector<Val> checkElementwiseOp(OpCall &c); ///< SemaOpsMath.cpp
+  std::vector<Val> checkReductionOp(OpCall &c);   ///< SemaOpsMath.cpp
+  std::vector<Val> checkNormOp(OpCall &c);        ///< SemaOpsMath.cpp
+  std::vector<Val> checkLossOp(OpCall &c);        ///< SemaOpsMath.cpp
+  std::vector<Val> checkShapeOp(OpCall &c);       ///< SemaOpsShape.cpp
+  std::vector<Val> checkAttentionOp(OpCall &c);   ///< SemaOpsAttention.cpp
+  std::vector<Val> checkMoeOp(OpCall &c);         ///< SemaOpsAttention.cpp
 
   /// Materialises a number as a Constant op; tensors pass through.
   Val toTensor(const Val &v, SourceLoc loc, FnState &st);

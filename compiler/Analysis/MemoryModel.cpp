@@ -485,6 +485,10 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
     add("stage", "stage", m * cost.stageBytes);
   }
   add("workspace", "workspace", workspace);
+  if (choices.immediateOptimizer)
+    add("grads.host", "grads",
+        bundle::kGradRingSlots * std::max(grads, cost.modelGradBytes),
+        /*host=*/true);
   int64_t end = 0;
   for (bundle::PlanBuffer &b : p.buffers) {
     if (b.space == "host") {
@@ -507,31 +511,8 @@ llvm::Expected<int64_t> parseByteSize(llvm::StringRef text) {
 }
 
 std::string formatByteSize(int64_t bytes, bool roundUp) {
-  struct Unit {
-    const char *name;
-    int64_t size;
-  } units[] = {{"GiB", int64_t(1) << 30},
-               {"MiB", int64_t(1) << 20},
-               {"KiB", int64_t(1) << 10}};
-  for (const Unit &u : units) {
-    if (bytes < u.size)
-      continue;
-    if (bytes % u.size == 0)
-      return std::to_string(bytes / u.size) + " " + u.name;
-    // Tenths of the unit, rounded up or to the nearest.
-    __int128 b10 = static_cast<__int128>(bytes) * 10;
-    int64_t tenths = static_cast<int64_t>(
-        roundUp ? (b10 + u.size - 1) / u.size : (b10 + u.size / 2) / u.size);
-    char buf[64];
-    if (tenths % 10 == 0)
-      std::snprintf(buf, sizeof buf, "%lld %s", (long long)(tenths / 10),
-                    u.name);
-    else
-      std::snprintf(buf, sizeof buf, "%lld.%lld %s", (long long)(tenths / 10),
-                    (long long)(tenths % 10), u.name);
-    return buf;
-  }
-  return std::to_string(bytes) + " B";
+  // One formatter for the compiler and the runtime (lib/Support/ByteSize.h).
+  return mtc::formatBytes(bytes, mtc::ByteFormat::compact(roundUp));
 }
 
 } // namespace mtc::analysis

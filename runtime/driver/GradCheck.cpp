@@ -52,6 +52,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/GradCheck.h"
+#include "lib/Support/ByteSize.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
 
@@ -234,17 +235,6 @@ bool selected(const std::string &name, const std::string &patterns) {
   return false;
 }
 
-/// "320.0 MiB", "1.5 GiB".
-std::string humanBytes(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  if (bytes >= double(1 << 30))
-    os << bytes / double(1 << 30) << " GiB";
-  else
-    os << bytes / double(1 << 20) << " MiB";
-  return os.str();
-}
-
 /// One comparison: finite difference, compiled value, what is allowed.
 struct Check {
   double fd = 0, an = 0, allowed = 0, scale = 1;
@@ -270,9 +260,10 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   double need = trainingHostBytes(b, opts.batch, opts.seq);
   double avail = hostMemoryAvailable();
   if (avail > 0 && need > avail) {
-    err << "mtc: error: gradcheck may need up to " << humanBytes(need)
+    err << "mtc: error: gradcheck may need up to "
+        << formatBytes(int64_t(need), ByteFormat::approx())
         << " of host memory at --batch " << opts.batch << " --seq " << opts.seq
-        << ", but " << humanBytes(avail)
+        << ", but " << formatBytes(int64_t(avail), ByteFormat::approx())
         << " are available; lower --batch or --seq\n";
     return -1;
   }

@@ -19,13 +19,16 @@
 #ifndef MTC_RUNTIME_TRAIN_OPTIMIZER_H
 #define MTC_RUNTIME_TRAIN_OPTIMIZER_H
 
-#include "runtime/train/ThreadPool.h"
+#include "lib/Support/ThreadPool.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace mtc::train {
+
+/// The host-side training code runs on the one worker pool.
+using mtc::ThreadPool;
 
 struct AdamWConfig {
   float beta1 = 0.9f;
