@@ -485,6 +485,10 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
     add("stage", "stage", m * cost.stageBytes);
   }
   add("workspace", "workspace", workspace);
+  if (choices.immediateOptimizer)
+    add("grads.host", "grads",
+        bundle::kGradRingSlots * std::max(grads, cost.modelGradBytes),
+        /*host=*/true);
   int64_t end = 0;
   for (bundle::PlanBuffer &b : p.buffers) {
     if (b.space == "host") {

@@ -132,6 +132,10 @@ struct PlanChoices {
   int64_t microBatches = 1;
   int64_t prefetchDepth = 2;
   bool checkpointsOnHost = false;
+  /// AdamW runs as soon as each layer instance's gradient is final: the
+  /// gradients pass through a host ring (`grads.host`, kGradRingSlots slots
+  /// of the largest gradient group) instead of a model-sized buffer.
+  bool immediateOptimizer = false;
   /// The forward layer loops of the step: (layer, instance count).
   std::vector<std::pair<std::string, int64_t>> forwardLoops;
 };

@@ -175,6 +175,7 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     sopts.budget = options.stream.deviceMemory;
     sopts.precision = options.stream.precision;
     sopts.hostBudget = options.stream.hostMemory;
+    sopts.immediateOptimizer = options.stream.immediateOptimizer;
     buildStreamingPipeline(pm, sopts);
   }
   return mlir::succeeded(pm.run(module));

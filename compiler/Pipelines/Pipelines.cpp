@@ -33,7 +33,8 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
                         const std::string &budget, const std::string &precision,
-                        const std::string &hostBudget) {
+                        const std::string &hostBudget,
+                        const std::string &optimizerPlacement) {
   MtcBuildStepOptions build;
   build.batch = batch;
   build.seq = seq;
@@ -55,6 +56,7 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
   MtcPlanMemoryOptions plan;
   plan.budget = budget;
   plan.hostBudget = hostBudget;
+  plan.optimizerPlacement = optimizerPlacement;
   pm.addPass(createMtcPlanMemory(plan));
 }
 
@@ -68,7 +70,8 @@ void buildStreamingPipeline(mlir::OpPassManager &pm,
       options.budget > 0 ? std::to_string(options.budget) : std::string(),
       bundle::precisionName(options.precision),
       options.hostBudget > 0 ? std::to_string(options.hostBudget)
-                             : std::string());
+                             : std::string(),
+      options.immediateOptimizer ? "immediate" : "deferred");
 }
 
 namespace {
@@ -98,6 +101,11 @@ struct StreamingPipelineCLOptions
       *this, "precision",
       llvm::cl::desc("device storage of tensors: fp32 or bf16"),
       llvm::cl::init("fp32")};
+  Option<std::string> optimizerPlacement{
+      *this, "optimizer-placement",
+      llvm::cl::desc("deferred (16 B/param) or immediate (12 B/param and a "
+                     "grads.host ring)"),
+      llvm::cl::init("deferred")};
   Option<std::string> hostBudget{
       *this, "host-budget",
       llvm::cl::desc("host memory: bytes or a size such as 2048GiB")};
@@ -115,7 +123,8 @@ void registerMtcPipelines() {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
                            cl.prefetchDepth, cl.recompute, cl.checkpoints,
-                           cl.budget, cl.precision, cl.hostBudget);
+                           cl.budget, cl.precision, cl.hostBudget,
+                           cl.optimizerPlacement);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

@@ -436,7 +436,9 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
     when the peak exceeds it, or when the host memory the plan needs (the
     training state at 16 B/param plus every host buffer) exceeds
     `host-budget`; that error names what is short, by how much, and the
-    options that would fit:
+    options that would fit. With `optimizer-placement=immediate` the plan
+    adds `grads.host`, a host ring of two slots of the largest gradient
+    group, and the state counts 12 B/param (value, m, v):
 
         needs 412 MiB of device memory, budget is 256 MiB; smallest feasible
         budget with these options is 301 MiB
@@ -479,7 +481,13 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
            "device_budget (0: none)">,
     Option<"hostBudget", "host-budget", "std::string", /*default=*/"\"\"",
            "Host memory for the training state (16 B/param) and the plan's "
-           "host buffers (bytes or 64MiB, 2048GiB, ...); empty: none">
+           "host buffers (bytes or 64MiB, 2048GiB, ...); empty: none">,
+    Option<"optimizerPlacement", "optimizer-placement", "std::string",
+           /*default=*/"\"deferred\"",
+           "deferred: AdamW after the step's backward (gradients in a "
+           "model-sized host buffer, 16 B/param); immediate: as soon as a "
+           "layer instance's gradient is final (a `grads.host` ring, "
+           "12 B/param)">
   ];
 }
 

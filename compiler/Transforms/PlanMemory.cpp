@@ -36,6 +36,13 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
     if (failed(steputil::analyzeStep(step, cost)))
       return signalPassFailure();
     analysis::PlanChoices choices = steputil::choicesOf(step);
+    if (optimizerPlacement != "deferred" && optimizerPlacement != "immediate") {
+      step.emitOpError() << "optimizer-placement must be deferred or "
+                            "immediate, got '"
+                         << optimizerPlacement << "'";
+      return signalPassFailure();
+    }
+    choices.immediateOptimizer = optimizerPlacement == "immediate";
     analysis::MemoryPlan plan = analysis::planMemory(cost, choices);
 
     // Replace the buffers.
@@ -76,7 +83,15 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
   /// Host memory of a plan: the training state plus its host buffers.
   static int64_t hostNeed(const analysis::ModelCost &cost,
                           const analysis::MemoryPlan &plan) {
-    return bundle::kStateBytesPerParam * cost.totalParams() + plan.hostBytes;
+    return stateBytesPerParam(plan) * cost.totalParams() + plan.hostBytes;
+  }
+
+  /// 12 B/param with the immediate placement's gradient ring, else 16.
+  static int64_t stateBytesPerParam(const analysis::MemoryPlan &plan) {
+    for (const bundle::PlanBuffer &b : plan.buffers)
+      if (b.name == "grads.host")
+        return bundle::kImmediateStateBytesPerParam;
+    return bundle::kStateBytesPerParam;
   }
 
   /// The host-budget error: what is short, by how much, and the options
@@ -86,11 +101,10 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
                   const analysis::MemoryPlan &plan, int64_t budget,
                   int64_t deviceBudget) {
     using analysis::formatByteSize;
-    const int64_t state = bundle::kStateBytesPerParam * cost.totalParams();
+    const int64_t state = stateBytesPerParam(plan) * cost.totalParams();
     const int64_t need = state + plan.hostBytes;
     std::string parts = "training state " + formatByteSize(state, true) + " (" +
-                        std::to_string(bundle::kStateBytesPerParam) +
-                        " B/param)";
+                        std::to_string(stateBytesPerParam(plan)) + " B/param)";
     for (const bundle::PlanBuffer &b : plan.buffers)
       if (b.space == "host")
         parts += ", " + b.name + " " + formatByteSize(b.bytes, true);

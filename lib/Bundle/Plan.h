@@ -89,6 +89,13 @@ inline DType resultStorage(const std::string &op, size_t result, DType logical,
 /// Host bytes of training state per parameter under every precision: the
 /// fp32 master value, its gradient, AdamW's m and v.
 constexpr int64_t kStateBytesPerParam = 16;
+/// The same with the immediate optimizer placement (docs/training.md,
+/// "Optimizer placement"): value, m and v; the gradients pass through the
+/// plan's `grads.host` ring instead of a model-sized buffer.
+constexpr int64_t kImmediateStateBytesPerParam = 12;
+/// Slots of the `grads.host` ring: the d2h copy of one layer instance's
+/// gradients fills one while AdamW reads the other.
+constexpr int64_t kGradRingSlots = 2;
 
 /// Tensor allocations are rounded up to this many bytes.
 constexpr int64_t kTensorAlign = 64;

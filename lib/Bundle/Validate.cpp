@@ -1227,6 +1227,8 @@ void checkStep(const Bundle &b) {
       fail(where, "buffer 'activations.host' needs checkpoints in host "
                   "memory");
   }
+  if (s.buffer("grads.host"))
+    need("grads.host", "grads", "host");
   if (s.buffer("stage.host")) {
     need("stage.host", "stage", "host");
     if (!s.buffer("activations.host"))

@@ -55,6 +55,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <sys/stat.h>
@@ -538,8 +539,25 @@ private:
     return 1;
   }
 
-  /// The model can be trained at --batch and --seq.
+  /// The model can be trained at --batch and --seq; the optimizer
+  /// placement (immediate needs clip 0 and the plan's gradient ring).
   Status checkModel() {
+    const bool ring = b.step && b.step->buffer("grads.host");
+    if (opts.optimizerPlacement == "immediate") {
+      if (opts.clip > 0)
+        return Status::error(
+            "--optimizer-placement immediate updates each layer before the "
+            "global gradient norm is known, so it cannot clip; add --clip 0 "
+            "or use --optimizer-placement deferred");
+      if (!ring)
+        return Status::error(
+            b.step ? "--optimizer-placement immediate: the bundle's step plan "
+                     "has no gradient ring ('grads.host'); compile it with "
+                     "--optimizer-placement immediate (or --clip 0)"
+                   : "--optimizer-placement immediate needs a step plan "
+                     "(--device-memory SIZE)");
+    }
+    immediate = ring && opts.clip == 0 && opts.optimizerPlacement != "deferred";
     vocab = b.vocabulary();
     if (vocab <= 0)
       return Status::error(
@@ -649,8 +667,11 @@ private:
     std::vector<std::pair<std::string, double>> parts;
     // A file-backed state is paged to its file, not held in RAM.
     if (opts.hostStateFile.empty())
-      parts.push_back({"parameters, gradients and AdamW state",
-                       params * exec::ParamStore::kBytesPerParam});
+      parts.push_back(
+          {immediate ? "parameters and AdamW state"
+                     : "parameters, gradients and AdamW state",
+           params * (immediate ? bundle::kImmediateStateBytesPerParam
+                               : exec::ParamStore::kBytesPerParam)});
     parts.push_back({mb, stepBytes(b, opts.batch, opts.seq)});
     if (b.step) {
       parts.push_back(
@@ -698,7 +719,10 @@ private:
   /// with --resume or initialised from the seed.
   Status createState() {
     try {
-      store.emplace(b, exec::HostStateOptions{opts.hostStateFile});
+      exec::HostStateOptions hopts;
+      hopts.file = opts.hostStateFile;
+      hopts.gradients = !immediate; // they pass through the plan's ring
+      store.emplace(b, hopts);
     } catch (const device::DeviceError &e) {
       return Status::error(e.message);
     }
@@ -947,6 +971,14 @@ private:
             << " bytes; in use on the device " << total - free << " of "
             << total << "\n";
       }
+      out << "optimizer: "
+          << (immediate ? "immediate (AdamW as soon as a layer's gradient is "
+                          "final; gradients through a ring of " +
+                              std::to_string(streamer->gradRingSlots()) +
+                              " slots in host memory)"
+                        : std::string("deferred (AdamW of each layer just "
+                                      "before its next load)"))
+          << "\n";
     }
     if (streamer || store->fileBacked()) {
       out << "host state: " << store->hostBytes() << " bytes";
@@ -997,10 +1029,18 @@ private:
   /// then metrics, evaluation and saving as due.
   Status runStep(int64_t step) {
     double t0 = nowSeconds();
+    double lr = sched.at(step);
+    if (immediate)
+      updateImmediately(step, lr);
     double loss = forwardBackward(step);
+    // Summed in the store's order whichever placement computed the parts.
     double sumsq = 0;
-    for (const exec::ParamSlot &s : store->slots())
-      sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
+    if (immediate)
+      for (double s : slotSumsq)
+        sumsq += s;
+    else
+      for (const exec::ParamSlot &s : store->slots())
+        sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
     double norm = std::sqrt(sumsq) / opts.microBatches;
     // A diverged step is never applied: the weights (and every checkpoint)
     // stay those of the last good step.
@@ -1010,12 +1050,15 @@ private:
       std::ostringstream msg;
       msg << "the " << (badLoss ? "loss" : "gradient norm") << " became "
           << (badLoss ? loss : norm) << " at step " << step
-          << "; the step was not applied" << untouched()
-          << "; lower --lr or enable --clip";
+          << (immediate ? "; the layers whose gradients were final before it "
+                          "was seen were updated (immediate optimizer "
+                          "placement), the others not"
+                        : "; the step was not applied")
+          << untouched() << "; lower --lr or enable --clip";
       return Status::error(msg.str());
     }
-    double lr = sched.at(step);
-    update(step, lr, norm);
+    if (!immediate)
+      update(step, lr, norm);
     double dt = nowSeconds() - t0;
     if (std::isnan(firstLoss))
       firstLoss = loss;
@@ -1097,6 +1140,42 @@ private:
                                          s->v.data(), s->grad.data(),
                                          s->value.size(), s->decay()},
                       step, flr, fscale);
+    });
+  }
+
+  /// The immediate placement (clip 0): from this step's backward on, each
+  /// group's update runs on the optimizer stream as soon as its gradients
+  /// are in the plan's ring. Each tensor's sum of squares is kept for the
+  /// gradient norm; a group with a non-finite one, and every group after
+  /// it, is left unchanged.
+  void updateImmediately(int64_t step, double lr) {
+    if (slotIndex.empty())
+      for (size_t i = 0; i < store->slots().size(); ++i)
+        slotIndex[&store->slots()[i]] = i;
+    slotSumsq.assign(store->slots().size(), 0.0);
+    nonFinite = false;
+    float flr = static_cast<float>(lr);
+    float fscale = static_cast<float>(1.0 / opts.microBatches);
+    streamer->updateImmediately([this, step, flr, fscale](
+                                    const std::vector<exec::ParamSlot *> &ss,
+                                    const std::vector<const float *> &grads) {
+      bool finite = true;
+      for (size_t i = 0; i < ss.size(); ++i) {
+        double s =
+            train::sumOfSquares(grads[i], ss[i]->value.size(), optPool.get());
+        slotSumsq[slotIndex.at(ss[i])] = s;
+        finite = finite && std::isfinite(s);
+      }
+      if (!finite)
+        nonFinite = true;
+      if (nonFinite)
+        return;
+      for (size_t i = 0; i < ss.size(); ++i)
+        deferredAdamW->step(train::AdamWTensor{ss[i]->value.data(),
+                                               ss[i]->m.data(), ss[i]->v.data(),
+                                               grads[i], ss[i]->value.size(),
+                                               ss[i]->decay()},
+                            step, flr, fscale);
     });
   }
 
@@ -1221,6 +1300,12 @@ private:
   std::optional<train::AdamW> adamw;
   std::unique_ptr<ThreadPool> optPool;
   std::optional<train::AdamW> deferredAdamW;
+  /// The immediate optimizer placement (checkModel): per tensor of the
+  /// store, its index and this step's gradient sum of squares.
+  bool immediate = false;
+  std::map<const exec::ParamSlot *, size_t> slotIndex;
+  std::vector<double> slotSumsq;
+  std::atomic<bool> nonFinite{false};
   std::vector<train::AdamWTensor> tensors;
   train::LrSchedule sched;
   std::optional<train::BatchSampler> sampler;

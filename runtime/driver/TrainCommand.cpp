@@ -25,6 +25,7 @@ std::string trainUsage(const Tool &tool) {
       "[--steps N] [--batch N] [--seq N] [--micro-batches N] "
       "[--lr X] [--warmup N] [--min-lr-ratio X] "
       "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] "
+      "[--optimizer-placement auto|deferred|immediate] "
       "[--seed N] [--eval-every N] [--eval-batches N] "
       "[--val-fraction X] [--save-every N] [--out DIR] "
       "[--resume DIR [--allow-model-change]] [--init-from "
@@ -78,6 +79,10 @@ const char *trainDetails() {
          "  --seed, --val-fraction, the data file. May change (with a note):\n"
          "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
          "  --beta2, --clip.\n"
+         "--optimizer-placement auto|deferred|immediate: immediate runs AdamW\n"
+         "  as soon as a layer's gradient is final (12 B/param of host state\n"
+         "  instead of 16; only with --clip 0 and a step plan); auto picks it\n"
+         "  when --clip is 0 and the plan has its gradient ring.\n"
          "--init-from FILE.safetensors|DIR starts from the weights of tensors\n"
          "  named as the model's parameters (tok_emb, Block.0.wq, ...: "
          "another\n"
@@ -163,50 +168,51 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     else
       valued.push_back(a);
   }
-  if (Status st =
-          parseFlags("train", valued,
-                     {{Flag::String, "--data", &opts.data},
-                      {Flag::String, "--data-format", &opts.dataFormat},
-                      {Flag::Int, "--steps", &opts.steps, 1},
-                      {Flag::Int, "--batch", &opts.batch, 1},
-                      {Flag::Int, "--seq", &opts.seq, 1},
-                      {Flag::Int, "--micro-batches", &opts.microBatches, 1},
-                      {Flag::Double, "--lr", &opts.lr, 0},
-                      {Flag::Int, "--warmup", &opts.warmup, 0},
-                      {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
-                      {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
-                      {Flag::Double, "--beta1", &opts.beta1, 0},
-                      {Flag::Double, "--beta2", &opts.beta2, 0},
-                      {Flag::Double, "--clip", &opts.clip, 0},
-                      {Flag::Uint, "--seed", &opts.seed, 0},
-                      {Flag::Int, "--eval-every", &opts.evalEvery, 0},
-                      {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
-                      {Flag::Double, "--val-fraction", &opts.valFraction, 0},
-                      {Flag::Int, "--save-every", &opts.saveEvery, 0},
-                      {Flag::String, "--out", &opts.outDir},
-                      {Flag::String, "--metrics", &opts.metrics},
-                      {Flag::Int, "--threads", &threads, 0},
-                      {Flag::Text, "--sample-prompt", &opts.samplePrompt},
-                      {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
-                      {Flag::String, "--kernels", &kernels},
-                      {Flag::List, "--set", &cmd.sets},
-                      {Flag::String, "--recompute", &cmd.recompute},
-                      {Flag::String, "--cpu", &cmd.cpu},
-                      {Flag::String, "--hf", &cmd.hf},
-                      {Flag::String, "--resume", &opts.resume},
-                      {Flag::String, "--init-from", &opts.initFrom},
-                      {Flag::Int, "--stop-after", &opts.stopAfter, 1},
-                      {Flag::String, "--device-memory", &cmd.deviceMemory},
-                      {Flag::String, "--host-memory", &cmd.hostMemory},
-                      {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
-                      {Flag::String, "--checkpoints", &cmd.checkpoints},
-                      {Flag::String, "--precision", &cmd.precision},
-                      {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
-                      {Flag::String, "--trace", &opts.trace},
-                      {Flag::String, "--tokenizer", &opts.tokenizer},
-                      {Flag::String, "--host-state-file", &opts.hostStateFile},
-                      {Flag::String, "--device", &opts.device}},
-                     pos, &cmd.given);
+  if (Status st = parseFlags(
+          "train", valued,
+          {{Flag::String, "--data", &opts.data},
+           {Flag::String, "--data-format", &opts.dataFormat},
+           {Flag::Int, "--steps", &opts.steps, 1},
+           {Flag::Int, "--batch", &opts.batch, 1},
+           {Flag::Int, "--seq", &opts.seq, 1},
+           {Flag::Int, "--micro-batches", &opts.microBatches, 1},
+           {Flag::Double, "--lr", &opts.lr, 0},
+           {Flag::Int, "--warmup", &opts.warmup, 0},
+           {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
+           {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
+           {Flag::Double, "--beta1", &opts.beta1, 0},
+           {Flag::Double, "--beta2", &opts.beta2, 0},
+           {Flag::Double, "--clip", &opts.clip, 0},
+           {Flag::String, "--optimizer-placement", &opts.optimizerPlacement},
+           {Flag::Uint, "--seed", &opts.seed, 0},
+           {Flag::Int, "--eval-every", &opts.evalEvery, 0},
+           {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
+           {Flag::Double, "--val-fraction", &opts.valFraction, 0},
+           {Flag::Int, "--save-every", &opts.saveEvery, 0},
+           {Flag::String, "--out", &opts.outDir},
+           {Flag::String, "--metrics", &opts.metrics},
+           {Flag::Int, "--threads", &threads, 0},
+           {Flag::Text, "--sample-prompt", &opts.samplePrompt},
+           {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
+           {Flag::String, "--kernels", &kernels},
+           {Flag::List, "--set", &cmd.sets},
+           {Flag::String, "--recompute", &cmd.recompute},
+           {Flag::String, "--cpu", &cmd.cpu},
+           {Flag::String, "--hf", &cmd.hf},
+           {Flag::String, "--resume", &opts.resume},
+           {Flag::String, "--init-from", &opts.initFrom},
+           {Flag::Int, "--stop-after", &opts.stopAfter, 1},
+           {Flag::String, "--device-memory", &cmd.deviceMemory},
+           {Flag::String, "--host-memory", &cmd.hostMemory},
+           {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
+           {Flag::String, "--checkpoints", &cmd.checkpoints},
+           {Flag::String, "--precision", &cmd.precision},
+           {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
+           {Flag::String, "--trace", &opts.trace},
+           {Flag::String, "--tokenizer", &opts.tokenizer},
+           {Flag::String, "--host-state-file", &opts.hostStateFile},
+           {Flag::String, "--device", &opts.device}},
+          pos, &cmd.given);
       !st.ok())
     return st;
   if (opts.device != "cpu" && opts.device != "cuda" &&
@@ -264,6 +270,17 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     return Status::error("train: --data-format expects auto, text, llmc or "
                          "raw-u16, got '" +
                          opts.dataFormat + "'");
+  if (opts.optimizerPlacement != "auto" &&
+      opts.optimizerPlacement != "deferred" &&
+      opts.optimizerPlacement != "immediate")
+    return Status::error("train: --optimizer-placement expects auto, deferred "
+                         "or immediate, got '" +
+                         opts.optimizerPlacement + "'");
+  if (opts.optimizerPlacement == "immediate" && opts.clip > 0)
+    return Status::error(
+        "train: --optimizer-placement immediate updates each layer before the "
+        "global gradient norm is known, so it cannot clip; add --clip 0 or "
+        "use --optimizer-placement deferred");
   if (opts.beta1 >= 1 || opts.beta2 >= 1)
     return Status::error("train: --beta1 and --beta2 must be below 1");
   if (opts.valFraction >= 1)

@@ -318,6 +318,19 @@ void StreamExecutor::validate() {
                 std::to_string(hostActBytes) + " bytes");
     hostAct.reset(new char[static_cast<size_t>(hostActBytes)]);
   }
+  if (const bundle::PlanBuffer *gh = p.buffer("grads.host")) {
+    ringSlotBytes = std::max(gradSlotBytes, modelGroup.gradBytes);
+    ringSlots = ringSlotBytes > 0 ? gh->bytes / ringSlotBytes : 0;
+    if (gh->space != "host" || ringSlots < 1)
+      planError("buffer 'grads.host' must be host memory of at least one "
+                "gradient group (" +
+                std::to_string(ringSlotBytes) + " bytes)");
+    ring.reset(new char[static_cast<size_t>(ringSlots * ringSlotBytes)]);
+    for (int64_t r = 0; r < ringSlots; ++r) {
+      evRingFull.push_back(device.createEvent());
+      evRingFree.push_back(device.createEvent());
+    }
+  }
   if (hostCheckpoints) {
     stagingOff = bufferOffset("checkpoints",
                               (hostActivations ? 2 : 2 * M) * maxCkptBytes);
@@ -414,7 +427,8 @@ int64_t StreamExecutor::actSlotOff(bool out, int64_t j) const {
 }
 
 int64_t StreamExecutor::hostBytes() const {
-  return hostCkptBytes + hostActBytes + p.microBatches * hostStageBytes;
+  return hostCkptBytes + hostActBytes + p.microBatches * hostStageBytes +
+         ringSlots * ringSlotBytes;
 }
 
 char *StreamExecutor::hostStageValue(int64_t mb, int v) const {
@@ -482,6 +496,51 @@ void StreamExecutor::deferUpdate(UpdateFn fn) {
   for (auto &[key, g] : groups)
     pendingGroups.insert(key);
   modelPending = true;
+}
+
+void StreamExecutor::updateImmediately(ImmediateFn fn) {
+  if (!hasGradRing())
+    throw ExecError{"the immediate optimizer placement needs a plan compiled "
+                    "with it (its 'grads.host' ring)"};
+  if (hasPendingUpdates() || modelPending)
+    flush();
+  immediateFn = std::move(fn);
+}
+
+void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
+  if (!immediateFn) {
+    for (size_t q = 0; q < g.slots.size(); ++q)
+      device.copyToHost(d2h, g.slots[q]->grad.data(), devOff + g.gradOffsets[q],
+                        4 * static_cast<int64_t>(g.slots[q]->grad.size()),
+                        "grads " + g.slots[q]->name);
+    return;
+  }
+  const size_t r = static_cast<size_t>(ringNext++ % ringSlots);
+  char *slot = ring.get() + static_cast<int64_t>(r) * ringSlotBytes;
+  // The slot is free once the update that read it last is done.
+  device.wait(d2h, evRingFree[r]);
+  std::vector<const float *> grads;
+  for (size_t q = 0; q < g.slots.size(); ++q) {
+    float *dst = reinterpret_cast<float *>(slot + g.gradOffsets[q]);
+    device.copyToHost(d2h, dst, devOff + g.gradOffsets[q],
+                      4 * static_cast<int64_t>(g.slots[q]->value.size()),
+                      "grads " + g.slots[q]->name);
+    grads.push_back(dst);
+  }
+  device.record(evRingFull[r], d2h);
+  device.wait(opt, evRingFull[r]);
+  ImmediateFn fn = immediateFn;
+  std::vector<ParamSlot *> slots = g.slots;
+  launchWork(
+      opt,
+      [this, fn, slots, grads] {
+        double t0 = now();
+        fn(slots, grads);
+        stats.optimizerSeconds += now() - t0;
+      },
+      g.layer.empty() ? std::string("adamw model")
+                      : "adamw " + g.layer + "." + std::to_string(g.instance));
+  device.record(evRingFree[r], opt);
 }
 
 void StreamExecutor::flush() {
@@ -615,12 +674,7 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
       case StepCommandKind::ReturnModelGrads:
         device.record(evModelGrads, compute);
         device.wait(d2h, evModelGrads);
-        for (size_t q = 0; q < modelGroup.slots.size(); ++q)
-          device.copyToHost(
-              d2h, modelGroup.slots[q]->grad.data(),
-              modelGradsOff + modelGroup.gradOffsets[q],
-              4 * static_cast<int64_t>(modelGroup.slots[q]->grad.size()),
-              "grads " + modelGroup.slots[q]->name);
+        copyGradsToHost(modelGroup, modelGradsOff);
         break;
       case StepCommandKind::OptimizerUpdate:
       case StepCommandKind::Prefetch:
@@ -892,11 +946,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       const int64_t gs = k % 2;
       Group &g = group(layer, i);
       device.wait(d2h, evGradReady[gs]);
-      for (size_t q = 0; q < g.slots.size(); ++q)
-        device.copyToHost(d2h, g.slots[q]->grad.data(),
-                          gradsOff[gs] + g.gradOffsets[q],
-                          4 * static_cast<int64_t>(g.slots[q]->grad.size()),
-                          "grads " + g.slots[q]->name);
+      copyGradsToHost(g, gradsOff[gs]);
       device.record(evGradFree[gs], d2h);
     }
   }

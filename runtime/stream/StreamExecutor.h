@@ -83,6 +83,23 @@ public:
   /// Runs every pending update now (before reading weights on the host:
   /// checkpoints, validation, generation, the end of training).
   void flush();
+
+  /// The immediate optimizer placement (docs/training.md, "Optimizer
+  /// placement"): a group's update, given its parameters and their
+  /// gradients (of the sum over micro-batches) in a slot of the plan's
+  /// `grads.host` ring.
+  using ImmediateFn = std::function<void(const std::vector<exec::ParamSlot *> &,
+                                         const std::vector<const float *> &)>;
+  /// Whether the plan has the `grads.host` ring (compiled with
+  /// optimizer-placement=immediate), and its slots.
+  bool hasGradRing() const { return ringSlots > 0; }
+  int64_t gradRingSlots() const { return ringSlots; }
+  /// From the next step() on, each group's gradients are copied into the
+  /// ring instead of the store, and \p fn runs on the optimizer stream as
+  /// soon as they are there (overlapping the rest of the backward); step()
+  /// returns when every update is done. Needs hasGradRing() and no pending
+  /// deferred update (it flushes them).
+  void updateImmediately(ImmediateFn fn);
   bool hasPendingUpdates() const { return !pendingGroups.empty(); }
 
   const StepStats &lastStats() const { return stats; }
@@ -165,6 +182,10 @@ private:
                std::vector<exec::AuxLoss> &aux);
   void loadWeights(const std::string &layer, int64_t instance);
   void launchUpdate(Group &g, device::Event done);
+  /// Gradient return of \p g from device offset \p devOff: into the store's
+  /// grad buffers, or with the immediate placement into the next ring slot
+  /// followed by the group's update on the optimizer stream.
+  void copyGradsToHost(Group &g, int64_t devOff);
   int64_t checkpointBytes(const std::string &layer) const;
   int64_t checkpointIndex(const std::string &layer, int64_t instance) const;
   float *dev(int64_t offset, int64_t bytes);
@@ -268,6 +289,12 @@ private:
   int64_t boundWeightsOff = 0, boundGradsOff = -1;
 
   UpdateFn pendingFn;
+  /// The `grads.host` ring: slots of ringSlotBytes (the largest group's
+  /// gradients), filled on d2h in turn and freed by the group's update.
+  int64_t ringSlots = 0, ringSlotBytes = 0, ringNext = 0;
+  std::unique_ptr<char[]> ring;
+  std::vector<device::Event> evRingFull, evRingFree;
+  ImmediateFn immediateFn;
   std::set<std::pair<std::string, int64_t>> pendingGroups;
   bool modelPending = false;
 

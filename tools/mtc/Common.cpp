@@ -175,12 +175,36 @@ bool parsePrecisionFlag(const char *command, const std::string &text,
   return false;
 }
 
+bool finishOptimizerFlags(const char *command, const OptimizerFlags &flags,
+                          mtc::StreamOptions &stream) {
+  const std::string &p = flags.placement;
+  if (p != "auto" && p != "deferred" && p != "immediate") {
+    error(std::string(command) +
+          ": --optimizer-placement expects auto, deferred or immediate, got '" +
+          p + "'");
+    return false;
+  }
+  if (p == "immediate" && flags.clip > 0) {
+    error(std::string(command) +
+          ": --optimizer-placement immediate updates each layer before the "
+          "global gradient norm is known, so it cannot clip; add --clip 0 or "
+          "use --optimizer-placement deferred");
+    return false;
+  }
+  stream.immediateOptimizer =
+      p == "immediate" || (p == "auto" && flags.clip == 0);
+  return true;
+}
+
 /// The streaming flags of compile and plan.
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
                     std::string &deviceMemory, std::string &checkpoints,
-                    std::string &hostMemory) {
+                    std::string &hostMemory, OptimizerFlags &optimizer) {
   flags.push_back({Flag::String, "--device-memory", &deviceMemory});
   flags.push_back({Flag::String, "--host-memory", &hostMemory});
+  flags.push_back({Flag::Double, "--clip", &optimizer.clip, 0});
+  flags.push_back(
+      {Flag::String, "--optimizer-placement", &optimizer.placement});
   flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});

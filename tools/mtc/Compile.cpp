@@ -46,13 +46,16 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--device", &device}};
   std::string deviceMemory, checkpoints, precision, hostMemory;
   flags.push_back({Flag::String, "--precision", &precision});
-  addStreamFlags(flags, stream, deviceMemory, checkpoints, hostMemory);
+  OptimizerFlags optimizer;
+  addStreamFlags(flags, stream, deviceMemory, checkpoints, hostMemory,
+                 optimizer);
   if (!parseArgs("compile", normalized, flags, pos) ||
       !parseOverrides("compile", sets, overrides) ||
       !parsePrecisionFlag("compile", precision, stream) ||
       !resolveAutoDeviceMemory("compile", device, deviceMemory) ||
       !finishStreamFlags("compile", deviceMemory, hostMemory, stream,
-                         recompute))
+                         recompute) ||
+      !finishOptimizerFlags("compile", optimizer, stream))
     return 1;
   if (!parseDeviceFlag("compile", device, copts))
     return 1;

@@ -36,7 +36,9 @@ int runPlan(const std::vector<std::string> &args) {
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device},
                              {Flag::String, "--precision", &precision}};
-  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory);
+  OptimizerFlags optimizer;
+  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
+                 optimizer);
   if (!parseArgs("plan", args, flags, pos) ||
       !parseOverrides("plan", sets, copts.overrides) ||
       !parseDeviceFlag("plan", device, copts) ||
@@ -45,6 +47,7 @@ int runPlan(const std::vector<std::string> &args) {
       !resolveAutoDeviceMemory("plan", device, deviceMemory) ||
       !finishStreamFlags("plan", deviceMemory, hostMemory, copts.stream,
                          recompute, /*always=*/true) ||
+      !finishOptimizerFlags("plan", optimizer, copts.stream) ||
       !parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
   std::string source, name;
@@ -164,16 +167,28 @@ int runPlan(const std::vector<std::string> &args) {
      << formatByteSize(loadBytes) << " host to device, + "
      << formatByteSize(cost.modelWeightBytes) << " model-level\n";
   // Host memory: the training state and every host buffer of the plan.
-  const int64_t perParam = mtc::bundle::kStateBytesPerParam;
+  const bool ring = step.buffer("grads.host") != nullptr;
+  const int64_t perParam = ring ? mtc::bundle::kImmediateStateBytesPerParam
+                                : mtc::bundle::kStateBytesPerParam;
   const int64_t state = perParam * params;
   const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
   int64_t hostCkpt = host ? host->bytes : 0, hostTotal = state;
   os << "host memory: state " << perParam
-     << " B/param (fp32 value, gradient, AdamW m and v) x "
+     << (ring ? " B/param (fp32 value, AdamW m and v; optimizer placement "
+                "immediate) x "
+              : " B/param (fp32 value, gradient, AdamW m and v) x ")
      << withCommas(params) << " = " << formatByteSize(state) << "\n";
   for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
     if (buf.space != "host")
       continue;
+    if (buf.kind == "grads") {
+      os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
+         << mtc::bundle::kGradRingSlots
+         << " slots of the largest layer's gradients; AdamW reads one while "
+            "the next is copied in)\n";
+      hostTotal += buf.bytes;
+      continue;
+    }
     const char *what = buf.kind == "checkpoints" ? "layer checkpoints"
                        : buf.kind == "activations"
                            ? "boundary activations between instances"

@@ -90,11 +90,25 @@ bool loadInput(const std::string &input, const std::string &hf,
 bool parsePrecisionFlag(const char *command, const std::string &text,
                         mtc::StreamOptions &stream);
 
+/// `--clip X` and `--optimizer-placement auto|deferred|immediate` of compile
+/// and plan: whether the plan carries the gradient ring of the immediate
+/// placement (docs/training.md, "Optimizer placement").
+struct OptimizerFlags {
+  double clip = 1.0;
+  std::string placement = "auto";
+};
+
+/// Resolves \p flags into \p stream (immediate: explicit, or auto with
+/// --clip 0); immediate with clipping is an error. Prints the error and
+/// returns false on bad input.
+bool finishOptimizerFlags(const char *command, const OptimizerFlags &flags,
+                          mtc::StreamOptions &stream);
+
 /// The streaming flags of compile and plan (--host-memory into \p
 /// hostMemory, parsed by finishStreamFlags).
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
                     std::string &deviceMemory, std::string &checkpoints,
-                    std::string &hostMemory);
+                    std::string &hostMemory, OptimizerFlags &optimizer);
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
 /// will run on. As for `mtc train --device`, the CUDA backend runs each op

@@ -58,6 +58,11 @@ int runTrain(const std::vector<std::string> &args) {
   copts.stream.batch = opts.batch;
   copts.stream.seq = opts.seq;
   copts.stream.microBatches = opts.microBatches;
+  // Without clipping AdamW can run as soon as each layer's gradient is
+  // final: the plan then carries the gradient ring (12 B/param).
+  copts.stream.immediateOptimizer =
+      opts.optimizerPlacement == "immediate" ||
+      (opts.optimizerPlacement == "auto" && opts.clip == 0);
   // Without a device budget and without --recompute, keep the activations
   // (recompute none: no forward recomputed in the backward, as PyTorch eager
   // does) when that fits comfortably in host memory; else keep the matmul
