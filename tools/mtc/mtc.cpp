@@ -29,6 +29,7 @@
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
 #include "runtime/driver/TrainCommand.h"
+#include "tools/mtc/CudaEmit.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -75,8 +76,10 @@ int runExportHF(const std::vector<std::string> &args);
 
 const Command kCommands[] = {
     {"compile",
-     "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
-     "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
+     "mtc compile MODEL.mt|--hf DIR "
+     "[--emit=ast|mlir|mlir-grad|summary|bundle|cuda|ptx|kernel-stats] "
+     "[-o FILE] [--target cpu|cuda] [--arch sm_XY] [--cpu NAME] [--recompute "
+     "full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
      "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
@@ -85,9 +88,13 @@ const Command kCommands[] = {
      "or parameter summary, or write a bundle (-o model.mtb; with "
      "--device-memory it carries a streaming step plan)",
      runCompile,
-     "--device cuda|cuda-emu compiles the bundle for the device `train\n"
-     "  --device` will run it on: without fused regions, which the CUDA\n"
-     "  backend does not run yet (docs/cuda.md). Default: cpu."},
+     "--device cuda|cuda-emu (or --target cuda) compiles the bundle for the\n"
+     "  CUDA backend: its fused regions also as CUDA C (docs/cuda.md).\n"
+     "  Default: cpu. With --target cuda, --emit=cuda prints the CUDA C of\n"
+     "  every kernel the model needs (library and fused), --emit=ptx their\n"
+     "  PTX for --arch (default sm_90) and --emit=kernel-stats ptxas'\n"
+     "  registers, spills and shared memory per kernel (both need the CUDA\n"
+     "  toolkit's NVRTC)."},
     {"plan",
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
@@ -343,10 +350,9 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
 }
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
-/// will run on. As for `mtc train --device`, the CUDA backend runs each op
-/// with its library kernel (no fused regions yet: docs/cuda.md), so the
-/// model is compiled without fusion, and its memory plan holds every value.
-/// Prints the error and returns false on an unknown device.
+/// will run on. For the CUDA backend the fused regions are also emitted as
+/// CUDA C (the bundle's cuda_kernels, docs/cuda.md). Prints the error and
+/// returns false on an unknown device.
 bool parseDeviceFlag(const char *command, const std::string &device,
                      mtc::CompileOptions &copts) {
   if (device != "cpu" && device != "cuda" && device != "cuda-emu") {
@@ -354,7 +360,7 @@ bool parseDeviceFlag(const char *command, const std::string &device,
           ": --device expects cpu, cuda or cuda-emu, got '" + device + "'");
     return false;
   }
-  copts.fuse = device == "cpu";
+  copts.cudaKernels = device != "cpu";
   return true;
 }
 
@@ -888,7 +894,8 @@ int runTokenize(const std::vector<std::string> &args) {
 int runCompile(const std::vector<std::string> &args) {
   if (wantsHelp("compile", args))
     return 0;
-  std::string emit, output, input, cpu, recompute, hf;
+  std::string emit, output, input, cpu, recompute, hf, target = "cpu",
+                                                       arch = "sm_90";
   mtc::ConfigOverrides overrides;
   mtc::StreamOptions stream;
   std::vector<std::string> pos;
@@ -904,7 +911,9 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
-                             {Flag::String, "--device", &device}};
+                             {Flag::String, "--device", &device},
+                             {Flag::String, "--target", &target},
+                             {Flag::String, "--arch", &arch}};
   std::string deviceMemory, checkpoints, precision;
   flags.push_back({Flag::String, "--precision", &precision});
   addStreamFlags(flags, stream, deviceMemory, checkpoints);
@@ -915,6 +924,14 @@ int runCompile(const std::vector<std::string> &args) {
     return 1;
   if (!parseDeviceFlag("compile", device, copts))
     return 1;
+  if (target != "cpu" && target != "cuda")
+    return error("compile: --target expects cpu or cuda, got '" + target + "'");
+  if (target == "cuda")
+    copts.cudaKernels = true;
+  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0 ||
+      arch.find_first_not_of("0123456789", 3) != std::string::npos)
+    return error("compile: --arch expects sm_XY (sm_80, sm_90), got '" + arch +
+                 "'");
   if (!hf.empty() && !pos.empty())
     return error("compile: give either a model file or --hf DIR, not both");
   if (!hf.empty())
@@ -940,18 +957,22 @@ int runCompile(const std::vector<std::string> &args) {
   }
   using Stage = mtc::CompileStage;
   const std::pair<const char *, Stage> stages[] = {
-      {"ast", Stage::Parsed},
-      {"summary", Stage::Checked},
-      {"mlir", Stage::Lowered},
-      {"mlir-grad", Stage::Differentiated},
-      {"bundle", Stage::Bundled}};
+      {"ast", Stage::Parsed},     {"summary", Stage::Checked},
+      {"mlir", Stage::Lowered},   {"mlir-grad", Stage::Differentiated},
+      {"bundle", Stage::Bundled}, {"cuda", Stage::Bundled},
+      {"ptx", Stage::Bundled},    {"kernel-stats", Stage::Bundled}};
   const Stage *stage = nullptr;
   for (const auto &[name, st] : stages)
     if (emit == name)
       stage = &st;
   if (!stage)
     return error("compile: unknown --emit value '" + emit +
-                 "' (expected ast, mlir, mlir-grad, summary or bundle)");
+                 "' (expected ast, mlir, mlir-grad, summary, bundle, cuda, "
+                 "ptx or kernel-stats)");
+  bool cudaEmit = emit == "cuda" || emit == "ptx" || emit == "kernel-stats";
+  if (cudaEmit && !copts.cudaKernels)
+    return error("compile: --emit=" + emit +
+                 " prints the CUDA kernels: give --target cuda");
 
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
@@ -993,6 +1014,12 @@ int runCompile(const std::vector<std::string> &args) {
     break;
   }
   case Stage::Bundled:
+    if (cudaEmit) {
+      if (mtc::Status st = mtc::emitCuda(compiled.bundle, emit, arch, os);
+          !st.ok())
+        return error("compile: " + st.message());
+      break;
+    }
     os << mtc::bundle::toJson(compiled.bundle);
     break;
   }
@@ -1068,9 +1095,8 @@ int runTrain(const std::vector<std::string> &args) {
       return error("train: --device " + opts.device +
                    " runs a streaming step plan: give its budget with "
                    "--device-memory SIZE");
-    // The CUDA backend runs each op with its library kernel (no fused
-    // regions yet: docs/cuda.md).
-    copts.fuse = false;
+    // The CUDA backend runs the fused regions as CUDA C (docs/cuda.md).
+    copts.cudaKernels = true;
   }
   // Streaming: the step plan is compiled for this run's micro-batch shape.
   copts.stream.batch = opts.batch;
