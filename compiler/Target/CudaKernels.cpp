@@ -193,7 +193,8 @@ private:
   LogicalResult emitOps(bool rowPhase, const std::string &indent,
                         std::string &err) {
     for (Operation &op : body.without_terminator()) {
-      if (rowOps.contains(&op) != rowPhase || mt::FusedOp::isReduction(&op))
+      if (rowOps.contains(&op) != rowPhase || mt::FusedOp::isReduction(&op) ||
+          isa<mt::ConstantOp>(op))
         continue;
       if (!ids.count(op.getResult(0)))
         ids[op.getResult(0)] = static_cast<int>(ids.size());
@@ -244,6 +245,14 @@ private:
     for (unsigned o = 0; o < numOut; ++o)
       os << "O" << o << " *__restrict__ out" << o << ", ";
     os << "long long n) {\n";
+    // Constants once, visible to both phases.
+    for (Operation &op : body.without_terminator())
+      if (auto c = dyn_cast<mt::ConstantOp>(op)) {
+        ids[c.getResult()] = static_cast<int>(ids.size());
+        os << "  const float " << valueName(c.getResult()) << " = "
+           << literal(static_cast<float>(c.getValue().convertToDouble()))
+           << ";\n";
+      }
     LogicalResult res = reduce ? emitRowsBody(err) : emitElementsBody(err);
     os << "}\n";
     return res;

@@ -123,20 +123,18 @@ Status compileAndRegister(const std::string &module, const std::string &text) {
   std::string cxx = envOr("MTC_CUDA_EMU_CXX", MTC_CUDA_EMU_CXX);
   files.push_back("kernels.so");
   files.push_back("log.txt");
-  int rc = run({cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-w",
-                "-I" + include, "-I" + root, "-o", tmp + "/kernels.so",
-                tmp + "/wrapper.cpp"},
-               tmp + "/log.txt");
+  int rc =
+      run({cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-I" + include,
+           "-I" + root, "-o", tmp + "/kernels.so", tmp + "/wrapper.cpp"},
+          tmp + "/log.txt");
   if (rc != 0) {
     std::string log = readFile(tmp + "/log.txt");
     removeAll(tmp, files);
     if (log.size() > 4000)
       log = log.substr(0, 4000) + "\n...";
-    return Status::error(where + cxx +
-                         (rc == 127 || rc < 0 ? " could not be run"
-                                              : " failed") +
-                         " (set MTC_CUDA_EMU_CXX to a C++17 compiler):\n" +
-                         log);
+    return Status::error(
+        where + cxx + (rc == 127 || rc < 0 ? " could not be run" : " failed") +
+        " (set MTC_CUDA_EMU_CXX to a C++17 compiler):\n" + log);
   }
   // Registration happens while the object loads; it stays loaded (its
   // entries are in the process-wide registry).
@@ -144,8 +142,8 @@ Status compileAndRegister(const std::string &module, const std::string &text) {
   std::string dlError = handle ? "" : dlerror();
   removeAll(tmp, files);
   if (!handle)
-    return Status::error(where + "loading the compiled kernels failed: " +
-                         dlError);
+    return Status::error(where +
+                         "loading the compiled kernels failed: " + dlError);
   if (registeredKernels(module).empty())
     return Status::error(where + "the source has no entry points (`extern "
                                  "\"C\" __global__ void NAME(`)");

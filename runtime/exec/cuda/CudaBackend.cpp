@@ -121,8 +121,8 @@ cuda::ops::Launch CudaBackend::launch() {
 }
 
 std::string CudaBackend::fusedModuleName(const bundle::CudaKernels &kernels) {
-  return "fused-" +
-         hex64(xxh64(kernels.source.data(), kernels.source.size())) + ".cu";
+  return "fused-" + hex64(xxh64(kernels.source.data(), kernels.source.size())) +
+         ".cu";
 }
 
 Expected<void *> CudaBackend::fusedFunction(const bundle::CudaKernels &kernels,
