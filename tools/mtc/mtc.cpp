@@ -86,7 +86,8 @@ const Command kCommands[] = {
      "cpu|cuda|cuda-emu]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb; with "
-     "--device-memory it carries a streaming step plan)",
+     "--device-memory it carries a streaming step plan); with --target cuda, "
+     "print its CUDA kernels, their PTX or ptxas statistics",
      runCompile,
      "--device cuda|cuda-emu (or --target cuda) compiles the bundle for the\n"
      "  CUDA backend: its fused regions also as CUDA C (docs/cuda.md).\n"
