@@ -152,17 +152,6 @@ __device__ __forceinline__ void storeElems(T *__restrict__ p, long long base,
   }
 }
 
-/// The sum / max of \p v over a row's threads: a warp (\p lanes 32) or the
-/// whole block (\p scratch: 32 floats of shared memory).
-__device__ __forceinline__ float rowSum(float v, int lanes, float *scratch) {
-  return lanes == mtc_cuda::kWarpSize ? mtc_cuda::warpSum(v)
-                                      : mtc_cuda::blockSum(v, scratch);
-}
-__device__ __forceinline__ float rowMax(float v, int lanes, float *scratch) {
-  return lanes == mtc_cuda::kWarpSize ? mtc_cuda::warpMax(v)
-                                      : mtc_cuda::blockMax(v, scratch);
-}
-
 } // namespace mtc_fused
 
 #endif // MTC_RUNTIME_CUDA_KERNELS_FUSED_CUH
