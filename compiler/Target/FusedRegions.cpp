@@ -49,8 +49,8 @@ int64_t fusedRowLength(mt::FusedOp fused, ArrayRef<FusedInputPlan> plan,
     llvm::raw_string_ostream os(where);
     fused.getLoc().print(os);
     err = where +
-          ": the kernel code generators need a static last axis for an "
-          "mt.fused region with reductions or per-row inputs, got " +
+          ": a kernel for an mt.fused region with reductions or per-row "
+          "inputs needs a static last axis, got " +
           mtc::formatShape(it);
     return -1;
   }
