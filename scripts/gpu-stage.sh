@@ -23,9 +23,9 @@
 #               its host state (16 B/param) fits the GPU machine's memory
 #   peer        the 1B shape for bench/gpu_peer.py (PyTorch eager)
 #
-# Every bundle is compiled with `mtc compile --device cuda` (no fused regions:
-# the CUDA backend runs each op's library kernel) and `--cpu x86-64` (any
-# x86-64 CPU runs the `--device cpu` side). Training data: data/corpus.txt,
+# Every bundle is compiled with `mtc compile --device cuda` (its fused regions
+# as CUDA C too, which NVRTC compiles on the GPU machine) and `--cpu x86-64`
+# (any x86-64 CPU runs the `--device cpu` side). Training data: data/corpus.txt,
 # which travels with the tree.
 #
 #   scripts/gpu-stage.sh [--dry-run] [RUNTIME_BUILD_DIR [BUILD_DIR]]

@@ -75,9 +75,12 @@ struct CompileOptions {
   RecomputePolicy recompute = RecomputePolicy::Full;
   /// Streaming step plan (off by default).
   StreamOptions stream;
-  /// Fuse elementwise chains (TrainingPipelineOptions::fuse); `mtc train
-  /// --device cuda|cuda-emu` turns it off.
+  /// Fuse elementwise chains (TrainingPipelineOptions::fuse).
   bool fuse = true;
+  /// Also emit the CUDA C of the fused regions into the bundle
+  /// (`cuda_kernels`, for `--device cuda|cuda-emu`), with an entry for every
+  /// storage signature the step plan's precision gives them.
+  bool cudaKernels = false;
 };
 
 /// Parses a byte size for `--device-memory`: "64MiB", "2GiB", "512KiB",

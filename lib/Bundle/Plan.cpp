@@ -92,6 +92,41 @@ Precision planPrecision(const Bundle &b) {
   return p;
 }
 
+std::string fusedSignature(const Op &op, const std::vector<DType> &storage) {
+  std::string sig;
+  auto letter = [&](int v) { return storage.at(v) == DType::BF16 ? 'b' : 'f'; };
+  for (int v : op.operands)
+    sig += letter(v);
+  sig += '_';
+  for (int v : op.results)
+    sig += letter(v);
+  return sig;
+}
+
+void forEachFusedKernelOp(
+    const Bundle &b,
+    const std::function<void(const Op &, const std::string &)> &f) {
+  Precision p = planPrecision(b);
+  auto visit = [&](const std::map<std::string, Function> &fns) {
+    for (const auto &[name, fn] : fns) {
+      std::vector<DType> storage;
+      for (const Op &op : fn.ops) {
+        if (op.name != "fused" || op.strAttr("kernel").empty())
+          continue;
+        if (storage.empty())
+          storage = valueStorage(fn, p);
+        f(op, fusedSignature(op, storage));
+      }
+    }
+  };
+  visit(b.functions);
+  for (const Layer &l : b.layers) {
+    visit(l.functions);
+    for (const Expert &e : l.experts)
+      visit(e.functions);
+  }
+}
+
 namespace {
 
 int64_t numelOf(const ValueType &t, int64_t batch, int64_t seq,

@@ -12,6 +12,7 @@
 #include "lib/Support/Shape.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,7 @@ int64_t packLiveValues(const std::vector<LiveValue> &values,
                        std::vector<int64_t> &offsets);
 
 struct Function;
+struct Op;
 struct Bundle;
 
 /// The device storage type of every value of \p fn under \p p
@@ -175,6 +177,19 @@ std::vector<DType> valueStorage(const Function &fn, Precision p);
 
 /// The precision of \p b's step plan (fp32 without one).
 Precision planPrecision(const Bundle &b);
+
+/// The storage signature of \p op (a `fused` op of a function whose values
+/// are stored as \p storage, valueStorage): one letter per operand, '_', one
+/// per result; f for f32, b for bf16 ("fb_f"). The CUDA entry of a fused
+/// kernel for that storage is `<kernel>_<signature>` (docs/bundle.md).
+std::string fusedSignature(const Op &op, const std::vector<DType> &storage);
+
+/// Calls \p f with every `fused` op of \p b that names a kernel (model,
+/// layer and expert functions) and its storage signature under the plan's
+/// precision.
+void forEachFusedKernelOp(
+    const Bundle &b,
+    const std::function<void(const Op &op, const std::string &signature)> &f);
 
 /// The workspace plan of one layer function at concrete dims (docs/
 /// streaming.md, "Workspace"): every value an op produces (except views:

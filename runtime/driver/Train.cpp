@@ -932,7 +932,7 @@ private:
         << " threads, ";
     if (auto *cb = dynamic_cast<exec::CudaBackend *>(backend.get()))
       out << "device " << streamDevice->name() << " (CUDA kernels, GEMMs on "
-          << cb->gemmName() << ", no fused regions)\n";
+          << cb->gemmName() << ", fused regions as CUDA C)\n";
     else
       out << "fused kernels "
           << (b.cpuKernels.empty() || !opts.useKernels

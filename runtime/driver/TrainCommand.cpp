@@ -354,13 +354,14 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                   " runs a streaming step plan; '" + cmd.input +
                   "' is a bundle without one (compile it with mtc compile "
                   "--device-memory SIZE --batch N --seq N --device cuda ...)");
-    // While the CUDA backend has no entry for fused regions (docs/cuda.md),
-    // say how to compile for it rather than naming the first fused op.
-    if (!exec::cudaKernelTable()[bundle::OpKind::Fused] && hasFusedOps(b))
+    // The CUDA backend runs fused regions as the CUDA C the compiler emits
+    // for them: say how to compile a bundle built without it rather than
+    // naming the first fused op.
+    if (b.cudaKernels.source.empty() && hasFusedOps(b))
       return fail("train: --device " + opts.device + ": '" + cmd.input +
-                  "' has fused regions, which the CUDA backend does not run "
-                  "yet; compile it for this device: mtc compile MODEL.mt "
-                  "--device cuda ... -o " +
+                  "' has fused regions but no CUDA kernels for them (it was "
+                  "compiled for the CPU); compile it for this device: mtc "
+                  "compile MODEL.mt --device cuda ... -o " +
                   cmd.input);
   }
   opts.modelFiles = {cmd.input};

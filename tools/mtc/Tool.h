@@ -111,10 +111,9 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
                     std::string &hostMemory, OptimizerFlags &optimizer);
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
-/// will run on. As for `mtc train --device`, the CUDA backend runs each op
-/// with its library kernel (no fused regions yet: docs/cuda.md), so the
-/// model is compiled without fusion, and its memory plan holds every value.
-/// Prints the error and returns false on an unknown device.
+/// will run on. For the CUDA backend the fused regions are also emitted as
+/// CUDA C (the bundle's cuda_kernels, docs/cuda.md). Prints the error and
+/// returns false on an unknown device.
 bool parseDeviceFlag(const char *command, const std::string &device,
                      mtc::CompileOptions &copts);
 

@@ -50,9 +50,8 @@ int runTrain(const std::vector<std::string> &args) {
       return error("train: --device " + opts.device +
                    " runs a streaming step plan: give its budget with "
                    "--device-memory SIZE");
-    // The CUDA backend runs each op with its library kernel (no fused
-    // regions yet: docs/cuda.md).
-    copts.fuse = false;
+    // The CUDA backend runs the fused regions as CUDA C (docs/cuda.md).
+    copts.cudaKernels = true;
   }
   // Streaming: the step plan is compiled for this run's micro-batch shape.
   copts.stream.batch = opts.batch;

@@ -32,6 +32,7 @@
 #ifndef MTC_RUNTIME_EXEC_CUDA_CUDABACKEND_H
 #define MTC_RUNTIME_EXEC_CUDA_CUDABACKEND_H
 
+#include "lib/Bundle/Bundle.h"
 #include "lib/Support/Status.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/KernelLoader.h"
@@ -39,6 +40,7 @@
 #include "runtime/device/CudaDevice.h"
 #include "runtime/exec/Backend.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -113,6 +115,13 @@ public:
     CudaBackend &b;
     int64_t saved;
   };
+  /// Entry \p entry of a bundle's fused kernels \p kernels (module
+  /// fusedModuleName(kernels)), loaded once: compiled by NVRTC on a GPU, by
+  /// the host compiler on the emulated driver.
+  Expected<void *> fusedFunction(const bundle::CudaKernels &kernels,
+                                 const std::string &entry);
+  /// "fused-<xxh64 of the source>.cu": one module per distinct source.
+  static std::string fusedModuleName(const bundle::CudaKernels &kernels);
   /// "cuBLASLt 130001", "cpu (emulated)": for messages and reports.
   std::string gemmName() const { return gemm->name(); }
 
@@ -130,6 +139,8 @@ private:
 
   device::CudaDevice &dev;
   std::unique_ptr<cuda::KernelLoader> loader;
+  /// fusedFunction's functions by (module, entry).
+  std::map<std::pair<std::string, std::string>, void *> fusedFunctions;
   std::unique_ptr<cuda::ops::KernelFunctions> functions;
   std::unique_ptr<cuda::GemmEngine> gemm;
   /// The CUstream and stream id issue() is running for (null and -1
