@@ -21,24 +21,12 @@ std::string replaceAll(const Regex &re, std::string_view s,
   std::string out;
   if (s.empty())
     return out;
-  size_t prev = 0, lastEnd = 0, lastMatchEnd = 0;
-  bool haveLast = false;
-  while (lastEnd <= s.size()) {
-    size_t st, en;
-    if (!re.search(s, lastEnd, st, en))
-      break;
-    if (st == en && haveLast && lastMatchEnd == en) {
-      lastEnd +=
-          lastEnd < s.size() ? utf8Length(static_cast<uint8_t>(s[lastEnd])) : 1;
-      continue;
-    }
-    lastEnd = en;
-    lastMatchEnd = en;
-    haveLast = true;
+  size_t prev = 0;
+  forEachMatch(re, s, [&](size_t st, size_t en) {
     out.append(s.substr(prev, st - prev));
     out += content;
     prev = en;
-  }
+  });
   out.append(s.substr(prev));
   return out;
 }

@@ -123,26 +123,12 @@ void regexMatches(const Regex &re, std::string_view s, bool invert,
     return;
   }
   size_t prev = 0;
-  // Onig's find_iter, streamed.
-  size_t lastEnd = 0, lastMatchEnd = 0;
-  bool haveLast = false;
-  while (lastEnd <= s.size()) {
-    size_t st, en;
-    if (!re.search(s, lastEnd, st, en))
-      break;
-    if (st == en && haveLast && lastMatchEnd == en) {
-      lastEnd +=
-          lastEnd < s.size() ? utf8Length(static_cast<uint8_t>(s[lastEnd])) : 1;
-      continue;
-    }
-    lastEnd = en;
-    lastMatchEnd = en;
-    haveLast = true;
+  forEachMatch(re, s, [&](size_t st, size_t en) {
     if (prev != st)
       c.push(prev, st, invert);
     c.push(st, en, !invert);
     prev = en;
-  }
+  });
   if (prev != s.size())
     c.push(prev, s.size(), invert);
   c.finish();

@@ -32,6 +32,7 @@
 #define MTC_LIB_TOKENIZER_TOKENIZERINTERNAL_H
 
 #include "lib/Tokenizer/Regex.h"
+#include "lib/Tokenizer/Unicode.h"
 
 #include <nlohmann/json.hpp>
 
@@ -120,6 +121,30 @@ struct Normalizer {
 
 std::unique_ptr<Normalizer> parseNormalizer(const json &v,
                                             const std::string &path);
+
+/// Calls \p f(start, end) on every match of \p re in \p s from left to
+/// right, as Onig's find_iter (which the HF tokenizers use) yields them: an
+/// empty match right where the previous match ended is skipped by one code
+/// point.
+template <typename F>
+void forEachMatch(const Regex &re, std::string_view s, F &&f) {
+  size_t lastEnd = 0, lastMatchEnd = 0;
+  bool haveLast = false;
+  while (lastEnd <= s.size()) {
+    size_t st, en;
+    if (!re.search(s, lastEnd, st, en))
+      break;
+    if (st == en && haveLast && lastMatchEnd == en) {
+      lastEnd +=
+          lastEnd < s.size() ? utf8Length(static_cast<uint8_t>(s[lastEnd])) : 1;
+      continue;
+    }
+    lastEnd = en;
+    lastMatchEnd = en;
+    haveLast = true;
+    f(st, en);
+  }
+}
 
 /// Replaces every match of \p re in \p s by \p content
 /// (NormalizedString::replace and the Replace decoder).
