@@ -23,7 +23,8 @@ its pass (its figures include it); torch's do not clip.
 Every figure is the median step time over --reps steps after one warm-up
 step; --repeats alternates the mtc probe and the torch runs so that load from
 other users of the machine hits both, and the summary takes medians over
-those runs. The ratio printed is torch time / mtc time (>= 1: mtc as fast or
+those runs (--wait-quiet S starts each run on a quiet machine where one comes
+within S seconds). The ratio printed is torch time / mtc time (>= 1: mtc as fast or
 faster).
 
   ninja -C build mtc-bench-adamw
@@ -40,6 +41,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_vs_pytorch import wait_quiet  # noqa: E402
 PLACEMENTS = ["fp32_whole", "bf16_whole", "fp32_slices", "bf16_slices"]
 
 
@@ -114,6 +117,9 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=7, help="timed steps per run")
     ap.add_argument("--repeats", type=int, default=3, help="runs per side")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="S",
+                    help="before each run wait up to S seconds for the "
+                         "machine to be 90%% idle over 2 s")
     ap.add_argument("--foreach", action="store_true",
                     help="time torch foreach=True too (slow)")
     ap.add_argument("--exe", default=os.path.join(ROOT, "build/bin/mtc-bench-adamw"))
@@ -143,6 +149,10 @@ def main():
     shaped = {t: [] for t in threads}
     kernel = "?"
     for r in range(args.repeats):
+        if args.wait_quiet > 0:
+            idle = wait_quiet(args.wait_quiet)
+            print(f"  run {r + 1}: machine {100 * idle:.0f}% idle at the start"
+                  if idle is not None else "", flush=True)
         m = mtc_run(args.exe, args.params, args.slice, threads, args.reps)
         kernel = m["kernel"]
         runs = {x["threads"]: x for x in m["runs"]}
