@@ -17,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef __clang__
 #pragma STDC FP_CONTRACT OFF
+#endif
 
 #if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
 #define MTC_ADAMW_X86_LEVELS 1
