@@ -39,7 +39,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/Optimizer.h"
-#include "runtime/train/ThreadPool.h"
+
+#include "lib/Support/ThreadPool.h"
 
 #include <algorithm>
 #include <chrono>

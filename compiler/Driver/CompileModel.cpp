@@ -174,6 +174,8 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     sopts.checkpoints = options.stream.checkpoints;
     sopts.budget = options.stream.deviceMemory;
     sopts.precision = options.stream.precision;
+    sopts.hostBudget = options.stream.hostMemory;
+    sopts.immediateOptimizer = options.stream.immediateOptimizer;
     buildStreamingPipeline(pm, sopts);
   }
   return mlir::succeeded(pm.run(module));
@@ -427,6 +429,7 @@ bool smallestDeviceMemory(const std::string &source,
   CompileOptions frugal = options;
   frugal.stream.enabled = true;
   frugal.stream.deviceMemory = 0;
+  frugal.stream.hostMemory = 0; // device memory only
   if (frugal.recompute == RecomputePolicy::Auto)
     frugal.recompute = RecomputePolicy::Full;
   std::vector<CheckpointPlacement> places;

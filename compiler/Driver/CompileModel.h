@@ -48,6 +48,13 @@ struct StreamOptions {
   CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
   /// How tensors are stored on the device (`--precision fp32|bf16`).
   bundle::Precision precision = bundle::Precision::F32;
+  /// Host memory the plan may use (`--host-memory`): the training state at
+  /// 16 B/param plus every host buffer; 0: no limit.
+  int64_t hostMemory = 0;
+  /// AdamW as soon as each layer instance's gradient is final (only without
+  /// gradient clipping): the plan adds the `grads.host` ring and the state
+  /// is 12 B/param (`--optimizer-placement`, docs/training.md).
+  bool immediateOptimizer = false;
 };
 
 /// What the compiler is asked for besides the source.

@@ -812,8 +812,10 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
     } else {
       if (bj.contains("offset"))
         fail(w, "a host buffer has no 'offset'");
-      if (buf.kind != "checkpoints" && buf.kind != "activations")
-        fail(w, "only checkpoints and activations can live in host memory");
+      if (buf.kind != "checkpoints" && buf.kind != "activations" &&
+          buf.kind != "stage" && buf.kind != "grads")
+        fail(w, "only checkpoints, activations, the stage and the gradient "
+                "ring can live in host memory");
     }
     s->buffers.push_back(std::move(buf));
   }

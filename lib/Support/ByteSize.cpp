@@ -6,8 +6,11 @@
 
 #include "lib/Support/ByteSize.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 
 namespace mtc {
@@ -82,6 +85,49 @@ Expected<int64_t> parseDeviceBudget(const std::string &text) {
   if (*bytes <= 0)
     return Status::error("device memory must be positive, got '" + text + "'");
   return bytes;
+}
+
+std::string formatBytes(int64_t bytes, const ByteFormat &format) {
+  static const char *const units[] = {nullptr, "KiB", "MiB",
+                                      "GiB",   "TiB", "PiB"};
+  if (bytes < 0) {
+    // The magnitude of INT64_MIN does not fit: one byte less is close enough.
+    int64_t magnitude = bytes == INT64_MIN ? INT64_MAX : -bytes;
+    return "-" + formatBytes(magnitude, format);
+  }
+  int maxUnit = std::min(std::max(format.maxUnit, 0), 5);
+  int unit = std::min(std::max(format.minUnit, 0), maxUnit);
+  while (unit < maxUnit && bytes >= (int64_t(1) << (10 * (unit + 1))))
+    ++unit;
+  if (unit == 0)
+    return std::to_string(bytes) + " " + format.byteName;
+
+  // Tenths of the unit, in integers so that every rounding is exact.
+  __int128 size = static_cast<__int128>(1) << (10 * unit);
+  __int128 b10 = static_cast<__int128>(bytes) * 10;
+  __int128 tenths = b10 / size, rest = b10 % size;
+  switch (format.rounding) {
+  case ByteFormat::Rounding::Up:
+    tenths += rest != 0;
+    break;
+  case ByteFormat::Rounding::HalfUp:
+    tenths += 2 * rest >= size;
+    break;
+  case ByteFormat::Rounding::HalfEven:
+    tenths += 2 * rest > size || (2 * rest == size && tenths % 2 == 1);
+    break;
+  }
+  char buf[96];
+  long long whole = static_cast<long long>(tenths / 10);
+  long long tenth = static_cast<long long>(tenths % 10);
+  if (format.dropWholeDecimal && tenth == 0)
+    std::snprintf(buf, sizeof buf, "%lld %s", whole, units[unit]);
+  else
+    std::snprintf(buf, sizeof buf, "%lld.%lld %s", whole, tenth, units[unit]);
+  std::string out = buf;
+  if (format.appendExact)
+    out += " (" + std::to_string(bytes) + " " + format.byteName + ")";
+  return out;
 }
 
 } // namespace mtc

@@ -8,6 +8,8 @@
 
 #include "runtime/device/CpuDevice.h"
 
+#include "lib/Support/ByteSize.h"
+
 #include "runtime/device/Trace.h"
 
 #include <algorithm>
@@ -67,7 +69,7 @@ CpuDevice::CpuDevice(int64_t capacityBytes)
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     throw DeviceError{"cpu device: cannot allocate the " +
-                      describeBytes(capacityBytes) +
+                      formatBytes(capacityBytes) +
                       " arena: " + std::strerror(errno)};
   // Large arenas are backed by transparent huge pages where the kernel
   // offers them (fewer TLB misses in kernels and copies); best effort.

@@ -8,6 +8,8 @@
 
 #include "runtime/device/CudaDevice.h"
 
+#include "lib/Support/ByteSize.h"
+
 #include "runtime/device/CpuDevice.h"
 #include "runtime/device/Trace.h"
 
@@ -61,11 +63,11 @@ CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
       size_t free = 0, total = 0;
       api->cuMemGetInfo_v2(&free, &total);
       api->cuDevicePrimaryCtxRelease_v2(device);
-      throw DeviceError{
-          deviceName + ": cannot allocate the " + describeBytes(capacity) +
-          " arena (" + describeBytes(static_cast<int64_t>(free)) + " free of " +
-          describeBytes(static_cast<int64_t>(total)) +
-          "): " + cuda::cudaErrorText(*api, rc)};
+      throw DeviceError{deviceName + ": cannot allocate the " +
+                        formatBytes(capacity) + " arena (" +
+                        formatBytes(static_cast<int64_t>(free)) + " free of " +
+                        formatBytes(static_cast<int64_t>(total)) +
+                        "): " + cuda::cudaErrorText(*api, rc)};
     }
   }
   check(api->cuStreamCreate(&clockStream, cuda::kCuStreamNonBlocking),
@@ -619,7 +621,7 @@ Status CudaDevice::registerHost(void *p, int64_t bytes) {
                                      cuda::kCuMemHostRegisterPortable |
                                          cuda::kCuMemHostRegisterDeviceMap);
   if (rc != cuda::kCudaSuccess)
-    return Status::error("cannot pin " + describeBytes(bytes) +
+    return Status::error("cannot pin " + formatBytes(bytes) +
                          " for DMA: " + cuda::cudaErrorText(*api, rc));
   std::lock_guard<std::mutex> lock(mu);
   registered.push_back({p, bytes});

@@ -6,6 +6,8 @@
 
 #include "runtime/device/HostStore.h"
 
+#include "lib/Support/ByteSize.h"
+
 #include "runtime/device/Device.h"
 
 #include <cerrno>
@@ -19,22 +21,6 @@
 namespace mtc::device {
 
 namespace {
-
-std::string formatBytes(int64_t bytes) {
-  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024)
-    return std::to_string(bytes) + " bytes";
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u],
-                static_cast<long long>(bytes));
-  return buf;
-}
 
 std::string quoted(const std::string &what) {
   return what.empty() ? std::string() : " for '" + what + "'";

@@ -88,20 +88,4 @@ DeviceStats summarize(const std::vector<const StreamTimeline *> &streams,
   return out;
 }
 
-std::string describeBytes(int64_t bytes) {
-  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024)
-    return std::to_string(bytes) + " bytes";
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s (%lld bytes)", v, units[u],
-                static_cast<long long>(bytes));
-  return buf;
-}
-
 } // namespace mtc::device

@@ -40,9 +40,6 @@ struct StreamTimeline {
 DeviceStats summarize(const std::vector<const StreamTimeline *> &streams,
                       std::chrono::steady_clock::time_point origin);
 
-/// "1.5 MiB (1572864 bytes)", or "100 bytes".
-std::string describeBytes(int64_t bytes);
-
 } // namespace mtc::device
 
 #endif // MTC_RUNTIME_DEVICE_TIMELINE_H

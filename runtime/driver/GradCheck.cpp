@@ -52,10 +52,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/GradCheck.h"
+#include "lib/Support/ByteSize.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
 
 #include "runtime/device/Device.h"
+#include "runtime/driver/DeviceModel.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Random.h"
@@ -234,17 +236,6 @@ bool selected(const std::string &name, const std::string &patterns) {
   return false;
 }
 
-/// "320.0 MiB", "1.5 GiB".
-std::string humanBytes(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  if (bytes >= double(1 << 30))
-    os << bytes / double(1 << 30) << " GiB";
-  else
-    os << bytes / double(1 << 20) << " MiB";
-  return os.str();
-}
-
 /// One comparison: finite difference, compiled value, what is allowed.
 struct Check {
   double fd = 0, an = 0, allowed = 0, scale = 1;
@@ -270,9 +261,10 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   double need = trainingHostBytes(b, opts.batch, opts.seq);
   double avail = hostMemoryAvailable();
   if (avail > 0 && need > avail) {
-    err << "mtc: error: gradcheck may need up to " << humanBytes(need)
+    err << "mtc: error: gradcheck may need up to "
+        << formatBytes(int64_t(need), ByteFormat::approx())
         << " of host memory at --batch " << opts.batch << " --seq " << opts.seq
-        << ", but " << humanBytes(avail)
+        << ", but " << formatBytes(int64_t(avail), ByteFormat::approx())
         << " are available; lower --batch or --seq\n";
     return -1;
   }
@@ -294,11 +286,16 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
         << "' matches no parameter tensor\n";
     return -1;
   }
-  exec::Executor ex(b, store);
-  if (Status st = ex.useBundleKernels(); !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
+  Expected<std::unique_ptr<DeviceModel>> opened =
+      DeviceModel::open(b, store, opts.device, opts.deviceMemory);
+  if (!opened) {
+    err << "mtc: error: gradcheck: " << opened.message() << "\n";
     return -1;
   }
+  DeviceModel &dm = **opened;
+  exec::Executor &ex = dm.executor();
+  if (!dm.host())
+    os << "device " << dm.describe() << "\n";
 
   int64_t vocab = std::max<int64_t>(b.vocabulary(), 2);
 
@@ -311,15 +308,18 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   }
 
   store.zeroGrads();
-  ex.pinRouting(exec::Executor::RoutingPin::Record);
+  // Routing pins need the choices on the host: the CPU executor's.
+  if (dm.host())
+    ex.pinRouting(exec::Executor::RoutingPin::Record);
   double loss0 =
-      ex.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq);
-  ex.pinRouting(exec::Executor::RoutingPin::Replay);
+      dm.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq);
+  if (dm.host())
+    ex.pinRouting(exec::Executor::RoutingPin::Replay);
   const uint64_t routing = ex.routingSignature();
   int64_t evaluations = 0, rerouted = 0;
 
   auto lossAt = [&]() {
-    double l = ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
+    double l = dm.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
     ++evaluations;
     if (ex.routingSignature() != routing)
       ++rerouted;

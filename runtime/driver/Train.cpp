@@ -18,7 +18,9 @@
 
 #include "lib/Bundle/Plan.h"
 #include "lib/Format/Safetensors.h"
+#include "lib/Support/ByteSize.h"
 #include "lib/Support/Files.h"
+#include "lib/Support/ThreadPool.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/emu/EmulatedDriver.h"
@@ -26,6 +28,8 @@
 #include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DeviceModel.h"
+#include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/InitWeights.h"
 #include "runtime/exec/Executor.h"
@@ -37,7 +41,6 @@
 #include "runtime/train/Optimizer.h"
 #include "runtime/train/Random.h"
 #include "runtime/train/Schedule.h"
-#include "runtime/train/ThreadPool.h"
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +55,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <sys/stat.h>
@@ -158,11 +162,11 @@ int32_t sampleToken(const float *logits, int64_t V, double temperature,
 /// last context/2 tokens. Models the cache cannot decode (ops mixing
 /// positions other than attention) fall back to recomputing the last
 /// \p context tokens for every new token.
-std::vector<int32_t> continueTokens(exec::Executor &ex,
-                                    std::vector<int32_t> tokens, int64_t n,
-                                    int64_t context, double temperature,
-                                    int64_t topK, train::Rng &rng,
-                                    bool useCache = true) {
+std::vector<int32_t> continueTokens(
+    exec::Executor &ex,
+    const std::function<exec::Tensor(const int32_t *, int64_t)> &logitsOf,
+    std::vector<int32_t> tokens, int64_t n, int64_t context, double temperature,
+    int64_t topK, train::Rng &rng, bool useCache) {
   std::vector<int32_t> generated;
   ex.resetCache();
   auto prefill = [&]() {
@@ -183,7 +187,7 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
   for (int64_t i = 0; i < n; ++i) {
     if (!useCache) {
       int64_t len = std::min<int64_t>(tokens.size(), context);
-      logits = ex.logits(tokens.data() + tokens.size() - len, 1, len);
+      logits = logitsOf(tokens.data() + tokens.size() - len, len);
     }
     int64_t V = logits.shape.back(), rows = logits.numel() / V;
     int32_t next =
@@ -195,6 +199,33 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
                                             : ex.decode(&tokens.back(), 1);
   }
   return generated;
+}
+
+/// continueTokens on the host executor \p ex (the training run's sample).
+std::vector<int32_t> continueTokens(exec::Executor &ex,
+                                    std::vector<int32_t> tokens, int64_t n,
+                                    int64_t context, double temperature,
+                                    int64_t topK, train::Rng &rng,
+                                    bool useCache = true) {
+  auto logitsOf = [&](const int32_t *t, int64_t len) {
+    return ex.logits(t, 1, len);
+  };
+  return continueTokens(ex, logitsOf, std::move(tokens), n, context,
+                        temperature, topK, rng, useCache);
+}
+
+/// continueTokens on \p dm's device; KV-cache decoding is the host
+/// executor's only (DeviceModel.h).
+std::vector<int32_t> continueTokens(DeviceModel &dm,
+                                    std::vector<int32_t> tokens, int64_t n,
+                                    int64_t context, double temperature,
+                                    int64_t topK, train::Rng &rng,
+                                    bool useCache) {
+  auto logitsOf = [&](const int32_t *t, int64_t len) {
+    return dm.logits(t, 1, len);
+  };
+  return continueTokens(dm.executor(), logitsOf, std::move(tokens), n, context,
+                        temperature, topK, rng, useCache && dm.host());
 }
 
 std::string bytesToText(const std::vector<int32_t> &tokens) {
@@ -310,21 +341,6 @@ double parameterCount(const bundle::Bundle &b) {
   return params;
 }
 
-/// "1.5 GiB", "320.0 MiB", "4.0 PiB".
-std::string humanBytes(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  if (bytes >= std::ldexp(1.0, 50))
-    os << std::ldexp(bytes, -50) << " PiB";
-  else if (bytes >= std::ldexp(1.0, 40))
-    os << std::ldexp(bytes, -40) << " TiB";
-  else if (bytes >= double(1 << 30))
-    os << bytes / double(1 << 30) << " GiB";
-  else
-    os << bytes / double(1 << 20) << " MiB";
-  return os.str();
-}
-
 /// MemAvailable from /proc/meminfo in bytes, or 0 if unknown. Test hook:
 /// MTC_TEST_MEM_AVAILABLE=BYTES replaces it (docs/testing.md).
 double availableHostBytes() {
@@ -399,21 +415,31 @@ Status checkTrainPaths(const TrainOptions &opts, const std::string &outDir) {
 /// action, so a second one ends the process at once.
 std::atomic<int> stopSignal{0};
 
+/// What onStopSignal prints, composed (with the tool's name) before it is
+/// installed: a handler only writes what is ready.
+char stopMessage[256];
+size_t stopMessageLength = 0;
+
 extern "C" void onStopSignal(int sig) {
   stopSignal.store(sig);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  const char msg[] = "\nmtc: stopping after this step (and saving a "
-                     "checkpoint with --out); send the signal again to stop "
-                     "at once\n";
-  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  ssize_t ignored = ::write(2, stopMessage, stopMessageLength);
   (void)ignored;
 }
 
 /// Installs onStopSignal for SIGINT and SIGTERM while alive.
 class StopSignals {
 public:
-  StopSignals() {
+  /// \p tool names the program in the message.
+  explicit StopSignals(const std::string &tool) {
+    int n = std::snprintf(stopMessage, sizeof stopMessage,
+                          "\n%s: stopping after this step (and saving a "
+                          "checkpoint with --out); send the signal again to "
+                          "stop at once\n",
+                          tool.c_str());
+    stopMessageLength =
+        std::min(sizeof stopMessage - 1, static_cast<size_t>(std::max(n, 0)));
     stopSignal.store(0);
     struct sigaction sa {};
     sa.sa_handler = onStopSignal;
@@ -470,92 +496,141 @@ double hostMemoryAvailable() { return availableHostBytes(); }
 
 namespace {
 
-int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
-              std::ostream &out, std::ostream &err) {
-  if (opts.threads > 0)
-    cpu::setThreads(opts.threads);
-  int64_t vocab = b.vocabulary();
-  if (vocab <= 0) {
-    err << "mtc: error: model '" << b.model
-        << "' embeds no token ids, so it cannot be trained on token data\n";
-    return 1;
-  }
-  auto maxSeq = b.config.find("max_seq");
-  if (maxSeq != b.config.end() && opts.seq > maxSeq->second) {
-    err << "mtc: error: --seq " << opts.seq << " exceeds the model's max_seq "
-        << static_cast<int64_t>(maxSeq->second) << "\n";
-    return 1;
-  }
+/// One `train` run, as the steps it takes in order: the model, the outputs,
+/// the data, the checkpoint to resume, the host memory, the parameter state,
+/// the streaming device, the optimizer and metrics, then the step loop (each
+/// step: forward and backward, the update, metrics, evaluation, saving) and
+/// the end (trace, summary, sample). Each step returns a Status: the first
+/// error ends the run, printed once as "TOOL: error: MESSAGE".
+class TrainRun {
+public:
+  TrainRun(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
+           std::ostream &err)
+      : b(b), opts(opts), out(out), err(err) {}
 
-  if (Status st = bundle::checkTokenShapes(b, opts.batch, opts.seq); !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
-    return 1;
-  }
-  // Outputs against inputs first (nothing is touched yet), then the one
-  // writer of --out, before any training time is spent.
-  if (Status st = checkTrainPaths(opts, opts.outDir); !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
-    return 1;
-  }
-  std::optional<CheckpointLock> outLock;
-  if (!opts.outDir.empty()) {
-    Expected<CheckpointLock> l = CheckpointLock::acquire(opts.outDir);
-    if (!l) {
-      err << "mtc: error: " << l.message() << "\n";
-      return 1;
+  /// Runs every step; returns the process exit code.
+  int run() {
+    if (opts.threads > 0)
+      cpu::setThreads(opts.threads);
+    for (Status (TrainRun::*stage)() :
+         {&TrainRun::checkModel, &TrainRun::claimOutputs, &TrainRun::openData,
+          &TrainRun::checkResume, &TrainRun::checkHostMemory,
+          &TrainRun::createState}) {
+      if (Status st = (this->*stage)(); !st.ok())
+        return fail(st);
+      if (nothingToTrain)
+        return 0;
     }
-    outLock.emplace(std::move(*l));
+    for (Status (TrainRun::*stage)() :
+         {&TrainRun::initializeWeights, &TrainRun::createExecutors,
+          &TrainRun::createOptimizer, &TrainRun::openMetrics})
+      if (Status st = (this->*stage)(); !st.ok())
+        return fail(st);
+    printHeader();
+    if (Status st = runSteps(); !st.ok())
+      return fail(st);
+    return finish();
   }
-  const std::string outDir = outLock ? outLock->dir() : "";
 
-  Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =
-      modelTokenizer(b, opts.tokenizer);
-  if (!tokenizer) {
-    err << "mtc: error: " << tokenizer.message() << "\n";
+private:
+  /// Prints "TOOL: error: MESSAGE" and returns 1.
+  int fail(const Status &st) {
+    err << opts.toolName << ": error: " << st.message() << "\n";
     return 1;
   }
-  std::shared_ptr<tok::Tokenizer> tok = *tokenizer;
-  if (tok && tok->vocabSize() > static_cast<uint32_t>(vocab)) {
-    err << "mtc: error: " << tok->name() << " has " << tok->vocabSize()
-        << " tokens, more than the model's vocabulary of " << vocab << "\n";
-    return 1;
+
+  /// The model can be trained at --batch and --seq; the optimizer
+  /// placement (immediate needs clip 0 and the plan's gradient ring).
+  Status checkModel() {
+    const bool ring = b.step && b.step->buffer("grads.host");
+    if (opts.optimizerPlacement == "immediate") {
+      if (opts.clip > 0)
+        return Status::error(
+            "--optimizer-placement immediate updates each layer before the "
+            "global gradient norm is known, so it cannot clip; add --clip 0 "
+            "or use --optimizer-placement deferred");
+      if (!ring)
+        return Status::error(
+            b.step ? "--optimizer-placement immediate: the bundle's step plan "
+                     "has no gradient ring ('grads.host'); compile it with "
+                     "--optimizer-placement immediate (or --clip 0)"
+                   : "--optimizer-placement immediate needs a step plan "
+                     "(--device-memory SIZE)");
+    }
+    immediate = ring && opts.clip == 0 && opts.optimizerPlacement != "deferred";
+    vocab = b.vocabulary();
+    if (vocab <= 0)
+      return Status::error(
+          "model '" + b.model +
+          "' embeds no token ids, so it cannot be trained on token data");
+    auto maxSeq = b.config.find("max_seq");
+    if (maxSeq != b.config.end() && opts.seq > maxSeq->second)
+      return Status::error(
+          "--seq " + std::to_string(opts.seq) +
+          " exceeds the model's max_seq " +
+          std::to_string(static_cast<int64_t>(maxSeq->second)));
+    return bundle::checkTokenShapes(b, opts.batch, opts.seq);
   }
-  train::TokenDatasetOptions dopts;
-  dopts.vocabSize = static_cast<uint32_t>(vocab);
-  dopts.seqLen = opts.seq;
-  dopts.valFraction = opts.valFraction;
-  dopts.format = opts.dataFormat;
-  if (tok)
-    dopts.tokenize = [tok](std::string_view text) { return tok->encode(text); };
-  {
+
+  /// Outputs against inputs first (nothing is touched yet), then the one
+  /// writer of --out, before any training time is spent.
+  Status claimOutputs() {
+    if (Status st = checkTrainPaths(opts, opts.outDir); !st.ok())
+      return st;
+    if (!opts.outDir.empty()) {
+      Expected<CheckpointLock> l = CheckpointLock::acquire(opts.outDir);
+      if (!l)
+        return l.status();
+      outLock.emplace(std::move(*l));
+    }
+    outDir = outLock ? outLock->dir() : "";
+    return Status::success();
+  }
+
+  /// The tokenizer, the loss mask and the token data.
+  Status openData() {
+    Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =
+        modelTokenizer(b, opts.tokenizer);
+    if (!tokenizer)
+      return tokenizer.status();
+    tok = *tokenizer;
+    if (tok && tok->vocabSize() > static_cast<uint32_t>(vocab))
+      return Status::error(tok->name() + " has " +
+                           std::to_string(tok->vocabSize()) +
+                           " tokens, more than the model's vocabulary of " +
+                           std::to_string(vocab));
+    train::TokenDatasetOptions dopts;
+    dopts.vocabSize = static_cast<uint32_t>(vocab);
+    dopts.seqLen = opts.seq;
+    dopts.valFraction = opts.valFraction;
+    dopts.format = opts.dataFormat;
+    if (tok)
+      dopts.tokenize = [t = tok](std::string_view text) {
+        return t->encode(text);
+      };
     // A loss mask beside the data (instruction data, docs/hf.md) writes the
     // model's own ignore_index into masked targets.
     struct stat st;
     if (::stat((opts.data + ".mask").c_str(), &st) == 0) {
       Expected<int32_t> ignore = lossIgnoreIndex(b);
-      if (!ignore) {
-        err << "mtc: error: " << opts.data << ".mask: " << ignore.message()
-            << "\n";
-        return 1;
-      }
+      if (!ignore)
+        return Status::error(opts.data + ".mask: " + ignore.message());
       dopts.ignoreIndex = *ignore;
     }
-  }
-  Expected<train::TokenDataset> data =
-      train::TokenDataset::open(opts.data, dopts);
-  if (!data) {
-    err << "mtc: error: " << data.message() << "\n";
-    return 1;
+    Expected<train::TokenDataset> opened =
+        train::TokenDataset::open(opts.data, dopts);
+    if (!opened)
+      return opened.status();
+    data.emplace(std::move(*opened));
+    return Status::success();
   }
 
-  // Checkpoints (driver/Checkpoint.h): the data file's identity, the --out
-  // directory, and with --resume the checkpoint's state against these
-  // options, all checked before anything is allocated.
-  DataIdentity dataId;
-  TrainerState ck;
-  std::string ckDir;
-  std::vector<std::string> notes;
-  if (!opts.outDir.empty() || !opts.resume.empty()) {
+  /// Checkpoints (driver/Checkpoint.h): the data file's identity, the --out
+  /// directory, and with --resume the checkpoint's state against these
+  /// options, all checked before anything is allocated.
+  Status checkResume() {
+    if (opts.outDir.empty() && opts.resume.empty())
+      return Status::success();
     Expected<DataIdentity> id = identifyData(*data);
     Status st = id ? Status::success() : id.status();
     if (st.ok() && !opts.resume.empty()) {
@@ -565,7 +640,8 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
           dir ? readTrainerState(*dir) : Expected<TrainerState>(dir.status());
       if (!note.empty())
         notes.push_back(note);
-      st = state ? checkResume(*state, *dir, opts, *id, notes) : state.status();
+      st = state ? driver::checkResume(*state, *dir, opts, *id, notes)
+                 : state.status();
       if (st.ok() && opts.stopAfter > 0 && opts.stopAfter <= state->step)
         st = Status::error("--stop-after " + std::to_string(opts.stopAfter) +
                            " is not after the checkpoint's step " +
@@ -575,25 +651,27 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
         ck = *state;
       }
     }
-    if (!st.ok()) {
-      err << "mtc: error: " << st.message() << "\n";
-      return 1;
-    }
+    if (!st.ok())
+      return st;
     dataId = *id;
+    return Status::success();
   }
 
-  // Checked before allocating: parameters, gradients and AdamW moments
-  // (16 bytes per parameter), the step's working set, and under streaming
-  // the CPU device's memory and the plan's host buffers, each named.
-  {
+  /// Checked before allocating: parameters, gradients and AdamW moments
+  /// (16 bytes per parameter), the step's working set, and under streaming
+  /// the CPU device's memory and the plan's host buffers, each named.
+  Status checkHostMemory() {
     double params = parameterCount(b);
     std::string mb = "values of one " + std::to_string(opts.batch) + " x " +
                      std::to_string(opts.seq) + " micro-batch";
     std::vector<std::pair<std::string, double>> parts;
     // A file-backed state is paged to its file, not held in RAM.
     if (opts.hostStateFile.empty())
-      parts.push_back({"parameters, gradients and AdamW state",
-                       params * exec::ParamStore::kBytesPerParam});
+      parts.push_back(
+          {immediate ? "parameters and AdamW state"
+                     : "parameters, gradients and AdamW state",
+           params * (immediate ? bundle::kImmediateStateBytesPerParam
+                               : exec::ParamStore::kBytesPerParam)});
     parts.push_back({mb, stepBytes(b, opts.batch, opts.seq)});
     if (b.step) {
       parts.push_back(
@@ -616,368 +694,381 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
         largest = &part;
     }
     double avail = availableHostBytes();
-    if (avail > 0 && need > avail) {
-      err << "mtc: error: training may need up to " << humanBytes(need)
-          << " of host memory (";
-      for (size_t i = 0; i < parts.size(); ++i)
-        err << (i ? "; " : "") << parts[i].first << ": "
-            << humanBytes(parts[i].second);
-      err << "), but " << humanBytes(avail) << " are available; ";
-      if (largest->first.find("--device-memory") != std::string::npos)
-        err << "lower --device-memory\n";
-      else if (largest->first.find("AdamW") != std::string::npos)
-        err << "map the state from disk with --host-state-file PATH, or "
-               "train a smaller model\n";
-      else
-        err << "lower --batch or --seq (use --micro-batches to keep the step "
-               "size)\n";
-      return 1;
-    }
+    if (avail <= 0 || need <= avail)
+      return Status::success();
+    auto bytes = [](double n) {
+      return formatBytes(static_cast<int64_t>(n), ByteFormat::approx());
+    };
+    std::string msg =
+        "training may need up to " + bytes(need) + " of host memory (";
+    for (size_t i = 0; i < parts.size(); ++i)
+      msg += (i ? "; " : "") + parts[i].first + ": " + bytes(parts[i].second);
+    msg += "), but " + bytes(avail) + " are available; ";
+    if (largest->first.find("--device-memory") != std::string::npos)
+      msg += "lower --device-memory";
+    else if (largest->first.find("AdamW") != std::string::npos)
+      msg += "map the state from disk with --host-state-file PATH, or "
+             "train a smaller model";
+    else
+      msg += "lower --batch or --seq (use --micro-batches to keep the step "
+             "size)";
+    return Status::error(msg);
   }
 
-  std::optional<exec::ParamStore> stateStore;
-  try {
-    stateStore.emplace(b, exec::HostStateOptions{opts.hostStateFile});
-  } catch (const device::DeviceError &e) {
-    err << "mtc: error: " << e.message << "\n";
-    return 1;
-  }
-  exec::ParamStore &store = *stateStore;
-  // Streaming copies weights from and gradients to this memory: pinned, they
-  // can be asynchronous on a GPU (best effort).
-  std::string unpinned;
-  if (b.step)
-    store.pin(&unpinned);
-  int64_t startStep = 0;
-  if (!ckDir.empty()) {
-    Expected<TrainerState> state =
-        readCheckpoint(ckDir, b, store, &notes, opts.allowModelChange);
-    if (!state) {
-      err << "mtc: error: " << state.message() << "\n";
-      return 1;
+  /// The parameter state, pinned under streaming, read from the checkpoint
+  /// with --resume or initialised from the seed.
+  Status createState() {
+    try {
+      exec::HostStateOptions hopts;
+      hopts.file = opts.hostStateFile;
+      hopts.gradients = !immediate; // they pass through the plan's ring
+      store.emplace(b, hopts);
+    } catch (const device::DeviceError &e) {
+      return Status::error(e.message);
     }
+    // Streaming copies weights from and gradients to this memory: pinned,
+    // they can be asynchronous on a GPU (best effort).
+    if (b.step)
+      store->pin(&unpinned);
+    if (ckDir.empty()) {
+      store->initialize(opts.seed);
+      return Status::success();
+    }
+    Expected<TrainerState> state =
+        readCheckpoint(ckDir, b, *store, &notes, opts.allowModelChange);
+    if (!state)
+      return state.status();
     startStep = state->step;
     if (startStep == opts.steps) {
       out << "the checkpoint is at --steps " << opts.steps
           << "; nothing to train (raise --steps to continue)\n";
-      return 0;
+      nothingToTrain = true;
     }
-  } else {
-    store.initialize(opts.seed);
+    return Status::success();
   }
-  if (!opts.initFrom.empty()) {
-    if (!ckDir.empty() || !opts.hfWeights.empty()) {
-      err << "mtc: error: --init-from starts a new run from given weights; "
-          << (ckDir.empty() ? "the --hf directory '" + opts.hfWeights +
-                                  "' has weights of its own (give one or "
-                                  "the other)"
-                            : std::string("--resume continues one from its "
-                                          "checkpoint (give one or the "
-                                          "other)"))
-          << "\n";
-      return 1;
+
+  /// --init-from and --hf weights over the initialised state.
+  Status initializeWeights() {
+    if (!opts.initFrom.empty()) {
+      if (!ckDir.empty() || !opts.hfWeights.empty())
+        return Status::error(
+            "--init-from starts a new run from given weights; " +
+            (ckDir.empty() ? "the --hf directory '" + opts.hfWeights +
+                                 "' has weights of its own (give one or "
+                                 "the other)"
+                           : std::string("--resume continues one from its "
+                                         "checkpoint (give one or the "
+                                         "other)")));
+      Expected<size_t> n = loadInitWeights(*store, opts.initFrom);
+      if (!n)
+        return n.status();
+      out << "initialised from " << opts.initFrom << " (" << *n
+          << " tensors)\n";
     }
-    Expected<size_t> n = loadInitWeights(store, opts.initFrom);
-    if (!n) {
-      err << "mtc: error: " << n.message() << "\n";
-      return 1;
+    if (!opts.hfWeights.empty() && ckDir.empty()) {
+      if (Status st = loadHFWeights(*store, b, opts.hfWeights); !st.ok())
+        return st;
+      out << "initialised from " << opts.hfWeights << "\n";
     }
-    out << "initialised from " << opts.initFrom << " (" << *n << " tensors)\n";
+    return Status::success();
   }
-  if (!opts.hfWeights.empty() && ckDir.empty()) {
-    if (Status st = loadHFWeights(store, b, opts.hfWeights); !st.ok()) {
-      err << "mtc: error: " << st.message() << "\n";
-      return 1;
-    }
-    out << "initialised from " << opts.hfWeights << "\n";
+
+  /// The host executor (validation, sampling, and steps without a plan) and
+  /// under streaming the device of --device with its own executor.
+  Status createExecutors() {
+    ex = std::make_unique<exec::Executor>(b, *store);
+    if (opts.useKernels)
+      if (Status st = ex->useBundleKernels(); !st.ok())
+        return st;
+    return b.step ? createStreaming() : Status::success();
   }
-  exec::Executor ex(b, store);
-  if (Status st = opts.useKernels ? ex.useBundleKernels() : Status::success();
-      !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
-    return 1;
-  }
-  // Streaming: the bundle's step plan runs on the device of --device (the
-  // CPU device, or a CudaDevice with the CUDA backend), with its own executor
-  // (the host executor `ex` serves validation and sampling).
-  std::unique_ptr<device::Device> streamDevice;
-  std::unique_ptr<exec::Backend> backend;
-  std::unique_ptr<exec::Executor> streamEx;
-  std::unique_ptr<stream::StreamExecutor> streamer;
-  device::Trace trace;
-  if (b.step) {
+
+  /// Streaming: the bundle's step plan runs on the device of --device (the
+  /// CPU device, or a CudaDevice with the CUDA backend).
+  Status createStreaming() {
     const bundle::StepPlan &plan = *b.step;
     if (plan.batch != opts.batch || plan.seq != opts.seq ||
-        plan.microBatches != opts.microBatches) {
-      err << "mtc: error: the bundle's step plan is for --batch " << plan.batch
-          << " --seq " << plan.seq << " --micro-batches " << plan.microBatches
-          << ", not " << opts.batch << " / " << opts.seq << " / "
-          << opts.microBatches
-          << "; pass those or recompile the plan (mtc compile "
-             "--device-memory ...)\n";
-      return 1;
-    }
-    if (!opts.useKernels) {
-      err << "mtc: error: --kernels off cannot run a step plan: interpreted "
-             "fused regions allocate temporaries the memory plan does not "
-             "count (use --kernels on, or train without --device-memory)\n";
-      return 1;
-    }
+        plan.microBatches != opts.microBatches)
+      return Status::error(
+          "the bundle's step plan is for --batch " +
+          std::to_string(plan.batch) + " --seq " + std::to_string(plan.seq) +
+          " --micro-batches " + std::to_string(plan.microBatches) + ", not " +
+          std::to_string(opts.batch) + " / " + std::to_string(opts.seq) +
+          " / " + std::to_string(opts.microBatches) +
+          "; pass those or recompile the plan (mtc compile "
+          "--device-memory ...)");
+    if (!opts.useKernels)
+      return Status::error(
+          "--kernels off cannot run a step plan: interpreted "
+          "fused regions allocate temporaries the memory plan does not "
+          "count (use --kernels on, or train without --device-memory)");
     int64_t budget =
         opts.deviceMemory > 0 ? opts.deviceMemory : plan.deviceBudget;
-    if (budget < plan.devicePeak) {
-      err << "mtc: error: the step plan needs " << plan.devicePeak
-          << " bytes of device memory; the device has " << budget << "\n";
-      return 1;
-    }
+    if (budget < plan.devicePeak)
+      return Status::error(
+          "the step plan needs " + std::to_string(plan.devicePeak) +
+          " bytes of device memory; the device has " + std::to_string(budget));
     try {
-      if (opts.device == "cpu") {
-        streamDevice = std::make_unique<device::CpuDevice>(budget);
-      } else {
-        // The CUDA backend over the real driver or the emulated one.
-        std::shared_ptr<const cuda::CudaDriverApi> api;
-        Expected<std::shared_ptr<const cuda::CudaDriverApi>> driver =
-            opts.device == "cuda-emu" ? emu::emulatedCudaDriver()
-                                      : cuda::loadCudaDriver();
-        if (!driver) {
-          err << "mtc: error: --device " << opts.device << ": "
-              << driver.message() << "\n";
-          return 1;
-        }
-        api = *driver;
-        auto gpu = std::make_unique<device::CudaDevice>(api, budget);
-        // Weights are copied from the values block and gradients into the
-        // grads block: pinned, those copies are asynchronous DMA. Best
-        // effort: unpinned, the same copies are synchronous but correct.
-        const int64_t blockBytes =
-            static_cast<int64_t>(4 * store.blockElements());
-        for (auto kind :
-             {exec::ParamStore::Kind::Value, exec::ParamStore::Kind::Grad})
-          if (store.block(kind))
-            (void)gpu->registerHost(store.block(kind), blockBytes);
-        Expected<std::unique_ptr<exec::CudaBackend>> be =
-            exec::CudaBackend::create(*gpu);
-        if (!be) {
-          err << "mtc: error: --device " << opts.device << ": " << be.message()
-              << "\n";
-          return 1;
-        }
-        backend = std::move(*be);
-        streamDevice = std::move(gpu);
-      }
+      if (Status st = createDevice(budget); !st.ok())
+        return st;
     } catch (const device::DeviceError &e) {
-      err << "mtc: error: " << e.message << "\n";
-      return 1;
+      return Status::error(e.message);
     }
     if (!opts.trace.empty())
       streamDevice->setTrace(&trace);
     try {
       streamEx = std::make_unique<exec::Executor>(
-          b, store, backend ? *backend : exec::cpuBackend());
+          b, *store, backend ? *backend : exec::cpuBackend());
     } catch (const exec::ExecError &e) {
-      err << "mtc: error: --device " << opts.device << ": " << e.message
-          << "\n";
-      return 1;
+      return Status::error("--device " + opts.device + ": " + e.message);
     }
-    if (Status st = opts.useKernels && !backend ? streamEx->useBundleKernels()
-                                                : Status::success();
-        !st.ok()) {
-      err << "mtc: error: " << st.message() << "\n";
-      return 1;
-    }
-    streamer = std::make_unique<stream::StreamExecutor>(b, store, *streamEx,
+    if (!backend)
+      if (Status st = streamEx->useBundleKernels(); !st.ok())
+        return st;
+    streamer = std::make_unique<stream::StreamExecutor>(b, *store, *streamEx,
                                                         *streamDevice);
+    return Status::success();
   }
-  train::ThreadPool pool(cpu::threads());
-  train::AdamWConfig acfg;
-  acfg.beta1 = static_cast<float>(opts.beta1);
-  acfg.beta2 = static_cast<float>(opts.beta2);
-  acfg.eps = static_cast<float>(opts.eps);
-  acfg.weightDecay = static_cast<float>(opts.weightDecay);
-  train::AdamW adamw(acfg, &pool);
-  // The deferred updates run on the optimizer stream while the compute
-  // stream's kernels run: on their own pool of the cores the kernels leave
-  // free (at least one thread), so that they do not fight the kernels' pool
-  // (on the CPU device the kernels use cpu::threads() cores; a GPU device
-  // would leave the optimizer every core). An update is elementwise, so the
-  // thread count does not change the result.
-  unsigned optThreads = static_cast<unsigned>(opts.optimizerThreads);
-  if (optThreads == 0) {
-    unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    unsigned kernels = static_cast<unsigned>(std::max(1, cpu::threads()));
-    optThreads = hw > kernels ? hw - kernels : 1;
-  }
-  std::unique_ptr<train::ThreadPool> optPool;
-  if (streamer && optThreads > 1)
-    optPool = std::make_unique<train::ThreadPool>(optThreads);
-  train::AdamW deferredAdamW(acfg, optPool.get());
-  std::vector<train::AdamWTensor> tensors;
-  for (exec::ParamSlot &s : store.slots())
-    tensors.push_back({s.value.data(), s.m.data(), s.v.data(), s.grad.data(),
-                       s.value.size(), s.decay()});
-  train::LrSchedule sched;
-  sched.peakLr = opts.lr;
-  sched.warmupSteps = opts.warmup;
-  sched.totalSteps = opts.steps;
-  sched.minLrRatio = opts.minLrRatio;
-  train::BatchSampler sampler(*data, opts.batch, opts.seed);
 
-  train::JsonlWriter metrics;
-  bool haveMetrics = !opts.metrics.empty();
-  if (haveMetrics) {
-    // Resuming appends, after dropping the records of steps after the
-    // checkpoint (an interrupted run may have logged them).
+  /// The device of --device with \p budget bytes of memory (and for CUDA its
+  /// backend).
+  Status createDevice(int64_t budget) {
+    if (opts.device == "cpu") {
+      streamDevice = std::make_unique<device::CpuDevice>(budget);
+      return Status::success();
+    }
+    // The CUDA backend over the real driver or the emulated one.
+    Expected<std::shared_ptr<const cuda::CudaDriverApi>> driver =
+        openCudaDriverFor(opts.device);
+    if (!driver)
+      return Status::error("--device " + opts.device + ": " + driver.message());
+    auto gpu = std::make_unique<device::CudaDevice>(*driver, budget);
+    // Weights are copied from the values block and gradients into the grads
+    // block: pinned, those copies are asynchronous DMA. Best effort:
+    // unpinned, the same copies are synchronous but correct.
+    const int64_t blockBytes = static_cast<int64_t>(4 * store->blockElements());
+    for (auto kind :
+         {exec::ParamStore::Kind::Value, exec::ParamStore::Kind::Grad})
+      if (store->block(kind))
+        (void)gpu->registerHost(store->block(kind), blockBytes);
+    Expected<std::unique_ptr<exec::CudaBackend>> be =
+        exec::CudaBackend::create(*gpu);
+    if (!be)
+      return Status::error("--device " + opts.device + ": " + be.message());
+    backend = std::move(*be);
+    streamDevice = std::move(gpu);
+    return Status::success();
+  }
+
+  /// AdamW on the kernels' thread count, and under streaming the deferred
+  /// AdamW on a pool of its own; the schedule and the batch sampler.
+  Status createOptimizer() {
+    pool = std::make_unique<ThreadPool>(cpu::threads());
+    acfg.beta1 = static_cast<float>(opts.beta1);
+    acfg.beta2 = static_cast<float>(opts.beta2);
+    acfg.eps = static_cast<float>(opts.eps);
+    acfg.weightDecay = static_cast<float>(opts.weightDecay);
+    adamw.emplace(acfg, pool.get());
+    // The deferred updates run on the optimizer stream while the compute
+    // stream's kernels run: on their own pool of the cores the kernels leave
+    // free (at least one thread), so that they do not fight the kernels'
+    // pool (on the CPU device the kernels use cpu::threads() cores; a GPU
+    // device would leave the optimizer every core). An update is
+    // elementwise, so the thread count does not change the result.
+    unsigned optThreads = static_cast<unsigned>(opts.optimizerThreads);
+    if (optThreads == 0) {
+      unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+      unsigned kernels = static_cast<unsigned>(std::max(1, cpu::threads()));
+      optThreads = hw > kernels ? hw - kernels : 1;
+    }
+    if (streamer && optThreads > 1)
+      optPool = std::make_unique<ThreadPool>(optThreads);
+    deferredAdamW.emplace(acfg, optPool.get());
+    for (exec::ParamSlot &s : store->slots())
+      tensors.push_back({s.value.data(), s.m.data(), s.v.data(), s.grad.data(),
+                         s.value.size(), s.decay()});
+    sched.peakLr = opts.lr;
+    sched.warmupSteps = opts.warmup;
+    sched.totalSteps = opts.steps;
+    sched.minLrRatio = opts.minLrRatio;
+    sampler.emplace(*data, opts.batch, opts.seed);
+    return Status::success();
+  }
+
+  /// --metrics: resuming appends, after dropping the records of steps after
+  /// the checkpoint (an interrupted run may have logged them).
+  Status openMetrics() {
+    if (opts.metrics.empty())
+      return Status::success();
     Status trimmed = startStep > 0 ? trimMetrics(opts.metrics, startStep)
                                    : Status::success();
     Expected<train::JsonlWriter> w =
         trimmed.ok() ? train::JsonlWriter::open(opts.metrics, startStep > 0)
                      : Expected<train::JsonlWriter>(trimmed);
-    if (!w) {
-      err << "mtc: error: " << w.message() << "\n";
-      return 1;
-    }
+    if (!w)
+      return w.status();
     metrics = std::move(*w);
+    haveMetrics = true;
+    return Status::success();
   }
 
-  int64_t tokensPerStep = opts.batch * opts.seq * opts.microBatches;
-  out << "model " << b.model << ": " << store.totalParams() << " parameters, "
-      << b.totalLayerInstances() << " layer instances\n"
-      << "data " << opts.data << ": " << data->trainTokens()
-      << " training tokens, " << data->valTokens() << " validation tokens ("
-      << train::tokenFileFormatName(data->format()) << ")\n";
-  if (data->hasMask())
-    out << "loss mask " << data->maskPath() << ": "
-        << data->trainedTokens(1, data->trainTokens())
-        << " trained training targets, "
-        << data->trainedTokens(data->trainTokens() + 1, data->numTokens())
-        << " trained validation targets; masked targets are "
-        << data->ignoreIndex() << " (the model's ignore_index)\n";
-  out << "step: " << opts.microBatches << " x " << opts.batch << " x "
-      << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
-      << " threads, ";
-  if (auto *cb = dynamic_cast<exec::CudaBackend *>(backend.get()))
-    out << "device " << streamDevice->name() << " (CUDA kernels, GEMMs on "
-        << cb->gemmName() << ", no fused regions)\n";
-  else
-    out << "fused kernels "
-        << (b.cpuKernels.empty() || !opts.useKernels
-                ? std::string("interpreted")
-                : "compiled for " + b.cpuKernelsTarget)
-        << "\n";
-  for (const std::string &n : notes)
-    out << "note: " << n << "\n";
-  if (startStep > 0)
-    out << "resumed from " << ckDir << " at step " << startStep << " (loss "
-        << ck.loss << ")\n";
-  out.flush();
+  /// The model, the data, the step and the device, before the first step.
+  void printHeader() {
+    tokensPerStep = opts.batch * opts.seq * opts.microBatches;
+    out << "model " << b.model << ": " << store->totalParams()
+        << " parameters, " << b.totalLayerInstances() << " layer instances\n"
+        << "data " << opts.data << ": " << data->trainTokens()
+        << " training tokens, " << data->valTokens() << " validation tokens ("
+        << train::tokenFileFormatName(data->format()) << ")\n";
+    if (data->hasMask())
+      out << "loss mask " << data->maskPath() << ": "
+          << data->trainedTokens(1, data->trainTokens())
+          << " trained training targets, "
+          << data->trainedTokens(data->trainTokens() + 1, data->numTokens())
+          << " trained validation targets; masked targets are "
+          << data->ignoreIndex() << " (the model's ignore_index)\n";
+    out << "step: " << opts.microBatches << " x " << opts.batch << " x "
+        << opts.seq << " = " << tokensPerStep << " tokens, " << cpu::threads()
+        << " threads, ";
+    if (auto *cb = dynamic_cast<exec::CudaBackend *>(backend.get()))
+      out << "device " << streamDevice->name() << " (CUDA kernels, GEMMs on "
+          << cb->gemmName() << ", no fused regions)\n";
+    else
+      out << "fused kernels "
+          << (b.cpuKernels.empty() || !opts.useKernels
+                  ? std::string("interpreted")
+                  : "compiled for " + b.cpuKernelsTarget)
+          << "\n";
+    for (const std::string &n : notes)
+      out << "note: " << n << "\n";
+    if (startStep > 0)
+      out << "resumed from " << ckDir << " at step " << startStep << " (loss "
+          << ck.loss << ")\n";
+    out.flush();
 
-  std::vector<int32_t> in(opts.batch * opts.seq), tg(opts.batch * opts.seq);
-  std::vector<std::vector<int32_t>> streamIn, streamTg;
-  int64_t hostBytes = store.hostBytes();
-  if (streamer) {
-    streamIn.assign(opts.microBatches, in);
-    streamTg.assign(opts.microBatches, tg);
-    hostBytes += streamer->hostBytes();
-    const bundle::StepPlan &plan = streamer->plan();
-    out << "streaming: device memory " << streamDevice->capacity()
-        << " bytes (plan peak " << plan.devicePeak << "), prefetch depth "
-        << plan.prefetchDepth << ", recompute " << plan.recompute
-        << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
-        << " bytes\n";
+    in.assign(opts.batch * opts.seq, 0);
+    tg.assign(opts.batch * opts.seq, 0);
+    hostBytes = store->hostBytes();
+    if (streamer) {
+      streamIn.assign(opts.microBatches, in);
+      streamTg.assign(opts.microBatches, tg);
+      hostBytes += streamer->hostBytes();
+      const bundle::StepPlan &plan = streamer->plan();
+      out << "streaming: device memory " << streamDevice->capacity()
+          << " bytes (plan peak " << plan.devicePeak << "), prefetch depth "
+          << plan.prefetchDepth << ", recompute " << plan.recompute
+          << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
+          << " bytes\n";
+      if (backend) {
+        // The CUDA backend's own allocations beside the plan's arena, and
+        // what the driver reports in use (docs/cuda.md, "Device memory").
+        auto *gpu = static_cast<device::CudaDevice *>(streamDevice.get());
+        auto [free, total] = gpu->memoryInfo();
+        out << "device memory beside the plan: CUDA backend "
+            << exec::CudaBackend::deviceBytes()
+            << " bytes (scratch and flags); device total "
+            << streamDevice->capacity() + exec::CudaBackend::deviceBytes()
+            << " bytes; in use on the device " << total - free << " of "
+            << total << "\n";
+      }
+      out << "optimizer: "
+          << (immediate ? "immediate (AdamW as soon as a layer's gradient is "
+                          "final; gradients through a ring of " +
+                              std::to_string(streamer->gradRingSlots()) +
+                              " slots in host memory)"
+                        : std::string("deferred (AdamW of each layer just "
+                                      "before its next load)"))
+          << "\n";
+    }
+    if (streamer || store->fileBacked()) {
+      out << "host state: " << store->hostBytes() << " bytes";
+      if (store->fileBacked())
+        out << " mapped from " << opts.hostStateFile;
+      if (streamer)
+        out << (unpinned.empty() ? ", pinned" : ", not pinned: " + unpinned);
+      out << "\n";
+    }
   }
-  if (streamer || store.fileBacked()) {
-    out << "host state: " << store.hostBytes() << " bytes";
-    if (store.fileBacked())
-      out << " mapped from " << opts.hostStateFile;
-    if (streamer)
-      out << (unpinned.empty() ? ", pinned" : ", not pinned: " + unpinned);
-    out << "\n";
-  }
-  train::ProgressReporter progress(opts.steps, stdout, 10);
-  double firstLoss = std::nan(""), lastLoss = 0, start = nowSeconds();
-  int64_t lastStep =
-      opts.stopAfter > 0 ? std::min(opts.stopAfter, opts.steps) : opts.steps;
-  double lastVal = ck.valLoss;
-  int64_t lastValStep = ck.valStep;
-  // The step of the last checkpoint in --out (the one resumed from, if it is
-  // there).
-  int64_t savedStep = !ckDir.empty() && sameFile(ckDir, outDir) ? startStep : 0;
-  int stoppedBy = 0; // the signal that stopped the run
-  StopSignals signals;
-  auto untouched = [&]() -> std::string {
+
+  /// "; the last checkpoint (DIR, step N) is untouched" when there is one.
+  std::string untouched() const {
     if (outDir.empty() || savedStep == 0)
       return "";
     return "; the last checkpoint (" + opts.outDir + ", step " +
            std::to_string(savedStep) + ") is untouched";
-  };
-  for (int64_t step = startStep + 1; step <= lastStep; ++step) {
-    testSignalHook(step);
-    double t0 = nowSeconds();
-    double loss = 0;
-    if (streamer) {
-      // Layer-major: every micro-batch's tokens at once.
-      std::vector<const int32_t *> ins, tgs;
-      for (int64_t m = 0; m < opts.microBatches; ++m) {
-        sampler.sample(step - 1, m, streamIn[m].data(), streamTg[m].data());
-        ins.push_back(streamIn[m].data());
-        tgs.push_back(streamTg[m].data());
-      }
-      for (double l : streamer->step(ins, tgs))
-        loss += l;
-    } else {
-      store.zeroGrads();
-      for (int64_t m = 0; m < opts.microBatches; ++m) {
-        sampler.sample(step - 1, m, in.data(), tg.data());
-        loss += ex.forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+  }
+
+  /// The step loop, to --steps, --stop-after or a stop signal.
+  Status runSteps() {
+    progress.emplace(opts.steps, stdout, 10);
+    start = nowSeconds();
+    lastStep =
+        opts.stopAfter > 0 ? std::min(opts.stopAfter, opts.steps) : opts.steps;
+    lastVal = ck.valLoss;
+    lastValStep = ck.valStep;
+    // The step of the last checkpoint in --out (the one resumed from, if it
+    // is there).
+    savedStep = !ckDir.empty() && sameFile(ckDir, outDir) ? startStep : 0;
+    signals.emplace(opts.toolName);
+    for (int64_t step = startStep + 1; step <= lastStep; ++step) {
+      testSignalHook(step);
+      if (Status st = runStep(step); !st.ok())
+        return st;
+      if (stoppedBy) {
+        lastStep = step;
+        break;
       }
     }
-    loss /= opts.microBatches;
+    progress->finish();
+    if (streamer)
+      streamer->flush();
+    return Status::success();
+  }
+
+  /// One step: forward and backward over every micro-batch, the update,
+  /// then metrics, evaluation and saving as due.
+  Status runStep(int64_t step) {
+    double t0 = nowSeconds();
+    double lr = sched.at(step);
+    if (immediate)
+      updateImmediately(step, lr);
+    double loss = forwardBackward(step);
+    // Summed in the store's order whichever placement computed the parts.
     double sumsq = 0;
-    for (const exec::ParamSlot &s : store.slots())
-      sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), &pool);
+    if (immediate)
+      for (double s : slotSumsq)
+        sumsq += s;
+    else
+      for (const exec::ParamSlot &s : store->slots())
+        sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
     double norm = std::sqrt(sumsq) / opts.microBatches;
     // A diverged step is never applied: the weights (and every checkpoint)
     // stay those of the last good step.
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
-      progress.finish();
+      progress->finish();
       bool badLoss = !std::isfinite(loss);
-      err << "mtc: error: the " << (badLoss ? "loss" : "gradient norm")
-          << " became " << (badLoss ? loss : norm) << " at step " << step
-          << "; the step was not applied" << untouched()
-          << "; lower --lr or enable --clip\n";
-      return 1;
+      std::ostringstream msg;
+      msg << "the " << (badLoss ? "loss" : "gradient norm") << " became "
+          << (badLoss ? loss : norm) << " at step " << step
+          << (immediate ? "; the layers whose gradients were final before it "
+                          "was seen were updated (immediate optimizer "
+                          "placement), the others not"
+                        : "; the step was not applied")
+          << untouched() << "; lower --lr or enable --clip";
+      return Status::error(msg.str());
     }
-    double scale = 1.0;
-    if (opts.clip > 0 && norm > opts.clip)
-      scale = opts.clip / (norm + 1e-6);
-    double lr = sched.at(step);
-    if (streamer) {
-      // Deferred: each layer instance's update runs just before its weights
-      // are next loaded (bit-identical to updating here).
-      float flr = static_cast<float>(lr);
-      float fscale = static_cast<float>(scale / opts.microBatches);
-      streamer->deferUpdate([&deferredAdamW, step, flr,
-                             fscale](const std::vector<exec::ParamSlot *> &ss) {
-        for (exec::ParamSlot *s : ss)
-          deferredAdamW.step(train::AdamWTensor{s->value.data(), s->m.data(),
-                                                s->v.data(), s->grad.data(),
-                                                s->value.size(), s->decay()},
-                             step, flr, fscale);
-      });
-    } else {
-      adamw.step(tensors, step, static_cast<float>(lr),
-                 static_cast<float>(scale / opts.microBatches));
-    }
+    if (!immediate)
+      update(step, lr, norm);
     double dt = nowSeconds() - t0;
     if (std::isnan(firstLoss))
       firstLoss = loss;
     lastLoss = loss;
-    progress.update(step, loss, lr, static_cast<double>(tokensPerStep));
+    progress->update(step, loss, lr, static_cast<double>(tokensPerStep));
 
     bool evalNow = (opts.evalEvery > 0 && step % opts.evalEvery == 0) ||
                    step == opts.steps;
     // SIGINT/SIGTERM: this step is the last; it is saved like the end.
-    stoppedBy = signals.received();
+    stoppedBy = signals->received();
     bool saveNow = !outDir.empty() &&
                    ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
                     step == lastStep || stoppedBy != 0);
@@ -985,19 +1076,124 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
     if (streamer && (evalNow || saveNow || step == lastStep || stoppedBy))
       streamer->flush();
     double valLoss =
-        evalNow ? evaluate(ex, *data, opts.batch, opts.seq, opts.evalBatches)
+        evalNow ? evaluate(*ex, *data, opts.batch, opts.seq, opts.evalBatches)
                 : std::nan("");
-    if (haveMetrics && streamer) {
+    if (haveMetrics)
+      if (Status st = writeMetrics(step, loss, lr, norm, dt, evalNow, valLoss);
+          !st.ok())
+        return st;
+    if (evalNow && std::isfinite(valLoss)) {
+      lastVal = valLoss;
+      lastValStep = step;
+      progress->finish();
+      out << "step " << step << ": train loss " << std::fixed
+          << std::setprecision(4) << loss << ", val loss " << valLoss
+          << std::defaultfloat << "\n";
+      out.flush();
+    }
+    return saveNow ? save(step, loss) : Status::success();
+  }
+
+  /// The mean loss of step \p step's micro-batches; the gradients hold
+  /// their sum.
+  double forwardBackward(int64_t step) {
+    double loss = 0;
+    if (streamer) {
+      // Layer-major: every micro-batch's tokens at once.
+      std::vector<const int32_t *> ins, tgs;
+      for (int64_t m = 0; m < opts.microBatches; ++m) {
+        sampler->sample(step - 1, m, streamIn[m].data(), streamTg[m].data());
+        ins.push_back(streamIn[m].data());
+        tgs.push_back(streamTg[m].data());
+      }
+      for (double l : streamer->step(ins, tgs))
+        loss += l;
+    } else {
+      store->zeroGrads();
+      for (int64_t m = 0; m < opts.microBatches; ++m) {
+        sampler->sample(step - 1, m, in.data(), tg.data());
+        loss += ex->forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+      }
+    }
+    return loss / opts.microBatches;
+  }
+
+  /// AdamW at \p lr with the gradients clipped to --clip by their global
+  /// \p norm: now, or under streaming deferred to just before each layer
+  /// instance's weights are next loaded (bit-identical to updating here).
+  void update(int64_t step, double lr, double norm) {
+    double scale = 1.0;
+    if (opts.clip > 0 && norm > opts.clip)
+      scale = opts.clip / (norm + 1e-6);
+    if (!streamer) {
+      adamw->step(tensors, step, static_cast<float>(lr),
+                  static_cast<float>(scale / opts.microBatches));
+      return;
+    }
+    float flr = static_cast<float>(lr);
+    float fscale = static_cast<float>(scale / opts.microBatches);
+    train::AdamW &deferred = *deferredAdamW;
+    streamer->deferUpdate([&deferred, step, flr,
+                           fscale](const std::vector<exec::ParamSlot *> &ss) {
+      for (exec::ParamSlot *s : ss)
+        deferred.step(train::AdamWTensor{s->value.data(), s->m.data(),
+                                         s->v.data(), s->grad.data(),
+                                         s->value.size(), s->decay()},
+                      step, flr, fscale);
+    });
+  }
+
+  /// The immediate placement (clip 0): from this step's backward on, each
+  /// group's update runs on the optimizer stream as soon as its gradients
+  /// are in the plan's ring. Each tensor's sum of squares is kept for the
+  /// gradient norm; a group with a non-finite one, and every group after
+  /// it, is left unchanged.
+  void updateImmediately(int64_t step, double lr) {
+    if (slotIndex.empty())
+      for (size_t i = 0; i < store->slots().size(); ++i)
+        slotIndex[&store->slots()[i]] = i;
+    slotSumsq.assign(store->slots().size(), 0.0);
+    nonFinite = false;
+    float flr = static_cast<float>(lr);
+    float fscale = static_cast<float>(1.0 / opts.microBatches);
+    streamer->updateImmediately([this, step, flr, fscale](
+                                    const std::vector<exec::ParamSlot *> &ss,
+                                    const std::vector<const float *> &grads) {
+      bool finite = true;
+      for (size_t i = 0; i < ss.size(); ++i) {
+        double s =
+            train::sumOfSquares(grads[i], ss[i]->value.size(), optPool.get());
+        slotSumsq[slotIndex.at(ss[i])] = s;
+        finite = finite && std::isfinite(s);
+      }
+      if (!finite)
+        nonFinite = true;
+      if (nonFinite)
+        return;
+      for (size_t i = 0; i < ss.size(); ++i)
+        deferredAdamW->step(train::AdamWTensor{ss[i]->value.data(),
+                                               ss[i]->m.data(), ss[i]->v.data(),
+                                               grads[i], ss[i]->value.size(),
+                                               ss[i]->decay()},
+                            step, flr, fscale);
+    });
+  }
+
+  /// One JSONL record of step \p step (with the streaming counters under
+  /// streaming).
+  Status writeMetrics(int64_t step, double loss, double lr, double norm,
+                      double dt, bool evalNow, double valLoss) {
+    std::vector<std::pair<std::string, train::JsonValue>> f = {
+        {"step", step},
+        {"loss", loss},
+        {"lr", lr},
+        {"grad_norm", norm},
+        {"tokens_per_s", tokensPerStep / dt},
+        {"step_time_s", dt}};
+    if (evalNow && std::isfinite(valLoss))
+      f.push_back({"val_loss", valLoss});
+    if (streamer) {
       const stream::StepStats &ss = streamer->lastStats();
-      std::vector<std::pair<std::string, train::JsonValue>> f = {
-          {"step", step},
-          {"loss", loss},
-          {"lr", lr},
-          {"grad_norm", norm},
-          {"tokens_per_s", tokensPerStep / dt},
-          {"step_time_s", dt}};
-      if (evalNow && std::isfinite(valLoss))
-        f.push_back({"val_loss", valLoss});
       f.push_back({"h2d_bytes", ss.h2dBytes});
       f.push_back({"d2h_bytes", ss.d2hBytes});
       f.push_back({"weight_loads", ss.weightLoads});
@@ -1005,108 +1201,128 @@ int trainImpl(const bundle::Bundle &b, const TrainOptions &opts,
       f.push_back({"device_budget_bytes", ss.deviceBudgetBytes});
       f.push_back({"host_bytes", hostBytes});
       f.push_back({"overlap", ss.overlap});
-      if (Status st = metrics.write(f); !st.ok()) {
-        err << "mtc: error: " << st.message() << "\n";
-        return 1;
-      }
-    } else if (haveMetrics) {
-      Status st = evalNow && std::isfinite(valLoss)
-                      ? metrics.write({{"step", step},
-                                       {"loss", loss},
-                                       {"lr", lr},
-                                       {"grad_norm", norm},
-                                       {"tokens_per_s", tokensPerStep / dt},
-                                       {"step_time_s", dt},
-                                       {"val_loss", valLoss}})
-                      : metrics.write({{"step", step},
-                                       {"loss", loss},
-                                       {"lr", lr},
-                                       {"grad_norm", norm},
-                                       {"tokens_per_s", tokensPerStep / dt},
-                                       {"step_time_s", dt}});
-      if (!st.ok()) {
-        err << "mtc: error: " << st.message() << "\n";
-        return 1;
-      }
     }
-    if (evalNow && std::isfinite(valLoss)) {
-      lastVal = valLoss;
-      lastValStep = step;
-      progress.finish();
-      out << "step " << step << ": train loss " << std::fixed
-          << std::setprecision(4) << loss << ", val loss " << valLoss
-          << std::defaultfloat << "\n";
-      out.flush();
+    return metrics.write(f);
+  }
+
+  /// A checkpoint of step \p step in --out (never of non-finite weights).
+  Status save(int64_t step, double loss) {
+    if (std::string bad = firstNonFinite(*store); !bad.empty()) {
+      progress->finish();
+      return Status::error(
+          "parameter '" + bad + "' holds a NaN or an infinity after step " +
+          std::to_string(step) + "; not saving it" + untouched());
     }
-    if (saveNow) {
-      if (std::string bad = firstNonFinite(store); !bad.empty()) {
-        progress.finish();
-        err << "mtc: error: parameter '" << bad
-            << "' holds a NaN or an infinity after step " << step
-            << "; not saving it" << untouched() << "\n";
-        return 1;
-      }
-      TrainerState state{step, loss, lastVal, lastValStep, opts, dataId};
-      Status st = writeCheckpoint(outDir, b, store, state);
-      if (!st.ok()) {
-        err << "mtc: error: saving the checkpoint: " << st.message() << "\n";
-        return 1;
-      }
-      savedStep = step;
+    TrainerState state{step, loss, lastVal, lastValStep, opts, dataId};
+    if (Status st = writeCheckpoint(outDir, b, *store, state); !st.ok())
+      return Status::error("saving the checkpoint: " + st.message());
+    savedStep = step;
+    return Status::success();
+  }
+
+  /// The trace, the summary, how the run stopped and the sample; returns
+  /// the exit code.
+  int finish() {
+    if (!opts.trace.empty() && streamDevice) {
+      if (Status st = trace.write(opts.trace); !st)
+        return fail(st);
+      out << "trace: " << opts.trace << "\n";
     }
+    double elapsed = nowSeconds() - start;
+    int64_t ran = lastStep - startStep;
+    out << "trained " << ran << " steps in " << std::fixed
+        << std::setprecision(1) << elapsed << " s: loss "
+        << std::setprecision(4) << firstLoss << " -> " << lastLoss << ", "
+        << std::setprecision(0) << ran * tokensPerStep / elapsed << " tokens/s"
+        << std::defaultfloat << "\n";
+    if (!opts.outDir.empty())
+      out << "checkpoint: " << opts.outDir << " (step " << lastStep << ")\n";
     if (stoppedBy) {
-      lastStep = step;
-      break;
+      out.flush();
+      err << opts.toolName << ": stopped by "
+          << (stoppedBy == SIGINT ? "SIGINT" : "SIGTERM") << " after step "
+          << lastStep << " of " << opts.steps
+          << (outDir.empty() ? std::string("; no checkpoint (no --out)")
+                             : "; continue with --resume " + opts.outDir)
+          << "\n";
+      return 128 + stoppedBy;
     }
-  }
-  progress.finish();
-  if (streamer)
-    streamer->flush();
-  if (!opts.trace.empty() && streamDevice) {
-    if (Status st = trace.write(opts.trace); !st) {
-      err << "mtc: error: " << st.message() << "\n";
-      return 1;
+    if (lastStep < opts.steps)
+      out << "stopped after step " << lastStep << " of " << opts.steps
+          << " (--stop-after); continue with --resume\n";
+    if (opts.sampleTokens > 0) {
+      train::Rng rng(opts.seed, 99);
+      Expected<std::vector<int32_t>> prompt =
+          encodeText(tok.get(), opts.samplePrompt);
+      if (!prompt)
+        return fail(Status::error("--sample-prompt: " + prompt.message()));
+      if (prompt->empty())
+        prompt->push_back(tok ? 0 : '\n');
+      std::vector<int32_t> gen = continueTokens(*ex, *prompt, opts.sampleTokens,
+                                                opts.seq, 0.8, 40, rng);
+      out << "sample:\n"
+          << opts.samplePrompt << decodeText(tok.get(), gen) << "\n";
     }
-    out << "trace: " << opts.trace << "\n";
+    return 0;
   }
-  double elapsed = nowSeconds() - start;
-  int64_t ran = lastStep - startStep;
-  out << "trained " << ran << " steps in " << std::fixed << std::setprecision(1)
-      << elapsed << " s: loss " << std::setprecision(4) << firstLoss << " -> "
-      << lastLoss << ", " << std::setprecision(0)
-      << ran * tokensPerStep / elapsed << " tokens/s" << std::defaultfloat
-      << "\n";
-  if (!opts.outDir.empty())
-    out << "checkpoint: " << opts.outDir << " (step " << lastStep << ")\n";
-  if (stoppedBy) {
-    out.flush();
-    err << "mtc: stopped by " << (stoppedBy == SIGINT ? "SIGINT" : "SIGTERM")
-        << " after step " << lastStep << " of " << opts.steps
-        << (outDir.empty() ? std::string("; no checkpoint (no --out)")
-                           : "; continue with --resume " + opts.outDir)
-        << "\n";
-    return 128 + stoppedBy;
-  }
-  if (lastStep < opts.steps)
-    out << "stopped after step " << lastStep << " of " << opts.steps
-        << " (--stop-after); continue with --resume\n";
-  if (opts.sampleTokens > 0) {
-    train::Rng rng(opts.seed, 99);
-    Expected<std::vector<int32_t>> prompt =
-        encodeText(tok.get(), opts.samplePrompt);
-    if (!prompt) {
-      err << "mtc: error: --sample-prompt: " << prompt.message() << "\n";
-      return 1;
-    }
-    if (prompt->empty())
-      prompt->push_back(tok ? 0 : '\n');
-    std::vector<int32_t> gen =
-        continueTokens(ex, *prompt, opts.sampleTokens, opts.seq, 0.8, 40, rng);
-    out << "sample:\n"
-        << opts.samplePrompt << decodeText(tok.get(), gen) << "\n";
-  }
-  return 0;
-}
+
+  const bundle::Bundle &b;
+  const TrainOptions &opts;
+  std::ostream &out, &err;
+
+  // The model, the outputs, the data, the checkpoint resumed.
+  int64_t vocab = 0;
+  std::optional<CheckpointLock> outLock;
+  std::string outDir; ///< the locked --out ("" : none)
+  std::shared_ptr<tok::Tokenizer> tok;
+  std::optional<train::TokenDataset> data;
+  DataIdentity dataId;
+  TrainerState ck;   ///< the checkpoint resumed (with --resume)
+  std::string ckDir; ///< its directory ("" : none)
+  std::vector<std::string> notes;
+  bool nothingToTrain = false;
+
+  // The parameter state and the executors. The trace outlives the device
+  // that writes to it; the streamer goes before what it drives.
+  std::optional<exec::ParamStore> store;
+  std::string unpinned; ///< why the state is not pinned ("" : it is)
+  int64_t startStep = 0;
+  std::unique_ptr<exec::Executor> ex;
+  device::Trace trace;
+  std::unique_ptr<device::Device> streamDevice;
+  std::unique_ptr<exec::Backend> backend;
+  std::unique_ptr<exec::Executor> streamEx;
+  std::unique_ptr<stream::StreamExecutor> streamer;
+
+  // The optimizer, the schedule, the sampler, the metrics.
+  std::unique_ptr<ThreadPool> pool;
+  train::AdamWConfig acfg;
+  std::optional<train::AdamW> adamw;
+  std::unique_ptr<ThreadPool> optPool;
+  std::optional<train::AdamW> deferredAdamW;
+  /// The immediate optimizer placement (checkModel): per tensor of the
+  /// store, its index and this step's gradient sum of squares.
+  bool immediate = false;
+  std::map<const exec::ParamSlot *, size_t> slotIndex;
+  std::vector<double> slotSumsq;
+  std::atomic<bool> nonFinite{false};
+  std::vector<train::AdamWTensor> tensors;
+  train::LrSchedule sched;
+  std::optional<train::BatchSampler> sampler;
+  train::JsonlWriter metrics;
+  bool haveMetrics = false;
+
+  // The step loop.
+  int64_t tokensPerStep = 0, hostBytes = 0;
+  std::vector<int32_t> in, tg;
+  std::vector<std::vector<int32_t>> streamIn, streamTg;
+  std::optional<train::ProgressReporter> progress;
+  std::optional<StopSignals> signals;
+  double firstLoss = std::nan(""), lastLoss = 0, start = 0;
+  int64_t lastStep = 0, lastValStep = 0, savedStep = 0;
+  double lastVal = 0;
+  int stoppedBy = 0; ///< the signal that stopped the run
+};
 
 int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
                  std::ostream &out, std::ostream &err) {
@@ -1115,32 +1331,32 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
   Status verified =
       resolved ? verifyCheckpointFiles(*resolved) : resolved.status();
   if (!verified.ok()) {
-    err << "mtc: error: " << verified.message() << "\n";
+    err << opts.toolName << ": error: " << verified.message() << "\n";
     return 1;
   }
   const std::string &dir = *resolved;
   Expected<bundle::Bundle> read = bundle::readFile(dir + "/model.mtb");
   if (!read) {
-    err << "mtc: error: " << read.message() << " (is '" << dir
+    err << opts.toolName << ": error: " << read.message() << " (is '" << dir
         << "' a checkpoint written by mtc train --out?)\n";
     return 1;
   }
   bundle::Bundle b = std::move(read).value();
   if (Status st = bundle::checkTokenShapes(b, 1, -1); !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
+    err << opts.toolName << ": error: " << st.message() << "\n";
     return 1;
   }
   Expected<SafetensorsFile> weights =
       SafetensorsFile::open(dir + "/model.safetensors");
   if (!weights) {
-    err << "mtc: error: " << weights.message() << "\n";
+    err << opts.toolName << ": error: " << weights.message() << "\n";
     return 1;
   }
   exec::ParamStore store(b);
   for (exec::ParamSlot &s : store.slots()) {
     Status st = weights->readAsF32(s.name, s.value.data(), s.value.size());
     if (!st.ok()) {
-      err << "mtc: error: " << st.message() << "\n";
+      err << opts.toolName << ": error: " << st.message() << "\n";
       return 1;
     }
   }
@@ -1160,43 +1376,48 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
   // rows at the tokens' absolute positions.
   if (Status st = bundle::checkSequenceFits(b, context, "--context");
       !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
+    err << opts.toolName << ": error: " << st.message() << "\n";
     return 1;
   }
   int64_t vocab = b.vocabulary();
   Expected<std::shared_ptr<tok::Tokenizer>> tokenizer =
       modelTokenizer(b, opts.tokenizer);
   if (!tokenizer) {
-    err << "mtc: error: " << tokenizer.message() << "\n";
+    err << opts.toolName << ": error: " << tokenizer.message() << "\n";
     return 1;
   }
   std::shared_ptr<tok::Tokenizer> tok = *tokenizer;
   if (!tok && vocab != 256) {
-    err << "mtc: error: model '" << b.model << "' has a vocabulary of " << vocab
+    err << opts.toolName << ": error: model '" << b.model
+        << "' has a vocabulary of " << vocab
         << " and no tokenizer: give --tokenizer tokenizer.json (models "
            "imported with --hf DIR carry DIR/tokenizer.json)\n";
     return 1;
   }
   if (tok && tok->vocabSize() > static_cast<uint32_t>(vocab)) {
-    err << "mtc: error: " << tok->name() << " has " << tok->vocabSize()
-        << " tokens, more than the model's vocabulary of " << vocab << "\n";
+    err << opts.toolName << ": error: " << tok->name() << " has "
+        << tok->vocabSize() << " tokens, more than the model's vocabulary of "
+        << vocab << "\n";
     return 1;
   }
-  exec::Executor ex(b, store);
-  if (Status st = ex.useBundleKernels(); !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
+  Expected<std::unique_ptr<DeviceModel>> dm =
+      DeviceModel::open(b, store, opts.device, opts.deviceMemory);
+  if (!dm) {
+    err << opts.toolName << ": error: generate: " << dm.message() << "\n";
     return 1;
   }
+  if (!(*dm)->host())
+    err << "device " << (*dm)->describe() << "\n";
   train::Rng rng(opts.seed, 99);
   Expected<std::vector<int32_t>> prompt = encodeText(tok.get(), opts.prompt);
   if (!prompt) {
-    err << "mtc: error: --prompt: " << prompt.message() << "\n";
+    err << opts.toolName << ": error: --prompt: " << prompt.message() << "\n";
     return 1;
   }
   if (prompt->empty())
     prompt->push_back(tok ? 0 : '\n');
   std::vector<int32_t> gen =
-      continueTokens(ex, *prompt, opts.tokens, context, opts.temperature,
+      continueTokens(**dm, *prompt, opts.tokens, context, opts.temperature,
                      opts.topK, rng, opts.useCache);
   out << opts.prompt << decodeText(tok.get(), gen) << "\n";
   return 0;
@@ -1207,16 +1428,16 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
 int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
           std::ostream &err) {
   try {
-    return trainImpl(b, opts, out, err);
+    return TrainRun(b, opts, out, err).run();
   } catch (const exec::ExecError &e) {
-    err << "mtc: error: " << e.message << "\n";
+    err << opts.toolName << ": error: " << e.message << "\n";
   } catch (const device::DeviceError &e) {
-    err << "mtc: error: device: " << e.message << "\n";
+    err << opts.toolName << ": error: device: " << e.message << "\n";
   } catch (const std::bad_alloc &) {
-    err << "mtc: error: out of host memory (batch " << opts.batch << " x seq "
-        << opts.seq << "); lower --batch or --seq\n";
+    err << opts.toolName << ": error: out of host memory (batch " << opts.batch
+        << " x seq " << opts.seq << "); lower --batch or --seq\n";
   } catch (const std::exception &e) {
-    err << "mtc: error: " << e.what() << "\n";
+    err << opts.toolName << ": error: " << e.what() << "\n";
   }
   return 1;
 }
@@ -1226,9 +1447,9 @@ int generate(const std::string &dir, const GenerateOptions &opts,
   try {
     return generateImpl(dir, opts, out, err);
   } catch (const exec::ExecError &e) {
-    err << "mtc: error: " << e.message << "\n";
+    err << opts.toolName << ": error: " << e.message << "\n";
   } catch (const std::exception &e) {
-    err << "mtc: error: " << e.what() << "\n";
+    err << opts.toolName << ": error: " << e.what() << "\n";
   }
   return 1;
 }

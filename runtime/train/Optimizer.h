@@ -22,13 +22,17 @@
 #define MTC_RUNTIME_TRAIN_OPTIMIZER_H
 
 #include "runtime/train/AdamWKernel.h"
-#include "runtime/train/ThreadPool.h"
+
+#include "lib/Support/ThreadPool.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace mtc::train {
+
+/// The host-side training code runs on the one worker pool.
+using mtc::ThreadPool;
 
 /// One parameter tensor and its state; all arrays hold n elements. The
 /// gradient is fp32 (\c grad) or bf16 (\c gradBf16, raw bits): exactly one of

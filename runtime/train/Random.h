@@ -15,13 +15,16 @@
 #ifndef MTC_RUNTIME_TRAIN_RANDOM_H
 #define MTC_RUNTIME_TRAIN_RANDOM_H
 
-#include "runtime/train/ThreadPool.h"
+#include "lib/Support/ThreadPool.h"
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
 namespace mtc::train {
+
+/// The host-side training code runs on the one worker pool.
+using mtc::ThreadPool;
 
 /// Philox4x32-10 of counter (c0..c3) under key (k0, k1).
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint32_t k0,

@@ -22,8 +22,9 @@
 // embedding gradient's sort, a chunk of logits) come from a region of its
 // own (one cuMemAlloc, `scratchBytes`), reused from the start by every op:
 // all of the backend's work is on one stream, so an op's kernels run after
-// the previous op's have finished with it. The memory plan does not count it
-// yet (docs/cuda.md).
+// the previous op's have finished with it. The memory plan does not count it:
+// it is the device memory beside the plan's arena (deviceBytes(), printed by
+// the tools; docs/cuda.md, "Device memory").
 //
 // Thread safety: one issuing thread at a time, like the device.
 //
@@ -60,6 +61,11 @@ public:
   static Expected<std::unique_ptr<CudaBackend>>
   create(device::CudaDevice &device,
          int64_t scratchBytes = kDefaultScratchBytes);
+  /// The device memory create() allocates (one cuMemAlloc): the scratch
+  /// region of \p scratchBytes plus the token checks' and aux terms' flags.
+  static int64_t deviceBytes(int64_t scratchBytes = kDefaultScratchBytes) {
+    return 4 * kMaxTokenChecks + 8 * kMaxAuxTerms + scratchBytes;
+  }
   ~CudaBackend() override;
   CudaBackend(const CudaBackend &) = delete;
   CudaBackend &operator=(const CudaBackend &) = delete;

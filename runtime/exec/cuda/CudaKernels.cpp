@@ -46,7 +46,7 @@ using ops::DType::F32;
 void paramGrad(OpContext &c) {
   ParamSlot &s = c.param();
   const Tensor &g = c.in(0);
-  if (static_cast<size_t>(g.numel()) != s.grad.size())
+  if (static_cast<size_t>(g.numel()) != s.value.size())
     c.fail("gradient size mismatch for '" + s.name + "'");
   auto dst = reinterpret_cast<DevPtr>(c.paramData(s, true));
   std::vector<int64_t> shape{g.numel()};

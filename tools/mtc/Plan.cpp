@@ -1,0 +1,217 @@
+//===- Plan.cpp - mtc plan --------------------------------------*- C++ -*-===//
+//
+// Part of mtc. `mtc plan MODEL ...`: the memory and resource report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/mtc/Tool.h"
+
+#include "compiler/Analysis/MemoryModel.h"
+#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Target/BundleWriter.h"
+#include "runtime/driver/Train.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mtc::cli {
+
+int runPlan(const std::vector<std::string> &args) {
+  if (wantsHelp("plan", args))
+    return 0;
+  std::string recompute, hf, input, deviceMemory, checkpoints, hostMemory;
+  mtc::CompileOptions copts;
+  std::vector<std::string> pos, sets;
+  std::string device = "cpu", precision;
+  std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
+                             {Flag::String, "--hf", &hf},
+                             {Flag::List, "--set", &sets},
+                             {Flag::String, "--device", &device},
+                             {Flag::String, "--precision", &precision}};
+  OptimizerFlags optimizer;
+  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
+                 optimizer);
+  if (!parseArgs("plan", args, flags, pos) ||
+      !parseOverrides("plan", sets, copts.overrides) ||
+      !parseDeviceFlag("plan", device, copts) ||
+      !parsePrecisionFlag("plan", precision, copts.stream) ||
+      !modelInput("plan", pos, hf, input) ||
+      !resolveAutoDeviceMemory("plan", device, deviceMemory) ||
+      !finishStreamFlags("plan", deviceMemory, hostMemory, copts.stream,
+                         recompute, /*always=*/true) ||
+      !finishOptimizerFlags("plan", optimizer, copts.stream) ||
+      !parsePolicyFlags(recompute, checkpoints, copts))
+    return 1;
+  std::string source, name;
+  if (!hf.empty()) {
+    if (!mtc::importHFModel(hf, source, name, std::cerr))
+      return 1;
+  } else {
+    std::ifstream in;
+    if (std::string why = openRegularFile(input, in); !why.empty())
+      return error("plan: " + why);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    source = ss.str();
+    name = input;
+  }
+  mlir::MLIRContext context;
+  mtc::CompiledModel compiled;
+  if (!mtc::compileModelSource(source, name, copts, std::cerr,
+                               mtc::CompileStage::Differentiated, context,
+                               compiled))
+    return 1;
+  int64_t smallest = 0;
+  if (!mtc::smallestDeviceMemory(source, name, copts, std::cerr, smallest))
+    return 1;
+  mtc::bundle::Bundle b;
+  if (mlir::failed(mtc::translateToBundle(*compiled.module, b)) || !b.step)
+    return error("plan: no step plan was built");
+  if (mtc::Status st =
+          mtc::bundle::checkTokenShapes(b, b.step->batch, b.step->seq);
+      !st.ok())
+    return error("plan: " + st.message());
+  const mtc::bundle::StepPlan &step = *b.step;
+  auto model = *compiled.module->getBody()->getOps<mtc::mt::ModelOp>().begin();
+  llvm::Expected<mtc::analysis::ModelCost> analyzed =
+      mtc::analysis::analyzeModel(
+          model, {step.batch, step.seq, copts.stream.precision});
+  if (!analyzed)
+    return error("plan: " + llvm::toString(analyzed.takeError()));
+  const mtc::analysis::ModelCost &cost = *analyzed;
+  using mtc::analysis::formatByteSize;
+  std::ostream &os = std::cout;
+  int64_t params = cost.totalParams();
+  os << "model " << cost.name << ": " << withCommas(params) << " parameters ("
+     << withCommas(cost.modelParams) << " model-level)\n";
+  for (const mtc::analysis::LayerCost &l : cost.layers)
+    os << "  layer " << l.name << " x " << l.count << ": "
+       << withCommas(l.params) << " parameters, "
+       << formatByteSize(l.weightBytes) << " of weights per instance; per "
+       << "micro-batch: checkpoint " << formatByteSize(l.checkpointBytes)
+       << ", workspace " << formatByteSize(l.workspaceBytes) << ", forward "
+       << withCommas(l.forwardFlops) << " FLOPs, recomputed "
+       << withCommas(l.recomputeFlops) << " FLOPs\n";
+  os << "step: " << step.microBatches << " micro-batch"
+     << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
+     << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
+     << ", recompute " << step.recompute << ", checkpoints "
+     << step.checkpoints;
+  if (step.precision != "fp32")
+    os << ", precision " << step.precision
+       << " (weights and activations bf16 on the device, gradients fp32)";
+  os << "\n";
+  {
+    // What the policy costs by the cost model `--recompute auto` uses.
+    mtc::analysis::PlanChoices choices;
+    choices.microBatches = step.microBatches;
+    choices.checkpointsOnHost = step.checkpoints == "host";
+    choices.forwardLoops = mtc::analysis::forwardLoops(cost);
+    mtc::analysis::DeviceRates rates;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "recompute cost: %.1f ms per step (cost model: %.0f "
+                  "GFLOP/s, copies at %.0f GB/s)\n",
+                  1e3 *
+                      mtc::analysis::recomputeCostSeconds(cost, choices, rates),
+                  rates.flopsPerSecond / 1e9, rates.copyBytesPerSecond / 1e9);
+    os << buf;
+  }
+  os << "device budget: "
+     << (step.deviceBudget ? formatByteSize(step.deviceBudget) + " (" +
+                                 std::to_string(step.deviceBudget) + " bytes)"
+                           : std::string("none given"))
+     << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-18s %-14s %-7s %12s %12s  %s\n", "buffer",
+                "kind", "space", "offset", "bytes", "size");
+  os << line;
+  for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
+    std::string offset =
+        buf.space == "device" ? std::to_string(buf.offset) : "-";
+    std::snprintf(line, sizeof line, "%-18s %-14s %-7s %12s %12lld  %s\n",
+                  buf.name.c_str(), buf.kind.c_str(), buf.space.c_str(),
+                  offset.c_str(), (long long)buf.bytes,
+                  formatByteSize(buf.bytes).c_str());
+    os << line;
+  }
+  os << "device peak: " << formatByteSize(step.devicePeak, true) << " ("
+     << step.devicePeak << " bytes)";
+  if (step.deviceBudget)
+    os << " of " << formatByteSize(step.deviceBudget);
+  os << "\n";
+  printCudaReserve(os, device,
+                   step.deviceBudget ? step.deviceBudget : step.devicePeak);
+  int64_t n = cost.totalInstances();
+  int64_t resident = std::min<int64_t>(step.prefetchDepth, n);
+  int64_t loads = 2 * n - resident;
+  int64_t loadBytes = 0;
+  for (const mtc::analysis::LayerCost &l : cost.layers)
+    loadBytes += 2 * l.count * l.weightBytes;
+  // The last `resident` instances of the forward stay for the backward;
+  // approximate their bytes with the largest layer's.
+  int64_t largest = 0;
+  for (const mtc::analysis::LayerCost &l : cost.layers)
+    largest = std::max(largest, l.weightBytes);
+  loadBytes -= resident * largest;
+  os << "weight loads per step: " << loads << " layer instances (2 x " << n
+     << " - " << resident << " resident at the forward/backward turnaround), "
+     << formatByteSize(loadBytes) << " host to device, + "
+     << formatByteSize(cost.modelWeightBytes) << " model-level\n";
+  // Host memory: the training state and every host buffer of the plan.
+  const bool ring = step.buffer("grads.host") != nullptr;
+  const int64_t perParam = ring ? mtc::bundle::kImmediateStateBytesPerParam
+                                : mtc::bundle::kStateBytesPerParam;
+  const int64_t state = perParam * params;
+  const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
+  int64_t hostCkpt = host ? host->bytes : 0, hostTotal = state;
+  os << "host memory: state " << perParam
+     << (ring ? " B/param (fp32 value, AdamW m and v; optimizer placement "
+                "immediate) x "
+              : " B/param (fp32 value, gradient, AdamW m and v) x ")
+     << withCommas(params) << " = " << formatByteSize(state) << "\n";
+  for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
+    if (buf.space != "host")
+      continue;
+    if (buf.kind == "grads") {
+      os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
+         << mtc::bundle::kGradRingSlots
+         << " slots of the largest layer's gradients; AdamW reads one while "
+            "the next is copied in)\n";
+      hostTotal += buf.bytes;
+      continue;
+    }
+    const char *what = buf.kind == "checkpoints" ? "layer checkpoints"
+                       : buf.kind == "activations"
+                           ? "boundary activations between instances"
+                           : "model-level values between layer loops";
+    os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
+       << formatByteSize(buf.bytes / step.microBatches) << " per micro-batch; "
+       << what << ")\n";
+    hostTotal += buf.bytes;
+  }
+  os << "host total: " << formatByteSize(hostTotal, true) << " (" << hostTotal
+     << " bytes)";
+  if (copts.stream.hostMemory > 0)
+    os << " of " << formatByteSize(copts.stream.hostMemory)
+       << (hostMemory.empty() ? " available" : "");
+  os << "\n";
+  os << "smallest feasible device memory with these options: "
+     << formatByteSize(smallest, true) << "\n\n";
+  os << "device_peak_bytes: " << step.devicePeak << "\n";
+  os << "min_device_memory: " << smallest << "\n";
+  os << "host_bytes_per_param: " << perParam << "\n";
+  os << "host_checkpoint_bytes: " << hostCkpt << "\n";
+  os << "host_memory_bytes: " << hostTotal << "\n";
+  return 0;
+}
+
+} // namespace mtc::cli

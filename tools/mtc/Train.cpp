@@ -1,0 +1,132 @@
+//===- Train.cpp - mtc train and generate -----------------------*- C++ -*-===//
+//
+// Part of mtc. `mtc train` (a model compiled in process, or a bundle) and
+// `mtc generate`: the command lines shared with mtc-run
+// (runtime/driver/TrainCommand.h) plus what needs the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/mtc/Tool.h"
+
+#include "runtime/driver/HFWeights.h"
+#include "runtime/driver/Train.h"
+
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace mtc::cli {
+
+int runTrain(const std::vector<std::string> &args) {
+  if (wantsHelp("train", args))
+    return 0;
+  mtc::driver::TrainCommand cmd;
+  if (mtc::Status st = mtc::driver::parseTrainCommand(kTool, args, cmd);
+      !st.ok())
+    return error(st.message());
+  mtc::driver::TrainOptions &opts = cmd.opts;
+  const std::string &input = cmd.input, &hf = cmd.hf;
+  // A bundle (MODEL.mtb, or the checkpoint's with --resume) runs as mtc-run
+  // runs it; what follows compiles .mt source or --hf DIR for this run.
+  if (hf.empty() && mtc::driver::isBundlePath(input))
+    return mtc::driver::trainBundle(kTool, cmd, std::cout, std::cerr);
+  mtc::CompileOptions copts;
+  copts.cpu = cmd.cpu;
+  copts.stream.prefetchDepth = cmd.prefetchDepth;
+  if (!parseOverrides("train", cmd.sets, copts.overrides))
+    return 1;
+  std::string deviceMemory = cmd.deviceMemory, recompute = cmd.recompute;
+  if (!resolveAutoDeviceMemory("train", opts.device, deviceMemory))
+    return 1;
+  if (!parsePrecisionFlag("train", cmd.precision, copts.stream))
+    return 1;
+  if (copts.stream.precision == mtc::bundle::Precision::BF16 &&
+      opts.device == "cpu")
+    return error("train: --precision bf16 runs on --device cuda or cuda-emu; "
+                 "the CPU device computes and stores fp32 (--precision fp32)");
+  if (opts.device != "cpu") {
+    if (deviceMemory.empty())
+      return error("train: --device " + opts.device +
+                   " runs a streaming step plan: give its budget with "
+                   "--device-memory SIZE");
+    // The CUDA backend runs each op with its library kernel (no fused
+    // regions yet: docs/cuda.md).
+    copts.fuse = false;
+  }
+  // Streaming: the step plan is compiled for this run's micro-batch shape.
+  copts.stream.batch = opts.batch;
+  copts.stream.seq = opts.seq;
+  copts.stream.microBatches = opts.microBatches;
+  // Without clipping AdamW can run as soon as each layer's gradient is
+  // final: the plan then carries the gradient ring (12 B/param).
+  copts.stream.immediateOptimizer =
+      opts.optimizerPlacement == "immediate" ||
+      (opts.optimizerPlacement == "auto" && opts.clip == 0);
+  // Without a device budget and without --recompute, keep the activations
+  // (recompute none: no forward recomputed in the backward, as PyTorch eager
+  // does) when that fits comfortably in host memory; else keep the matmul
+  // and attention results (selective) when those fit; else recompute whole
+  // layers.
+  bool keepActivations = recompute.empty() && deviceMemory.empty();
+  if (keepActivations)
+    recompute = "none";
+  if (!finishStreamFlags("train", deviceMemory, cmd.hostMemory, copts.stream,
+                         recompute, /*always=*/false,
+                         /*stateOnDisk=*/!opts.hostStateFile.empty()))
+    return 1;
+  opts.deviceMemory = copts.stream.deviceMemory;
+  if (!parsePolicyFlags(recompute, cmd.checkpoints, copts))
+    return 1;
+  mtc::bundle::Bundle b;
+  if (!loadInput(input, hf, copts, b))
+    return 1;
+  if (keepActivations) {
+    double need = mtc::driver::trainingHostBytes(b, opts.batch, opts.seq);
+    double avail = mtc::driver::hostMemoryAvailable();
+    auto mib = [](double bytes) {
+      return std::to_string(static_cast<int64_t>(bytes / (1 << 20)));
+    };
+    if (avail > 0 && need > 0.5 * avail) {
+      copts.recompute = mtc::RecomputePolicy::Selective;
+      mtc::bundle::Bundle selective;
+      if (!loadInput(input, hf, copts, selective))
+        return 1;
+      double some =
+          mtc::driver::trainingHostBytes(selective, opts.batch, opts.seq);
+      std::cout << "note: keeping every activation would need " << mib(need)
+                << " MiB of the " << mib(avail) << " MiB available; ";
+      if (some <= 0.5 * avail) {
+        std::cout << "keeping the matmul and attention results (" << mib(some)
+                  << " MiB) and recomputing the rest (--recompute "
+                     "selective)\n";
+        b = std::move(selective);
+      } else {
+        std::cout << "recomputing layers in the backward (--recompute "
+                     "full)\n";
+        copts.recompute = mtc::RecomputePolicy::Full;
+        mtc::bundle::Bundle full;
+        if (!loadInput(input, hf, copts, full))
+          return 1;
+        b = std::move(full);
+      }
+    }
+  }
+  if (!b.step && (!deviceMemory.empty() || !opts.trace.empty()))
+    return error("train: --device-memory and --trace need a step plan; '" +
+                 input +
+                 "' is a bundle without one (compile it with "
+                 "mtc compile --device-memory ...)");
+  if (!hf.empty())
+    opts.hfWeights = mtc::driver::hfWeightsPath(hf);
+  opts.modelFiles = modelFiles(input, hf);
+  return mtc::driver::train(b, opts, std::cout, std::cerr);
+}
+
+int runGenerate(const std::vector<std::string> &args) {
+  if (wantsHelp("generate", args))
+    return 0;
+  return mtc::driver::runGenerateCommand(kTool, args, std::cout, std::cerr);
+}
+
+} // namespace mtc::cli
