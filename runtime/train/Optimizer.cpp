@@ -1,7 +1,7 @@
 //===- Optimizer.cpp - Host AdamW and exact global-norm clipping ----------===//
 //
-// Part of mtc. Plain loops the compiler vectorises (no -march flags; the
-// library is built with -fno-math-errno so sqrtf vectorises).
+// Part of mtc. Chunking and threading of the AdamW kernels (AdamWKernel.cpp),
+// deterministic sums of squares and the clipping scale.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,29 +12,20 @@
 
 namespace mtc::train {
 
-void adamwKernel(float *__restrict p, float *__restrict m, float *__restrict v,
-                 const float *__restrict g, size_t n, const AdamWConfig &cfg,
-                 int64_t step, float lr, float gradScale, bool decay) {
-  const double t = static_cast<double>(std::max<int64_t>(step, 1));
-  const float b1 = cfg.beta1, b2 = cfg.beta2;
-  const float omb1 = 1.0f - b1, omb2 = 1.0f - b2;
-  const double bc1 = 1.0 - std::pow(static_cast<double>(b1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(b2), t);
-  const float stepSize = static_cast<float>(lr / bc1);
-  const float invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float eps = cfg.eps;
-  const float shrink = decay ? 1.0f - lr * cfg.weightDecay : 1.0f;
-  const float gs = gradScale;
-  for (size_t i = 0; i < n; ++i) {
-    float gi = g[i] * gs;
-    float mi = b1 * m[i] + omb1 * gi;
-    float vi = b2 * v[i] + omb2 * (gi * gi);
-    m[i] = mi;
-    v[i] = vi;
-    float denom = std::sqrt(vi) * invSqrtBc2 + eps;
-    p[i] = p[i] * shrink - stepSize * (mi / denom);
-  }
+namespace {
+
+/// Elements [b, e) of \p t.
+void updateRange(const AdamWTensor &t, size_t b, size_t e,
+                 const AdamWConfig &cfg, int64_t s, float lr, float gradScale) {
+  if (t.gradBf16)
+    adamwKernelBf16(t.param + b, t.m + b, t.v + b, t.gradBf16 + b, e - b, cfg,
+                    s, lr, gradScale, t.decay);
+  else
+    adamwKernel(t.param + b, t.m + b, t.v + b, t.grad + b, e - b, cfg, s, lr,
+                gradScale, t.decay);
 }
+
+} // namespace
 
 AdamW::AdamW(AdamWConfig c, ThreadPool *pool) : cfg(c), pool(pool) {}
 
@@ -43,8 +34,7 @@ void AdamW::step(const AdamWTensor &t, int64_t s, float lr,
   size_t chunks = numChunks(t.n, kChunk);
   auto task = [&](size_t c) {
     size_t b = c * kChunk, e = std::min(t.n, b + kChunk);
-    adamwKernel(t.param + b, t.m + b, t.v + b, t.grad + b, e - b, cfg, s, lr,
-                gradScale, t.decay);
+    updateRange(t, b, e, cfg, s, lr, gradScale);
   };
   if (pool)
     pool->parallelFor(chunks, task);
@@ -63,8 +53,7 @@ void AdamW::step(const std::vector<AdamWTensor> &tensors, int64_t s, float lr,
   auto task = [&](size_t k) {
     const AdamWTensor &t = tensors[tasks[k].first];
     size_t b = tasks[k].second * kChunk, e = std::min(t.n, b + kChunk);
-    adamwKernel(t.param + b, t.m + b, t.v + b, t.grad + b, e - b, cfg, s, lr,
-                gradScale, t.decay);
+    updateRange(t, b, e, cfg, s, lr, gradScale);
   };
   if (pool)
     pool->parallelFor(tasks.size(), task);

@@ -2,7 +2,9 @@
 //
 // Part of mtc. The optimizer runs on CPU threads over fp32 master weights and
 // moments in host RAM. One AdamW pass reads p, m, v, g and writes p, m, v
-// (28 bytes per parameter); the clipping scale is applied inside that pass.
+// (28 bytes per parameter with fp32 gradients, 26 with bf16 ones); the
+// clipping scale is applied inside that pass. The vectorised kernels, one per
+// instruction-set level, are in AdamWKernel.h.
 //
 // Update (PyTorch AdamW semantics, t = 1-based step):
 //   g  = grad * gradScale
@@ -19,6 +21,8 @@
 #ifndef MTC_RUNTIME_TRAIN_OPTIMIZER_H
 #define MTC_RUNTIME_TRAIN_OPTIMIZER_H
 
+#include "runtime/train/AdamWKernel.h"
+
 #include "lib/Support/ThreadPool.h"
 
 #include <cstddef>
@@ -30,14 +34,9 @@ namespace mtc::train {
 /// The host-side training code runs on the one worker pool.
 using mtc::ThreadPool;
 
-struct AdamWConfig {
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weightDecay = 0.1f;
-};
-
-/// One parameter tensor and its state; all arrays hold n floats.
+/// One parameter tensor and its state; all arrays hold n elements. The
+/// gradient is fp32 (\c grad) or bf16 (\c gradBf16, raw bits): exactly one of
+/// the two is set.
 struct AdamWTensor {
   float *param = nullptr;
   float *m = nullptr;
@@ -45,13 +44,8 @@ struct AdamWTensor {
   const float *grad = nullptr;
   size_t n = 0;
   bool decay = true; ///< apply weight decay (false for norms, biases, ...)
+  const uint16_t *gradBf16 = nullptr; ///< bf16 gradients instead of \c grad
 };
-
-/// The AdamW update of one contiguous range (the vectorised kernel; callers
-/// normally use AdamW::step). \p step is 1-based.
-void adamwKernel(float *p, float *m, float *v, const float *g, size_t n,
-                 const AdamWConfig &cfg, int64_t step, float lr,
-                 float gradScale, bool decay);
 
 class AdamW {
 public:
