@@ -70,10 +70,18 @@
 #include <new>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace mtc::driver {
 
 namespace {
+
+/// The value of \p e; its error ends gradCheck (caught there and printed).
+template <typename T> T orFail(Expected<T> e) {
+  if (!e.ok())
+    throw std::runtime_error(e.message());
+  return std::move(e).value();
+}
 
 /// Safety factors of the error bound: truncation estimates, noise standard
 /// deviations.
@@ -268,7 +276,9 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
     return -1;
   }
 
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> stored =
+      orFail(exec::ParamStore::create(b));
+  exec::ParamStore &store = *stored;
   store.initialize(opts.seed);
   if (!opts.hfWeights.empty()) {
     if (Status st = loadHFWeights(store, b, opts.hfWeights); !st.ok()) {
@@ -285,7 +295,9 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
         << "' matches no parameter tensor\n";
     return -1;
   }
-  exec::Executor ex(b, store);
+  std::unique_ptr<exec::Executor> executor =
+      orFail(exec::Executor::create(b, store));
+  exec::Executor &ex = *executor;
   if (Status st = ex.useBundleKernels(); !st.ok()) {
     err << "mtc: error: " << st.message() << "\n";
     return -1;
@@ -303,14 +315,15 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
 
   store.zeroGrads();
   ex.pinRouting(exec::Executor::RoutingPin::Record);
-  double loss0 =
-      ex.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq);
+  double loss0 = orFail(
+      ex.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq));
   ex.pinRouting(exec::Executor::RoutingPin::Replay);
   const uint64_t routing = ex.routingSignature();
   int64_t evaluations = 0, rerouted = 0;
 
   auto lossAt = [&]() {
-    double l = ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
+    double l =
+        orFail(ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq));
     ++evaluations;
     if (ex.routingSignature() != routing)
       ++rerouted;
@@ -453,10 +466,6 @@ int gradCheck(const bundle::Bundle &b, const GradCheckOptions &opts,
               std::ostream &out, std::ostream &err) {
   try {
     return gradCheckImpl(b, opts, out, err);
-  } catch (const exec::ExecError &e) {
-    err << "mtc: error: " << e.message << "\n";
-  } catch (const device::DeviceError &e) {
-    err << "mtc: error: " << e.message << "\n";
   } catch (const std::bad_alloc &) {
     err << "mtc: error: out of host memory (--batch " << opts.batch << " --seq "
         << opts.seq << "); lower --batch or --seq\n";

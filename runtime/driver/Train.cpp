@@ -69,8 +69,8 @@ double nowSeconds() {
 }
 
 /// Mean loss over up to \p batches validation batches.
-double evaluate(exec::Executor &ex, const train::TokenDataset &data, int64_t B,
-                int64_t S, int64_t batches) {
+Expected<double> evaluate(exec::Executor &ex, const train::TokenDataset &data,
+                          int64_t B, int64_t S, int64_t batches) {
   train::ValIterator it(data, B);
   std::vector<int32_t> in(B * S), tg(B * S);
   double sum = 0, n = 0;
@@ -89,7 +89,10 @@ double evaluate(exec::Executor &ex, const train::TokenDataset &data, int64_t B,
       if (w == 0)
         continue;
     }
-    sum += w * ex.loss(in.data(), tg.data(), rows, S);
+    Expected<double> l = ex.loss(in.data(), tg.data(), rows, S);
+    if (!l)
+      return l.status();
+    sum += w * *l;
     n += w;
   }
   return n > 0 ? sum / n : std::nan("");
@@ -159,11 +162,10 @@ int32_t sampleToken(const float *logits, int64_t V, double temperature,
 /// last context/2 tokens. Models the cache cannot decode (ops mixing
 /// positions other than attention) fall back to recomputing the last
 /// \p context tokens for every new token.
-std::vector<int32_t> continueTokens(exec::Executor &ex,
-                                    std::vector<int32_t> tokens, int64_t n,
-                                    int64_t context, double temperature,
-                                    int64_t topK, train::Rng &rng,
-                                    bool useCache = true) {
+Expected<std::vector<int32_t>>
+continueTokens(exec::Executor &ex, std::vector<int32_t> tokens, int64_t n,
+               int64_t context, double temperature, int64_t topK,
+               train::Rng &rng, bool useCache = true) {
   std::vector<int32_t> generated;
   ex.resetCache();
   auto prefill = [&]() {
@@ -174,26 +176,36 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
   };
   exec::Tensor logits;
   if (useCache) {
-    try {
-      int64_t len = std::min<int64_t>(tokens.size(), context);
-      logits = ex.decode(tokens.data() + tokens.size() - len, len);
-    } catch (const exec::ExecError &) {
+    int64_t len = std::min<int64_t>(tokens.size(), context);
+    Expected<exec::Tensor> first =
+        ex.decode(tokens.data() + tokens.size() - len, len);
+    if (first)
+      logits = std::move(*first);
+    else
       useCache = false;
-    }
   }
   for (int64_t i = 0; i < n; ++i) {
     if (!useCache) {
       int64_t len = std::min<int64_t>(tokens.size(), context);
-      logits = ex.logits(tokens.data() + tokens.size() - len, 1, len);
+      Expected<exec::Tensor> full =
+          ex.logits(tokens.data() + tokens.size() - len, 1, len);
+      if (!full)
+        return full.status();
+      logits = std::move(*full);
     }
     int64_t V = logits.shape.back(), rows = logits.numel() / V;
     int32_t next =
         sampleToken(logits.data() + (rows - 1) * V, V, temperature, topK, rng);
     tokens.push_back(next);
     generated.push_back(next);
-    if (useCache && i + 1 < n)
-      logits = ex.cachedTokens() >= context ? prefill()
-                                            : ex.decode(&tokens.back(), 1);
+    if (useCache && i + 1 < n) {
+      Expected<exec::Tensor> next = ex.cachedTokens() >= context
+                                        ? prefill()
+                                        : ex.decode(&tokens.back(), 1);
+      if (!next)
+        return next.status();
+      logits = std::move(*next);
+    }
   }
   return generated;
 }
@@ -668,11 +680,11 @@ private:
   /// The parameter state, pinned under streaming, read from the checkpoint
   /// with --resume or initialised from the seed.
   Status createState() {
-    try {
-      store.emplace(b, exec::HostStateOptions{opts.hostStateFile});
-    } catch (const device::DeviceError &e) {
-      return Status::error(e.message);
-    }
+    Expected<std::unique_ptr<exec::ParamStore>> created =
+        exec::ParamStore::create(b, exec::HostStateOptions{opts.hostStateFile});
+    if (!created)
+      return created.status();
+    store = std::move(*created);
     // Streaming copies weights from and gradients to this memory: pinned,
     // they can be asynchronous on a GPU (best effort).
     if (b.step)
@@ -723,7 +735,11 @@ private:
   /// The host executor (validation, sampling, and steps without a plan) and
   /// under streaming the device of --device with its own executor.
   Status createExecutors() {
-    ex = std::make_unique<exec::Executor>(b, *store);
+    Expected<std::unique_ptr<exec::Executor>> host =
+        exec::Executor::create(b, *store);
+    if (!host)
+      return host.status();
+    ex = std::move(*host);
     if (opts.useKernels)
       if (Status st = ex->useBundleKernels(); !st.ok())
         return st;
@@ -755,25 +771,23 @@ private:
       return Status::error(
           "the step plan needs " + std::to_string(plan.devicePeak) +
           " bytes of device memory; the device has " + std::to_string(budget));
-    try {
-      if (Status st = createDevice(budget); !st.ok())
-        return st;
-    } catch (const device::DeviceError &e) {
-      return Status::error(e.message);
-    }
+    if (Status st = createDevice(budget); !st.ok())
+      return st;
     if (!opts.trace.empty())
       streamDevice->setTrace(&trace);
-    try {
-      streamEx = std::make_unique<exec::Executor>(
-          b, *store, backend ? *backend : exec::cpuBackend());
-    } catch (const exec::ExecError &e) {
-      return Status::error("--device " + opts.device + ": " + e.message);
-    }
+    Expected<std::unique_ptr<exec::Executor>> onDevice = exec::Executor::create(
+        b, *store, backend ? *backend : exec::cpuBackend());
+    if (!onDevice)
+      return onDevice.status().withPrefix("--device " + opts.device);
+    streamEx = std::move(*onDevice);
     if (!backend)
       if (Status st = streamEx->useBundleKernels(); !st.ok())
         return st;
-    streamer = std::make_unique<stream::StreamExecutor>(b, *store, *streamEx,
-                                                        *streamDevice);
+    Expected<std::unique_ptr<stream::StreamExecutor>> s =
+        stream::StreamExecutor::create(b, *store, *streamEx, *streamDevice);
+    if (!s)
+      return s.status();
+    streamer = std::move(*s);
     return Status::success();
   }
 
@@ -781,7 +795,11 @@ private:
   /// backend).
   Status createDevice(int64_t budget) {
     if (opts.device == "cpu") {
-      streamDevice = std::make_unique<device::CpuDevice>(budget);
+      Expected<std::unique_ptr<device::CpuDevice>> cpu =
+          device::CpuDevice::create(budget);
+      if (!cpu)
+        return cpu.status();
+      streamDevice = std::move(*cpu);
       return Status::success();
     }
     // The CUDA backend over the real driver or the emulated one.
@@ -790,7 +808,11 @@ private:
                                   : cuda::loadCudaDriver();
     if (!driver)
       return Status::error("--device " + opts.device + ": " + driver.message());
-    auto gpu = std::make_unique<device::CudaDevice>(*driver, budget);
+    Expected<std::unique_ptr<device::CudaDevice>> opened =
+        device::CudaDevice::create(*driver, budget);
+    if (!opened)
+      return opened.status();
+    std::unique_ptr<device::CudaDevice> gpu = std::move(*opened);
     // Weights are copied from the values block and gradients into the grads
     // block: pinned, those copies are asynchronous DMA. Best effort:
     // unpinned, the same copies are synchronous but correct.
@@ -949,7 +971,7 @@ private:
     }
     progress->finish();
     if (streamer)
-      streamer->flush();
+      return streamer->flush();
     return Status::success();
   }
 
@@ -957,7 +979,10 @@ private:
   /// then metrics, evaluation and saving as due.
   Status runStep(int64_t step) {
     double t0 = nowSeconds();
-    double loss = forwardBackward(step);
+    Expected<double> stepLoss = forwardBackward(step);
+    if (!stepLoss)
+      return stepLoss.status();
+    double loss = *stepLoss;
     double sumsq = 0;
     for (const exec::ParamSlot &s : store->slots())
       sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
@@ -975,7 +1000,8 @@ private:
       return Status::error(msg.str());
     }
     double lr = sched.at(step);
-    update(step, lr, norm);
+    if (Status st = update(step, lr, norm); !st.ok())
+      return st;
     double dt = nowSeconds() - t0;
     if (std::isnan(firstLoss))
       firstLoss = loss;
@@ -991,10 +1017,16 @@ private:
                     step == lastStep || stoppedBy != 0);
     // The host executor and checkpoints read updated weights.
     if (streamer && (evalNow || saveNow || step == lastStep || stoppedBy))
-      streamer->flush();
-    double valLoss =
-        evalNow ? evaluate(*ex, *data, opts.batch, opts.seq, opts.evalBatches)
-                : std::nan("");
+      if (Status st = streamer->flush(); !st.ok())
+        return st;
+    double valLoss = std::nan("");
+    if (evalNow) {
+      Expected<double> v =
+          evaluate(*ex, *data, opts.batch, opts.seq, opts.evalBatches);
+      if (!v)
+        return v.status();
+      valLoss = *v;
+    }
     if (haveMetrics)
       if (Status st = writeMetrics(step, loss, lr, norm, dt, evalNow, valLoss);
           !st.ok())
@@ -1013,7 +1045,7 @@ private:
 
   /// The mean loss of step \p step's micro-batches; the gradients hold
   /// their sum.
-  double forwardBackward(int64_t step) {
+  Expected<double> forwardBackward(int64_t step) {
     double loss = 0;
     if (streamer) {
       // Layer-major: every micro-batch's tokens at once.
@@ -1023,13 +1055,20 @@ private:
         ins.push_back(streamIn[m].data());
         tgs.push_back(streamTg[m].data());
       }
-      for (double l : streamer->step(ins, tgs))
+      Expected<std::vector<double>> losses = streamer->step(ins, tgs);
+      if (!losses)
+        return losses.status();
+      for (double l : *losses)
         loss += l;
     } else {
       store->zeroGrads();
       for (int64_t m = 0; m < opts.microBatches; ++m) {
         sampler->sample(step - 1, m, in.data(), tg.data());
-        loss += ex->forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+        Expected<double> l =
+            ex->forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+        if (!l)
+          return l.status();
+        loss += *l;
       }
     }
     return loss / opts.microBatches;
@@ -1038,20 +1077,20 @@ private:
   /// AdamW at \p lr with the gradients clipped to --clip by their global
   /// \p norm: now, or under streaming deferred to just before each layer
   /// instance's weights are next loaded (bit-identical to updating here).
-  void update(int64_t step, double lr, double norm) {
+  Status update(int64_t step, double lr, double norm) {
     double scale = 1.0;
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
     if (!streamer) {
       adamw->step(tensors, step, static_cast<float>(lr),
                   static_cast<float>(scale / opts.microBatches));
-      return;
+      return Status::success();
     }
     float flr = static_cast<float>(lr);
     float fscale = static_cast<float>(scale / opts.microBatches);
     train::AdamW &deferred = *deferredAdamW;
-    streamer->deferUpdate([&deferred, step, flr,
-                           fscale](const std::vector<exec::ParamSlot *> &ss) {
+    return streamer->deferUpdate([&deferred, step, flr, fscale](
+                                     const std::vector<exec::ParamSlot *> &ss) {
       for (exec::ParamSlot *s : ss)
         deferred.step(train::AdamWTensor{s->value.data(), s->m.data(),
                                          s->v.data(), s->grad.data(),
@@ -1139,10 +1178,12 @@ private:
         return fail(Status::error("--sample-prompt: " + prompt.message()));
       if (prompt->empty())
         prompt->push_back(tok ? 0 : '\n');
-      std::vector<int32_t> gen = continueTokens(*ex, *prompt, opts.sampleTokens,
-                                                opts.seq, 0.8, 40, rng);
+      Expected<std::vector<int32_t>> gen = continueTokens(
+          *ex, *prompt, opts.sampleTokens, opts.seq, 0.8, 40, rng);
+      if (!gen)
+        return fail(gen.status());
       out << "sample:\n"
-          << opts.samplePrompt << decodeText(tok.get(), gen) << "\n";
+          << opts.samplePrompt << decodeText(tok.get(), *gen) << "\n";
     }
     return 0;
   }
@@ -1165,7 +1206,7 @@ private:
 
   // The parameter state and the executors. The trace outlives the device
   // that writes to it; the streamer goes before what it drives.
-  std::optional<exec::ParamStore> store;
+  std::unique_ptr<exec::ParamStore> store;
   std::string unpinned; ///< why the state is not pinned ("" : it is)
   int64_t startStep = 0;
   std::unique_ptr<exec::Executor> ex;
@@ -1227,7 +1268,13 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
     err << opts.toolName << ": error: " << weights.message() << "\n";
     return 1;
   }
-  exec::ParamStore store(b);
+  Expected<std::unique_ptr<exec::ParamStore>> created =
+      exec::ParamStore::create(b);
+  if (!created) {
+    err << opts.toolName << ": error: " << created.message() << "\n";
+    return 1;
+  }
+  exec::ParamStore &store = **created;
   for (exec::ParamSlot &s : store.slots()) {
     Status st = weights->readAsF32(s.name, s.value.data(), s.value.size());
     if (!st.ok()) {
@@ -1275,7 +1322,13 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
         << vocab << "\n";
     return 1;
   }
-  exec::Executor ex(b, store);
+  Expected<std::unique_ptr<exec::Executor>> made =
+      exec::Executor::create(b, store);
+  if (!made) {
+    err << opts.toolName << ": error: " << made.message() << "\n";
+    return 1;
+  }
+  exec::Executor &ex = **made;
   if (Status st = ex.useBundleKernels(); !st.ok()) {
     err << opts.toolName << ": error: " << st.message() << "\n";
     return 1;
@@ -1288,10 +1341,14 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
   }
   if (prompt->empty())
     prompt->push_back(tok ? 0 : '\n');
-  std::vector<int32_t> gen =
+  Expected<std::vector<int32_t>> gen =
       continueTokens(ex, *prompt, opts.tokens, context, opts.temperature,
                      opts.topK, rng, opts.useCache);
-  out << opts.prompt << decodeText(tok.get(), gen) << "\n";
+  if (!gen) {
+    err << opts.toolName << ": error: " << gen.message() << "\n";
+    return 1;
+  }
+  out << opts.prompt << decodeText(tok.get(), *gen) << "\n";
   return 0;
 }
 
@@ -1301,10 +1358,6 @@ int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
           std::ostream &err) {
   try {
     return TrainRun(b, opts, out, err).run();
-  } catch (const exec::ExecError &e) {
-    err << opts.toolName << ": error: " << e.message << "\n";
-  } catch (const device::DeviceError &e) {
-    err << opts.toolName << ": error: device: " << e.message << "\n";
   } catch (const std::bad_alloc &) {
     err << opts.toolName << ": error: out of host memory (batch " << opts.batch
         << " x seq " << opts.seq << "); lower --batch or --seq\n";
@@ -1318,8 +1371,6 @@ int generate(const std::string &dir, const GenerateOptions &opts,
              std::ostream &out, std::ostream &err) {
   try {
     return generateImpl(dir, opts, out, err);
-  } catch (const exec::ExecError &e) {
-    err << opts.toolName << ": error: " << e.message << "\n";
   } catch (const std::exception &e) {
     err << opts.toolName << ": error: " << e.what() << "\n";
   }

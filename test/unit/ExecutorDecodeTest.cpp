@@ -16,6 +16,7 @@
 #include "runtime/exec/KernelTable.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/stream/StepProgram.h"
+#include "test/unit/Must.h"
 
 #include "test/unit/TinyBundle.h"
 
@@ -40,13 +41,12 @@ Bundle tinyBundle() {
 
 /// The load error of \p b ("" if it decodes), through the executor.
 std::string loadError(const Bundle &b) {
-  exec::ParamStore store(b);
-  try {
-    exec::Executor ex(b, store);
-  } catch (const exec::ExecError &e) {
-    return e.message;
-  }
-  return "";
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
+  Expected<std::unique_ptr<exec::Executor>> ex =
+      exec::Executor::create(b, store);
+  return ex.ok() ? "" : ex.message();
 }
 
 } // namespace
@@ -66,11 +66,15 @@ TEST(ExecutorDecode, TinyBundleDecodesAndRuns) {
   EXPECT_EQ(f->ops[2].region->ops.at(0).get<exec::BinaryAttrs>().fn,
             exec::BinaryFn::Add);
 
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   store.initialize(1);
-  exec::Executor ex(b, store);
+  std::unique_ptr<exec::Executor> exOwned =
+      must(exec::Executor::create(b, store));
+  exec::Executor &ex = *exOwned;
   std::vector<int32_t> tokens = {1, 2, 3, 4}, targets = {2, 3, 4, 5};
-  double loss = ex.loss(tokens.data(), targets.data(), 1, 4);
+  double loss = must(ex.loss(tokens.data(), targets.data(), 1, 4));
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_GT(loss, 0.0);
 }
