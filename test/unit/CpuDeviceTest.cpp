@@ -25,9 +25,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-Expected<std::unique_ptr<Device>> makeCpuDevice(int64_t capacity,
-                                                std::string &) {
-  Expected<std::unique_ptr<CpuDevice>> dev = CpuDevice::create(capacity);
+mtc::Expected<std::unique_ptr<Device>> makeCpuDevice(int64_t capacity,
+                                                     std::string &) {
+  mtc::Expected<std::unique_ptr<CpuDevice>> dev = CpuDevice::create(capacity);
   if (!dev)
     return dev.status();
   return std::unique_ptr<Device>(std::move(*dev));

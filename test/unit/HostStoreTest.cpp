@@ -58,14 +58,14 @@ TEST(HostStore, AllocateIsAlignedAndZeroed) {
 
 TEST(HostStore, ErrorsNameWhatAndSize) {
   HostStore store;
-  std::string m = errorOf([&] { return store.allocate(-5, "grads"); });
+  std::string m = mtc::errorOf([&] { return store.allocate(-5, "grads"); });
   EXPECT_NE(m.find("grads"), std::string::npos) << m;
   // far more than any address space allows
-  m = errorOf([&] { return store.allocate(int64_t(1) << 62, "master"); });
+  m = mtc::errorOf([&] { return store.allocate(int64_t(1) << 62, "master"); });
   EXPECT_NE(m.find("master"), std::string::npos) << m;
   EXPECT_NE(m.find("4611686018427387904 bytes"), std::string::npos) << m;
-  m = errorOf([&] {
-    must(store.allocateFileBacked("/nonexistent-dir/state.bin", 4096));
+  m = mtc::errorOf([&] {
+    return store.allocateFileBacked("/nonexistent-dir/state.bin", 4096);
   });
   EXPECT_NE(m.find("/nonexistent-dir/state.bin"), std::string::npos) << m;
 }

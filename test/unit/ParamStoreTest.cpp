@@ -340,7 +340,7 @@ TEST_F(ParamStoreFileTest, ExistingFileIsRefused) {
   bundle::Bundle b = mixedBundle();
   std::string path = root + "/taken";
   std::ofstream(path) << "precious";
-  std::string m = errorOf([&] {
+  std::string m = mtc::errorOf([&] {
     return exec::ParamStore::create(b, exec::HostStateOptions{path});
   });
   EXPECT_NE(m.find("host state file '" + path + "' exists"), std::string::npos)
@@ -354,7 +354,7 @@ TEST_F(ParamStoreFileTest, ExistingFileIsRefused) {
 TEST_F(ParamStoreFileTest, MissingDirectoryIsAnError) {
   bundle::Bundle b = mixedBundle();
   std::string path = root + "/no/such/dir/state";
-  std::string m = errorOf([&] {
+  std::string m = mtc::errorOf([&] {
     return exec::ParamStore::create(b, exec::HostStateOptions{path});
   });
   EXPECT_NE(m.find(path), std::string::npos) << m;
