@@ -23,9 +23,9 @@
 #               its host state (16 B/param) fits the GPU machine's memory
 #   peer        the 1B shape for bench/gpu_peer.py (PyTorch eager)
 #
-# Every bundle is compiled with `mtc compile --device cuda` (no fused regions:
-# the CUDA backend runs each op's library kernel) and `--cpu x86-64` (any
-# x86-64 CPU runs the `--device cpu` side). Training data: data/corpus.txt,
+# Every bundle is compiled with `mtc compile --device cuda` (its fused regions
+# as CUDA C too, which NVRTC compiles on the GPU machine) and `--cpu x86-64`
+# (any x86-64 CPU runs the `--device cpu` side). Training data: data/corpus.txt,
 # which travels with the tree.
 #
 #   scripts/gpu-stage.sh [--dry-run] [RUNTIME_BUILD_DIR [BUILD_DIR]]
@@ -60,22 +60,28 @@ rm -rf .gpu/lib.tmp
 # --- the training runs' bundles ---------------------------------------------
 runs=.gpu/bundles/runs.txt
 : > "$runs"
+# The bundles are planned here for the GPU machine: its host memory, not this
+# machine's (the plan's default --host-memory), bounds them; the runs there
+# check their own host memory.
+host="--host-memory 1TiB"
 # smallest MODEL SHAPE... -- the smallest budget `mtc plan` finds, in bytes
 smallest() {
   local model=$1; shift
-  "$mtc" plan "$model" "$@" --device cuda | awk '/^min_device_memory:/ {print $2}'
+  # shellcheck disable=SC2086
+  "$mtc" plan "$model" "$@" --device cuda $host | awk '/^min_device_memory:/ {print $2}'
 }
 # params MODEL SETS... -- the parameter count `mtc plan` reports
 params() {
   local model=$1; shift
-  "$mtc" plan "$model" "$@" --batch 1 --seq 8 | awk '/^model / {gsub(",", "", $3); print $3}'
+  # shellcheck disable=SC2086
+  "$mtc" plan "$model" "$@" --batch 1 --seq 8 $host | awk '/^model / {gsub(",", "", $3); print $3}'
 }
 # stage KIND NAME MODEL BUDGET_BYTES "SETS" "SHAPE" ["MORE"]: compile and
 # list one run (MORE: further compile flags, e.g. --precision bf16)
 stage() {
   local kind=$1 name=$2 model=$3 budget=$4 sets=$5 shape=$6 more=${7:-}
   # shellcheck disable=SC2086
-  "$mtc" compile "$model" $sets $shape --device-memory "$budget" \
+  "$mtc" compile "$model" $sets $shape --device-memory "$budget" $host \
     --device cuda --cpu x86-64 $more -o ".gpu/bundles/$name.mtb"
   echo "$kind $name $name.mtb $(params "$model" $sets) $shape" >> "$runs"
 }

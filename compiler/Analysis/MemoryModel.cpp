@@ -346,13 +346,42 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
         " has no forward_backward function; run mtc-autodiff first");
   Block &fbBody = fb.getBody().front();
   StorageMap fbStorage = valueStorage(fb, dims.precision);
-  for (BlockArgument a : fbBody.getArguments())
+  // The same program for the host stage plan (bundle::planStage), values
+  // numbered in definition order.
+  bundle::StageProgram stage;
+  llvm::DenseMap<Value, int> ids;
+  llvm::DenseSet<Value> persistent;
+  auto idOf = [&](Value v) {
+    auto [it, inserted] = ids.try_emplace(v, (int)stage.valueBytes.size());
+    if (inserted)
+      stage.valueBytes.push_back(
+          valueBytes(v.getType(), fbStorage.lookup(v), dims));
+    return it->second;
+  };
+  for (BlockArgument a : fbBody.getArguments()) {
     out.stageBytes += valueBytes(a.getType(), fbStorage.lookup(a), dims);
+    stage.args.push_back(idOf(a));
+  }
   int64_t index = 0;
   for (Operation &op : fbBody) {
     if (isa<func::ReturnOp>(op))
       continue;
-    out.stageBytes += opWorkspaceBytes(&op, fbStorage, dims);
+    int64_t scratch = opWorkspaceBytes(&op, fbStorage, dims);
+    out.stageBytes += scratch;
+    bundle::StageOp sop;
+    for (Value v : op.getOperands())
+      sop.operands.push_back(idOf(v));
+    for (Value r : op.getResults())
+      sop.results.push_back(idOf(r));
+    sop.layers = isa<mt::ApplyLayersOp, mt::ApplyLayersGradOp>(op);
+    sop.persistent =
+        isa<mt::ParamRefOp>(op) ||
+        (isa<mt::ReshapeOp>(op) && persistent.contains(op.getOperand(0)));
+    if (sop.persistent)
+      for (Value r : op.getResults())
+        persistent.insert(r);
+    sop.scratch = sop.layers ? 0 : scratch;
+    stage.ops.push_back(std::move(sop));
     if (auto a = dyn_cast<mt::ApplyLayersOp>(op))
       out.layersOps.push_back({a.getLayer().str(), (int64_t)a.getFirst(),
                                (int64_t)a.getCount(), index, true});
@@ -362,6 +391,9 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
     ++index;
   }
   out.forwardBackwardOps = index;
+  bundle::StagePlan sp = bundle::planStage(stage);
+  out.stageSlotBytes = sp.slotBytes;
+  out.stageHostBytes = sp.hostBytes;
   return out;
 }
 
@@ -444,8 +476,19 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
   } else {
     add("checkpoints", "checkpoints", ckptDevice);
   }
-  add("stage", "stage", m * cost.stageBytes);
+  // With host activations the model-level values wait in host memory too:
+  // one micro-batch's stage runs in the device slot at a time.
+  if (hostActivations) {
+    add("stage", "stage", cost.stageSlotBytes);
+    add("stage.host", "stage", m * cost.stageHostBytes, /*host=*/true);
+  } else {
+    add("stage", "stage", m * cost.stageBytes);
+  }
   add("workspace", "workspace", workspace);
+  if (choices.immediateOptimizer)
+    add("grads.host", "grads",
+        bundle::kGradRingSlots * std::max(grads, cost.modelGradBytes),
+        /*host=*/true);
   int64_t end = 0;
   for (bundle::PlanBuffer &b : p.buffers) {
     if (b.space == "host") {

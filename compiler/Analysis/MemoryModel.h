@@ -104,7 +104,10 @@ struct ModelCost {
   int64_t modelWeightBytes = 0; ///< their bytes on the device (precision)
   int64_t modelGradBytes = 0;   ///< their gradients' bytes (always f32)
   std::vector<LayerCost> layers;
-  int64_t stageBytes = 0;         ///< per micro-batch
+  int64_t stageBytes = 0; ///< per micro-batch
+  /// The host stage (bundle::planStage): the device slot one micro-batch's
+  /// stage runs in, and the bytes of its values waiting in host memory.
+  int64_t stageSlotBytes = 0, stageHostBytes = 0;
   int64_t forwardBackwardOps = 0; ///< ops of @forward_backward (no return)
   /// Every apply_layers (forward) and apply_layers_grad op of
   /// @forward_backward in order: layer, first, count, op index, forward?
@@ -129,13 +132,18 @@ struct PlanChoices {
   int64_t microBatches = 1;
   int64_t prefetchDepth = 2;
   bool checkpointsOnHost = false;
+  /// AdamW runs as soon as each layer instance's gradient is final: the
+  /// gradients pass through a host ring (`grads.host`, kGradRingSlots slots
+  /// of the largest gradient group) instead of a model-sized buffer.
+  bool immediateOptimizer = false;
   /// The forward layer loops of the step: (layer, instance count).
   std::vector<std::pair<std::string, int64_t>> forwardLoops;
 };
 
 struct MemoryPlan {
   /// In arena order: model.weights, model.grads, weights.0 .., grads.0,
-  /// grads.1, activations, checkpoints (checkpoints.host), stage, workspace.
+  /// grads.1, activations (activations.host), checkpoints
+  /// (checkpoints.host), stage (stage.host), workspace.
   std::vector<bundle::PlanBuffer> buffers;
   int64_t devicePeak = 0; ///< end of the last device buffer
   int64_t hostBytes = 0;  ///< bytes of host-space buffers

@@ -10,6 +10,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
 #include "compiler/Target/CpuKernels.h"
+#include "compiler/Target/CudaKernels.h"
 #include "compiler/Transforms/StepUtils.h"
 #include "dialects/mt/MtDialect.h"
 #include "dialects/stream/StreamDialect.h"
@@ -174,6 +175,8 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     sopts.checkpoints = options.stream.checkpoints;
     sopts.budget = options.stream.deviceMemory;
     sopts.precision = options.stream.precision;
+    sopts.hostBudget = options.stream.hostMemory;
+    sopts.immediateOptimizer = options.stream.immediateOptimizer;
     buildStreamingPipeline(pm, sopts);
   }
   return mlir::succeeded(pm.run(module));
@@ -386,6 +389,16 @@ bool compileModelSource(const std::string &source, const std::string &path,
   out.bundle.modelHash = modelHash;
   out.bundle.cpuKernels = std::move(kernels->sharedObject);
   out.bundle.cpuKernelsTarget = kernels->cpu;
+  if (options.cudaKernels) {
+    llvm::Expected<bundle::CudaKernels> cuda =
+        emitCudaKernels(*out.module, fusedSignatures(out.bundle));
+    if (!cuda) {
+      diags.error({}, "emitting the CUDA kernels: " +
+                          llvm::toString(cuda.takeError()));
+      return finish(false);
+    }
+    out.bundle.cudaKernels = std::move(*cuda);
+  }
   // What the runtime checks when it reads a bundle holds for every bundle
   // the compiler builds; a failure here is a compiler bug.
   if (Status valid = bundle::validate(out.bundle); !valid) {
@@ -427,6 +440,7 @@ bool smallestDeviceMemory(const std::string &source,
   CompileOptions frugal = options;
   frugal.stream.enabled = true;
   frugal.stream.deviceMemory = 0;
+  frugal.stream.hostMemory = 0; // device memory only
   if (frugal.recompute == RecomputePolicy::Auto)
     frugal.recompute = RecomputePolicy::Full;
   std::vector<CheckpointPlacement> places;

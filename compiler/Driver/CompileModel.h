@@ -48,6 +48,13 @@ struct StreamOptions {
   CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
   /// How tensors are stored on the device (`--precision fp32|bf16`).
   bundle::Precision precision = bundle::Precision::F32;
+  /// Host memory the plan may use (`--host-memory`): the training state at
+  /// 16 B/param plus every host buffer; 0: no limit.
+  int64_t hostMemory = 0;
+  /// AdamW as soon as each layer instance's gradient is final (only without
+  /// gradient clipping): the plan adds the `grads.host` ring and the state
+  /// is 12 B/param (`--optimizer-placement`, docs/training.md).
+  bool immediateOptimizer = false;
 };
 
 /// What the compiler is asked for besides the source.
@@ -68,9 +75,12 @@ struct CompileOptions {
   RecomputePolicy recompute = RecomputePolicy::Full;
   /// Streaming step plan (off by default).
   StreamOptions stream;
-  /// Fuse elementwise chains (TrainingPipelineOptions::fuse); `mtc train
-  /// --device cuda|cuda-emu` turns it off.
+  /// Fuse elementwise chains (TrainingPipelineOptions::fuse).
   bool fuse = true;
+  /// Also emit the CUDA C of the fused regions into the bundle
+  /// (`cuda_kernels`, for `--device cuda|cuda-emu`), with an entry for every
+  /// storage signature the step plan's precision gives them.
+  bool cudaKernels = false;
 };
 
 /// Parses a byte size for `--device-memory`: "64MiB", "2GiB", "512KiB",

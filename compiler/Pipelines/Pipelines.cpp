@@ -32,8 +32,9 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
-                        const std::string &budget,
-                        const std::string &precision) {
+                        const std::string &budget, const std::string &precision,
+                        const std::string &hostBudget,
+                        const std::string &optimizerPlacement) {
   MtcBuildStepOptions build;
   build.batch = batch;
   build.seq = seq;
@@ -54,6 +55,8 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
   pm.addPass(createMtcInsertOffload(offload));
   MtcPlanMemoryOptions plan;
   plan.budget = budget;
+  plan.hostBudget = hostBudget;
+  plan.optimizerPlacement = optimizerPlacement;
   pm.addPass(createMtcPlanMemory(plan));
 }
 
@@ -65,7 +68,10 @@ void buildStreamingPipeline(mlir::OpPassManager &pm,
       pm, options.batch, options.seq, options.microBatches,
       options.prefetchDepth, options.recompute, options.checkpoints,
       options.budget > 0 ? std::to_string(options.budget) : std::string(),
-      bundle::precisionName(options.precision));
+      bundle::precisionName(options.precision),
+      options.hostBudget > 0 ? std::to_string(options.hostBudget)
+                             : std::string(),
+      options.immediateOptimizer ? "immediate" : "deferred");
 }
 
 namespace {
@@ -95,6 +101,14 @@ struct StreamingPipelineCLOptions
       *this, "precision",
       llvm::cl::desc("device storage of tensors: fp32 or bf16"),
       llvm::cl::init("fp32")};
+  Option<std::string> optimizerPlacement{
+      *this, "optimizer-placement",
+      llvm::cl::desc("deferred (16 B/param) or immediate (12 B/param and a "
+                     "grads.host ring)"),
+      llvm::cl::init("deferred")};
+  Option<std::string> hostBudget{
+      *this, "host-budget",
+      llvm::cl::desc("host memory: bytes or a size such as 2048GiB")};
 };
 
 } // namespace
@@ -109,7 +123,8 @@ void registerMtcPipelines() {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
                            cl.prefetchDepth, cl.recompute, cl.checkpoints,
-                           cl.budget, cl.precision);
+                           cl.budget, cl.precision, cl.hostBudget,
+                           cl.optimizerPlacement);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

@@ -41,6 +41,11 @@ struct StreamingPipelineOptions {
   RecomputePolicy recompute = RecomputePolicy::Auto;
   CheckpointPlacement checkpoints = CheckpointPlacement::Auto;
   int64_t budget = 0; ///< device bytes; 0: none
+  /// Host bytes for the state (16 B/param) and the host buffers; 0: none.
+  int64_t hostBudget = 0;
+  /// AdamW as soon as each layer instance's gradient is final (a
+  /// `grads.host` ring, 12 B/param) instead of after the backward.
+  bool immediateOptimizer = false;
   /// How tensors are stored on the device (docs/streaming.md, "Byte rule").
   bundle::Precision precision = bundle::Precision::F32;
 };

@@ -2,9 +2,10 @@
 //
 // Part of mtc. Algorithm:
 //
-// 1. Walk the mt.fused ops. Regions with the same ops, attributes and input
-//    access (the *key*) share a kernel; each distinct one is named
-//    mtc_fused_N and the name is stored in the op's `kernel` attribute.
+// 1. Name the regions (FusedRegions.h, shared with the CUDA target):
+//    regions with the same ops, attributes and input access (the *key*)
+//    share a kernel; each distinct one is named mtc_fused_N and the name is
+//    stored in the op's `kernel` attribute.
 // 2. Build each kernel in a private MLIR module (func + scf + arith + math +
 //    llvm pointers): an internal body function taking one `noalias` pointer
 //    per input and output (so LLVM vectorises without run-time alias checks)
@@ -31,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Target/CpuKernels.h"
+#include "compiler/Target/FusedRegions.h"
 
 #include "dialects/mt/MtDialect.h"
 
@@ -81,13 +83,8 @@ using namespace mlir;
 namespace mtc {
 namespace {
 
-using Access = mt::FusedOp::InputAccess;
-
-/// How a kernel reads one input.
-struct InputPlan {
-  Access access = Access::Full;
-  int64_t modulus = 0; ///< Suffix: the input's number of elements
-};
+using Access = FusedAccess;
+using InputPlan = FusedInputPlan;
 
 //===----------------------------------------------------------------------===//
 // Scalar math with the runtime's formulas
@@ -304,73 +301,6 @@ FailureOr<Value> lowerBodyOp(Operation &op, ArrayRef<Value> in, Scalar &s,
 // Kernels
 //===----------------------------------------------------------------------===//
 
-int64_t staticNumel(Value v) {
-  int64_t n = 1;
-  for (int64_t d : cast<mt::MtTensorType>(v.getType()).getShapeVector())
-    n *= d;
-  return n;
-}
-
-SmallVector<InputPlan> planInputs(mt::FusedOp fused) {
-  SmallVector<InputPlan> plan;
-  for (unsigned k = 0; k < fused.getInputs().size(); ++k) {
-    InputPlan p{fused.getInputAccess(k), 0};
-    if (p.access == Access::Suffix)
-      p.modulus = staticNumel(fused.getInputs()[k]);
-    plan.push_back(p);
-  }
-  return plan;
-}
-
-/// The static length of the iteration shape's last axis when the kernel
-/// needs it (reductions, Row inputs); 0 when it does not; -1 (with \p err)
-/// when it is symbolic.
-int64_t rowLength(mt::FusedOp fused, ArrayRef<InputPlan> plan,
-                  std::string &err) {
-  bool needed =
-      fused.hasReductions() || llvm::any_of(plan, [](const InputPlan &p) {
-        return p.access == Access::Row;
-      });
-  if (!needed)
-    return 0;
-  mtc::Shape it = fused.getIterationShape();
-  if (it.empty() || mtc::isSymbolic(it.back())) {
-    std::string where;
-    llvm::raw_string_ostream os(where);
-    fused.getLoc().print(os);
-    err = where +
-          ": the CPU code generator needs a static last axis for an "
-          "mt.fused region with reductions or per-row inputs, got " +
-          mtc::formatShape(it);
-    return -1;
-  }
-  return it.back();
-}
-
-/// Identical keys compile to identical code.
-std::string regionKey(mt::FusedOp fused, ArrayRef<InputPlan> plan) {
-  std::string key;
-  llvm::raw_string_ostream os(key);
-  for (const InputPlan &p : plan)
-    os << static_cast<int>(p.access) << ':' << p.modulus << ',';
-  std::string ignored;
-  os << "row " << rowLength(fused, plan, ignored) << ',';
-  llvm::DenseMap<Value, int> ids;
-  Block &body = fused.getBody().front();
-  for (BlockArgument a : body.getArguments())
-    ids[a] = static_cast<int>(ids.size());
-  for (Operation &op : body) {
-    os << '|' << op.getName().getStringRef() << '(';
-    for (Value v : op.getOperands())
-      os << ids.lookup(v) << ',';
-    os << ')';
-    op.getAttrDictionary().print(os);
-    for (Value r : op.getResults())
-      ids[r] = static_cast<int>(ids.size());
-  }
-  return key;
-}
-
 /// Runtime row reductions: 16 float lanes, element j of a row in lane
 /// j mod 16; sums restart the lanes every 256 elements and add each block's
 /// lanes (in lane order, in float) into a double (detail::sumRow), maxima
@@ -386,7 +316,7 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   Type ptr = LLVM::LLVMPointerType::get(ctx), i64 = b.getI64Type(),
        f32 = b.getF32Type(), f64 = b.getF64Type();
   unsigned numIn = plan.size(), numOut = fused.getNumResults();
-  int64_t nLast = rowLength(fused, plan, err);
+  int64_t nLast = fusedRowLength(fused, plan, err);
   if (nLast < 0)
     return failure();
   bool reduce = fused.hasReductions();
@@ -916,24 +846,12 @@ LogicalResult compileKernels(ModuleOp module, const CpuKernelOptions &options,
                    math::MathDialect, cf::ControlFlowDialect,
                    LLVM::LLVMDialect>();
   OwningOpRef<ModuleOp> kmod = ModuleOp::create(UnknownLoc::get(&kctx));
-  std::map<std::string, std::string> kernelOfKey;
-  LogicalResult built = success();
-  module.walk([&](mt::FusedOp fused) {
-    SmallVector<InputPlan> plan = planInputs(fused);
-    std::string key = regionKey(fused, plan);
-    auto [it, isNew] = kernelOfKey.try_emplace(
-        key, "mtc_fused_" + std::to_string(kernelOfKey.size()));
-    fused.setKernelAttr(StringAttr::get(module.getContext(), it->second));
-    if (isNew && failed(buildKernel(fused, plan, it->second, *kmod, err))) {
-      built = failure();
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  if (failed(built))
-    return failure();
-  out.numKernels = kernelOfKey.size();
-  if (kernelOfKey.empty())
+  std::vector<FusedRegion> regions = nameFusedRegions(module);
+  for (const FusedRegion &r : regions)
+    if (failed(buildKernel(r.op, r.plan, r.name, *kmod, err)))
+      return failure();
+  out.numKernels = regions.size();
+  if (regions.empty())
     return success();
 
   // 2. To LLVM IR, optimised for the target CPU.

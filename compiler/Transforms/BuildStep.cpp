@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mtc {
 #define GEN_PASS_DEF_MTCBUILDSTEP
@@ -20,6 +21,25 @@ using namespace mlir;
 using namespace mtc;
 
 namespace {
+
+/// Moves each model-level parameter's `mt.param_grad` right after the op
+/// that computes its gradient, so that the gradient is accumulated in the
+/// stage that computes it and never waits across a layer loop (in host
+/// memory with a host stage: docs/streaming.md, "Host stage"). A parameter
+/// with several param_grads (tied weights) keeps them where they are, in
+/// their order, so that its sums are the same; the others are accumulated
+/// into their own gradient buffers, micro-batch by micro-batch as before:
+/// the results are bit-identical.
+void hoistParamGrads(func::FuncOp fb) {
+  Block &body = fb.getBody().front();
+  llvm::StringMap<int> count;
+  for (auto g : body.getOps<mt::ParamGradOp>())
+    ++count[g.getName()];
+  for (auto g : llvm::make_early_inc_range(body.getOps<mt::ParamGradOp>()))
+    if (count[g.getName()] == 1)
+      if (Operation *def = g.getGrad().getDefiningOp())
+        g->moveAfter(def);
+}
 
 struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
   using MtcBuildStepBase::MtcBuildStepBase;
@@ -75,6 +95,8 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
       if (func::FuncOp fwd = layer.getForward())
         keepsAll |= fwd.getNumResults() > 1;
     }
+
+    hoistParamGrads(fb);
 
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);

@@ -425,12 +425,20 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
   let description = [{
     Replaces the step's `stream.buffer` ops with the plan of
     docs/streaming.md ("Device buffers"): `model.weights`, `model.grads`,
-    `weights.0` .. `weights.<depth-1>`, `grads.0`, `grads.1`, `activations`,
-    `checkpoints` (+ `checkpoints.host` in host memory), `stage`,
-    `workspace`, each device buffer at the next multiple of 256 bytes; sets
+    `weights.0` .. `weights.<depth-1>`, `grads.0`, `grads.1`, `activations`
+    (+ `activations.host`), `checkpoints` (+ `checkpoints.host` in host
+    memory), `stage` (+ `stage.host`: with host activations the model-level
+    values that cross a layer loop wait in host memory and the device keeps
+    one micro-batch's stage), `workspace`, each device buffer at the next
+    multiple of 256 bytes; sets
     `device_peak` (the end of the last device buffer) and `device_budget`.
     Fails when the budget is smaller than one layer instance's weights, or
-    when the peak exceeds it:
+    when the peak exceeds it, or when the host memory the plan needs (the
+    training state at 16 B/param plus every host buffer) exceeds
+    `host-budget`; that error names what is short, by how much, and the
+    options that would fit. With `optimizer-placement=immediate` the plan
+    adds `grads.host`, a host ring of two slots of the largest gradient
+    group, and the state counts 12 B/param (value, m, v):
 
         needs 412 MiB of device memory, budget is 256 MiB; smallest feasible
         budget with these options is 301 MiB
@@ -470,7 +478,16 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
   let options = [
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: the step's "
-           "device_budget (0: none)">
+           "device_budget (0: none)">,
+    Option<"hostBudget", "host-budget", "std::string", /*default=*/"\"\"",
+           "Host memory for the training state (16 B/param) and the plan's "
+           "host buffers (bytes or 64MiB, 2048GiB, ...); empty: none">,
+    Option<"optimizerPlacement", "optimizer-placement", "std::string",
+           /*default=*/"\"deferred\"",
+           "deferred: AdamW after the step's backward (gradients in a "
+           "model-sized host buffer, 16 B/param); immediate: as soon as a "
+           "layer instance's gradient is final (a `grads.host` ring, "
+           "12 B/param)">
   ];
 }
 

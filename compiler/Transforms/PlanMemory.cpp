@@ -36,6 +36,13 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
     if (failed(steputil::analyzeStep(step, cost)))
       return signalPassFailure();
     analysis::PlanChoices choices = steputil::choicesOf(step);
+    if (optimizerPlacement != "deferred" && optimizerPlacement != "immediate") {
+      step.emitOpError() << "optimizer-placement must be deferred or "
+                            "immediate, got '"
+                         << optimizerPlacement << "'";
+      return signalPassFailure();
+    }
+    choices.immediateOptimizer = optimizerPlacement == "immediate";
     analysis::MemoryPlan plan = analysis::planMemory(cost, choices);
 
     // Replace the buffers.
@@ -63,11 +70,92 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
     }
     step.setDevicePeak(plan.devicePeak);
     step.setDeviceBudget(budgetBytes);
-    if (budgetBytes == 0)
-      return;
+    int64_t hostBudgetBytes = 0;
+    if (failed(steputil::parseBudget(module, hostBudget, hostBudgetBytes)))
+      return signalPassFailure();
+    if (budgetBytes > 0 && plan.devicePeak > budgetBytes)
+      return reportDevice(step, cost, choices, plan, budgetBytes);
+    if (hostBudgetBytes > 0 && hostNeed(cost, plan) > hostBudgetBytes)
+      return reportHost(step, cost, choices, plan, hostBudgetBytes,
+                        budgetBytes);
+  }
 
-    if (plan.devicePeak <= budgetBytes)
-      return;
+  /// Host memory of a plan: the training state plus its host buffers.
+  static int64_t hostNeed(const analysis::ModelCost &cost,
+                          const analysis::MemoryPlan &plan) {
+    return stateBytesPerParam(plan) * cost.totalParams() + plan.hostBytes;
+  }
+
+  /// 12 B/param with the immediate placement's gradient ring, else 16.
+  static int64_t stateBytesPerParam(const analysis::MemoryPlan &plan) {
+    for (const bundle::PlanBuffer &b : plan.buffers)
+      if (b.name == "grads.host")
+        return bundle::kImmediateStateBytesPerParam;
+    return bundle::kStateBytesPerParam;
+  }
+
+  /// The host-budget error: what is short, by how much, and the options
+  /// that would fit.
+  void reportHost(stream::StepOp step, const analysis::ModelCost &cost,
+                  const analysis::PlanChoices &choices,
+                  const analysis::MemoryPlan &plan, int64_t budget,
+                  int64_t deviceBudget) {
+    using analysis::formatByteSize;
+    const int64_t state = stateBytesPerParam(plan) * cost.totalParams();
+    const int64_t need = state + plan.hostBytes;
+    std::string parts = "training state " + formatByteSize(state, true) + " (" +
+                        std::to_string(stateBytesPerParam(plan)) + " B/param)";
+    for (const bundle::PlanBuffer &b : plan.buffers)
+      if (b.space == "host")
+        parts += ", " + b.name + " " + formatByteSize(b.bytes, true);
+    std::vector<std::string> fits;
+    const int64_t m = choices.microBatches;
+    if (state < budget) {
+      // Host buffers grow linearly with the micro-batches.
+      int64_t perMicroBatch = plan.hostBytes / m;
+      int64_t k = perMicroBatch > 0 ? (budget - state) / perMicroBatch : m;
+      if (k >= 1 && k < m)
+        fits.push_back("--micro-batches " + std::to_string(k) + " (" +
+                       formatByteSize(state + k * perMicroBatch, true) + ")");
+      // Full recomputation keeps only each instance's input.
+      if (step.getRecompute() != stream::RecomputePolicy::Full) {
+        int64_t full = plan.hostBytes;
+        for (const auto &[name, count] : choices.forwardLoops)
+          if (const analysis::LayerCost *l = cost.layer(name))
+            full -= count * m * (l->checkpointBytes - l->boundaryBytes);
+        if (state + full <= budget)
+          fits.push_back("--recompute full (" +
+                         formatByteSize(state + full, true) + ")");
+      }
+      analysis::PlanChoices device = choices;
+      device.checkpointsOnHost = false;
+      analysis::MemoryPlan onDevice = analysis::planMemory(cost, device);
+      if (choices.checkpointsOnHost &&
+          (deviceBudget == 0 || onDevice.devicePeak <= deviceBudget))
+        fits.push_back("--checkpoints device (" +
+                       formatByteSize(state + onDevice.hostBytes, true) +
+                       " of host memory, " +
+                       formatByteSize(onDevice.devicePeak, true) +
+                       " of device memory)");
+    }
+    std::string options;
+    for (const std::string &f : fits)
+      options += (options.empty() ? "" : ", ") + f;
+    if (options.empty())
+      options = "none: the training state alone exceeds the budget (a larger "
+                "--host-memory, or a file-backed state: mtc train "
+                "--host-state-file)";
+    step.emitError() << "needs " << formatByteSize(need, true)
+                     << " of host memory (" << parts << "), host budget is "
+                     << formatByteSize(budget) << ": short by "
+                     << formatByteSize(need - budget, true)
+                     << "; options that fit: " << options;
+    signalPassFailure();
+  }
+
+  void reportDevice(stream::StepOp step, const analysis::ModelCost &cost,
+                    const analysis::PlanChoices &choices,
+                    const analysis::MemoryPlan &plan, int64_t budgetBytes) {
     // What every infeasible budget names: the least these options need
     // (with checkpoints on the host or on the device when left to the
     // compiler).

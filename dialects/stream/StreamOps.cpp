@@ -146,9 +146,10 @@ LogicalResult BufferOp::verify() {
     return failure();
   bool host = getSpace() == MemorySpace::Host;
   if (host && getKind() != BufferKind::Checkpoints &&
-      getKind() != BufferKind::Activations)
-    return emitOpError()
-           << "only checkpoints and activations can live in host memory";
+      getKind() != BufferKind::Activations && getKind() != BufferKind::Stage &&
+      getKind() != BufferKind::Grads)
+    return emitOpError() << "only checkpoints, activations, the stage and "
+                            "the gradient ring can live in host memory";
   if (IntegerAttr offset = getOffsetAttr()) {
     if (host)
       return emitOpError() << "a host buffer has no arena offset";

@@ -8,6 +8,7 @@
 
 #include "lib/Bundle/Bundle.h"
 
+#include "lib/Bundle/Plan.h"
 #include "lib/Bundle/Validate.h"
 #include "lib/Support/Files.h"
 #include "lib/Support/Hash.h"
@@ -121,6 +122,21 @@ const Layer *Bundle::layer(const std::string &name) const {
   for (const Layer &l : layers)
     if (l.name == name)
       return &l;
+  return nullptr;
+}
+
+const CudaFusedEntry *
+CudaFusedKernel::entry(const std::string &signature) const {
+  for (const CudaFusedEntry &e : entries)
+    if (e.signature == signature)
+      return &e;
+  return nullptr;
+}
+
+const CudaFusedKernel *CudaKernels::kernel(const std::string &name) const {
+  for (const CudaFusedKernel &k : kernels)
+    if (k.name == name)
+      return &k;
   return nullptr;
 }
 
@@ -812,8 +828,10 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
     } else {
       if (bj.contains("offset"))
         fail(w, "a host buffer has no 'offset'");
-      if (buf.kind != "checkpoints" && buf.kind != "activations")
-        fail(w, "only checkpoints and activations can live in host memory");
+      if (buf.kind != "checkpoints" && buf.kind != "activations" &&
+          buf.kind != "stage" && buf.kind != "grads")
+        fail(w, "only checkpoints, activations, the stage and the gradient "
+                "ring can live in host memory");
     }
     s->buffers.push_back(std::move(buf));
   }
@@ -868,6 +886,30 @@ std::string toJson(const Bundle &b) {
              {"xxh64", hex64(xxh64(b.cpuKernels.data(), b.cpuKernels.size()))},
              {"fused_xxh64", hex64(kernelOpsHash(b))},
              {"data", base64Encode(b.cpuKernels)}};
+  if (!b.cudaKernels.source.empty()) {
+    const CudaKernels &ck = b.cudaKernels;
+    json kernels = json::array();
+    for (const CudaFusedKernel &k : ck.kernels) {
+      json entries = json::array();
+      for (const CudaFusedEntry &e : k.entries)
+        entries.push_back(json{{"entry", e.entry},
+                               {"signature", e.signature},
+                               {"block", e.block},
+                               {"per_block", e.perBlock},
+                               {"max_blocks", e.maxBlocks}});
+      kernels.push_back(json{{"name", k.name},
+                             {"launch", k.launch},
+                             {"row", k.row},
+                             {"entries", std::move(entries)}});
+    }
+    doc["cuda_kernels"] =
+        json{{"format", "cuda-c"},
+             {"file", ck.file},
+             {"xxh64", hex64(xxh64(ck.source.data(), ck.source.size()))},
+             {"fused_xxh64", hex64(kernelOpsHash(b))},
+             {"source", ck.source},
+             {"kernels", std::move(kernels)}};
+  }
   if (!b.hfNames.empty()) {
     json names = json::object();
     for (const auto &[inst, ref] : b.hfNames)
@@ -882,6 +924,98 @@ std::string toJson(const Bundle &b) {
     doc["step"] = stepToJson(*b.step);
   return doc.dump(1) + "\n";
 }
+
+namespace {
+
+/// Reads "cuda_kernels" into \p out; returns its fused_xxh64.
+uint64_t parseCudaKernels(const json &k, const std::string &w,
+                          CudaKernels &out) {
+  if (!k.is_object())
+    fail(w, "must be an object");
+  if (getString(k, "format", w) != "cuda-c")
+    fail(w, "unsupported format '" + getString(k, "format", w) +
+                "' (expected 'cuda-c')");
+  out.file = getString(k, "file", w);
+  if (out.file.empty() || out.file.find('/') != std::string::npos)
+    fail(w, "'file' must be a file name without '/', got '" + out.file + "'");
+  out.source = getString(k, "source", w);
+  if (out.source.empty())
+    fail(w, "'source' is empty");
+  uint64_t recorded = 0, fused = 0;
+  if (!parseHex64(getString(k, "xxh64", w), recorded))
+    fail(w, "'xxh64' must be 16 hex digits");
+  if (!parseHex64(getString(k, "fused_xxh64", w), fused))
+    fail(w, "'fused_xxh64' must be 16 hex digits");
+  uint64_t actual = xxh64(out.source.data(), out.source.size());
+  if (actual != recorded)
+    fail(w, "checksum mismatch: the source hashes to xxh64 " + hex64(actual) +
+                ", the bundle records " + hex64(recorded) +
+                " (the kernels are damaged; compile the model again)");
+  const json &kernels = field(k, "kernels", w);
+  if (!kernels.is_array())
+    fail(w, "'kernels' must be an array");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::string wk = w + ": kernel " + std::to_string(i);
+    CudaFusedKernel fk;
+    fk.name = getString(kernels[i], "name", wk);
+    wk = w + ": kernel '" + fk.name + "'";
+    if (out.kernel(fk.name))
+      fail(wk, "duplicate kernel");
+    fk.launch = getChoice(kernels[i], "launch", wk, {"elements", "rows"});
+    fk.row = getInt(kernels[i], "row", wk, fk.launch == "rows" ? 1 : 0,
+                    int64_t(1) << 40);
+    const json &entries = field(kernels[i], "entries", wk);
+    if (!entries.is_array() || entries.empty())
+      fail(wk, "'entries' must be a non-empty array");
+    for (size_t e = 0; e < entries.size(); ++e) {
+      std::string we = wk + ": entry " + std::to_string(e);
+      CudaFusedEntry fe;
+      fe.entry = getString(entries[e], "entry", we);
+      fe.signature = getString(entries[e], "signature", we);
+      if (fe.entry != fk.name + "_" + fe.signature)
+        fail(we, "entry '" + fe.entry +
+                     "' is not the kernel's name, '_' and "
+                     "its signature '" +
+                     fe.signature + "'");
+      if (fk.entry(fe.signature))
+        fail(we, "duplicate signature '" + fe.signature + "'");
+      if (fe.signature.find_first_not_of("fb_") != std::string::npos ||
+          std::count(fe.signature.begin(), fe.signature.end(), '_') != 1)
+        fail(we, "signature '" + fe.signature +
+                     "' must be storage letters (f: f32, b: bf16) of the "
+                     "inputs, '_' and those of the outputs");
+      if (out.source.find(" " + fe.entry + "(") == std::string::npos)
+        fail(we, "the source has no entry point '" + fe.entry + "'");
+      fe.block = getInt(entries[e], "block", we, 32, 1024);
+      if (fe.block % 32 != 0)
+        fail(we, "field 'block' must be a multiple of 32, got " +
+                     std::to_string(fe.block));
+      fe.perBlock = getInt(entries[e], "per_block", we, 1, int64_t(1) << 30);
+      fe.maxBlocks = getInt(entries[e], "max_blocks", we, 0, (1LL << 31) - 1);
+      fk.entries.push_back(std::move(fe));
+    }
+    out.kernels.push_back(std::move(fk));
+  }
+  return fused;
+}
+
+/// Every fused op naming a kernel has that kernel and an entry for its
+/// storage signature in the bundle's CUDA kernels.
+void checkCudaFusedOps(const Bundle &b, const std::string &w) {
+  forEachFusedKernelOp(b, [&](const Op &op, const std::string &sig) {
+    std::string name = op.strAttr("kernel");
+    std::string what = "the fused op at " + (op.loc.empty() ? "?" : op.loc) +
+                       " (kernel '" + name + "')";
+    const CudaFusedKernel *k = b.cudaKernels.kernel(name);
+    if (!k)
+      fail(w, "no kernel '" + name + "' for " + what);
+    if (!k->entry(sig))
+      fail(w, "kernel '" + name + "' has no entry for storage '" + sig +
+                  "' of " + what);
+  });
+}
+
+} // namespace
 
 Expected<Bundle> fromJson(const std::string &text) {
   try {
@@ -962,6 +1096,10 @@ Expected<Bundle> fromJson(const std::string &text) {
       if (!parseHex64(getString(k, "fused_xxh64", w), fusedHash))
         fail(w, "'fused_xxh64' must be 16 hex digits");
     }
+    uint64_t cudaFusedHash = 0;
+    if (doc.contains("cuda_kernels"))
+      cudaFusedHash = parseCudaKernels(doc["cuda_kernels"],
+                                       where + ": cuda_kernels", b.cudaKernels);
     if (doc.contains("model_hash")) {
       b.modelHash = getString(doc, "model_hash", where);
       if (b.modelHash.size() != 16 ||
@@ -1031,6 +1169,18 @@ Expected<Bundle> fromJson(const std::string &text) {
                  hex64(actual) + ", the bundle records " + hex64(fusedHash) +
                  " (a kernel would run on operands it was not compiled for; "
                  "compile the model again)");
+    }
+    if (!b.cudaKernels.source.empty()) {
+      std::string w = where + ": cuda_kernels";
+      uint64_t actual = kernelOpsHash(b);
+      if (actual != cudaFusedHash)
+        fail(w, "checksum mismatch: the fused ops that name compiled kernels "
+                "hash to xxh64 " +
+                    hex64(actual) + ", the bundle records " +
+                    hex64(cudaFusedHash) +
+                    " (a kernel would run on operands it was not compiled "
+                    "for; compile the model again)");
+      checkCudaFusedOps(b, w);
     }
     return b;
   } catch (const ReadError &e) {

@@ -149,6 +149,47 @@ struct StepPlan {
   const PlanBuffer *buffer(const std::string &name) const;
 };
 
+/// How one CUDA entry point of a fused kernel is launched: grid = ceil(items
+/// / perBlock) blocks of `block` threads (at most maxBlocks when it is not 0:
+/// the kernel then loops over the items), items being the elements of the
+/// iteration space ("elements" kernels) or its rows ("rows" kernels).
+struct CudaFusedEntry {
+  std::string entry;     ///< "mtc_fused_3_fb_f"
+  std::string signature; ///< storage of the inputs, '_', the outputs: "fb_f"
+  int64_t block = 0;     ///< threads per block (a multiple of 32, <= 1024)
+  int64_t perBlock = 0;  ///< items per block
+  int64_t maxBlocks = 0; ///< grid cap; 0: none
+};
+
+/// The CUDA kernel of one distinct fused region (the `kernel` attribute of
+/// its `fused` ops), with one entry per storage signature the bundle's plan
+/// needs.
+struct CudaFusedKernel {
+  std::string name;   ///< "mtc_fused_3"
+  std::string launch; ///< "elements" | "rows"
+  int64_t row = 0;    ///< "rows": the row length (the last axis)
+  std::vector<CudaFusedEntry> entries;
+
+  /// The entry for storage \p signature, or null.
+  const CudaFusedEntry *entry(const std::string &signature) const;
+};
+
+/// The CUDA C of the `fused` ops (docs/bundle.md, "cuda_kernels"): one source
+/// compiled by NVRTC on a GPU, by the host C++ compiler on cuda-emu.
+/// JSON: optional "cuda_kernels": {"format": "cuda-c", "file": file,
+/// "xxh64": of the source, "fused_xxh64": of the fused ops that name
+/// kernels, "source": text, "kernels": [{"name", "launch", "row",
+/// "entries": [{"entry", "signature", "block", "per_block",
+/// "max_blocks"}]}]}.
+struct CudaKernels {
+  std::string file = "fused.cu"; ///< the module name the runtime loads
+  std::string source;            ///< empty: no section
+  std::vector<CudaFusedKernel> kernels;
+
+  /// The kernel named \p name, or null.
+  const CudaFusedKernel *kernel(const std::string &name) const;
+};
+
 struct Bundle {
   std::string model;
   /// A hash of the model's computation as the frontend lowered it (its
@@ -168,6 +209,8 @@ struct Bundle {
   /// "xxh64": checksum of the bytes (16 hex digits), "data": base64}.
   std::string cpuKernels;
   std::string cpuKernelsTarget; ///< the CPU they were compiled for ("znver3")
+  /// CUDA C of the `fused` ops for the CUDA backend (empty source if none).
+  CudaKernels cudaKernels;
   /// For a model imported from a HuggingFace config: parameter instance name
   /// (`name`, `Layer.i.name`, `Layer.i.Expert.e.name`) to its checkpoint
   /// tensor. Empty otherwise. JSON: optional "hf_names": {instance:

@@ -92,6 +92,41 @@ Precision planPrecision(const Bundle &b) {
   return p;
 }
 
+std::string fusedSignature(const Op &op, const std::vector<DType> &storage) {
+  std::string sig;
+  auto letter = [&](int v) { return storage.at(v) == DType::BF16 ? 'b' : 'f'; };
+  for (int v : op.operands)
+    sig += letter(v);
+  sig += '_';
+  for (int v : op.results)
+    sig += letter(v);
+  return sig;
+}
+
+void forEachFusedKernelOp(
+    const Bundle &b,
+    const std::function<void(const Op &, const std::string &)> &f) {
+  Precision p = planPrecision(b);
+  auto visit = [&](const std::map<std::string, Function> &fns) {
+    for (const auto &[name, fn] : fns) {
+      std::vector<DType> storage;
+      for (const Op &op : fn.ops) {
+        if (op.name != "fused" || op.strAttr("kernel").empty())
+          continue;
+        if (storage.empty())
+          storage = valueStorage(fn, p);
+        f(op, fusedSignature(op, storage));
+      }
+    }
+  };
+  visit(b.functions);
+  for (const Layer &l : b.layers) {
+    visit(l.functions);
+    for (const Expert &e : l.experts)
+      visit(e.functions);
+  }
+}
+
 namespace {
 
 int64_t numelOf(const ValueType &t, int64_t batch, int64_t seq,
@@ -204,6 +239,122 @@ FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
   for (size_t k = 0; k < ids.size(); ++k)
     plan.offset[ids[k]] = offsets[k];
   return plan;
+}
+
+StagePlan planStage(const StageProgram &prog) {
+  StagePlan plan;
+  const size_t nvals = prog.valueBytes.size();
+  const int64_t nops = static_cast<int64_t>(prog.ops.size());
+  // Definition order (the rank every list is sorted by), the op that
+  // defines each value (-1: an argument), views of persistent memory.
+  std::vector<int64_t> rank(nvals, -1), def(nvals, -1);
+  std::vector<bool> persistent(nvals, false), isArg(nvals, false);
+  int64_t next = 0;
+  for (int a : prog.args) {
+    rank.at(a) = next++;
+    isArg[a] = true;
+  }
+  for (int64_t k = 0; k < nops; ++k)
+    for (int r : prog.ops[k].results) {
+      rank.at(r) = next++;
+      def[r] = k;
+      persistent[r] = prog.ops[k].persistent;
+    }
+  // Segment of each op: -1 for a layers op.
+  std::vector<int64_t> segOf(nops, -1);
+  for (int64_t k = 0; k < nops;) {
+    if (prog.ops[k].layers) {
+      ++k;
+      continue;
+    }
+    StagePlan::Segment seg;
+    seg.begin = k;
+    while (k < nops && !prog.ops[k].layers)
+      segOf[k++] = static_cast<int64_t>(plan.segments.size());
+    seg.end = k;
+    plan.segments.push_back(std::move(seg));
+  }
+  auto byRank = [&](std::vector<int> &v) {
+    std::sort(v.begin(), v.end(),
+              [&](int a, int b) { return rank[a] < rank[b]; });
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  // Carried: read by an op outside the segment that defines it.
+  std::vector<bool> carried(nvals, false);
+  for (int64_t k = 0; k < nops; ++k)
+    for (int v : prog.ops[k].operands) {
+      if (isArg.at(v) || persistent[v])
+        continue;
+      int64_t d = def[v];
+      bool sameSegment = d >= 0 && segOf[k] >= 0 && segOf[d] == segOf[k];
+      if (!sameSegment)
+        carried[v] = true;
+    }
+  std::vector<int> order;
+  for (size_t v = 0; v < nvals; ++v)
+    if (carried[v])
+      order.push_back(static_cast<int>(v));
+  byRank(order);
+  plan.hostOffset.assign(nvals, -1);
+  for (int v : order) {
+    plan.hostOffset[v] = plan.hostBytes;
+    plan.hostBytes += align64(prog.valueBytes[v]);
+  }
+  for (StagePlan::Segment &seg : plan.segments) {
+    for (int64_t k = seg.begin; k < seg.end; ++k) {
+      const StageOp &op = prog.ops[k];
+      seg.scratch += op.scratch;
+      for (int v : op.operands) {
+        if (isArg[v])
+          seg.args.push_back(v);
+        else if (carried[v] && (def[v] < seg.begin || def[v] >= seg.end))
+          seg.in.push_back(v);
+      }
+      for (int r : op.results)
+        if (carried[r])
+          seg.out.push_back(r);
+    }
+    byRank(seg.args);
+    byRank(seg.in);
+    byRank(seg.out);
+    for (int a : seg.args)
+      seg.scratch += align64(prog.valueBytes[a]);
+    for (int v : seg.in) {
+      seg.inOffset.push_back(seg.inBytes);
+      seg.inBytes += align64(prog.valueBytes[v]);
+    }
+    for (int v : seg.out) {
+      seg.outOffset.push_back(seg.inBytes + seg.outBytes);
+      seg.outBytes += align64(prog.valueBytes[v]);
+    }
+    plan.slotBytes = std::max(plan.slotBytes, seg.bytes());
+  }
+  return plan;
+}
+
+StageProgram stageProgram(const Function &fn, Precision p, int64_t batch,
+                          int64_t seq) {
+  StageProgram prog;
+  prog.args = fn.args;
+  std::vector<DType> storage = valueStorage(fn, p);
+  prog.valueBytes.assign(fn.values.size(), 0);
+  for (size_t v = 0; v < fn.values.size(); ++v)
+    prog.valueBytes[v] =
+        tensorBytes(concreteNumel(fn.values[v].shape, batch, seq), storage[v]);
+  std::vector<bool> persistent(fn.values.size(), false);
+  for (const Op &op : fn.ops) {
+    StageOp s;
+    s.operands = op.operands;
+    s.results = op.results;
+    s.layers = op.name == "apply_layers" || op.name == "apply_layers_grad";
+    s.persistent = op.name == "param_ref" ||
+                   (op.name == "reshape" && !op.operands.empty() &&
+                    persistent.at(op.operands[0]));
+    for (int r : op.results)
+      persistent.at(r) = s.persistent;
+    prog.ops.push_back(std::move(s));
+  }
+  return prog;
 }
 
 } // namespace mtc::bundle

@@ -12,6 +12,7 @@
 #include "lib/Support/Shape.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,17 @@ inline DType resultStorage(const std::string &op, size_t result, DType logical,
     return DType::F32;
   return DType::BF16;
 }
+/// Host bytes of training state per parameter under every precision: the
+/// fp32 master value, its gradient, AdamW's m and v.
+constexpr int64_t kStateBytesPerParam = 16;
+/// The same with the immediate optimizer placement (docs/training.md,
+/// "Optimizer placement"): value, m and v; the gradients pass through the
+/// plan's `grads.host` ring instead of a model-sized buffer.
+constexpr int64_t kImmediateStateBytesPerParam = 12;
+/// Slots of the `grads.host` ring: the d2h copy of one layer instance's
+/// gradients fills one while AdamW reads the other.
+constexpr int64_t kGradRingSlots = 2;
+
 /// Tensor allocations are rounded up to this many bytes.
 constexpr int64_t kTensorAlign = 64;
 /// Buffers start at multiples of this many bytes of the device arena.
@@ -155,6 +167,7 @@ int64_t packLiveValues(const std::vector<LiveValue> &values,
                        std::vector<int64_t> &offsets);
 
 struct Function;
+struct Op;
 struct Bundle;
 
 /// The device storage type of every value of \p fn under \p p
@@ -164,6 +177,19 @@ std::vector<DType> valueStorage(const Function &fn, Precision p);
 
 /// The precision of \p b's step plan (fp32 without one).
 Precision planPrecision(const Bundle &b);
+
+/// The storage signature of \p op (a `fused` op of a function whose values
+/// are stored as \p storage, valueStorage): one letter per operand, '_', one
+/// per result; f for f32, b for bf16 ("fb_f"). The CUDA entry of a fused
+/// kernel for that storage is `<kernel>_<signature>` (docs/bundle.md).
+std::string fusedSignature(const Op &op, const std::vector<DType> &storage);
+
+/// Calls \p f with every `fused` op of \p b that names a kernel (model,
+/// layer and expert functions) and its storage signature under the plan's
+/// precision.
+void forEachFusedKernelOp(
+    const Bundle &b,
+    const std::function<void(const Op &op, const std::string &signature)> &f);
 
 /// The workspace plan of one layer function at concrete dims (docs/
 /// streaming.md, "Workspace"): every value an op produces (except views:
@@ -185,6 +211,72 @@ struct FunctionPlan {
 /// valueStorage under the plan's precision (planPrecision).
 FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
                                const Function &fn, int64_t batch, int64_t seq);
+
+/// One op of a step's `forward_backward` as the stage plan sees it: the
+/// value ids it reads and defines, and what it allocates when it runs in a
+/// stage (the bump rule; 0 where only the layout matters).
+struct StageOp {
+  std::vector<int> operands, results;
+  int64_t scratch = 0;
+  /// An `apply_layers` / `apply_layers_grad` op: a layer loop, not a stage
+  /// op.
+  bool layers = false;
+  /// Its results are views of memory that outlives the step's stages (a
+  /// `param_ref`, or a `reshape` of such a view): never carried.
+  bool persistent = false;
+};
+
+/// `forward_backward` for the stage plan: its arguments (tokens, targets),
+/// its ops in order (`func.return` excluded), and the bytes of each value
+/// as stored on the device (align64 of its elements).
+struct StageProgram {
+  std::vector<int> args;
+  std::vector<StageOp> ops;
+  std::vector<int64_t> valueBytes; ///< per value id
+};
+
+/// Where the model-level values of one micro-batch live when they wait in
+/// host memory between layer loops (docs/streaming.md, "Host stage"). The
+/// ops of `forward_backward` fall into segments, the runs of ops between
+/// layer loops; a micro-batch's segment runs in one device slot laid out as
+/// [values it reads from host memory | values it writes there | its ops'
+/// bump allocations and the token ids it reads]. A value is carried when an
+/// op outside the segment that defines it (a later segment or a layer loop)
+/// reads it; each carried value has a fixed offset in the micro-batch's
+/// host region. Arguments are read from the caller's token arrays; loop
+/// results are written to host memory by the loop. Everything is ordered by
+/// definition (arguments, then op results in program order), so that the
+/// compiler and the runtime, which number values differently, agree.
+struct StagePlan {
+  struct Segment {
+    int64_t begin = 0, end = 0;               ///< ops [begin, end)
+    std::vector<int> in, out;                 ///< carried values read / written
+    std::vector<int64_t> inOffset, outOffset; ///< in the slot
+    std::vector<int> args;                    ///< arguments it reads
+    int64_t inBytes = 0, outBytes = 0, scratch = 0;
+    int64_t bytes() const { return inBytes + outBytes + scratch; }
+  };
+  std::vector<Segment> segments;   ///< non-empty runs of stage ops, in order
+  std::vector<int64_t> hostOffset; ///< per value id; -1: not carried
+  int64_t hostBytes = 0;           ///< one micro-batch's host region
+  int64_t slotBytes = 0;           ///< max over segments of bytes()
+  /// The segment whose ops start at \p begin, or null.
+  const Segment *segment(int64_t begin) const {
+    for (const Segment &s : segments)
+      if (s.begin == begin)
+        return &s;
+    return nullptr;
+  }
+};
+
+/// The host stage plan of \p prog (the rule above). A segment's scratch is
+/// the sum of its ops' scratch plus align64 of each argument it reads.
+StagePlan planStage(const StageProgram &prog);
+
+/// The stage program of \p fn (a bundle's `forward_backward`) at concrete
+/// dims under \p p, without scratch (the runtime needs only the layout).
+StageProgram stageProgram(const Function &fn, Precision p, int64_t batch,
+                          int64_t seq);
 
 } // namespace mtc::bundle
 

@@ -1227,6 +1227,14 @@ void checkStep(const Bundle &b) {
       fail(where, "buffer 'activations.host' needs checkpoints in host "
                   "memory");
   }
+  if (s.buffer("grads.host"))
+    need("grads.host", "grads", "host");
+  if (s.buffer("stage.host")) {
+    need("stage.host", "stage", "host");
+    if (!s.buffer("activations.host"))
+      fail(where, "buffer 'stage.host' needs host activations "
+                  "('activations.host')");
+  }
   auto fb = b.functions.find("forward_backward");
   for (size_t i = 0; i < s.program.size(); ++i) {
     const PlanCommand &c = s.program[i];

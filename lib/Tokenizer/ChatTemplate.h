@@ -36,17 +36,40 @@
 // ['a', 'b']); attribute or item access on an undefined value is an error, as
 // in Jinja2. upper/lower/title/capitalize change ASCII letters only.
 //
+// Untrusted templates are bounded: expressions, blocks and values nest at
+// most 200 levels (a parse or render error beyond), a namespace cannot hold a
+// namespace (so values never form cycles), integers overflowing int64 are an
+// error, and each rendering runs under RenderLimits.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_TOKENIZER_CHATTEMPLATE_H
 #define MTC_LIB_TOKENIZER_CHATTEMPLATE_H
 
 #include "lib/Support/Status.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
 namespace mtc::tok {
+
+/// Bounds on one rendering; passing one is an error naming the template's
+/// line. The defaults are far above what published templates need.
+struct RenderLimits {
+  /// Bytes of the rendered text, and of any one string.
+  size_t maxOutput = size_t(64) << 20;
+  /// Loop iterations in all, and the length of a range().
+  int64_t maxIterations = 10'000'000;
+  /// Items, dict keys and string bytes in any one list or dict, nested
+  /// values counted in full.
+  uint64_t maxValueSize = uint64_t(64) << 20;
+  /// Steps in all: one per expression evaluated and per loop iteration, plus
+  /// the string bytes and items each result holds and each search or
+  /// comparison scans.
+  uint64_t maxWork = uint64_t(1) << 32;
+};
 
 class ChatTemplate {
 public:
@@ -57,8 +80,10 @@ public:
 
   /// Renders with the variables of \p contextJson, a JSON object. Errors: a
   /// raise_exception (`<name>: template raised: <message>`), an unsupported
-  /// filter/test/method, a type error, malformed context JSON.
-  Expected<std::string> render(std::string_view contextJson) const;
+  /// filter/test/method, a type error, malformed context JSON, a limit of
+  /// \p limits passed.
+  Expected<std::string> render(std::string_view contextJson,
+                               const RenderLimits &limits = {}) const;
 
   const std::string &name() const;
   const std::string &source() const;

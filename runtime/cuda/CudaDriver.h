@@ -40,6 +40,12 @@ struct CudaDriverApi {
 struct EmulatedModuleImage {
   char magic[8] = {'M', 'T', 'C', 'E', 'M', 'U', '1', '\0'};
   const char *module = nullptr; ///< "norm.cu"
+  /// The module's CUDA C (NUL-terminated), compiled for the emulator at run
+  /// time when no module of that name is registered (a bundle's fused
+  /// kernels, runtime/cuda/emu/RuntimeCompile.h); null: registered only.
+  const char *source = nullptr;
+  /// If set, receives the run-time compiler's message when it fails.
+  std::string *log = nullptr;
 };
 
 /// The few driver constants mtc uses (values from cuda.h).

@@ -76,10 +76,13 @@ Expected<void *> KernelLoader::load(const std::string &name,
                            extra.front() + ")");
     EmulatedModuleImage image;
     image.module = name.c_str();
+    image.source = text.c_str();
+    std::string log;
+    image.log = &log;
     if (Status s = cudaCheck(d, d.cuModuleLoadData(&module, &image),
                              "loading " + name + " on " + d.where);
         !s.ok())
-      return s;
+      return log.empty() ? s : Status::error(log);
   } else {
     NvrtcOptions options;
     options.arch = archName;

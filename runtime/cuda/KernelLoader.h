@@ -11,7 +11,9 @@
 //                    takes the cubin
 //   emulated driver  the module registered under the same file name (the
 //                    .cu compiled for the emulator at build time,
-//                    runtime/cuda/emu) is loaded; the text is not compiled
+//                    runtime/cuda/emu) is loaded; a name nothing registered
+//                    (a bundle's fused kernels) has its text compiled for the
+//                    emulator then (runtime/cuda/emu/RuntimeCompile.h)
 //
 // So a test or the CUDA backend names a kernel file and its entry points and
 // runs them on a GPU or on the CPU alike. Loading and launching need the
@@ -50,8 +52,9 @@ public:
   /// "sm_90" (the emulated device reports 9.0 too).
   const std::string &arch() const { return archName; }
 
-  /// The module of kernel file \p name with CUDA C \p text (unused on the
-  /// emulated driver), loaded once per name. \p extraOptions go to NVRTC
+  /// The module of kernel file \p name with CUDA C \p text (on the
+  /// emulated driver: used only when no module \p name is registered),
+  /// loaded once per name. \p extraOptions go to NVRTC
   /// ("-DMTC_CUDA_PORTABLE"); the emulated driver refuses any, since its
   /// modules were compiled at build time.
   Expected<void *> load(const std::string &name, const std::string &text,

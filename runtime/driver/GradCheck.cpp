@@ -57,6 +57,7 @@
 #include "runtime/driver/Train.h"
 
 #include "runtime/device/Device.h"
+#include "runtime/driver/DeviceModel.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Random.h"
@@ -295,13 +296,16 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
         << "' matches no parameter tensor\n";
     return -1;
   }
-  std::unique_ptr<exec::Executor> executor =
-      orFail(exec::Executor::create(b, store));
-  exec::Executor &ex = *executor;
-  if (Status st = ex.useBundleKernels(); !st.ok()) {
-    err << "mtc: error: " << st.message() << "\n";
+  Expected<std::unique_ptr<DeviceModel>> opened =
+      DeviceModel::open(b, store, opts.device, opts.deviceMemory);
+  if (!opened) {
+    err << "mtc: error: gradcheck: " << opened.message() << "\n";
     return -1;
   }
+  DeviceModel &dm = **opened;
+  exec::Executor &ex = dm.executor();
+  if (!dm.host())
+    os << "device " << dm.describe() << "\n";
 
   int64_t vocab = std::max<int64_t>(b.vocabulary(), 2);
 
@@ -314,16 +318,19 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   }
 
   store.zeroGrads();
-  ex.pinRouting(exec::Executor::RoutingPin::Record);
+  // Routing pins need the choices on the host: the CPU executor's.
+  if (dm.host())
+    ex.pinRouting(exec::Executor::RoutingPin::Record);
   double loss0 = orFail(
-      ex.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq));
-  ex.pinRouting(exec::Executor::RoutingPin::Replay);
+      dm.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq));
+  if (dm.host())
+    ex.pinRouting(exec::Executor::RoutingPin::Replay);
   const uint64_t routing = ex.routingSignature();
   int64_t evaluations = 0, rerouted = 0;
 
   auto lossAt = [&]() {
     double l =
-        orFail(ex.loss(tokens.data(), targets.data(), opts.batch, opts.seq));
+        orFail(dm.loss(tokens.data(), targets.data(), opts.batch, opts.seq));
     ++evaluations;
     if (ex.routingSignature() != routing)
       ++rerouted;

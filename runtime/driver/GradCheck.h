@@ -35,6 +35,10 @@ struct GradCheckOptions {
   /// A HuggingFace checkpoint to start from instead of the initializers
   /// (driver/HFWeights.h); "" : none.
   std::string hfWeights;
+  /// The device the model runs on (cpu, cuda, cuda-emu; DeviceModel.h) and,
+  /// on a CUDA device, its memory in bytes.
+  std::string device = "cpu";
+  int64_t deviceMemory = 0;
 };
 
 /// For every parameter tensor (each layer instance separately) compares the

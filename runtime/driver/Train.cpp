@@ -28,6 +28,8 @@
 #include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DeviceModel.h"
+#include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/InitWeights.h"
 #include "runtime/exec/Executor.h"
@@ -53,6 +55,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <sys/stat.h>
@@ -162,10 +165,12 @@ int32_t sampleToken(const float *logits, int64_t V, double temperature,
 /// last context/2 tokens. Models the cache cannot decode (ops mixing
 /// positions other than attention) fall back to recomputing the last
 /// \p context tokens for every new token.
-Expected<std::vector<int32_t>>
-continueTokens(exec::Executor &ex, std::vector<int32_t> tokens, int64_t n,
-               int64_t context, double temperature, int64_t topK,
-               train::Rng &rng, bool useCache = true) {
+Expected<std::vector<int32_t>> continueTokens(
+    exec::Executor &ex,
+    const std::function<Expected<exec::Tensor>(const int32_t *, int64_t)>
+        &logitsOf,
+    std::vector<int32_t> tokens, int64_t n, int64_t context, double temperature,
+    int64_t topK, train::Rng &rng, bool useCache) {
   std::vector<int32_t> generated;
   ex.resetCache();
   auto prefill = [&]() {
@@ -188,7 +193,7 @@ continueTokens(exec::Executor &ex, std::vector<int32_t> tokens, int64_t n,
     if (!useCache) {
       int64_t len = std::min<int64_t>(tokens.size(), context);
       Expected<exec::Tensor> full =
-          ex.logits(tokens.data() + tokens.size() - len, 1, len);
+          logitsOf(tokens.data() + tokens.size() - len, len);
       if (!full)
         return full.status();
       logits = std::move(*full);
@@ -208,6 +213,32 @@ continueTokens(exec::Executor &ex, std::vector<int32_t> tokens, int64_t n,
     }
   }
   return generated;
+}
+
+/// continueTokens on the host executor \p ex (the training run's sample).
+Expected<std::vector<int32_t>>
+continueTokens(exec::Executor &ex, std::vector<int32_t> tokens, int64_t n,
+               int64_t context, double temperature, int64_t topK,
+               train::Rng &rng, bool useCache = true) {
+  auto logitsOf = [&](const int32_t *t, int64_t len) {
+    return ex.logits(t, 1, len);
+  };
+  return continueTokens(ex, logitsOf, std::move(tokens), n, context,
+                        temperature, topK, rng, useCache);
+}
+
+/// continueTokens on \p dm's device; KV-cache decoding is the host
+/// executor's only (DeviceModel.h).
+Expected<std::vector<int32_t>> continueTokens(DeviceModel &dm,
+                                              std::vector<int32_t> tokens,
+                                              int64_t n, int64_t context,
+                                              double temperature, int64_t topK,
+                                              train::Rng &rng, bool useCache) {
+  auto logitsOf = [&](const int32_t *t, int64_t len) {
+    return dm.logits(t, 1, len);
+  };
+  return continueTokens(dm.executor(), logitsOf, std::move(tokens), n, context,
+                        temperature, topK, rng, useCache && dm.host());
 }
 
 std::string bytesToText(const std::vector<int32_t> &tokens) {
@@ -508,7 +539,8 @@ public:
           &TrainRun::createOptimizer, &TrainRun::openMetrics})
       if (Status st = (this->*stage)(); !st.ok())
         return fail(st);
-    printHeader();
+    if (Status st = printHeader(); !st.ok())
+      return fail(st);
     if (Status st = runSteps(); !st.ok())
       return fail(st);
     return finish();
@@ -521,8 +553,25 @@ private:
     return 1;
   }
 
-  /// The model can be trained at --batch and --seq.
+  /// The model can be trained at --batch and --seq; the optimizer
+  /// placement (immediate needs clip 0 and the plan's gradient ring).
   Status checkModel() {
+    const bool ring = b.step && b.step->buffer("grads.host");
+    if (opts.optimizerPlacement == "immediate") {
+      if (opts.clip > 0)
+        return Status::error(
+            "--optimizer-placement immediate updates each layer before the "
+            "global gradient norm is known, so it cannot clip; add --clip 0 "
+            "or use --optimizer-placement deferred");
+      if (!ring)
+        return Status::error(
+            b.step ? "--optimizer-placement immediate: the bundle's step plan "
+                     "has no gradient ring ('grads.host'); compile it with "
+                     "--optimizer-placement immediate (or --clip 0)"
+                   : "--optimizer-placement immediate needs a step plan "
+                     "(--device-memory SIZE)");
+    }
+    immediate = ring && opts.clip == 0 && opts.optimizerPlacement != "deferred";
     vocab = b.vocabulary();
     if (vocab <= 0)
       return Status::error(
@@ -632,8 +681,11 @@ private:
     std::vector<std::pair<std::string, double>> parts;
     // A file-backed state is paged to its file, not held in RAM.
     if (opts.hostStateFile.empty())
-      parts.push_back({"parameters, gradients and AdamW state",
-                       params * exec::ParamStore::kBytesPerParam});
+      parts.push_back(
+          {immediate ? "parameters and AdamW state"
+                     : "parameters, gradients and AdamW state",
+           params * (immediate ? bundle::kImmediateStateBytesPerParam
+                               : exec::ParamStore::kBytesPerParam)});
     parts.push_back({mb, stepBytes(b, opts.batch, opts.seq)});
     if (b.step) {
       parts.push_back(
@@ -680,8 +732,11 @@ private:
   /// The parameter state, pinned under streaming, read from the checkpoint
   /// with --resume or initialised from the seed.
   Status createState() {
+    exec::HostStateOptions hopts;
+    hopts.file = opts.hostStateFile;
+    hopts.gradients = !immediate; // they pass through the plan's ring
     Expected<std::unique_ptr<exec::ParamStore>> created =
-        exec::ParamStore::create(b, exec::HostStateOptions{opts.hostStateFile});
+        exec::ParamStore::create(b, hopts);
     if (!created)
       return created.status();
     store = std::move(*created);
@@ -804,8 +859,7 @@ private:
     }
     // The CUDA backend over the real driver or the emulated one.
     Expected<std::shared_ptr<const cuda::CudaDriverApi>> driver =
-        opts.device == "cuda-emu" ? emu::emulatedCudaDriver()
-                                  : cuda::loadCudaDriver();
+        openCudaDriverFor(opts.device);
     if (!driver)
       return Status::error("--device " + opts.device + ": " + driver.message());
     Expected<std::unique_ptr<device::CudaDevice>> opened =
@@ -882,8 +936,9 @@ private:
     return Status::success();
   }
 
-  /// The model, the data, the step and the device, before the first step.
-  void printHeader() {
+  /// The model, the data, the step and the device, before the first step;
+  /// the device's error if it cannot say how much memory is in use.
+  Status printHeader() {
     tokensPerStep = opts.batch * opts.seq * opts.microBatches;
     out << "model " << b.model << ": " << store->totalParams()
         << " parameters, " << b.totalLayerInstances() << " layer instances\n"
@@ -902,7 +957,7 @@ private:
         << " threads, ";
     if (auto *cb = dynamic_cast<exec::CudaBackend *>(backend.get()))
       out << "device " << streamDevice->name() << " (CUDA kernels, GEMMs on "
-          << cb->gemmName() << ", no fused regions)\n";
+          << cb->gemmName() << ", fused regions as CUDA C)\n";
     else
       out << "fused kernels "
           << (b.cpuKernels.empty() || !opts.useKernels
@@ -929,6 +984,29 @@ private:
           << plan.prefetchDepth << ", recompute " << plan.recompute
           << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
           << " bytes\n";
+      if (backend) {
+        // The CUDA backend's own allocations beside the plan's arena, and
+        // what the driver reports in use (docs/cuda.md, "Device memory").
+        auto *gpu = static_cast<device::CudaDevice *>(streamDevice.get());
+        Expected<std::pair<int64_t, int64_t>> info = gpu->memoryInfo();
+        if (!info)
+          return info.status().withPrefix("device");
+        auto [free, total] = *info;
+        out << "device memory beside the plan: CUDA backend "
+            << exec::CudaBackend::deviceBytes()
+            << " bytes (scratch and flags); device total "
+            << streamDevice->capacity() + exec::CudaBackend::deviceBytes()
+            << " bytes; in use on the device " << total - free << " of "
+            << total << "\n";
+      }
+      out << "optimizer: "
+          << (immediate ? "immediate (AdamW as soon as a layer's gradient is "
+                          "final; gradients through a ring of " +
+                              std::to_string(streamer->gradRingSlots()) +
+                              " slots in host memory)"
+                        : std::string("deferred (AdamW of each layer just "
+                                      "before its next load)"))
+          << "\n";
     }
     if (streamer || store->fileBacked()) {
       out << "host state: " << store->hostBytes() << " bytes";
@@ -938,6 +1016,7 @@ private:
         out << (unpinned.empty() ? ", pinned" : ", not pinned: " + unpinned);
       out << "\n";
     }
+    return Status::success();
   }
 
   /// "; the last checkpoint (DIR, step N) is untouched" when there is one.
@@ -979,13 +1058,22 @@ private:
   /// then metrics, evaluation and saving as due.
   Status runStep(int64_t step) {
     double t0 = nowSeconds();
+    double lr = sched.at(step);
+    if (immediate)
+      if (Status st = updateImmediately(step, lr); !st.ok())
+        return st;
     Expected<double> stepLoss = forwardBackward(step);
     if (!stepLoss)
       return stepLoss.status();
     double loss = *stepLoss;
+    // Summed in the store's order whichever placement computed the parts.
     double sumsq = 0;
-    for (const exec::ParamSlot &s : store->slots())
-      sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
+    if (immediate)
+      for (double s : slotSumsq)
+        sumsq += s;
+    else
+      for (const exec::ParamSlot &s : store->slots())
+        sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
     double norm = std::sqrt(sumsq) / opts.microBatches;
     // A diverged step is never applied: the weights (and every checkpoint)
     // stay those of the last good step.
@@ -995,13 +1083,16 @@ private:
       std::ostringstream msg;
       msg << "the " << (badLoss ? "loss" : "gradient norm") << " became "
           << (badLoss ? loss : norm) << " at step " << step
-          << "; the step was not applied" << untouched()
-          << "; lower --lr or enable --clip";
+          << (immediate ? "; the layers whose gradients were final before it "
+                          "was seen were updated (immediate optimizer "
+                          "placement), the others not"
+                        : "; the step was not applied")
+          << untouched() << "; lower --lr or enable --clip";
       return Status::error(msg.str());
     }
-    double lr = sched.at(step);
-    if (Status st = update(step, lr, norm); !st.ok())
-      return st;
+    if (!immediate)
+      if (Status st = update(step, lr, norm); !st.ok())
+        return st;
     double dt = nowSeconds() - t0;
     if (std::isnan(firstLoss))
       firstLoss = loss;
@@ -1097,6 +1188,42 @@ private:
                                          s->value.size(), s->decay()},
                       step, flr, fscale);
     });
+  }
+
+  /// The immediate placement (clip 0): from this step's backward on, each
+  /// group's update runs on the optimizer stream as soon as its gradients
+  /// are in the plan's ring. Each tensor's sum of squares is kept for the
+  /// gradient norm; a group with a non-finite one, and every group after
+  /// it, is left unchanged. The error of flushing a pending update.
+  Status updateImmediately(int64_t step, double lr) {
+    if (slotIndex.empty())
+      for (size_t i = 0; i < store->slots().size(); ++i)
+        slotIndex[&store->slots()[i]] = i;
+    slotSumsq.assign(store->slots().size(), 0.0);
+    nonFinite = false;
+    float flr = static_cast<float>(lr);
+    float fscale = static_cast<float>(1.0 / opts.microBatches);
+    return streamer->updateImmediately(
+        [this, step, flr, fscale](const std::vector<exec::ParamSlot *> &ss,
+                                  const std::vector<const float *> &grads) {
+          bool finite = true;
+          for (size_t i = 0; i < ss.size(); ++i) {
+            double s = train::sumOfSquares(grads[i], ss[i]->value.size(),
+                                           optPool.get());
+            slotSumsq[slotIndex.at(ss[i])] = s;
+            finite = finite && std::isfinite(s);
+          }
+          if (!finite)
+            nonFinite = true;
+          if (nonFinite)
+            return;
+          for (size_t i = 0; i < ss.size(); ++i)
+            deferredAdamW->step(
+                train::AdamWTensor{ss[i]->value.data(), ss[i]->m.data(),
+                                   ss[i]->v.data(), grads[i],
+                                   ss[i]->value.size(), ss[i]->decay()},
+                step, flr, fscale);
+        });
   }
 
   /// One JSONL record of step \p step (with the streaming counters under
@@ -1222,6 +1349,12 @@ private:
   std::optional<train::AdamW> adamw;
   std::unique_ptr<ThreadPool> optPool;
   std::optional<train::AdamW> deferredAdamW;
+  /// The immediate optimizer placement (checkModel): per tensor of the
+  /// store, its index and this step's gradient sum of squares.
+  bool immediate = false;
+  std::map<const exec::ParamSlot *, size_t> slotIndex;
+  std::vector<double> slotSumsq;
+  std::atomic<bool> nonFinite{false};
   std::vector<train::AdamWTensor> tensors;
   train::LrSchedule sched;
   std::optional<train::BatchSampler> sampler;
@@ -1322,17 +1455,14 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
         << vocab << "\n";
     return 1;
   }
-  Expected<std::unique_ptr<exec::Executor>> made =
-      exec::Executor::create(b, store);
-  if (!made) {
-    err << opts.toolName << ": error: " << made.message() << "\n";
+  Expected<std::unique_ptr<DeviceModel>> dm =
+      DeviceModel::open(b, store, opts.device, opts.deviceMemory);
+  if (!dm) {
+    err << opts.toolName << ": error: generate: " << dm.message() << "\n";
     return 1;
   }
-  exec::Executor &ex = **made;
-  if (Status st = ex.useBundleKernels(); !st.ok()) {
-    err << opts.toolName << ": error: " << st.message() << "\n";
-    return 1;
-  }
+  if (!(*dm)->host())
+    err << "device " << (*dm)->describe() << "\n";
   train::Rng rng(opts.seed, 99);
   Expected<std::vector<int32_t>> prompt = encodeText(tok.get(), opts.prompt);
   if (!prompt) {
@@ -1342,7 +1472,7 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
   if (prompt->empty())
     prompt->push_back(tok ? 0 : '\n');
   Expected<std::vector<int32_t>> gen =
-      continueTokens(ex, *prompt, opts.tokens, context, opts.temperature,
+      continueTokens(**dm, *prompt, opts.tokens, context, opts.temperature,
                      opts.topK, rng, opts.useCache);
   if (!gen) {
     err << opts.toolName << ": error: " << gen.message() << "\n";

@@ -30,6 +30,12 @@ struct TrainOptions {
   double weightDecay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double clip = 1.0; ///< global gradient-norm clip (0: none)
+  /// When AdamW runs (docs/training.md, "Optimizer placement"): "deferred"
+  /// (after the backward, each layer's update just before its next load;
+  /// 16 B/param), "immediate" (as soon as a layer instance's gradient is
+  /// final, through the plan's `grads.host` ring; 12 B/param; needs clip 0
+  /// and a plan compiled with it) or "auto" (immediate when both hold).
+  std::string optimizerPlacement = "auto";
   uint64_t seed = 1;
   int64_t evalEvery = 50; ///< 0: only at the end
   int64_t evalBatches = 8;
@@ -104,6 +110,11 @@ struct GenerateOptions {
   uint64_t seed = 1;
   int64_t context = 0;  ///< 0: the sequence length the checkpoint trained at
   bool useCache = true; ///< false: recompute the whole context per token
+  /// The device the model runs on: cpu, cuda or cuda-emu (driver/
+  /// DeviceModel.h; no KV cache on a CUDA device), and on a CUDA device its
+  /// memory in bytes.
+  std::string device = "cpu";
+  int64_t deviceMemory = 0;
   /// tokenizer.json (or its directory) for the prompt and the output; "" :
   /// the checkpoint bundle's (HF imports), else bytes.
   std::string tokenizer;

@@ -11,6 +11,7 @@
 #include "lib/Support/ByteSize.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/CommandLine.h"
+#include "runtime/driver/DeviceSelect.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
 namespace mtc::driver {
@@ -24,6 +25,7 @@ std::string trainUsage(const Tool &tool) {
       "[--steps N] [--batch N] [--seq N] [--micro-batches N] "
       "[--lr X] [--warmup N] [--min-lr-ratio X] "
       "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] "
+      "[--optimizer-placement auto|deferred|immediate] "
       "[--seed N] [--eval-every N] [--eval-batches N] "
       "[--val-fraction X] [--save-every N] [--out DIR] "
       "[--resume DIR [--allow-model-change]] [--init-from "
@@ -32,13 +34,14 @@ std::string trainUsage(const Tool &tool) {
       "TEXT] [--sample-tokens N] [--kernels on|off] ";
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
-         "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE "
+         "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
+         "[--host-memory SIZE] "
          "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] [--checkpoints "
          "device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
   else
     u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
-         "[--device-memory SIZE] [--optimizer-threads N] [--trace "
+         "[--device-memory SIZE|auto] [--optimizer-threads N] [--trace "
          "FILE.json] ";
   u += "[--tokenizer tokenizer.json]\n       " + t +
        " train --resume DIR [--steps N] [flags]...";
@@ -76,6 +79,10 @@ const char *trainDetails() {
          "  --seed, --val-fraction, the data file. May change (with a note):\n"
          "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
          "  --beta2, --clip.\n"
+         "--optimizer-placement auto|deferred|immediate: immediate runs AdamW\n"
+         "  as soon as a layer's gradient is final (12 B/param of host state\n"
+         "  instead of 16; only with --clip 0 and a step plan); auto picks it\n"
+         "  when --clip is 0 and the plan has its gradient ring.\n"
          "--init-from FILE.safetensors|DIR starts from the weights of tensors\n"
          "  named as the model's parameters (tok_emb, Block.0.wq, ...: "
          "another\n"
@@ -108,7 +115,8 @@ std::string generateUsage(const Tool &tool) {
   return std::string(tool.name) +
          " generate CHECKPOINT_DIR [--prompt TEXT] [--tokens N] "
          "[--temperature X] [--top-k N] [--seed N] [--context N] [--kv-cache "
-         "on|off] [--tokenizer tokenizer.json]";
+         "on|off] [--tokenizer tokenizer.json] [--device cpu|cuda|cuda-emu "
+         "[--device-memory SIZE|auto]]";
 }
 
 const char *generateSummary() {
@@ -160,49 +168,51 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     else
       valued.push_back(a);
   }
-  if (Status st =
-          parseFlags("train", valued,
-                     {{Flag::String, "--data", &opts.data},
-                      {Flag::String, "--data-format", &opts.dataFormat},
-                      {Flag::Int, "--steps", &opts.steps, 1},
-                      {Flag::Int, "--batch", &opts.batch, 1},
-                      {Flag::Int, "--seq", &opts.seq, 1},
-                      {Flag::Int, "--micro-batches", &opts.microBatches, 1},
-                      {Flag::Double, "--lr", &opts.lr, 0},
-                      {Flag::Int, "--warmup", &opts.warmup, 0},
-                      {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
-                      {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
-                      {Flag::Double, "--beta1", &opts.beta1, 0},
-                      {Flag::Double, "--beta2", &opts.beta2, 0},
-                      {Flag::Double, "--clip", &opts.clip, 0},
-                      {Flag::Uint, "--seed", &opts.seed, 0},
-                      {Flag::Int, "--eval-every", &opts.evalEvery, 0},
-                      {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
-                      {Flag::Double, "--val-fraction", &opts.valFraction, 0},
-                      {Flag::Int, "--save-every", &opts.saveEvery, 0},
-                      {Flag::String, "--out", &opts.outDir},
-                      {Flag::String, "--metrics", &opts.metrics},
-                      {Flag::Int, "--threads", &threads, 0},
-                      {Flag::Text, "--sample-prompt", &opts.samplePrompt},
-                      {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
-                      {Flag::String, "--kernels", &kernels},
-                      {Flag::List, "--set", &cmd.sets},
-                      {Flag::String, "--recompute", &cmd.recompute},
-                      {Flag::String, "--cpu", &cmd.cpu},
-                      {Flag::String, "--hf", &cmd.hf},
-                      {Flag::String, "--resume", &opts.resume},
-                      {Flag::String, "--init-from", &opts.initFrom},
-                      {Flag::Int, "--stop-after", &opts.stopAfter, 1},
-                      {Flag::String, "--device-memory", &cmd.deviceMemory},
-                      {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
-                      {Flag::String, "--checkpoints", &cmd.checkpoints},
-                      {Flag::String, "--precision", &cmd.precision},
-                      {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
-                      {Flag::String, "--trace", &opts.trace},
-                      {Flag::String, "--tokenizer", &opts.tokenizer},
-                      {Flag::String, "--host-state-file", &opts.hostStateFile},
-                      {Flag::String, "--device", &opts.device}},
-                     pos, &cmd.given);
+  if (Status st = parseFlags(
+          "train", valued,
+          {{Flag::String, "--data", &opts.data},
+           {Flag::String, "--data-format", &opts.dataFormat},
+           {Flag::Int, "--steps", &opts.steps, 1},
+           {Flag::Int, "--batch", &opts.batch, 1},
+           {Flag::Int, "--seq", &opts.seq, 1},
+           {Flag::Int, "--micro-batches", &opts.microBatches, 1},
+           {Flag::Double, "--lr", &opts.lr, 0},
+           {Flag::Int, "--warmup", &opts.warmup, 0},
+           {Flag::Double, "--min-lr-ratio", &opts.minLrRatio, 0},
+           {Flag::Double, "--weight-decay", &opts.weightDecay, 0},
+           {Flag::Double, "--beta1", &opts.beta1, 0},
+           {Flag::Double, "--beta2", &opts.beta2, 0},
+           {Flag::Double, "--clip", &opts.clip, 0},
+           {Flag::String, "--optimizer-placement", &opts.optimizerPlacement},
+           {Flag::Uint, "--seed", &opts.seed, 0},
+           {Flag::Int, "--eval-every", &opts.evalEvery, 0},
+           {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
+           {Flag::Double, "--val-fraction", &opts.valFraction, 0},
+           {Flag::Int, "--save-every", &opts.saveEvery, 0},
+           {Flag::String, "--out", &opts.outDir},
+           {Flag::String, "--metrics", &opts.metrics},
+           {Flag::Int, "--threads", &threads, 0},
+           {Flag::Text, "--sample-prompt", &opts.samplePrompt},
+           {Flag::Int, "--sample-tokens", &opts.sampleTokens, 0},
+           {Flag::String, "--kernels", &kernels},
+           {Flag::List, "--set", &cmd.sets},
+           {Flag::String, "--recompute", &cmd.recompute},
+           {Flag::String, "--cpu", &cmd.cpu},
+           {Flag::String, "--hf", &cmd.hf},
+           {Flag::String, "--resume", &opts.resume},
+           {Flag::String, "--init-from", &opts.initFrom},
+           {Flag::Int, "--stop-after", &opts.stopAfter, 1},
+           {Flag::String, "--device-memory", &cmd.deviceMemory},
+           {Flag::String, "--host-memory", &cmd.hostMemory},
+           {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
+           {Flag::String, "--checkpoints", &cmd.checkpoints},
+           {Flag::String, "--precision", &cmd.precision},
+           {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
+           {Flag::String, "--trace", &opts.trace},
+           {Flag::String, "--tokenizer", &opts.tokenizer},
+           {Flag::String, "--host-state-file", &opts.hostStateFile},
+           {Flag::String, "--device", &opts.device}},
+          pos, &cmd.given);
       !st.ok())
     return st;
   if (opts.device != "cpu" && opts.device != "cuda" &&
@@ -210,6 +220,10 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     return Status::error(
         "train: --device expects cpu, cuda or cuda-emu, got '" + opts.device +
         "'");
+  if (!tool.compiles && !cmd.hostMemory.empty())
+    return Status::error(
+        std::string("train: ") + tool.name +
+        " runs bundles; --host-memory is a planner budget: " + compileHint(""));
   if (!tool.compiles && !cmd.hf.empty())
     return Status::error(
         std::string("train: ") + tool.name +
@@ -256,6 +270,17 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     return Status::error("train: --data-format expects auto, text, llmc or "
                          "raw-u16, got '" +
                          opts.dataFormat + "'");
+  if (opts.optimizerPlacement != "auto" &&
+      opts.optimizerPlacement != "deferred" &&
+      opts.optimizerPlacement != "immediate")
+    return Status::error("train: --optimizer-placement expects auto, deferred "
+                         "or immediate, got '" +
+                         opts.optimizerPlacement + "'");
+  if (opts.optimizerPlacement == "immediate" && opts.clip > 0)
+    return Status::error(
+        "train: --optimizer-placement immediate updates each layer before the "
+        "global gradient norm is known, so it cannot clip; add --clip 0 or "
+        "use --optimizer-placement deferred");
   if (opts.beta1 >= 1 || opts.beta2 >= 1)
     return Status::error("train: --beta1 and --beta2 must be below 1");
   if (opts.valFraction >= 1)
@@ -292,9 +317,10 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
   if (!cmd.deviceMemory.empty()) {
     // The bundle brings its plan; --device-memory sizes the device it runs
     // on (at least the plan's peak, checked by train()).
-    Expected<int64_t> bytes = parseDeviceBudget(cmd.deviceMemory);
+    Expected<int64_t> bytes =
+        resolveDeviceMemory(cmd.deviceMemory, opts.device, "train", out);
     if (!bytes)
-      return fail("train: --device-memory: " + bytes.message());
+      return fail(bytes.message());
     opts.deviceMemory = *bytes;
   }
   Expected<bundle::Bundle> read = bundle::readFile(cmd.input);
@@ -328,13 +354,14 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                   " runs a streaming step plan; '" + cmd.input +
                   "' is a bundle without one (compile it with mtc compile "
                   "--device-memory SIZE --batch N --seq N --device cuda ...)");
-    // While the CUDA backend has no entry for fused regions (docs/cuda.md),
-    // say how to compile for it rather than naming the first fused op.
-    if (!exec::cudaKernelTable()[bundle::OpKind::Fused] && hasFusedOps(b))
+    // The CUDA backend runs fused regions as the CUDA C the compiler emits
+    // for them: say how to compile a bundle built without it rather than
+    // naming the first fused op.
+    if (b.cudaKernels.source.empty() && hasFusedOps(b))
       return fail("train: --device " + opts.device + ": '" + cmd.input +
-                  "' has fused regions, which the CUDA backend does not run "
-                  "yet; compile it for this device: mtc compile MODEL.mt "
-                  "--device cuda ... -o " +
+                  "' has fused regions but no CUDA kernels for them (it was "
+                  "compiled for the CPU); compile it for this device: mtc "
+                  "compile MODEL.mt --device cuda ... -o " +
                   cmd.input);
   }
   opts.modelFiles = {cmd.input};
@@ -346,7 +373,7 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
                        std::ostream &out, std::ostream &err) {
   GenerateOptions opts;
   std::vector<std::string> pos;
-  std::string cache = "on";
+  std::string cache = "on", deviceMemory;
   auto fail = [&](const std::string &message) {
     err << tool.name << ": error: " << message << "\n";
     return 1;
@@ -360,10 +387,28 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
                       {Flag::Uint, "--seed", &opts.seed, 0},
                       {Flag::Int, "--context", &opts.context, 1},
                       {Flag::String, "--kv-cache", &cache},
-                      {Flag::String, "--tokenizer", &opts.tokenizer}},
+                      {Flag::String, "--tokenizer", &opts.tokenizer},
+                      {Flag::String, "--device", &opts.device},
+                      {Flag::String, "--device-memory", &deviceMemory}},
                      pos);
       !st.ok())
     return fail(st.message());
+  if (!isKnownDevice(opts.device))
+    return fail("generate: --device expects cpu, cuda or cuda-emu, got '" +
+                opts.device + "'");
+  if (opts.device != "cpu") {
+    // The whole model is resident: by default, all the device has.
+    Expected<int64_t> bytes =
+        resolveDeviceMemory(deviceMemory.empty() ? "auto" : deviceMemory,
+                            opts.device, "generate", err);
+    if (!bytes)
+      return fail(bytes.message());
+    opts.deviceMemory = *bytes;
+  } else if (!deviceMemory.empty()) {
+    return fail("generate: --device-memory sizes a CUDA device "
+                "(--device cuda|cuda-emu); the CPU runs the model in host "
+                "memory");
+  }
   Expected<std::string> dir =
       onePositional("generate", pos, generateUsage(tool));
   if (!dir)

@@ -48,6 +48,8 @@ struct TrainCommand {
   std::set<std::string> given;
   /// --device-memory as given ("" : none); parsed by the model's path.
   std::string deviceMemory;
+  /// --host-memory as given ("" : none): the plan's host budget.
+  std::string hostMemory;
   /// Flags that shape how the model is compiled, as given ("" or empty: not
   /// given): only a tool that compiles can honour them.
   std::vector<std::string> sets; ///< --set NAME=VALUE, in order

@@ -108,11 +108,11 @@ void paramRef(OpContext &c) {
 void paramGrad(OpContext &c) {
   ParamSlot &s = c.param();
   const Tensor &g = c.in(0);
-  if (static_cast<size_t>(g.numel()) != s.grad.size())
+  if (static_cast<size_t>(g.numel()) != s.value.size())
     c.fail("gradient size mismatch for '" + s.name + "'");
   const float *src = g.data();
   float *dst = c.paramData(s, true);
-  for (size_t k = 0; k < s.grad.size(); ++k)
+  for (size_t k = 0; k < s.value.size(); ++k)
     dst[k] += src[k];
 }
 

@@ -145,6 +145,20 @@ void keepFreedMemory() {
 
 } // namespace
 
+/// \p t in host memory: itself on a host-memory backend, else an f32 copy
+/// brought back from the device (which must hold f32).
+Tensor Executor::hostCopy(const Tensor &t) const {
+  if (backend->hostMemory() || !t.f)
+    return t;
+  if (t.dtype != DType::F32)
+    raise("internal error: logits to bring back from the device "
+          "are not f32");
+  Workspace::Scope onHost(nullptr);
+  Tensor h = Tensor::empty(t.shape);
+  backend->download(h.data(), t.data(), h.bytes());
+  return h;
+}
+
 Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend,
                    DecodedProgram decoded)
     : bundle(b), store(store), program(std::move(decoded)), backend(&backend),
@@ -422,12 +436,16 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
       }
     }
     if (mode == Mode::LogitsOnly && dop.kind == OpKind::CrossEntropy) {
-      *logitsOut = values[op.operands[0]];
+      *logitsOut = hostCopy(values[op.operands[0]]);
       return {};
     }
     if (mode == Mode::LogitsOnly && dop.kind == OpKind::LinearCrossEntropy) {
-      const Tensor &x = values[op.operands[0]], &w = values[op.operands[1]];
+      // The logits are computed on the host (from the device's x and w on a
+      // device backend).
+      const Tensor x = hostCopy(values[op.operands[0]]),
+                   w = hostCopy(values[op.operands[1]]);
       const LinearCrossEntropyAttrs &a = dop.get<LinearCrossEntropyAttrs>();
+      Workspace::Scope onHost(nullptr);
       bool tw = a.transposeWeight;
       int64_t D = x.shape.back(), V = tw ? w.shape[0] : w.shape[1];
       std::vector<int64_t> shape = x.shape;

@@ -307,6 +307,8 @@ private:
                           Tensor *logitsOut = nullptr);
   /// The decoded form of \p fn (a function of the bundle).
   const DecodedFunction &decoded(const bundle::Function &fn) const;
+  /// \p t in host memory (a copy from a device backend's memory).
+  Tensor hostCopy(const Tensor &t) const;
   /// Runs \p op through the kernel table.
   void exec(const DecodedOp &op, std::vector<Tensor> &values,
             const bundle::Function &fn, const Scope &scope);

@@ -127,6 +127,12 @@ public:
   void checkDecodable(int64_t axis) const;
   /// The KV cache of this attention op in this layer instance.
   Executor::KV &kvCache();
+  /// The bundle the executor runs (a `fused` op's CUDA kernels).
+  const bundle::Bundle &bundle() const { return ex.bundle; }
+  /// \p t's shape with B, S and T bound (a fused body's values).
+  std::vector<int64_t> concrete(const bundle::ValueType &t) const {
+    return ex.concrete(t);
+  }
   /// The backend the op runs on (its memory operations; the CUDA kernels
   /// reach their launch context through it).
   Backend &backend() const { return *ex.backend; }

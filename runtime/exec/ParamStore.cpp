@@ -63,8 +63,11 @@ ParamStore::ParamStore(const bundle::Bundle &b) : bundle(b) {
 
 Status ParamStore::allocate(const HostStateOptions &options) {
   size_t blockBytes = elements * sizeof(float);
+  auto allocated = [&](int k) { return options.gradients || k != 1; };
   if (options.file.empty()) {
     for (int k = 0; k < 4; ++k) {
+      if (!allocated(k))
+        continue;
       Expected<device::HostBuffer> buf =
           host.allocate(static_cast<int64_t>(blockBytes), kKindNames[k]);
       if (!buf)
@@ -82,8 +85,9 @@ Status ParamStore::allocate(const HostStateOptions &options) {
           "removed as soon as it is mapped)");
     size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     size_t stride = roundUp(blockBytes, page);
+    const int blocks = options.gradients ? 4 : 3;
     Expected<device::HostBuffer> buf = host.allocateFileBacked(
-        statePath, static_cast<int64_t>(4 * stride), "parameter state");
+        statePath, static_cast<int64_t>(blocks * stride), "parameter state");
     if (!buf)
       return buf.status();
     buffers.push_back(std::move(*buf));
@@ -92,8 +96,9 @@ Status ParamStore::allocate(const HostStateOptions &options) {
           "host state file '" + statePath +
           "': cannot remove it after mapping: " + std::strerror(errno));
     char *p = buffers.back().as<char>();
-    for (int k = 0; k < 4; ++k)
-      base[k] = p ? reinterpret_cast<float *>(p + k * stride) : nullptr;
+    for (int k = 0, at = 0; k < 4; ++k)
+      base[k] = p && allocated(k) ? reinterpret_cast<float *>(p + at++ * stride)
+                                  : nullptr;
   }
   for (ParamSlot &s : all) {
     size_t n = static_cast<size_t>(s.decl->numel());
@@ -101,7 +106,7 @@ Status ParamStore::allocate(const HostStateOptions &options) {
     for (int k = 0; k < 4; ++k)
       at[k] = base[k] ? base[k] + s.offset : nullptr;
     s.value = HostArray(at[0], n);
-    s.grad = HostArray(at[1], n);
+    s.grad = HostArray(at[1], at[1] ? n : 0);
     s.m = HostArray(at[2], n);
     s.v = HostArray(at[3], n);
   }

@@ -78,6 +78,10 @@ struct HostStateOptions {
   /// the state to that file system instead of swap, and the space is freed
   /// when the process ends, however it ends.
   std::string file;
+  /// false: no gradient block (12 B/param; the immediate optimizer
+  /// placement, whose gradients pass through the stream executor's
+  /// `grads.host` ring). Every slot's `grad` is then empty (null data).
+  bool gradients = true;
 };
 
 class ParamStore {

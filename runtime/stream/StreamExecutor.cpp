@@ -103,6 +103,7 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
     }
     for (int64_t mb = 0; mb < p.microBatches; ++mb)
       evHostAct.push_back(deviceValue(device.createEvent()));
+    evStageHost = deviceValue(device.createEvent());
   }
   for (int64_t s = 0; s < p.prefetchDepth; ++s) {
     evWeights.push_back(deviceValue(device.createEvent()));
@@ -220,6 +221,9 @@ void StreamExecutor::validate() {
   hostActivations = p.buffer("activations.host") != nullptr;
   if (hostActivations && !hostCheckpoints)
     planError("buffer 'activations.host' needs checkpoints in host memory");
+  hostStage = p.buffer("stage.host") != nullptr;
+  if (hostStage && !hostActivations)
+    planError("buffer 'stage.host' needs host activations");
 
   // Parameter groups and their layout inside a weight slot.
   auto addSlot = [&](Group &g, ParamSlot *s) {
@@ -337,6 +341,19 @@ void StreamExecutor::validate() {
                 std::to_string(hostActBytes) + " bytes");
     hostAct.reset(new char[static_cast<size_t>(hostActBytes)]);
   }
+  if (const bundle::PlanBuffer *gh = p.buffer("grads.host")) {
+    ringSlotBytes = std::max(gradSlotBytes, modelGroup.gradBytes);
+    ringSlots = ringSlotBytes > 0 ? gh->bytes / ringSlotBytes : 0;
+    if (gh->space != "host" || ringSlots < 1)
+      planError("buffer 'grads.host' must be host memory of at least one "
+                "gradient group (" +
+                std::to_string(ringSlotBytes) + " bytes)");
+    ring.reset(new char[static_cast<size_t>(ringSlots * ringSlotBytes)]);
+    for (int64_t r = 0; r < ringSlots; ++r) {
+      evRingFull.push_back(deviceValue(device.createEvent()));
+      evRingFree.push_back(deviceValue(device.createEvent()));
+    }
+  }
   if (hostCheckpoints) {
     stagingOff = bufferOffset("checkpoints",
                               (hostActivations ? 2 : 2 * M) * maxCkptBytes);
@@ -347,11 +364,39 @@ void StreamExecutor::validate() {
     checkpointsOff = bufferOffset("checkpoints", ckptTotal);
   }
   const bundle::PlanBuffer *stage = p.buffer("stage");
-  stageOff = bufferOffset("stage", 0);
-  stageBytes = stage->bytes / M / 64 * 64;
-  for (int64_t mb = 0; mb < M; ++mb)
-    stageWs.emplace_back(dev(stageOff + mb * stageBytes, stageBytes),
-                         stageBytes, "stage", &mem);
+  if (hostStage) {
+    // One slot; each stage command is a segment of the stage plan.
+    stagePlan =
+        bundle::planStage(bundle::stageProgram(*fb, precision, p.batch, p.seq));
+    fbStorage = bundle::valueStorage(*fb, precision);
+    int64_t need = 0;
+    for (const bundle::StagePlan::Segment &seg : stagePlan.segments)
+      need = std::max(need, seg.inBytes + seg.outBytes);
+    stageOff = bufferOffset("stage", need);
+    stageBytes = stage->bytes;
+    for (const StepCommand &c : program)
+      if (c.kind == StepCommandKind::Stage) {
+        const bundle::StagePlan::Segment *seg = stagePlan.segment(c.begin);
+        if (!seg || seg->end != static_cast<int64_t>(c.end))
+          planError("stage [" + std::to_string(c.begin) + ", " +
+                    std::to_string(c.end) +
+                    ") is not a run of forward_backward's ops between layer "
+                    "loops");
+      }
+    hostStageBytes = stagePlan.hostBytes;
+    const bundle::PlanBuffer *sh = p.buffer("stage.host");
+    if (sh->space != "host" || sh->bytes < M * hostStageBytes)
+      planError("buffer 'stage.host' must be host memory of at least " +
+                std::to_string(M * hostStageBytes) + " bytes");
+    hostStageMem.reset(new char[static_cast<size_t>(
+        std::max<int64_t>(M * hostStageBytes, 1))]);
+  } else {
+    stageOff = bufferOffset("stage", 0);
+    stageBytes = stage->bytes / M / 64 * 64;
+    for (int64_t mb = 0; mb < M; ++mb)
+      stageWs.emplace_back(dev(stageOff + mb * stageBytes, stageBytes),
+                           stageBytes, "stage", &mem);
+  }
   // Layer functions place their values by liveness (bundle::
   // planLayerFunction, the plan the compiler sized the workspace with).
   std::map<const bundle::Function *, bundle::FunctionPlan> plans;
@@ -396,7 +441,21 @@ int64_t StreamExecutor::actSlotOff(bool out, int64_t j) const {
 }
 
 int64_t StreamExecutor::hostBytes() const {
-  return hostCkptBytes + hostActBytes;
+  return hostCkptBytes + hostActBytes + p.microBatches * hostStageBytes +
+         ringSlots * ringSlotBytes;
+}
+
+char *StreamExecutor::hostStageValue(int64_t mb, int v) const {
+  int64_t off = stagePlan.hostOffset.at(v);
+  if (off < 0)
+    raise("value " + std::to_string(v) +
+          " of forward_backward has no place in host memory");
+  return hostStageMem.get() + mb * hostStageBytes + off;
+}
+
+int64_t StreamExecutor::stageValueBytes(int v) const {
+  return bundle::elementBytes(fbStorage.at(v)) *
+         bundle::concreteNumel(fb->values.at(v).shape, p.batch, p.seq);
 }
 
 void StreamExecutor::launchUpdate(Group &g, device::Event done) {
@@ -455,6 +514,55 @@ Status StreamExecutor::deferUpdate(UpdateFn fn) {
   return Status::success();
 }
 
+Status StreamExecutor::updateImmediately(ImmediateFn fn) {
+  if (!hasGradRing())
+    return Status::error("the immediate optimizer placement needs a plan "
+                         "compiled with it (its 'grads.host' ring)");
+  if (hasPendingUpdates() || modelPending)
+    if (Status st = flush(); !st)
+      return st;
+  immediateFn = std::move(fn);
+  return Status::success();
+}
+
+void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
+  if (!immediateFn) {
+    for (size_t q = 0; q < g.slots.size(); ++q)
+      deviceCheck(device.copyToHost(
+          d2h, g.slots[q]->grad.data(), devOff + g.gradOffsets[q],
+          4 * static_cast<int64_t>(g.slots[q]->grad.size()),
+          "grads " + g.slots[q]->name));
+    return;
+  }
+  const size_t r = static_cast<size_t>(ringNext++ % ringSlots);
+  char *slot = ring.get() + static_cast<int64_t>(r) * ringSlotBytes;
+  // The slot is free once the update that read it last is done.
+  deviceCheck(device.wait(d2h, evRingFree[r]));
+  std::vector<const float *> grads;
+  for (size_t q = 0; q < g.slots.size(); ++q) {
+    float *dst = reinterpret_cast<float *>(slot + g.gradOffsets[q]);
+    deviceCheck(
+        device.copyToHost(d2h, dst, devOff + g.gradOffsets[q],
+                          4 * static_cast<int64_t>(g.slots[q]->value.size()),
+                          "grads " + g.slots[q]->name));
+    grads.push_back(dst);
+  }
+  deviceCheck(device.record(evRingFull[r], d2h));
+  deviceCheck(device.wait(opt, evRingFull[r]));
+  ImmediateFn fn = immediateFn;
+  std::vector<ParamSlot *> slots = g.slots;
+  launchWork(
+      opt,
+      [this, fn, slots, grads] {
+        double t0 = now();
+        fn(slots, grads);
+        stats.optimizerSeconds += now() - t0;
+      },
+      g.layer.empty() ? std::string("adamw model")
+                      : "adamw " + g.layer + "." + std::to_string(g.instance));
+  deviceCheck(device.record(evRingFree[r], opt));
+}
+
 Status StreamExecutor::flush() {
   if (Status st = device.synchronize(); !st)
     return st.withPrefix("device");
@@ -487,11 +595,12 @@ StreamExecutor::stepOrRaise(const std::vector<const int32_t *> &tokens,
   stats.deviceBudgetBytes = device.capacity();
   device.resetStats();
   measuredWorkspacePeak = 0;
+  stageSlotPeak = 0;
 
   std::vector<std::vector<Tensor>> vals(static_cast<size_t>(M));
   std::vector<exec::AuxLoss> aux(static_cast<size_t>(M));
   std::vector<double> loss(static_cast<size_t>(M), 0.0);
-  std::vector<bool> haveLoss(static_cast<size_t>(M), false);
+  std::vector<char> haveLoss(static_cast<size_t>(M), 0);
   // Device backends: each micro-batch's loss comes back by a copy queued
   // after the op computing it (read after the step's synchronisation).
   std::vector<float> lossCopied(static_cast<size_t>(M), 0.0f);
@@ -499,6 +608,11 @@ StreamExecutor::stepOrRaise(const std::vector<const int32_t *> &tokens,
       [&] {
         ex.beginStep(p.batch, p.seq);
         for (int64_t mb = 0; mb < M; ++mb) {
+          if (hostStage) {
+            // Each stage command brings in the token ids it reads.
+            vals[mb].assign(fb->values.size(), Tensor{});
+            continue;
+          }
           stageWs[mb].reset();
           stageWs[mb].resetPeak();
           Workspace::Scope scope(&stageWs[mb]);
@@ -538,6 +652,10 @@ StreamExecutor::stepOrRaise(const std::vector<const int32_t *> &tokens,
         break;
       }
       case StepCommandKind::Stage: {
+        if (hostStage) {
+          runHostStage(c, vals, tokens, targets, loss, haveLoss, lossCopied);
+          break;
+        }
         size_t begin = c.begin, end = c.end;
         std::vector<const float *> found(static_cast<size_t>(M), nullptr);
         launchCompute(
@@ -586,12 +704,7 @@ StreamExecutor::stepOrRaise(const std::vector<const int32_t *> &tokens,
       case StepCommandKind::ReturnModelGrads:
         deviceCheck(device.record(evModelGrads, compute));
         deviceCheck(device.wait(d2h, evModelGrads));
-        for (size_t q = 0; q < modelGroup.slots.size(); ++q)
-          deviceCheck(device.copyToHost(
-              d2h, modelGroup.slots[q]->grad.data(),
-              modelGradsOff + modelGroup.gradOffsets[q],
-              4 * static_cast<int64_t>(modelGroup.slots[q]->grad.size()),
-              "grads " + modelGroup.slots[q]->name));
+        copyGradsToHost(modelGroup, modelGradsOff);
         break;
       case StepCommandKind::OptimizerUpdate:
       case StepCommandKind::Prefetch:
@@ -633,8 +746,11 @@ StreamExecutor::stepOrRaise(const std::vector<const int32_t *> &tokens,
     peak =
         std::max(peak, checkpointsOff + static_cast<int64_t>(ckptIndex.size()) *
                                             M * maxCkptBytes);
-  for (int64_t mb = 0; mb < M; ++mb)
-    peak = std::max(peak, stageOff + mb * stageBytes + stageWs[mb].peak());
+  if (hostStage)
+    peak = std::max(peak, stageOff + stageSlotPeak);
+  else
+    for (int64_t mb = 0; mb < M; ++mb)
+      peak = std::max(peak, stageOff + mb * stageBytes + stageWs[mb].peak());
   peak = std::max(peak, workspaceOff + measuredWorkspacePeak);
   stats.devicePeakBytes = peak;
 
@@ -858,11 +974,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       const int64_t gs = k % 2;
       Group &g = group(layer, i);
       deviceCheck(device.wait(d2h, evGradReady[gs]));
-      for (size_t q = 0; q < g.slots.size(); ++q)
-        deviceCheck(device.copyToHost(
-            d2h, g.slots[q]->grad.data(), gradsOff[gs] + g.gradOffsets[q],
-            4 * static_cast<int64_t>(g.slots[q]->grad.size()),
-            "grads " + g.slots[q]->name));
+      copyGradsToHost(g, gradsOff[gs]);
       deviceCheck(device.record(evGradFree[gs], d2h));
     }
   }
@@ -883,6 +995,101 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         }
       },
       "loop result");
+}
+
+void StreamExecutor::runHostStage(const StepCommand &c,
+                                  std::vector<std::vector<Tensor>> &vals,
+                                  const std::vector<const int32_t *> &tokens,
+                                  const std::vector<const int32_t *> &targets,
+                                  std::vector<double> &loss,
+                                  std::vector<char> &haveLoss,
+                                  std::vector<float> &lossCopied) {
+  const bundle::StagePlan::Segment *seg = stagePlan.segment(c.begin);
+  const std::string range =
+      "[" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ")";
+  auto concrete = [&](int v) {
+    std::vector<int64_t> out;
+    for (Dim d : fb->values.at(v).shape)
+      out.push_back(d == kDimB ? p.batch : d == kDimS ? p.seq : d);
+    return out;
+  };
+  // The queued closures outlive this frame: they capture the step's
+  // objects by pointer.
+  auto *valsP = &vals;
+  auto *lossP = &loss;
+  auto *haveP = &haveLoss;
+  for (int64_t mb = 0; mb < p.microBatches; ++mb) {
+    const std::string what = " " + range + " mb " + std::to_string(mb);
+    // Loop results of this micro-batch are in host memory, and the slot's
+    // previous user is done (compute runs in order).
+    deviceCheck(device.wait(compute, evHostAct[static_cast<size_t>(mb)]));
+    for (size_t q = 0; q < seg->in.size(); ++q)
+      deviceCheck(device.copyToDevice(
+          compute, stageOff + seg->inOffset[q], hostStageValue(mb, seg->in[q]),
+          stageValueBytes(seg->in[q]), device::Convert::None,
+          "stage in" + what));
+    const float *found = nullptr;
+    const int32_t *ids = tokens[mb], *tgt = targets[mb];
+    launchCompute(
+        [this, seg, mb, valsP, lossP, haveP, ids, tgt, &found, concrete] {
+          std::vector<Tensor> &v = (*valsP)[mb];
+          const int64_t fixed = seg->inBytes + seg->outBytes;
+          Workspace ws(dev(stageOff + fixed, stageBytes - fixed),
+                       stageBytes - fixed, "stage", &mem);
+          Workspace::Scope scope(&ws);
+          for (size_t q = 0; q < seg->in.size(); ++q) {
+            int id = seg->in[q];
+            float *at = dev(stageOff + seg->inOffset[q], stageValueBytes(id));
+            if (fbStorage.at(id) == DType::I32) {
+              Tensor t;
+              t.shape = concrete(id);
+              t.isInt = true;
+              t.dtype = DType::I32;
+              t.i = std::shared_ptr<int32_t>(reinterpret_cast<int32_t *>(at),
+                                             [](int32_t *) {});
+              v[id] = std::move(t);
+            } else {
+              v[id] = Tensor::view(concrete(id), at, fbStorage[id]);
+            }
+          }
+          for (int a : seg->args)
+            v[a] = Tensor::ints(concrete(a), a == fb->args.at(0) ? ids : tgt);
+          raiseIfError(ex.runOps(*fb, v, seg->begin, seg->end));
+          const Tensor &r = v[fb->results.at(0)];
+          if (!(*haveP)[mb] && r.f) {
+            if (mem.hostMemory()) {
+              ex.resetAux();
+              (*lossP)[mb] = valueOrRaise(ex.lossOf(r));
+            } else {
+              found = r.data();
+            }
+            (*haveP)[mb] = 1;
+          }
+          for (size_t q = 0; q < seg->out.size(); ++q) {
+            int id = seg->out[q];
+            const Tensor &t = v[id];
+            const void *src = t.isInt ? static_cast<const void *>(t.ints())
+                                      : static_cast<const void *>(t.data());
+            int64_t bytes = stageValueBytes(id);
+            if (!src || t.bytes() != bytes)
+              raise("stage value " + std::to_string(id) +
+                    " has the wrong shape");
+            mem.copy(dev(stageOff + seg->outOffset[q], bytes), src, bytes);
+          }
+          stageSlotPeak = std::max(stageSlotPeak, fixed + ws.peak());
+        },
+        "stage ops" + what);
+    for (size_t q = 0; q < seg->out.size(); ++q)
+      deviceCheck(device.copyToHost(compute, hostStageValue(mb, seg->out[q]),
+                                    stageOff + seg->outOffset[q],
+                                    stageValueBytes(seg->out[q]),
+                                    "stage out" + what));
+    // Device backends ran the closure now: the loss is a device value.
+    if (found)
+      deviceCheck(device.copyToHost(compute, &lossCopied[mb], offsetOf(found),
+                                    sizeof(float), "loss"));
+  }
+  deviceCheck(device.record(evStageHost, compute));
 }
 
 void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
@@ -952,12 +1159,16 @@ void StreamExecutor::computeHostActivations(
     const int64_t inOff = actSlotOff(false, j), outOff = actSlotOff(true, j);
     const int64_t staging = stagingOff + j * maxCkptBytes;
     char *hostX = hostAct.get() + mb * activationBytes;
-    if (!first) {
-      // The previous instance's output of this micro-batch, once it is in
-      // host memory and the slot's last reader is done.
+    if (!first || hostStage) {
+      // The previous instance's output of this micro-batch (first, with a
+      // host stage: the loop's input there), once it is in host memory and
+      // the slot's last reader is done.
       deviceCheck(device.wait(actIn, evActInFree[j]));
       deviceCheck(device.wait(actIn, evHostAct[static_cast<size_t>(mb)]));
-      deviceCheck(device.copyToDevice(actIn, inOff, hostX, bb,
+      if (first)
+        deviceCheck(device.wait(actIn, evStageHost));
+      const char *src = first ? hostStageValue(mb, op->operands.at(0)) : hostX;
+      deviceCheck(device.copyToDevice(actIn, inOff, src, bb,
                                       device::Convert::None,
                                       "activation in " + what));
       deviceCheck(device.record(evActIn[j], actIn));
@@ -978,14 +1189,16 @@ void StreamExecutor::computeHostActivations(
     deviceCheck(device.wait(compute, evActOutFree[j]));
     if (saveHost)
       deviceCheck(device.wait(compute, evStagingFree[j]));
+    const bool stageIn = first && !hostStage, stageOut = last && !hostStage;
     launchCompute(
-        [this, &vals, &aux, op, call, g, wOff, gOff, mb, first, last, forward,
-         inOff, outOff, staging, saveHost, restoreHost, pos, bb, ckpt] {
+        [this, &vals, &aux, op, call, g, wOff, gOff, mb, stageIn, stageOut,
+         forward, inOff, outOff, staging, saveHost, restoreHost, pos, bb,
+         ckpt] {
           boundWeights = g;
           boundWeightsOff = wOff;
           boundGradsOff = forward ? -1 : gOff;
           float *x = nullptr;
-          if (first) {
+          if (stageIn) {
             Tensor &in = vals[mb][op->operands.at(0)];
             if (!in.f || in.bytes() != bb)
               raise("layers loop input has the wrong shape");
@@ -1005,7 +1218,7 @@ void StreamExecutor::computeHostActivations(
               mem.zero(dev(gOff, g->gradBytes), g->gradBytes);
             backwardOne(call, c, x, y);
           }
-          if (last) {
+          if (stageOut) {
             Workspace::Scope scope(&stageWs[mb]);
             Tensor t = Tensor::empty(call.shape, actType);
             mem.copy(t.data(), y, bb);
@@ -1026,10 +1239,13 @@ void StreamExecutor::computeHostActivations(
     }
     if (restoreHost)
       deviceCheck(device.record(evStagingRead[j], compute));
-    if (!last) {
+    if (!last || hostStage) {
+      // The output into host memory (last, with a host stage: the loop's
+      // result there).
       deviceCheck(device.wait(actOut, evActOut[j]));
-      deviceCheck(device.copyToHost(actOut, hostX, outOff, bb,
-                                    "activation out " + what));
+      char *dst = last ? hostStageValue(mb, op->results.at(0)) : hostX;
+      deviceCheck(
+          device.copyToHost(actOut, dst, outOff, bb, "activation out " + what));
       deviceCheck(device.record(evActOutFree[j], actOut));
       deviceCheck(device.record(evHostAct[static_cast<size_t>(mb)], actOut));
     }

@@ -63,7 +63,7 @@ public:
 
   const bundle::StepPlan &plan() const { return p; }
   /// Bytes of host memory the runtime allocates beyond the ParamStore
-  /// (offloaded checkpoints).
+  /// (offloaded checkpoints, host activations, the host stage).
   int64_t hostBytes() const;
 
   /// One optimizer step's forward and backward over plan().microBatches
@@ -90,6 +90,23 @@ public:
   /// checkpoints, validation, generation, the end of training), after the
   /// device's work: the device's error if it has failed.
   Status flush();
+
+  /// The immediate optimizer placement (docs/training.md, "Optimizer
+  /// placement"): a group's update, given its parameters and their
+  /// gradients (of the sum over micro-batches) in a slot of the plan's
+  /// `grads.host` ring.
+  using ImmediateFn = std::function<void(const std::vector<exec::ParamSlot *> &,
+                                         const std::vector<const float *> &)>;
+  /// Whether the plan has the `grads.host` ring (compiled with
+  /// optimizer-placement=immediate), and its slots.
+  bool hasGradRing() const { return ringSlots > 0; }
+  int64_t gradRingSlots() const { return ringSlots; }
+  /// From the next step() on, each group's gradients are copied into the
+  /// ring instead of the store, and \p fn runs on the optimizer stream as
+  /// soon as they are there (overlapping the rest of the backward); step()
+  /// returns when every update is done. Needs hasGradRing() and no pending
+  /// deferred update (it flushes them: the error of that flush()).
+  Status updateImmediately(ImmediateFn fn);
   bool hasPendingUpdates() const { return !pendingGroups.empty(); }
 
   const StepStats &lastStats() const { return stats; }
@@ -154,6 +171,20 @@ private:
                               size_t weightSlot, Group *g, int64_t wOff,
                               int64_t pos, bool saveHost, bool restoreHost);
 
+  /// One stage command with a host stage: per micro-batch, the values it
+  /// reads come from host memory into the stage slot, its ops run there, and
+  /// the values later commands read go back to host memory.
+  void runHostStage(const StepCommand &c,
+                    std::vector<std::vector<exec::Tensor>> &vals,
+                    const std::vector<const int32_t *> &tokens,
+                    const std::vector<const int32_t *> &targets,
+                    std::vector<double> &loss, std::vector<char> &haveLoss,
+                    std::vector<float> &lossCopied);
+  /// The host-stage address of value \p v of micro-batch \p mb.
+  char *hostStageValue(int64_t mb, int v) const;
+  /// The bytes of value \p v of forward_backward as stored on the device.
+  int64_t stageValueBytes(int v) const;
+
   void validate();
   Group &group(const std::string &layer, int64_t instance);
   int64_t bufferOffset(const std::string &name, int64_t need) const;
@@ -164,6 +195,10 @@ private:
                std::vector<exec::AuxLoss> &aux);
   void loadWeights(const std::string &layer, int64_t instance);
   void launchUpdate(Group &g, device::Event done);
+  /// Gradient return of \p g from device offset \p devOff: into the store's
+  /// grad buffers, or with the immediate placement into the next ring slot
+  /// followed by the group's update on the optimizer stream.
+  void copyGradsToHost(Group &g, int64_t devOff);
   int64_t checkpointBytes(const std::string &layer) const;
   int64_t checkpointIndex(const std::string &layer, int64_t instance) const;
   float *dev(int64_t offset, int64_t bytes);
@@ -244,6 +279,17 @@ private:
   bool hostActivations = false;
   std::unique_ptr<char[]> hostAct;
   int64_t hostActBytes = 0;
+  /// Host stage (the plan's `stage.host`, docs/streaming.md): the
+  /// model-level values of every micro-batch that a later command reads wait
+  /// in host memory; the device's `stage` buffer is one slot, in which one
+  /// micro-batch's stage runs at a time.
+  bool hostStage = false;
+  bundle::StagePlan stagePlan;
+  std::vector<DType> fbStorage; ///< forward_backward's value storage
+  std::unique_ptr<char[]> hostStageMem;
+  int64_t hostStageBytes = 0;    ///< per micro-batch
+  int64_t stageSlotPeak = 0;     ///< measured: the slot's highest byte in use
+  device::Event evStageHost = 0; ///< the stage's values are in host memory
   /// Checkpoint position of each (layer, instance), in forward order.
   std::map<std::pair<std::string, int64_t>, int64_t> ckptIndex;
   std::map<std::string, int64_t> ckptBytes;
@@ -256,6 +302,12 @@ private:
   int64_t boundWeightsOff = 0, boundGradsOff = -1;
 
   UpdateFn pendingFn;
+  /// The `grads.host` ring: slots of ringSlotBytes (the largest group's
+  /// gradients), filled on d2h in turn and freed by the group's update.
+  int64_t ringSlots = 0, ringSlotBytes = 0, ringNext = 0;
+  std::unique_ptr<char[]> ring;
+  std::vector<device::Event> evRingFull, evRingFree;
+  ImmediateFn immediateFn;
   std::set<std::pair<std::string, int64_t>> pendingGroups;
   bool modelPending = false;
 

@@ -228,3 +228,68 @@ mt.model @Alternating {
 // CHECK-NOT:     stream.stage
 // CHECK:         stream.layers @Local[0, 1] backward op_index = 8 {
 // CHECK:         stream.return_model_grads
+
+// -----
+
+// Each model-level parameter's gradient is accumulated in the stage that
+// computes it: the head's param_grad moves up to just after its weight_grad
+// (op 11), before the backward loop, so that the head's gradient never waits
+// across the loop (in host memory with a host stage). Without the move the
+// loop would be op 11 and the last stage [12, 15).
+mt.model @Untied {
+  mt.param @emb : !mt.tensor<[16, 8], f32> init normal [0.02]
+  mt.param @head : !mt.tensor<[8, 16], f32> init normal [0.02]
+  mt.layer @Block x 2 {
+    mt.param @w : !mt.tensor<[8, 8], f32> init normal [0.02]
+    func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      %w = mt.param_ref @w : !mt.tensor<[8, 8], f32>
+      %y = mt.matmul %x, %w : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 8], f32> -> !mt.tensor<[B, S, 8], f32>
+      return %y : !mt.tensor<[B, S, 8], f32>
+    }
+    func.func @backward(%x: !mt.tensor<[B, S, 8], f32>, %dy: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> attributes {mt.save = "input"} {
+      %w = mt.param_ref @w : !mt.tensor<[8, 8], f32>
+      %wt = mt.transpose %w perm = [1, 0] : !mt.tensor<[8, 8], f32> -> !mt.tensor<[8, 8], f32>
+      %dx = mt.matmul %dy, %wt : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 8], f32> -> !mt.tensor<[B, S, 8], f32>
+      %dw = mt.weight_grad %x, %dy : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[B, S, 8], f32> -> !mt.tensor<[8, 8], f32>
+      mt.param_grad @w, %dw : !mt.tensor<[8, 8], f32>
+      return %dx : !mt.tensor<[B, S, 8], f32>
+    }
+  }
+  func.func @forward(%t: !mt.tensor<[B, S], i32>, %u: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+    %e = mt.param_ref @emb : !mt.tensor<[16, 8], f32>
+    %x = mt.embedding %t, %e : !mt.tensor<[B, S], i32>, !mt.tensor<[16, 8], f32> -> !mt.tensor<[B, S, 8], f32>
+    %h = mt.apply_layers @Block[0, 2] %x : !mt.tensor<[B, S, 8], f32>
+    %w = mt.param_ref @head : !mt.tensor<[8, 16], f32>
+    %l = mt.matmul %h, %w : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 16], f32> -> !mt.tensor<[B, S, 16], f32>
+    %loss = mt.cross_entropy %l, %u ignore_index = -1 : !mt.tensor<[B, S, 16], f32>, !mt.tensor<[B, S], i32> -> !mt.tensor<[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+  func.func @forward_backward(%t: !mt.tensor<[B, S], i32>, %u: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+    %e = mt.param_ref @emb : !mt.tensor<[16, 8], f32>
+    %x = mt.embedding %t, %e : !mt.tensor<[B, S], i32>, !mt.tensor<[16, 8], f32> -> !mt.tensor<[B, S, 8], f32>
+    %h = mt.apply_layers @Block[0, 2] %x : !mt.tensor<[B, S, 8], f32>
+    %w = mt.param_ref @head : !mt.tensor<[8, 16], f32>
+    %l = mt.matmul %h, %w : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[8, 16], f32> -> !mt.tensor<[B, S, 16], f32>
+    %loss = mt.cross_entropy %l, %u ignore_index = -1 : !mt.tensor<[B, S, 16], f32>, !mt.tensor<[B, S], i32> -> !mt.tensor<[], f32>
+    %one = mt.constant 1.0 : !mt.tensor<[], f32>
+    %dl = mt.cross_entropy_grad %l, %u, %one ignore_index = -1 : !mt.tensor<[B, S, 16], f32>, !mt.tensor<[B, S], i32>, !mt.tensor<[], f32> -> !mt.tensor<[B, S, 16], f32>
+    %wt = mt.transpose %w perm = [1, 0] : !mt.tensor<[8, 16], f32> -> !mt.tensor<[16, 8], f32>
+    %dh = mt.matmul %dl, %wt : !mt.tensor<[B, S, 16], f32>, !mt.tensor<[16, 8], f32> -> !mt.tensor<[B, S, 8], f32>
+    %dw = mt.weight_grad %h, %dl : !mt.tensor<[B, S, 8], f32>, !mt.tensor<[B, S, 16], f32> -> !mt.tensor<[8, 16], f32>
+    %dx = mt.apply_layers_grad @Block[0, 2] %dh : !mt.tensor<[B, S, 8], f32>
+    %de = mt.embedding_grad %t, %dx : !mt.tensor<[B, S], i32>, !mt.tensor<[B, S, 8], f32> -> !mt.tensor<[16, 8], f32>
+    mt.param_grad @emb, %de : !mt.tensor<[16, 8], f32>
+    mt.param_grad @head, %dw : !mt.tensor<[8, 16], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// CHECK-LABEL: mt.model @Untied
+// CHECK:      func.func @forward_backward
+// CHECK:      %[[DW:.*]] = mt.weight_grad
+// CHECK-NEXT: mt.param_grad @head, %[[DW]]
+// CHECK-NEXT: mt.apply_layers_grad @Block[0, 2]
+// CHECK-LABEL: stream.step @Untied
+// CHECK:      stream.stage [3, 12)
+// CHECK-NEXT: stream.layers @Block[0, 2] backward op_index = 12 {
+// CHECK:      stream.stage [13, 15)

@@ -231,3 +231,60 @@ TEST(EmulatedDriver, UnknownModulesAreInvalidImages) {
   const char notAnImage[16] = "\177ELF";
   EXPECT_EQ(d.cuModuleLoadData(&m, notAnImage), 200);
 }
+
+/// CUDA C that no build registered is compiled for the emulator when its
+/// module is loaded (runtime/cuda/emu/RuntimeCompile.h): the kernels of a
+/// bundle's fused regions take this path on cuda-emu.
+TEST(EmulatedDriver, CompilesUnregisteredSourceAtLoad) {
+  const CudaDriverApi &d = driver();
+  const char *text = R"(#include "common.cuh"
+extern "C" __global__ void scale_rt(const float *x, float *y, float a, int n) {
+  __shared__ float unused[32];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  unused[threadIdx.x % 32] = 0.0f;
+  if (i < n)
+    y[i] = mtc_cuda::fromFloat<float>(a * x[i]);
+}
+)";
+  emu::EmulatedModuleImage image;
+  image.module = "runtime-compiled-test.cu";
+  image.source = text;
+  std::string log;
+  image.log = &log;
+  void *m = nullptr;
+  ASSERT_EQ(d.cuModuleLoadData(&m, &image), 0) << log;
+  void *f = nullptr;
+  ASSERT_EQ(d.cuModuleGetFunction(&f, m, "scale_rt"), 0);
+  std::vector<float> x(77), y(77, -1.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i);
+  const float *xp = x.data();
+  float *yp = y.data();
+  float a = 0.5f;
+  int n = 77;
+  void *params[] = {&xp, &yp, &a, &n};
+  ASSERT_EQ(d.cuLaunchKernel(f, 3, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr),
+            0);
+  ASSERT_EQ(d.cuCtxSynchronize(), 0);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(y[i], 0.5f * static_cast<float>(i));
+  // Loaded again: the module is registered now (no second compile).
+  void *again = nullptr;
+  ASSERT_EQ(d.cuModuleLoadData(&again, &image), 0);
+  EXPECT_EQ(d.cuModuleUnload(again), 0);
+  EXPECT_EQ(d.cuModuleUnload(m), 0);
+
+  // A compile error is an invalid image whose log carries the compiler's
+  // message with the file and line.
+  emu::EmulatedModuleImage bad;
+  bad.module = "runtime-compiled-bad.cu";
+  bad.source = "extern \"C\" __global__ void broken(float *y) { y[0] = z; }\n";
+  bad.log = &log;
+  EXPECT_EQ(d.cuModuleLoadData(&m, &bad), 200);
+  EXPECT_NE(log.find("runtime-compiled-bad.cu: compiling for the CUDA "
+                     "emulator:"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("runtime-compiled-bad.cu:1:"), std::string::npos) << log;
+  EXPECT_NE(log.find("'z'"), std::string::npos) << log;
+}

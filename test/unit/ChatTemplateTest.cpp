@@ -168,6 +168,174 @@ TEST(ChatTemplate, Errors) {
 
 // Token ids and masks against transformers' apply_chat_template with
 // return_assistant_tokens_mask (the same template with {% generation %}).
+TEST(ChatTemplate, OperatorPrecedence) {
+  json ctx = json::object();
+  // Jinja2's order: or < and < not < comparisons < ~ < + - < * / // % < **,
+  // all left associative; unary minus binds before **.
+  EXPECT_EQ(
+      renderSimple("{{ not 1 == 2 }} {{ not 1 and 0 }} {{ 1 or 0 and 0 }} "
+                   "{{ not 1 in [2] }} {{ 1 < 2 == true }}",
+                   ctx),
+      "True False 1 True False");
+  EXPECT_EQ(renderSimple("{{ 2 + 3 * 4 ** 2 }} {{ 2 ** 3 ** 2 }} {{ -2 ** 2 }} "
+                         "{{ 'a' ~ 1 + 2 }} {{ 3 - 1 - 1 }} {{ 16 // 4 // 2 }}",
+                         ctx),
+            "50 64 4 a3 1 2");
+  EXPECT_EQ(renderSimple("{{ 1 if 0 else 2 if 0 else 3 }}", ctx), "3");
+  // -x|f is (-x)|f.
+  EXPECT_EQ(renderSimple("{{ -'a'|length }}", ctx),
+            "RENDER ERROR: t: line 1: bad operand type for unary -: 'str'");
+}
+
+// Inputs that crashed or hung the engine before it bounded nesting, integer
+// overflow, value size and work (found reviewing the engine for the chat
+// template fuzzer, test/fuzz/ChatTemplateFuzzer.cpp).
+TEST(ChatTemplate, BoundsUntrustedTemplates) {
+  auto parseError = [](const std::string &src) {
+    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
+    return t ? std::string("ok") : t.message();
+  };
+  const std::string deep = "T: line 1: the expression nests more than 200 "
+                           "levels deep";
+  EXPECT_EQ(parseError("{{ " + std::string(3000, '(') + "1" +
+                       std::string(3000, ')') + " }}"),
+            deep);
+  std::string chain = "{{ 1";
+  for (int k = 0; k < 3000; ++k)
+    chain += "+1";
+  EXPECT_EQ(parseError(chain + " }}"), deep);
+  std::string filters = "{{ 1";
+  for (int k = 0; k < 300; ++k)
+    filters += "|string";
+  EXPECT_EQ(parseError(filters + " }}"), deep);
+  std::string nots = "{{ ";
+  for (int k = 0; k < 3000; ++k)
+    nots += "not ";
+  EXPECT_EQ(parseError(nots + "1 }}"), deep);
+  std::string blocks;
+  for (int k = 0; k < 201; ++k)
+    blocks += "{% if 1 %}";
+  EXPECT_EQ(parseError(blocks), "T: line 1: blocks nest more than 200 levels "
+                                "deep");
+  // Found by fuzz-chat-template: an empty subscript was evaluated as a null
+  // expression.
+  EXPECT_EQ(parseError("{{ x[] }}"), "T: line 1: unexpected ']' in an "
+                                     "expression");
+  EXPECT_EQ(parseError("{{ x[0] }}{{ x[:] }}{{ x[::] }}"), "ok");
+  EXPECT_EQ(parseError("{{ x.99999999999999999999 }}"),
+            "T: line 1: integer literal 99999999999999999999 is out of range");
+  // 200 levels still parse and render.
+  EXPECT_EQ(renderSimple("{{ " + std::string(60, '(') + "7" +
+                             std::string(60, ')') + " }}",
+                         json::object()),
+            "7");
+
+  json ctx = json::object();
+  const std::string big = "9223372036854775807", small = "(-" + big + " - 1)";
+  EXPECT_EQ(renderSimple("{{ " + big + " + 1 }}", ctx),
+            "RENDER ERROR: t: line 1: integer overflow in + (beyond 64 bits)");
+  EXPECT_EQ(renderSimple("{{ 4611686018427387904 * 4 }}", ctx),
+            "RENDER ERROR: t: line 1: integer overflow in * (beyond 64 bits)");
+  EXPECT_EQ(renderSimple("{{ " + small + " // -1 }}", ctx),
+            "RENDER ERROR: t: line 1: integer overflow in // (beyond 64 bits)");
+  EXPECT_EQ(renderSimple("{{ " + small + " % -1 }}", ctx), "0");
+  EXPECT_EQ(renderSimple("{{ -" + small + " }}", ctx),
+            "RENDER ERROR: t: line 1: integer overflow in - (beyond 64 bits)");
+  EXPECT_EQ(renderSimple("{{ 2 ** 100 }}", ctx),
+            "RENDER ERROR: t: line 1: integer overflow in ** (beyond 64 bits)");
+  EXPECT_EQ(renderSimple("{{ 2 ** 62 }} {{ (-1) ** 65 }} {{ 0 ** 0 }}", ctx),
+            "4611686018427387904 -1 1");
+  EXPECT_EQ(renderSimple("{{ range(" + big + " - 7, " + big +
+                             ", 5) | length }}"
+                             " {{ [1, 2, 3][1::" +
+                             big + "] }}",
+                         ctx),
+            "2 [2]");
+  EXPECT_EQ(renderSimple("{{ 1e300 | int }} {{ 2.7 | int }}", ctx), "0 2");
+
+  // Values stay acyclic and shallow.
+  EXPECT_EQ(
+      renderSimple("{% set ns = namespace(a=1) %}{% set ns.a = ns %}", ctx),
+      "RENDER ERROR: t: line 1: cannot store a namespace in attribute "
+      "'a' of namespace 'ns'");
+  EXPECT_EQ(renderSimple("{% set ns = namespace(a=1) %}{% set ns.b = [1, "
+                         "{'x': ns}] %}",
+                         ctx),
+            "RENDER ERROR: t: line 1: cannot store a namespace in attribute "
+            "'b' of namespace 'ns'");
+  EXPECT_EQ(renderSimple("{% set ns = namespace(x=1) %}{% for i in range(500) "
+                         "%}{% set ns.x = [ns.x] %}{% endfor %}",
+                         ctx),
+            "RENDER ERROR: t: line 1: values nest more than 200 levels deep");
+  // Doubling a shared list: 2^40 items if expanded.
+  EXPECT_EQ(renderSimple("{% set ns = namespace(x='ab', y='ab') %}{% for i in "
+                         "range(40) %}{% set ns.x = [ns.x, ns.x] %}{% endfor "
+                         "%}{{ ns.x == ns.x }}",
+                         ctx),
+            "RENDER ERROR: t: line 1: a value holds more than 67108864 items "
+            "and string bytes");
+  // tojson's indentation is bounded by the output limit; negative indents
+  // as json.dumps (newlines, no spaces).
+  EXPECT_EQ(renderSimple("{{ [[1]] | tojson(indent=1000000000) }}", ctx),
+            "RENDER ERROR: t: line 1: the JSON text exceeds 64 MiB");
+  EXPECT_EQ(renderSimple("{{ [1] | tojson(indent=-3) }}", ctx), "[\n1\n]");
+}
+
+TEST(ChatTemplate, RenderLimits) {
+  auto render = [](const std::string &src, const RenderLimits &limits) {
+    Expected<ChatTemplate> t = ChatTemplate::parse(src, "L");
+    if (!t)
+      return "PARSE ERROR: " + t.message();
+    Expected<std::string> r = t->render("{}", limits);
+    return r ? *r : r.message();
+  };
+  RenderLimits small;
+  small.maxOutput = 100;
+  small.maxIterations = 10;
+  small.maxValueSize = 100;
+  small.maxWork = 1000;
+  EXPECT_EQ(render("{% for i in range(5) %}{{ i }}{% endfor %}", small),
+            "01234");
+  EXPECT_EQ(render("{% for i in range(9) %}\n{{ 'abcdefghijklmn' }}{% endfor "
+                   "%}",
+                   small),
+            "L: line 2: the rendered text exceeds 100 bytes");
+  EXPECT_EQ(render("{% for i in range(3) %}{% for j in range(4) %}{% endfor "
+                   "%}{% endfor %}",
+                   small),
+            "L: line 1: more than 10 loop iterations");
+  EXPECT_EQ(render("{{ range(11) }}", small), "L: line 1: range() is too long");
+  EXPECT_EQ(render("{{ 'ab' * 51 }}", small),
+            "L: line 1: string repetition exceeds 100 bytes");
+  EXPECT_EQ(render("{{ ('ab' * 50 ~ 'c') | length }}", small),
+            "L: line 1: a string exceeds 100 bytes");
+  EXPECT_EQ(render("{{ 'a,b,c' | replace(',', 'x' * 50) }}", small),
+            "L: line 1: a string exceeds 100 bytes");
+  EXPECT_EQ(render("{{ [range(10), range(10), range(10), range(10), "
+                   "range(10)] | length }}",
+                   small),
+            "5");
+  EXPECT_EQ(render("{% set l = [range(10), range(10), range(10), range(10), "
+                   "range(10)] %}{{ [l, l] }}",
+                   small),
+            "L: line 1: a value holds more than 100 items and string bytes");
+  // A namespace grown after lists took it in: their cached sizes are
+  // stale, so printing is bounded as it goes (doubling 24 times instead
+  // printed 2^24 copies).
+  EXPECT_EQ(render("{% set ns = namespace(s='') %}{% set a = [ns, ns] %}"
+                   "{% set b = [a, a] %}{% set c = [b, b] %}"
+                   "{% set ns.s = 'x' * 90 %}{{ c }}",
+                   small),
+            "L: line 1: a string exceeds 100 bytes");
+  small.maxValueSize = 1000;
+  small.maxOutput = 100000;
+  EXPECT_EQ(render("{% for i in range(10) %}{{ range(10) ~ range(10) }}"
+                   "{% endfor %}",
+                   small),
+            "L: line 1: rendering takes more than 1000 steps (expressions, "
+            "loop iterations and the bytes and items they make)");
+}
+
 TEST(Instruct, IdsAndMasksMatchTransformers) {
   std::vector<std::string> lines;
   {

@@ -8,9 +8,12 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "frontend/HFImport.h"
+#include "lib/Support/ByteSize.h"
 #include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
+#include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
+#include "runtime/driver/Train.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -172,10 +175,36 @@ bool parsePrecisionFlag(const char *command, const std::string &text,
   return false;
 }
 
+bool finishOptimizerFlags(const char *command, const OptimizerFlags &flags,
+                          mtc::StreamOptions &stream) {
+  const std::string &p = flags.placement;
+  if (p != "auto" && p != "deferred" && p != "immediate") {
+    error(std::string(command) +
+          ": --optimizer-placement expects auto, deferred or immediate, got '" +
+          p + "'");
+    return false;
+  }
+  if (p == "immediate" && flags.clip > 0) {
+    error(std::string(command) +
+          ": --optimizer-placement immediate updates each layer before the "
+          "global gradient norm is known, so it cannot clip; add --clip 0 or "
+          "use --optimizer-placement deferred");
+    return false;
+  }
+  stream.immediateOptimizer =
+      p == "immediate" || (p == "auto" && flags.clip == 0);
+  return true;
+}
+
 /// The streaming flags of compile and plan.
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
-                    std::string &deviceMemory, std::string &checkpoints) {
+                    std::string &deviceMemory, std::string &checkpoints,
+                    std::string &hostMemory, OptimizerFlags &optimizer) {
   flags.push_back({Flag::String, "--device-memory", &deviceMemory});
+  flags.push_back({Flag::String, "--host-memory", &hostMemory});
+  flags.push_back({Flag::Double, "--clip", &optimizer.clip, 0});
+  flags.push_back(
+      {Flag::String, "--optimizer-placement", &optimizer.placement});
   flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
@@ -184,10 +213,9 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
 }
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
-/// will run on. As for `mtc train --device`, the CUDA backend runs each op
-/// with its library kernel (no fused regions yet: docs/cuda.md), so the
-/// model is compiled without fusion, and its memory plan holds every value.
-/// Prints the error and returns false on an unknown device.
+/// will run on. For the CUDA backend the fused regions are also emitted as
+/// CUDA C (the bundle's cuda_kernels, docs/cuda.md). Prints the error and
+/// returns false on an unknown device.
 bool parseDeviceFlag(const char *command, const std::string &device,
                      mtc::CompileOptions &copts) {
   if (device != "cpu" && device != "cuda" && device != "cuda-emu") {
@@ -195,7 +223,7 @@ bool parseDeviceFlag(const char *command, const std::string &device,
           ": --device expects cpu, cuda or cuda-emu, got '" + device + "'");
     return false;
   }
-  copts.fuse = device == "cpu";
+  copts.cudaKernels = device != "cpu";
   return true;
 }
 
@@ -229,8 +257,9 @@ bool parsePolicyFlags(const std::string &recompute,
 /// always), and picks the recompute default (auto with streaming, else
 /// full). Prints the error and returns false on bad input.
 bool finishStreamFlags(const char *command, const std::string &deviceMemory,
+                       const std::string &hostMemory,
                        mtc::StreamOptions &stream, std::string &recompute,
-                       bool always) {
+                       bool always, bool stateOnDisk) {
   if (!deviceMemory.empty()) {
     llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(deviceMemory);
     if (!bytes) {
@@ -241,6 +270,21 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
     stream.deviceMemory = *bytes;
   }
   stream.enabled = always || !deviceMemory.empty();
+  // --host-memory: the plan's host budget (the training state and the host
+  // buffers); by default the memory this machine has available, unless the
+  // state lives in a file (--host-state-file).
+  if (!hostMemory.empty()) {
+    llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(hostMemory);
+    if (!bytes) {
+      error(std::string(command) +
+            ": --host-memory: " + llvm::toString(bytes.takeError()));
+      return false;
+    }
+    stream.hostMemory = *bytes;
+  } else if (stream.enabled && !stateOnDisk) {
+    stream.hostMemory =
+        static_cast<int64_t>(mtc::driver::hostMemoryAvailable());
+  }
   if (recompute.empty())
     recompute = stream.enabled ? "auto" : "full";
   if (recompute == "auto" && !stream.enabled) {
@@ -264,6 +308,31 @@ std::string withCommas(int64_t v) {
     out += digits[i];
   }
   return out;
+}
+
+bool resolveAutoDeviceMemory(const char *command, const std::string &device,
+                             std::string &deviceMemory) {
+  if (deviceMemory != "auto")
+    return true;
+  mtc::Expected<int64_t> bytes = mtc::driver::resolveDeviceMemory(
+      deviceMemory, device, command, std::cout);
+  if (!bytes) {
+    error(bytes.message());
+    return false;
+  }
+  deviceMemory = std::to_string(*bytes);
+  return true;
+}
+
+void printCudaReserve(std::ostream &os, const std::string &device,
+                      int64_t budget) {
+  if (device != "cuda" && device != "cuda-emu")
+    return;
+  int64_t reserve = mtc::driver::cudaBackendReserveBytes();
+  os << "beside the plan on " << device << ": the CUDA backend's scratch and "
+     << "flags, " << reserve << " bytes; device total " << budget + reserve
+     << " bytes ("
+     << mtc::formatBytes(budget + reserve, mtc::ByteFormat::approx()) << ")\n";
 }
 
 } // namespace mtc::cli

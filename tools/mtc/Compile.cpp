@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/mtc/Tool.h"
+#include "tools/mtc/CudaEmit.h"
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
@@ -27,7 +28,8 @@ namespace mtc::cli {
 int runCompile(const std::vector<std::string> &args) {
   if (wantsHelp("compile", args))
     return 0;
-  std::string emit, output, input, cpu, recompute, hf;
+  std::string emit, output, input, cpu, recompute, hf, target = "cpu",
+                                                       arch = "sm_90";
   mtc::ConfigOverrides overrides;
   mtc::StreamOptions stream;
   std::vector<std::string> pos;
@@ -43,17 +45,32 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
-                             {Flag::String, "--device", &device}};
-  std::string deviceMemory, checkpoints, precision;
+                             {Flag::String, "--device", &device},
+                             {Flag::String, "--target", &target},
+                             {Flag::String, "--arch", &arch}};
+  std::string deviceMemory, checkpoints, precision, hostMemory;
   flags.push_back({Flag::String, "--precision", &precision});
-  addStreamFlags(flags, stream, deviceMemory, checkpoints);
+  OptimizerFlags optimizer;
+  addStreamFlags(flags, stream, deviceMemory, checkpoints, hostMemory,
+                 optimizer);
   if (!parseArgs("compile", normalized, flags, pos) ||
       !parseOverrides("compile", sets, overrides) ||
       !parsePrecisionFlag("compile", precision, stream) ||
-      !finishStreamFlags("compile", deviceMemory, stream, recompute))
+      !resolveAutoDeviceMemory("compile", device, deviceMemory) ||
+      !finishStreamFlags("compile", deviceMemory, hostMemory, stream,
+                         recompute) ||
+      !finishOptimizerFlags("compile", optimizer, stream))
     return 1;
   if (!parseDeviceFlag("compile", device, copts))
     return 1;
+  if (target != "cpu" && target != "cuda")
+    return error("compile: --target expects cpu or cuda, got '" + target + "'");
+  if (target == "cuda")
+    copts.cudaKernels = true;
+  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0 ||
+      arch.find_first_not_of("0123456789", 3) != std::string::npos)
+    return error("compile: --arch expects sm_XY (sm_80, sm_90), got '" + arch +
+                 "'");
   if (!hf.empty() && !pos.empty())
     return error("compile: give either a model file or --hf DIR, not both");
   if (!hf.empty())
@@ -79,18 +96,22 @@ int runCompile(const std::vector<std::string> &args) {
   }
   using Stage = mtc::CompileStage;
   const std::pair<const char *, Stage> stages[] = {
-      {"ast", Stage::Parsed},
-      {"summary", Stage::Checked},
-      {"mlir", Stage::Lowered},
-      {"mlir-grad", Stage::Differentiated},
-      {"bundle", Stage::Bundled}};
+      {"ast", Stage::Parsed},     {"summary", Stage::Checked},
+      {"mlir", Stage::Lowered},   {"mlir-grad", Stage::Differentiated},
+      {"bundle", Stage::Bundled}, {"cuda", Stage::Bundled},
+      {"ptx", Stage::Bundled},    {"kernel-stats", Stage::Bundled}};
   const Stage *stage = nullptr;
   for (const auto &[name, st] : stages)
     if (emit == name)
       stage = &st;
   if (!stage)
     return error("compile: unknown --emit value '" + emit +
-                 "' (expected ast, mlir, mlir-grad, summary or bundle)");
+                 "' (expected ast, mlir, mlir-grad, summary, bundle, cuda, "
+                 "ptx or kernel-stats)");
+  bool cudaEmit = emit == "cuda" || emit == "ptx" || emit == "kernel-stats";
+  if (cudaEmit && !copts.cudaKernels)
+    return error("compile: --emit=" + emit +
+                 " prints the CUDA kernels: give --target cuda");
 
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
@@ -132,6 +153,12 @@ int runCompile(const std::vector<std::string> &args) {
     break;
   }
   case Stage::Bundled:
+    if (cudaEmit) {
+      if (mtc::Status st = mtc::emitCuda(compiled.bundle, emit, arch, os);
+          !st.ok())
+        return error("compile: " + st.message());
+      break;
+    }
     os << mtc::bundle::toJson(compiled.bundle);
     break;
   }

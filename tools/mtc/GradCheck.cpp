@@ -7,6 +7,7 @@
 
 #include "tools/mtc/Tool.h"
 
+#include "lib/Support/ByteSize.h"
 #include "runtime/driver/GradCheck.h"
 #include "runtime/driver/HFWeights.h"
 
@@ -24,7 +25,7 @@ int runGradCheck(const std::vector<std::string> &args) {
   mtc::driver::GradCheckOptions opts;
   int64_t coords = opts.coordinates;
   std::vector<std::string> pos;
-  std::string input, hf, recompute;
+  std::string input, hf, recompute, device = "cpu", deviceMemory;
   std::vector<std::string> sets;
   if (!parseArgs("gradcheck", args,
                  {{Flag::Int, "--batch", &opts.batch, 1},
@@ -37,13 +38,31 @@ int runGradCheck(const std::vector<std::string> &args) {
                   {Flag::List, "--set", &sets},
                   {Flag::String, "--recompute", &recompute},
                   {Flag::String, "--cpu", &copts.cpu},
-                  {Flag::String, "--hf", &hf}},
+                  {Flag::String, "--hf", &hf},
+                  {Flag::String, "--device", &device},
+                  {Flag::String, "--device-memory", &deviceMemory}},
                  pos) ||
+      !parseDeviceFlag("gradcheck", device, copts) ||
       !parseOverrides("gradcheck", sets, copts.overrides) ||
       !modelInput("gradcheck", pos, hf, input) ||
       !parsePolicyFlags(recompute, "", copts))
     return 1;
   opts.coordinates = static_cast<int>(coords);
+  opts.device = device;
+  if (device != "cpu") {
+    // The whole model is resident: by default, all the device has.
+    if (deviceMemory.empty())
+      deviceMemory = "auto";
+    if (!resolveAutoDeviceMemory("gradcheck", device, deviceMemory))
+      return 1;
+    mtc::Expected<int64_t> bytes = mtc::parseDeviceBudget(deviceMemory);
+    if (!bytes)
+      return error("gradcheck: --device-memory: " + bytes.message());
+    opts.deviceMemory = *bytes;
+  } else if (!deviceMemory.empty()) {
+    return error("gradcheck: --device-memory sizes a CUDA device (--device "
+                 "cuda|cuda-emu); the CPU runs the model in host memory");
+  }
   mtc::bundle::Bundle b;
   if (!loadInput(input, hf, copts, b))
     return 1;

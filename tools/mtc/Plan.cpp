@@ -27,7 +27,7 @@ namespace mtc::cli {
 int runPlan(const std::vector<std::string> &args) {
   if (wantsHelp("plan", args))
     return 0;
-  std::string recompute, hf, input, deviceMemory, checkpoints;
+  std::string recompute, hf, input, deviceMemory, checkpoints, hostMemory;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
   std::string device = "cpu", precision;
@@ -36,14 +36,18 @@ int runPlan(const std::vector<std::string> &args) {
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device},
                              {Flag::String, "--precision", &precision}};
-  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints);
+  OptimizerFlags optimizer;
+  addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
+                 optimizer);
   if (!parseArgs("plan", args, flags, pos) ||
       !parseOverrides("plan", sets, copts.overrides) ||
       !parseDeviceFlag("plan", device, copts) ||
       !parsePrecisionFlag("plan", precision, copts.stream) ||
       !modelInput("plan", pos, hf, input) ||
-      !finishStreamFlags("plan", deviceMemory, copts.stream, recompute,
-                         /*always=*/true) ||
+      !resolveAutoDeviceMemory("plan", device, deviceMemory) ||
+      !finishStreamFlags("plan", deviceMemory, hostMemory, copts.stream,
+                         recompute, /*always=*/true) ||
+      !finishOptimizerFlags("plan", optimizer, copts.stream) ||
       !parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
   std::string source, name;
@@ -144,6 +148,8 @@ int runPlan(const std::vector<std::string> &args) {
   if (step.deviceBudget)
     os << " of " << formatByteSize(step.deviceBudget);
   os << "\n";
+  printCudaReserve(os, device,
+                   step.deviceBudget ? step.deviceBudget : step.devicePeak);
   int64_t n = cost.totalInstances();
   int64_t resident = std::min<int64_t>(step.prefetchDepth, n);
   int64_t loads = 2 * n - resident;
@@ -160,22 +166,51 @@ int runPlan(const std::vector<std::string> &args) {
      << " - " << resident << " resident at the forward/backward turnaround), "
      << formatByteSize(loadBytes) << " host to device, + "
      << formatByteSize(cost.modelWeightBytes) << " model-level\n";
+  // Host memory: the training state and every host buffer of the plan.
+  const bool ring = step.buffer("grads.host") != nullptr;
+  const int64_t perParam = ring ? mtc::bundle::kImmediateStateBytesPerParam
+                                : mtc::bundle::kStateBytesPerParam;
+  const int64_t state = perParam * params;
   const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
-  int64_t hostCkpt = host ? host->bytes : 0;
-  os << "host memory: 16 B/param (fp32 value, gradient, AdamW m and v) x "
-     << withCommas(params) << " = " << formatByteSize(16 * params)
-     << "; checkpoints.host " << formatByteSize(hostCkpt) << " ("
-     << formatByteSize(hostCkpt / step.microBatches) << " per micro-batch)";
-  if (const mtc::bundle::PlanBuffer *acts = step.buffer("activations.host"))
-    os << "; activations.host " << formatByteSize(acts->bytes)
-       << " (the boundary activations of every micro-batch wait there)";
+  int64_t hostCkpt = host ? host->bytes : 0, hostTotal = state;
+  os << "host memory: state " << perParam
+     << (ring ? " B/param (fp32 value, AdamW m and v; optimizer placement "
+                "immediate) x "
+              : " B/param (fp32 value, gradient, AdamW m and v) x ")
+     << withCommas(params) << " = " << formatByteSize(state) << "\n";
+  for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
+    if (buf.space != "host")
+      continue;
+    if (buf.kind == "grads") {
+      os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
+         << mtc::bundle::kGradRingSlots
+         << " slots of the largest layer's gradients; AdamW reads one while "
+            "the next is copied in)\n";
+      hostTotal += buf.bytes;
+      continue;
+    }
+    const char *what = buf.kind == "checkpoints" ? "layer checkpoints"
+                       : buf.kind == "activations"
+                           ? "boundary activations between instances"
+                           : "model-level values between layer loops";
+    os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
+       << formatByteSize(buf.bytes / step.microBatches) << " per micro-batch; "
+       << what << ")\n";
+    hostTotal += buf.bytes;
+  }
+  os << "host total: " << formatByteSize(hostTotal, true) << " (" << hostTotal
+     << " bytes)";
+  if (copts.stream.hostMemory > 0)
+    os << " of " << formatByteSize(copts.stream.hostMemory)
+       << (hostMemory.empty() ? " available" : "");
   os << "\n";
   os << "smallest feasible device memory with these options: "
      << formatByteSize(smallest, true) << "\n\n";
   os << "device_peak_bytes: " << step.devicePeak << "\n";
   os << "min_device_memory: " << smallest << "\n";
-  os << "host_bytes_per_param: 16\n";
+  os << "host_bytes_per_param: " << perParam << "\n";
   os << "host_checkpoint_bytes: " << hostCkpt << "\n";
+  os << "host_memory_bytes: " << hostTotal << "\n";
   return 0;
 }
 

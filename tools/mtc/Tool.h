@@ -90,15 +90,30 @@ bool loadInput(const std::string &input, const std::string &hf,
 bool parsePrecisionFlag(const char *command, const std::string &text,
                         mtc::StreamOptions &stream);
 
-/// The streaming flags of compile and plan.
+/// `--clip X` and `--optimizer-placement auto|deferred|immediate` of compile
+/// and plan: whether the plan carries the gradient ring of the immediate
+/// placement (docs/training.md, "Optimizer placement").
+struct OptimizerFlags {
+  double clip = 1.0;
+  std::string placement = "auto";
+};
+
+/// Resolves \p flags into \p stream (immediate: explicit, or auto with
+/// --clip 0); immediate with clipping is an error. Prints the error and
+/// returns false on bad input.
+bool finishOptimizerFlags(const char *command, const OptimizerFlags &flags,
+                          mtc::StreamOptions &stream);
+
+/// The streaming flags of compile and plan (--host-memory into \p
+/// hostMemory, parsed by finishStreamFlags).
 void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
-                    std::string &deviceMemory, std::string &checkpoints);
+                    std::string &deviceMemory, std::string &checkpoints,
+                    std::string &hostMemory, OptimizerFlags &optimizer);
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
-/// will run on. As for `mtc train --device`, the CUDA backend runs each op
-/// with its library kernel (no fused regions yet: docs/cuda.md), so the
-/// model is compiled without fusion, and its memory plan holds every value.
-/// Prints the error and returns false on an unknown device.
+/// will run on. For the CUDA backend the fused regions are also emitted as
+/// CUDA C (the bundle's cuda_kernels, docs/cuda.md). Prints the error and
+/// returns false on an unknown device.
 bool parseDeviceFlag(const char *command, const std::string &device,
                      mtc::CompileOptions &copts);
 
@@ -108,14 +123,29 @@ bool parsePolicyFlags(const std::string &recompute,
                       const std::string &checkpoints,
                       mtc::CompileOptions &copts);
 
-/// Parses --device-memory, turns streaming on when it is given (or \p
-/// always), and picks the recompute default (auto with streaming, else
+/// Parses --device-memory and --host-memory (\p hostMemory; not given: the
+/// memory this machine has available, unless \p stateOnDisk: the state
+/// lives in a file), turns streaming on when --device-memory is given (or
+/// \p always), and picks the recompute default (auto with streaming, else
 /// full). Prints the error and returns false on bad input.
 bool finishStreamFlags(const char *command, const std::string &deviceMemory,
+                       const std::string &hostMemory,
                        mtc::StreamOptions &stream, std::string &recompute,
-                       bool always = false);
+                       bool always = false, bool stateOnDisk = false);
 
 std::string withCommas(int64_t v);
+
+/// `--device-memory auto` for \p device (driver/DeviceSelect.h): replaced
+/// in \p deviceMemory by the bytes chosen, with a line saying how; other
+/// values stay. A device that is not there is an error (a plan needs a
+/// number). Prints the error and returns false.
+bool resolveAutoDeviceMemory(const char *command, const std::string &device,
+                             std::string &deviceMemory);
+
+/// On a CUDA device, the plan's "beside the plan" line: the CUDA backend's
+/// own device memory and the device total with the arena of \p budget.
+void printCudaReserve(std::ostream &os, const std::string &device,
+                      int64_t budget);
 
 /// The commands, one file each.
 int runCompile(const std::vector<std::string> &args);

@@ -37,6 +37,8 @@ int runTrain(const std::vector<std::string> &args) {
   if (!parseOverrides("train", cmd.sets, copts.overrides))
     return 1;
   std::string deviceMemory = cmd.deviceMemory, recompute = cmd.recompute;
+  if (!resolveAutoDeviceMemory("train", opts.device, deviceMemory))
+    return 1;
   if (!parsePrecisionFlag("train", cmd.precision, copts.stream))
     return 1;
   if (copts.stream.precision == mtc::bundle::Precision::BF16 &&
@@ -48,14 +50,18 @@ int runTrain(const std::vector<std::string> &args) {
       return error("train: --device " + opts.device +
                    " runs a streaming step plan: give its budget with "
                    "--device-memory SIZE");
-    // The CUDA backend runs each op with its library kernel (no fused
-    // regions yet: docs/cuda.md).
-    copts.fuse = false;
+    // The CUDA backend runs the fused regions as CUDA C (docs/cuda.md).
+    copts.cudaKernels = true;
   }
   // Streaming: the step plan is compiled for this run's micro-batch shape.
   copts.stream.batch = opts.batch;
   copts.stream.seq = opts.seq;
   copts.stream.microBatches = opts.microBatches;
+  // Without clipping AdamW can run as soon as each layer's gradient is
+  // final: the plan then carries the gradient ring (12 B/param).
+  copts.stream.immediateOptimizer =
+      opts.optimizerPlacement == "immediate" ||
+      (opts.optimizerPlacement == "auto" && opts.clip == 0);
   // Without a device budget and without --recompute, keep the activations
   // (recompute none: no forward recomputed in the backward, as PyTorch eager
   // does) when that fits comfortably in host memory; else keep the matmul
@@ -64,7 +70,9 @@ int runTrain(const std::vector<std::string> &args) {
   bool keepActivations = recompute.empty() && deviceMemory.empty();
   if (keepActivations)
     recompute = "none";
-  if (!finishStreamFlags("train", deviceMemory, copts.stream, recompute))
+  if (!finishStreamFlags("train", deviceMemory, cmd.hostMemory, copts.stream,
+                         recompute, /*always=*/false,
+                         /*stateOnDisk=*/!opts.hostStateFile.empty()))
     return 1;
   opts.deviceMemory = copts.stream.deviceMemory;
   if (!parsePolicyFlags(recompute, cmd.checkpoints, copts))

@@ -9,6 +9,7 @@
 #include "tools/mtc/Tool.h"
 
 #include "runtime/driver/TrainCommand.h"
+#include "tools/mtc/CudaEmit.h"
 
 #include <cstring>
 #include <iostream>
@@ -20,27 +21,37 @@ namespace {
 
 const Command kCommands[] = {
     {"compile",
-     "mtc compile MODEL.mt|--hf DIR [--emit=ast|mlir|mlir-grad|summary|bundle] "
-     "[-o FILE] [--cpu NAME] [--recompute full|none|selective|auto] [--set "
-     "NAME=VALUE]... [--device-memory SIZE --batch N --seq N "
-     "[--micro-batches N] [--prefetch-depth N] [--checkpoints "
+     "mtc compile MODEL.mt|--hf DIR "
+     "[--emit=ast|mlir|mlir-grad|summary|bundle|cuda|ptx|kernel-stats] "
+     "[-o FILE] [--target cpu|cuda] [--arch sm_XY] [--cpu NAME] [--recompute "
+     "full|none|selective|auto] [--set "
+     "NAME=VALUE]... [--device-memory SIZE|auto --batch N --seq N "
+     "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] "
+     "[--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
      "cpu|cuda|cuda-emu]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb; with "
-     "--device-memory it carries a streaming step plan)",
+     "--device-memory it carries a streaming step plan); with --target cuda, "
+     "print its CUDA kernels, their PTX or ptxas statistics",
      runCompile,
-     "--device cuda|cuda-emu compiles the bundle for the device `train\n"
-     "  --device` will run it on: without fused regions, which the CUDA\n"
-     "  backend does not run yet (docs/cuda.md). Default: cpu."},
+     "--device cuda|cuda-emu (or --target cuda) compiles the bundle for the\n"
+     "  CUDA backend: its fused regions also as CUDA C (docs/cuda.md).\n"
+     "  Default: cpu. With --target cuda, --emit=cuda prints the CUDA C of\n"
+     "  every kernel the model needs (library and fused), --emit=ptx their\n"
+     "  PTX for --arch (default sm_90) and --emit=kernel-stats ptxas'\n"
+     "  registers, spills and shared memory per kernel (both need the CUDA\n"
+     "  toolkit's NVRTC)."},
     {"plan",
-     "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE] "
+     "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE|auto] "
+     "[--host-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
      "NAME=VALUE]... [--device cpu|cuda|cuda-emu]",
      "print the streaming memory plan of a model: device buffers, peak, "
-     "smallest feasible budget, host bytes per parameter",
+     "smallest feasible budget, host memory (state bytes per parameter, "
+     "every host buffer, host_memory_bytes)",
      runPlan},
     {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
      runTrain, mtc::driver::trainDetails()},
@@ -51,7 +62,8 @@ const Command kCommands[] = {
      "N] "
      "[--set NAME=VALUE]... [--tolerance X] [--step X] [--coordinates N] "
      "[--tensors GLOB[,GLOB]...] "
-     "[--recompute full|none|selective] [--cpu NAME]",
+     "[--recompute full|none|selective] [--cpu NAME] [--device "
+     "cpu|cuda|cuda-emu [--device-memory SIZE|auto]]",
      "compare the compiled gradients with finite differences on a small "
      "random instance",
      runGradCheck,

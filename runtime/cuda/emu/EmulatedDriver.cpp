@@ -8,6 +8,7 @@
 #include "runtime/cuda/emu/EmulatedDriver.h"
 
 #include "runtime/cuda/emu/KernelRegistry.h"
+#include "runtime/cuda/emu/RuntimeCompile.h"
 
 #include <algorithm>
 #include <atomic>
@@ -670,6 +671,14 @@ int moduleLoadData(void **out, const void *image) {
       !img->module)
     return kInvalidImage;
   std::vector<KernelEntry> entries = registeredKernels(img->module);
+  if (entries.empty() && img->source) {
+    if (Status st = compileAndRegister(img->module, img->source); !st) {
+      if (img->log)
+        *img->log = st.message();
+      return kInvalidImage;
+    }
+    entries = registeredKernels(img->module);
+  }
   if (entries.empty())
     return kInvalidImage;
   auto *m = new Module;

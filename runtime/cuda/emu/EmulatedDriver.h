@@ -20,8 +20,9 @@
 //                to pageable memory returns only when done -- the caller
 //                blocks; cuMemFreeHost waits for the device to go idle
 //   modules      cuModuleLoadData takes an EmulatedModuleImage naming kernels
-//                compiled for the emulator (KernelRegistry.h); a function is
-//                an entry point found by name
+//                compiled for the emulator (KernelRegistry.h), or carrying
+//                CUDA C that is compiled for it then (RuntimeCompile.h); a
+//                function is an entry point found by name
 //   launches     cuLaunchKernel copies the arguments (as CUDA does) and
 //                queues an emulated launch (Emulator.h); an error in the
 //                kernel fails the stream: later commands are skipped and the

@@ -30,20 +30,27 @@ Status Launch::kernel(const std::string &file, const std::string &entry,
   Expected<void *> fn = functions->get(file, entry);
   if (!fn)
     return fn.status();
+  return launchFunction(*fn, "'" + entry + "' (" + file + ")", grid, block,
+                        sharedBytes, std::move(args));
+}
+
+Status Launch::launchFunction(void *fn, const std::string &what, Dim3 grid,
+                              Dim3 block, unsigned sharedBytes,
+                              std::vector<void *> args) const {
   if (sharedBytes > 48 * 1024) {
     Status s = cudaCheck(
         *api,
-        api->cuFuncSetAttribute(*fn, kCuFuncAttrMaxDynamicSharedSizeBytes,
+        api->cuFuncSetAttribute(fn, kCuFuncAttrMaxDynamicSharedSizeBytes,
                                 static_cast<int>(sharedBytes)),
-        "cuFuncSetAttribute for '" + entry + "'");
+        "cuFuncSetAttribute for " + what);
     if (!s)
       return s;
   }
   return cudaCheck(*api,
-                   api->cuLaunchKernel(*fn, grid.x, grid.y, grid.z, block.x,
+                   api->cuLaunchKernel(fn, grid.x, grid.y, grid.z, block.x,
                                        block.y, block.z, sharedBytes, stream,
                                        args.data(), nullptr),
-                   "launching '" + entry + "' (" + file + ")");
+                   "launching " + what);
 }
 
 Status Launch::zero(DevPtr p, int64_t bytes) const {

@@ -83,6 +83,11 @@ struct Launch {
   Status kernel(const std::string &file, const std::string &entry, Dim3 grid,
                 Dim3 block, unsigned sharedBytes,
                 std::vector<void *> args) const;
+  /// Queues function \p fn (a CUfunction; \p what names it in errors:
+  /// "'entry' (file)") as kernel() queues a library entry.
+  Status launchFunction(void *fn, const std::string &what, Dim3 grid,
+                        Dim3 block, unsigned sharedBytes,
+                        std::vector<void *> args) const;
   /// Queues \p bytes of zeros at \p p / a copy of \p bytes from \p src to
   /// \p dst (device to device) on the stream.
   Status zero(DevPtr p, int64_t bytes) const;

@@ -6,6 +6,8 @@
 
 #include "runtime/exec/cuda/CudaBackend.h"
 
+#include "lib/Support/Hash.h"
+
 #include "runtime/cuda/emu/EmulatedGemm.h"
 #include "runtime/cuda/ops/Embedding.h"
 #include "runtime/exec/Executor.h"
@@ -122,6 +124,27 @@ cuda::ops::Launch CudaBackend::launch() {
     return p;
   };
   return L;
+}
+
+std::string CudaBackend::fusedModuleName(const bundle::CudaKernels &kernels) {
+  return "fused-" + hex64(xxh64(kernels.source.data(), kernels.source.size())) +
+         ".cu";
+}
+
+Expected<void *> CudaBackend::fusedFunction(const bundle::CudaKernels &kernels,
+                                            const std::string &entry) {
+  std::string module = fusedModuleName(kernels);
+  auto key = std::make_pair(module, entry);
+  if (auto it = fusedFunctions.find(key); it != fusedFunctions.end())
+    return it->second;
+  Expected<void *> m = loader->load(module, kernels.source);
+  if (!m)
+    return m.status();
+  Expected<void *> fn = loader->function(*m, entry);
+  if (!fn)
+    return fn.status();
+  fusedFunctions.emplace(key, *fn);
+  return *fn;
 }
 
 cuda::ops::Launch CudaBackend::memoryLaunch() const {

@@ -22,8 +22,9 @@
 // embedding gradient's sort, a chunk of logits) come from a region of its
 // own (one cuMemAlloc, `scratchBytes`), reused from the start by every op:
 // all of the backend's work is on one stream, so an op's kernels run after
-// the previous op's have finished with it. The memory plan does not count it
-// yet (docs/cuda.md).
+// the previous op's have finished with it. The memory plan does not count it:
+// it is the device memory beside the plan's arena (deviceBytes(), printed by
+// the tools; docs/cuda.md, "Device memory").
 //
 // Thread safety: one issuing thread at a time, like the device.
 //
@@ -31,6 +32,7 @@
 #ifndef MTC_RUNTIME_EXEC_CUDA_CUDABACKEND_H
 #define MTC_RUNTIME_EXEC_CUDA_CUDABACKEND_H
 
+#include "lib/Bundle/Bundle.h"
 #include "lib/Support/Status.h"
 #include "runtime/cuda/Gemm.h"
 #include "runtime/cuda/KernelLoader.h"
@@ -38,6 +40,7 @@
 #include "runtime/device/CudaDevice.h"
 #include "runtime/exec/Backend.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,6 +63,11 @@ public:
   static Expected<std::unique_ptr<CudaBackend>>
   create(device::CudaDevice &device,
          int64_t scratchBytes = kDefaultScratchBytes);
+  /// The device memory create() allocates (one cuMemAlloc): the scratch
+  /// region of \p scratchBytes plus the token checks' and aux terms' flags.
+  static int64_t deviceBytes(int64_t scratchBytes = kDefaultScratchBytes) {
+    return 4 * kMaxTokenChecks + 8 * kMaxAuxTerms + scratchBytes;
+  }
   ~CudaBackend() override;
   CudaBackend(const CudaBackend &) = delete;
   CudaBackend &operator=(const CudaBackend &) = delete;
@@ -107,6 +115,13 @@ public:
     CudaBackend &b;
     int64_t saved;
   };
+  /// Entry \p entry of a bundle's fused kernels \p kernels (module
+  /// fusedModuleName(kernels)), loaded once: compiled by NVRTC on a GPU, by
+  /// the host compiler on the emulated driver.
+  Expected<void *> fusedFunction(const bundle::CudaKernels &kernels,
+                                 const std::string &entry);
+  /// "fused-<xxh64 of the source>.cu": one module per distinct source.
+  static std::string fusedModuleName(const bundle::CudaKernels &kernels);
   /// "cuBLASLt 130001", "cpu (emulated)": for messages and reports.
   std::string gemmName() const { return gemm->name(); }
 
@@ -127,6 +142,8 @@ private:
 
   device::CudaDevice &dev;
   std::unique_ptr<cuda::KernelLoader> loader;
+  /// fusedFunction's functions by (module, entry).
+  std::map<std::pair<std::string, std::string>, void *> fusedFunctions;
   std::unique_ptr<cuda::ops::KernelFunctions> functions;
   std::unique_ptr<cuda::GemmEngine> gemm;
   /// The CUstream and stream id issue() is running for (null and -1

@@ -8,10 +8,8 @@
 // step plan, with f32 parameter gradients and scalars); an operand of
 // another type than its kernel takes is converted into the op's scratch
 // first (as()). moe and moe_grad route on the device (CudaMoeKernels.cpp).
-// Fused regions have no entry, so a bundle using them is refused when the
-// executor is made, naming the op (the CUDA C of fused regions is not
-// emitted yet: bundles for this backend are compiled without fusion, `mtc
-// train --device cuda|cuda-emu`).
+// Fused regions run the CUDA C the compiler emitted for them
+// (CudaFusedKernels.cpp).
 // The KV cache of generation is the CPU's (attention and rope fail at run
 // time while decoding).
 //
@@ -46,7 +44,7 @@ using ops::DType::F32;
 void paramGrad(OpContext &c) {
   ParamSlot &s = c.param();
   const Tensor &g = c.in(0);
-  if (static_cast<size_t>(g.numel()) != s.grad.size())
+  if (static_cast<size_t>(g.numel()) != s.value.size())
     c.fail("gradient size mismatch for '" + s.name + "'");
   auto dst = reinterpret_cast<DevPtr>(c.paramData(s, true));
   std::vector<int64_t> shape{g.numel()};
@@ -370,6 +368,7 @@ const KernelTable &cudaKernelTable() {
     t.set(OpKind::Rope, rope);
     addDenseKernels(t);
     cudaops::addMoeKernels(t);
+    cudaops::addFusedKernels(t);
     t.set(OpKind::CrossEntropy, crossEntropy);
     t.set(OpKind::CrossEntropyGrad, crossEntropyGrad);
     t.set(OpKind::LinearCrossEntropy, linearCrossEntropy);

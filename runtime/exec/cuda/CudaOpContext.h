@@ -62,6 +62,8 @@ inline void noDecoding(OpContext &c) {
 void addDenseKernels(KernelTable &t);
 /// moe and moe_grad with the routing on the device (CudaMoeKernels.cpp).
 void addMoeKernels(KernelTable &t);
+/// fused: the bundle's CUDA C of the region (CudaFusedKernels.cpp).
+void addFusedKernels(KernelTable &t);
 
 } // namespace mtc::exec::cudaops
 

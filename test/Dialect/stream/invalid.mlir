@@ -491,8 +491,8 @@ module {
     }
   }
   stream.step @Tiny recompute = full checkpoints = device attributes {batch = 4 : i64, seq = 64 : i64, micro_batches = 2 : i64, prefetch_depth = 2 : i64, device_budget = 67108864 : i64, device_peak = 8388608 : i64} {
-    // expected-error @+1 {{only checkpoints and activations can live in host memory}}
-    stream.buffer @b kind = stage space = host bytes = 64
+    // expected-error @+1 {{only checkpoints, activations, the stage and the gradient ring can live in host memory}}
+    stream.buffer @b kind = workspace space = host bytes = 64
   }
 }
 
