@@ -58,24 +58,29 @@ void CpuDevice::EventState::markReached(uint64_t g) {
 }
 
 CpuDevice::CpuDevice(int64_t capacityBytes)
-    : capacityBytes(capacityBytes), statsOrigin(Clock::now()) {
+    : capacityBytes(capacityBytes), statsOrigin(Clock::now()) {}
+
+Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(int64_t capacityBytes) {
   if (capacityBytes < 0)
-    throw DeviceError{"cpu device: negative arena capacity " +
-                      std::to_string(capacityBytes)};
+    return Status::error("cpu device: negative arena capacity " +
+                         std::to_string(capacityBytes));
+  std::unique_ptr<CpuDevice> dev(new CpuDevice(capacityBytes));
   // An anonymous mapping: page-aligned (so 64-byte aligned), zero-filled,
   // committed lazily as the arena is touched.
-  arenaMapped = static_cast<size_t>(std::max<int64_t>(capacityBytes, 1));
-  void *p = ::mmap(nullptr, arenaMapped, PROT_READ | PROT_WRITE,
+  size_t mapped = static_cast<size_t>(std::max<int64_t>(capacityBytes, 1));
+  void *p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
-    throw DeviceError{"cpu device: cannot allocate the " +
-                      formatBytes(capacityBytes) +
-                      " arena: " + std::strerror(errno)};
+    return Status::error("cpu device: cannot allocate the " +
+                         formatBytes(capacityBytes) +
+                         " arena: " + std::strerror(errno));
   // Large arenas are backed by transparent huge pages where the kernel
   // offers them (fewer TLB misses in kernels and copies); best effort.
-  if (arenaMapped >= (size_t(2) << 20))
-    ::madvise(p, arenaMapped, MADV_HUGEPAGE);
-  arena = p;
+  if (mapped >= (size_t(2) << 20))
+    ::madvise(p, mapped, MADV_HUGEPAGE);
+  dev->arena = p;
+  dev->arenaMapped = mapped;
+  return dev;
 }
 
 CpuDevice::~CpuDevice() {
@@ -93,27 +98,28 @@ CpuDevice::~CpuDevice() {
     ::munmap(arena, arenaMapped);
 }
 
-void CpuDevice::checkRange(const std::string &what, int64_t offset,
-                           int64_t bytes) const {
+Status CpuDevice::checkRange(const std::string &what, int64_t offset,
+                             int64_t bytes) const {
   if (offset >= 0 && bytes >= 0 && offset <= capacityBytes &&
       bytes <= capacityBytes - offset)
-    return;
+    return Status::success();
   std::string range = bytes >= 0 && offset >= 0 && offset <= INT64_MAX - bytes
                           ? " [" + std::to_string(offset) + ", " +
                                 std::to_string(offset + bytes) + ")"
                           : "";
-  throw DeviceError{"cpu device: " + what + ": " + std::to_string(bytes) +
-                    " bytes at offset " + std::to_string(offset) + range +
-                    " are outside the arena (capacity " +
-                    std::to_string(capacityBytes) + " bytes)"};
+  return Status::error("cpu device: " + what + ": " + std::to_string(bytes) +
+                       " bytes at offset " + std::to_string(offset) + range +
+                       " are outside the arena (capacity " +
+                       std::to_string(capacityBytes) + " bytes)");
 }
 
-void *CpuDevice::at(int64_t offset, int64_t bytes) {
-  checkRange("at()", offset, bytes);
-  return static_cast<char *>(arena) + offset;
+Expected<void *> CpuDevice::at(int64_t offset, int64_t bytes) {
+  if (Status st = checkRange("at()", offset, bytes); !st)
+    return st;
+  return static_cast<void *>(static_cast<char *>(arena) + offset);
 }
 
-Stream CpuDevice::createStream(const std::string &label) {
+Expected<Stream> CpuDevice::createStream(const std::string &label) {
   std::lock_guard<std::mutex> lock(mu);
   auto st = std::make_unique<StreamState>();
   st->id = static_cast<int>(streams.size());
@@ -129,37 +135,45 @@ Stream CpuDevice::createStream(const std::string &label) {
   StreamState *p = st.get();
   streams.push_back(std::move(st));
   p->worker = std::thread([this, p] { run(*p); });
-  return p->id;
+  return Stream(p->id);
 }
 
-Stream CpuDevice::createHostStream(const std::string &label) {
-  Stream s = createStream(label);
+Expected<Stream> CpuDevice::createHostStream(const std::string &label) {
+  Expected<Stream> s = createStream(label);
+  if (!s)
+    return s;
   std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = *streams[static_cast<size_t>(static_cast<int>(s))];
+  StreamState &st = *streams[static_cast<size_t>(static_cast<int>(*s))];
   st.hostWork = st.timeline.hostWork = true;
   return s;
 }
 
-Event CpuDevice::createEvent() {
+Expected<Event> CpuDevice::createEvent() {
   std::lock_guard<std::mutex> lock(mu);
   events.emplace_back();
-  return static_cast<Event>(events.size() - 1);
+  return Event(static_cast<int>(events.size() - 1));
 }
 
-CpuDevice::StreamState &CpuDevice::streamLocked(Stream s, const char *what) {
-  if (s < 0 || static_cast<size_t>(s) >= streams.size())
-    throw DeviceError{std::string("cpu device: ") + what + ": no stream " +
-                      std::to_string(s) + " (" +
-                      std::to_string(streams.size()) + " created)"};
-  return *streams[s];
+CpuDevice::StreamState *CpuDevice::streamLocked(Stream s, const char *what,
+                                                Status &err) {
+  if (s < 0 || static_cast<size_t>(s) >= streams.size()) {
+    err = Status::error(std::string("cpu device: ") + what + ": no stream " +
+                        std::to_string(s) + " (" +
+                        std::to_string(streams.size()) + " created)");
+    return nullptr;
+  }
+  return streams[s].get();
 }
 
-CpuDevice::EventState &CpuDevice::eventLocked(Event e, const char *what) {
-  if (e < 0 || static_cast<size_t>(e) >= events.size())
-    throw DeviceError{std::string("cpu device: ") + what + ": no event " +
-                      std::to_string(e) + " (" + std::to_string(events.size()) +
-                      " created)"};
-  return events[e];
+CpuDevice::EventState *CpuDevice::eventLocked(Event e, const char *what,
+                                              Status &err) {
+  if (e < 0 || static_cast<size_t>(e) >= events.size()) {
+    err = Status::error(std::string("cpu device: ") + what + ": no event " +
+                        std::to_string(e) + " (" +
+                        std::to_string(events.size()) + " created)");
+    return nullptr;
+  }
+  return &events[e];
 }
 
 void CpuDevice::enqueue(StreamState &st, Command cmd) {
@@ -168,128 +182,162 @@ void CpuDevice::enqueue(StreamState &st, Command cmd) {
   st.wake.notify_one();
 }
 
-void CpuDevice::copyToDevice(Stream s, int64_t dst, const void *src,
-                             int64_t bytes, Convert c,
-                             const std::string &label) {
+Status CpuDevice::copyToDevice(Stream s, int64_t dst, const void *src,
+                               int64_t bytes, Convert c,
+                               const std::string &label) {
   Command cmd;
   cmd.kind = Kind::CopyH2D;
   cmd.label = label;
   int64_t written = bytes;
   if (c == Convert::F32ToBF16) {
     if (bytes % 4 != 0)
-      throw DeviceError{"cpu device: copyToDevice f32->bf16 of " +
-                        std::to_string(bytes) +
-                        " bytes: not a whole number of fp32 values"};
+      return Status::error("cpu device: copyToDevice f32->bf16 of " +
+                           std::to_string(bytes) +
+                           " bytes: not a whole number of fp32 values");
     written = bytes / 2;
   }
   std::string what = "copyToDevice" + (label.empty() ? "" : " '" + label + "'");
   if (cmd.label.empty())
     cmd.label = "copy h2d " + std::to_string(bytes) + " bytes" +
                 (c == Convert::F32ToBF16 ? " f32->bf16" : "");
-  checkRange(what, dst, written);
+  if (Status st = checkRange(what, dst, written); !st)
+    return st;
   if (!src && bytes > 0)
-    throw DeviceError{"cpu device: " + what + ": null host source"};
+    return Status::error("cpu device: " + what + ": null host source");
   cmd.hostSrc = src;
   cmd.offset = dst;
   cmd.bytes = bytes;
   cmd.convert = c;
   std::lock_guard<std::mutex> lock(mu);
-  enqueue(streamLocked(s, "copyToDevice"), std::move(cmd));
+  Status err;
+  StreamState *st = streamLocked(s, "copyToDevice", err);
+  if (!st)
+    return err;
+  enqueue(*st, std::move(cmd));
+  return Status::success();
 }
 
-void CpuDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                           const std::string &label) {
+Status CpuDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
+                             const std::string &label) {
   Command cmd;
   cmd.kind = Kind::CopyD2H;
   cmd.label =
       label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
   std::string what = "copyToHost" + (label.empty() ? "" : " '" + label + "'");
-  checkRange(what, src, bytes);
+  if (Status st = checkRange(what, src, bytes); !st)
+    return st;
   if (!dst && bytes > 0)
-    throw DeviceError{"cpu device: " + what + ": null host destination"};
+    return Status::error("cpu device: " + what + ": null host destination");
   cmd.host = dst;
   cmd.offset = src;
   cmd.bytes = bytes;
   std::lock_guard<std::mutex> lock(mu);
-  enqueue(streamLocked(s, "copyToHost"), std::move(cmd));
+  Status err;
+  StreamState *st = streamLocked(s, "copyToHost", err);
+  if (!st)
+    return err;
+  enqueue(*st, std::move(cmd));
+  return Status::success();
 }
 
-void CpuDevice::launch(Stream s, std::function<void()> fn,
-                       const std::string &label) {
+Status CpuDevice::launch(Stream s, std::function<void()> fn,
+                         const std::string &label) {
   if (!fn)
-    throw DeviceError{"cpu device: launch '" + label + "': empty function"};
+    return Status::error("cpu device: launch '" + label + "': empty function");
   Command cmd;
   cmd.kind = Kind::Launch;
   cmd.label = label.empty() ? "launch" : label;
   cmd.fn = std::move(fn);
   std::lock_guard<std::mutex> lock(mu);
-  enqueue(streamLocked(s, "launch"), std::move(cmd));
+  Status err;
+  StreamState *st = streamLocked(s, "launch", err);
+  if (!st)
+    return err;
+  enqueue(*st, std::move(cmd));
+  return Status::success();
 }
 
-void CpuDevice::record(Event e, Stream s) {
+Status CpuDevice::record(Event e, Stream s) {
   std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "record");
-  EventState &ev = eventLocked(e, "record");
+  Status err;
+  StreamState *st = streamLocked(s, "record", err);
+  EventState *ev = st ? eventLocked(e, "record", err) : nullptr;
+  if (!ev)
+    return err;
   Command cmd;
   cmd.kind = Kind::Record;
   cmd.label = "record event " + std::to_string(e);
   cmd.event = e;
-  cmd.generation = ++ev.recorded;
-  enqueue(st, std::move(cmd));
+  cmd.generation = ++ev->recorded;
+  enqueue(*st, std::move(cmd));
+  return Status::success();
 }
 
-void CpuDevice::wait(Stream s, Event e) {
+Status CpuDevice::wait(Stream s, Event e) {
   std::lock_guard<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "wait");
-  EventState &ev = eventLocked(e, "wait");
-  if (ev.recorded == 0)
-    return; // never recorded: nothing to wait for (CUDA semantics)
+  Status err;
+  StreamState *st = streamLocked(s, "wait", err);
+  EventState *ev = st ? eventLocked(e, "wait", err) : nullptr;
+  if (!ev)
+    return err;
+  if (ev->recorded == 0)
+    return Status::success(); // never recorded: nothing to wait for (CUDA)
   Command cmd;
   cmd.kind = Kind::Wait;
   cmd.label = "wait event " + std::to_string(e);
   cmd.event = e;
-  cmd.generation = ev.recorded;
-  enqueue(st, std::move(cmd));
+  cmd.generation = ev->recorded;
+  enqueue(*st, std::move(cmd));
+  return Status::success();
 }
 
-void CpuDevice::checkNotOnStream(const char *what) const {
+Status CpuDevice::checkNotOnStream(const char *what) const {
   if (currentDevice == this)
-    throw DeviceError{std::string("cpu device: ") + what +
-                      " called from a command running on a stream of the "
-                      "same device (it would wait for itself)"};
+    return Status::error(std::string("cpu device: ") + what +
+                         " called from a command running on a stream of the "
+                         "same device (it would wait for itself)");
+  return Status::success();
 }
 
-void CpuDevice::throwIfFailedLocked() const {
-  if (isFailed)
-    throw firstError;
+Status CpuDevice::failureLocked() const {
+  return isFailed ? firstError : Status::success();
 }
 
-void CpuDevice::synchronize(Event e) {
-  checkNotOnStream("synchronize(event)");
+Status CpuDevice::synchronize(Event e) {
+  if (Status st = checkNotOnStream("synchronize(event)"); !st)
+    return st;
   std::unique_lock<std::mutex> lock(mu);
-  EventState &ev = eventLocked(e, "synchronize");
-  uint64_t g = ev.recorded;
+  Status err;
+  EventState *ev = eventLocked(e, "synchronize", err);
+  if (!ev)
+    return err;
+  uint64_t g = ev->recorded;
   if (g > 0) {
     ++syncWaiters;
     changed.wait(lock, [&] { return events[e].hasReached(g); });
     --syncWaiters;
   }
-  throwIfFailedLocked();
+  return failureLocked();
 }
 
-void CpuDevice::synchronize(Stream s) {
-  checkNotOnStream("synchronize(stream)");
+Status CpuDevice::synchronize(Stream s) {
+  if (Status st = checkNotOnStream("synchronize(stream)"); !st)
+    return st;
   std::unique_lock<std::mutex> lock(mu);
-  StreamState &st = streamLocked(s, "synchronize");
-  int64_t target = st.queued;
+  Status err;
+  StreamState *st = streamLocked(s, "synchronize", err);
+  if (!st)
+    return err;
+  int64_t target = st->queued;
   ++syncWaiters;
-  changed.wait(lock, [&] { return st.done >= target; });
+  changed.wait(lock, [&] { return st->done >= target; });
   --syncWaiters;
-  throwIfFailedLocked();
+  return failureLocked();
 }
 
-void CpuDevice::synchronize() {
-  checkNotOnStream("synchronize()");
+Status CpuDevice::synchronize() {
+  if (Status st = checkNotOnStream("synchronize()"); !st)
+    return st;
   std::unique_lock<std::mutex> lock(mu);
   // Streams created meanwhile by other threads are not waited for.
   size_t n = streams.size();
@@ -304,7 +352,7 @@ void CpuDevice::synchronize() {
     return true;
   });
   --syncWaiters;
-  throwIfFailedLocked();
+  return failureLocked();
 }
 
 bool CpuDevice::failed() const {
@@ -347,9 +395,6 @@ void CpuDevice::run(StreamState &st) {
       bool threw = false;
       try {
         execute(st, cmd);
-      } catch (const DeviceError &e) {
-        threw = true;
-        error = e.message;
       } catch (const std::exception &e) {
         threw = true;
         error = e.what();
@@ -363,8 +408,8 @@ void CpuDevice::run(StreamState &st) {
       lock.lock();
       if (threw && !isFailed) {
         isFailed = true;
-        firstError = DeviceError{"cpu device: stream '" + st.trackName +
-                                 "': " + cmd.label + ": " + error};
+        firstError = Status::error("cpu device: stream '" + st.trackName +
+                                   "': " + cmd.label + ": " + error);
       }
       st.timeline.add(cmd.kind == Kind::Launch, begin, end, statsOrigin);
       if (cmd.kind == Kind::Launch) {

@@ -11,7 +11,7 @@
 //    back the commands queued on s after it until that record has executed
 //    (cudaStreamWaitEvent). Waiting on a never-recorded event is a no-op.
 //  - Copies are memcpy's run on the stream's thread; their arena range is
-//    checked when they are queued (DeviceError thrown by copyToDevice /
+//    checked when they are queued (the error Status of copyToDevice /
 //    copyToHost themselves).
 //  - Launches run on the stream's thread, and at() is host memory, so a
 //    launched closure may read and write the arena: the streaming executor's
@@ -20,7 +20,7 @@
 //  - An exception thrown by a command marks the device failed: the first
 //    error is kept, every copy and launch not yet run is skipped (records and
 //    waits still complete, so nothing blocks), and every synchronize() from
-//    then on throws DeviceError naming the stream, the command and the
+//    then on returns an error Status naming the stream, the command and the
 //    original message. The failure is sticky, like a CUDA kernel fault.
 //  - The destructor does not run queued work: commands not yet started are
 //    discarded, each stream's running command finishes, blocked waits are
@@ -52,33 +52,33 @@ void convertF32ToBF16(const void *src, void *dst, int64_t n);
 
 class CpuDevice : public Device {
 public:
-  /// Allocates the arena (64-byte aligned, zero-filled); throws DeviceError
-  /// naming the size if that fails.
-  explicit CpuDevice(int64_t capacityBytes);
+  /// Allocates the arena (64-byte aligned, zero-filled); an error naming the
+  /// size if that fails.
+  static Expected<std::unique_ptr<CpuDevice>> create(int64_t capacityBytes);
   ~CpuDevice() override;
   CpuDevice(const CpuDevice &) = delete;
   CpuDevice &operator=(const CpuDevice &) = delete;
 
   std::string name() const override { return "cpu"; }
   int64_t capacity() const override { return capacityBytes; }
-  void *at(int64_t offset, int64_t bytes) override;
+  Expected<void *> at(int64_t offset, int64_t bytes) override;
 
-  Stream createStream(const std::string &label) override;
-  Stream createHostStream(const std::string &label) override;
-  Event createEvent() override;
+  Expected<Stream> createStream(const std::string &label) override;
+  Expected<Stream> createHostStream(const std::string &label) override;
+  Expected<Event> createEvent() override;
 
-  void copyToDevice(Stream s, int64_t dst, const void *src, int64_t bytes,
-                    Convert c = Convert::None,
+  Status copyToDevice(Stream s, int64_t dst, const void *src, int64_t bytes,
+                      Convert c = Convert::None,
+                      const std::string &label = "") override;
+  Status copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
                     const std::string &label = "") override;
-  void copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                  const std::string &label = "") override;
-  void launch(Stream s, std::function<void()> fn,
-              const std::string &label = "") override;
-  void record(Event e, Stream s) override;
-  void wait(Stream s, Event e) override;
-  void synchronize(Event e) override;
-  void synchronize(Stream s) override;
-  void synchronize() override;
+  Status launch(Stream s, std::function<void()> fn,
+                const std::string &label = "") override;
+  Status record(Event e, Stream s) override;
+  Status wait(Stream s, Event e) override;
+  Status synchronize(Event e) override;
+  Status synchronize(Stream s) override;
+  Status synchronize() override;
 
   DeviceStats stats() const override;
   void resetStats() override;
@@ -89,6 +89,8 @@ public:
 
 private:
   using Clock = std::chrono::steady_clock;
+
+  explicit CpuDevice(int64_t capacityBytes);
 
   enum class Kind { CopyH2D, CopyD2H, Launch, Record, Wait };
   struct Command {
@@ -128,12 +130,14 @@ private:
 
   void run(StreamState &st);
   void execute(StreamState &st, Command &cmd);
-  StreamState &streamLocked(Stream s, const char *what);
-  EventState &eventLocked(Event e, const char *what);
-  void checkRange(const std::string &what, int64_t offset, int64_t bytes) const;
+  /// Null (and \p err set) for an unknown id.
+  StreamState *streamLocked(Stream s, const char *what, Status &err);
+  EventState *eventLocked(Event e, const char *what, Status &err);
+  Status checkRange(const std::string &what, int64_t offset,
+                    int64_t bytes) const;
   void enqueue(StreamState &st, Command cmd);
-  void checkNotOnStream(const char *what) const;
-  void throwIfFailedLocked() const;
+  Status checkNotOnStream(const char *what) const;
+  Status failureLocked() const;
 
   int64_t capacityBytes;
   void *arena = nullptr;
@@ -150,7 +154,7 @@ private:
   std::vector<EventState> events;
   bool stopping = false;
   bool isFailed = false;
-  DeviceError firstError;
+  Status firstError;
   Trace *trace = nullptr;
 
   // statistics (guarded by mu)

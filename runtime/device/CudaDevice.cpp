@@ -23,12 +23,32 @@ namespace {
 /// The device whose closure the current thread runs (nullptr elsewhere).
 thread_local const CudaDevice *currentDevice = nullptr;
 
+/// A failed driver call or bad argument inside this file: thrown by check()
+/// and the other helpers, caught by guarded() in every public method and
+/// returned as a Status. No exception leaves this file.
+struct Failure {
+  std::string message;
+};
+
+[[noreturn]] void raise(std::string message) {
+  throw Failure{std::move(message)};
+}
+
+/// Runs \p body; a Failure it throws becomes the error Status.
+template <typename F> Status guarded(F &&body) {
+  try {
+    body();
+    return Status::success();
+  } catch (const Failure &e) {
+    return Status::error(e.message);
+  }
+}
+
 } // namespace
 
 void CudaDevice::check(int rc, const std::string &what) const {
   if (rc != cuda::kCudaSuccess)
-    throw DeviceError{deviceName + ": " + what + ": " +
-                      cuda::cudaErrorText(*api, rc)};
+    raise(deviceName + ": " + what + ": " + cuda::cudaErrorText(*api, rc));
 }
 
 CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
@@ -37,13 +57,12 @@ CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
       statsOrigin(Clock::now()) {
   deviceName = "cuda:" + std::to_string(ordinal);
   if (capacity < 0)
-    throw DeviceError{deviceName + ": negative arena capacity " +
-                      std::to_string(capacity)};
+    raise(deviceName + ": negative arena capacity " + std::to_string(capacity));
   int count = 0;
   check(api->cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count)
-    throw DeviceError{"no CUDA device " + std::to_string(ordinal) + " (" +
-                      std::to_string(count) + " found by " + api->where + ")"};
+    raise("no CUDA device " + std::to_string(ordinal) + " (" +
+          std::to_string(count) + " found by " + api->where + ")");
   check(api->cuDeviceGet(&device, ordinal), "cuDeviceGet");
   char name[256] = {0};
   check(api->cuDeviceGetName(name, sizeof name - 1, device), "cuDeviceGetName");
@@ -63,11 +82,10 @@ CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
       size_t free = 0, total = 0;
       api->cuMemGetInfo_v2(&free, &total);
       api->cuDevicePrimaryCtxRelease_v2(device);
-      throw DeviceError{deviceName + ": cannot allocate the " +
-                        formatBytes(capacity) + " arena (" +
-                        formatBytes(static_cast<int64_t>(free)) + " free of " +
-                        formatBytes(static_cast<int64_t>(total)) +
-                        "): " + cuda::cudaErrorText(*api, rc)};
+      raise(deviceName + ": cannot allocate the " + formatBytes(capacity) +
+            " arena (" + formatBytes(static_cast<int64_t>(free)) + " free of " +
+            formatBytes(static_cast<int64_t>(total)) +
+            "): " + cuda::cudaErrorText(*api, rc));
     }
   }
   check(api->cuStreamCreate(&clockStream, cuda::kCuStreamNonBlocking),
@@ -76,6 +94,18 @@ CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
   check(api->cuEventRecord(baseEvent, clockStream), "cuEventRecord");
   check(api->cuEventSynchronize(baseEvent), "cuEventSynchronize");
   baseHost = Clock::now();
+}
+
+Expected<std::unique_ptr<CudaDevice>>
+CudaDevice::create(std::shared_ptr<const cuda::CudaDriverApi> api,
+                   int64_t capacityBytes, int ordinal) {
+  std::unique_ptr<CudaDevice> dev;
+  Status st = guarded([&] {
+    dev.reset(new CudaDevice(std::move(api), capacityBytes, ordinal));
+  });
+  if (!st)
+    return st;
+  return dev;
 }
 
 CudaDevice::~CudaDevice() {
@@ -120,18 +150,27 @@ void CudaDevice::checkRange(const std::string &what, int64_t offset,
                           ? " [" + std::to_string(offset) + ", " +
                                 std::to_string(offset + bytes) + ")"
                           : "";
-  throw DeviceError{deviceName + ": " + what + ": " + std::to_string(bytes) +
-                    " bytes at offset " + std::to_string(offset) + range +
-                    " are outside the arena (capacity " +
-                    std::to_string(capacityBytes) + " bytes)"};
+  raise(deviceName + ": " + what + ": " + std::to_string(bytes) +
+        " bytes at offset " + std::to_string(offset) + range +
+        " are outside the arena (capacity " + std::to_string(capacityBytes) +
+        " bytes)");
 }
 
-void *CudaDevice::at(int64_t offset, int64_t bytes) {
-  checkRange("at()", offset, bytes);
-  return reinterpret_cast<char *>(arena) + offset;
+Expected<void *> CudaDevice::at(int64_t offset, int64_t bytes) {
+  if (Status st = guarded([&] { checkRange("at()", offset, bytes); }); !st)
+    return st;
+  return static_cast<void *>(reinterpret_cast<char *>(arena) + offset);
 }
 
-Stream CudaDevice::createStream(const std::string &label) {
+Expected<Stream> CudaDevice::createStream(const std::string &label) {
+  Stream id;
+  Status status = guarded([&] { id = createStreamOrRaise(label); });
+  if (!status)
+    return status;
+  return id;
+}
+
+Stream CudaDevice::createStreamOrRaise(const std::string &label) {
   api->cuCtxSetCurrent(context);
   auto st = std::make_unique<StreamState>();
   check(api->cuStreamCreate(&st->cu, cuda::kCuStreamNonBlocking),
@@ -155,39 +194,44 @@ Stream CudaDevice::createStream(const std::string &label) {
   StreamState *p = st.get();
   streams.push_back(std::move(st));
   p->worker = std::thread([this, p] { runHostJobs(*p); });
-  return p->id;
+  return Stream(p->id);
 }
 
-Stream CudaDevice::createHostStream(const std::string &label) {
-  Stream s = createStream(label);
+Expected<Stream> CudaDevice::createHostStream(const std::string &label) {
+  Expected<Stream> s = createStream(label);
+  if (!s)
+    return s;
   std::lock_guard<std::mutex> lock(mu);
-  streams[static_cast<size_t>(static_cast<int>(s))]->timeline.hostWork = true;
+  streams[static_cast<size_t>(static_cast<int>(*s))]->timeline.hostWork = true;
   return s;
 }
 
-Event CudaDevice::createEvent() {
+Expected<Event> CudaDevice::createEvent() {
   api->cuCtxSetCurrent(context);
   void *e = nullptr;
-  check(api->cuEventCreate(&e, cuda::kCuEventDisableTiming), "cuEventCreate");
+  if (Status st = guarded([&] {
+        check(api->cuEventCreate(&e, cuda::kCuEventDisableTiming),
+              "cuEventCreate");
+      });
+      !st)
+    return st;
   std::lock_guard<std::mutex> lock(mu);
   events.push_back(e);
   eventRecords.push_back(0);
-  return static_cast<Event>(events.size() - 1);
+  return Event(static_cast<int>(events.size() - 1));
 }
 
 CudaDevice::StreamState &CudaDevice::streamLocked(Stream s, const char *what) {
   if (s < 0 || static_cast<size_t>(s) >= streams.size())
-    throw DeviceError{deviceName + ": " + what + ": no stream " +
-                      std::to_string(s) + " (" +
-                      std::to_string(streams.size()) + " created)"};
+    raise(deviceName + ": " + what + ": no stream " + std::to_string(s) + " (" +
+          std::to_string(streams.size()) + " created)");
   return *streams[s];
 }
 
 void *CudaDevice::eventLocked(Event e, const char *what) {
   if (e < 0 || static_cast<size_t>(e) >= events.size())
-    throw DeviceError{deviceName + ": " + what + ": no event " +
-                      std::to_string(e) + " (" + std::to_string(events.size()) +
-                      " created)"};
+    raise(deviceName + ": " + what + ": no event " + std::to_string(e) + " (" +
+          std::to_string(events.size()) + " created)");
   return events[e];
 }
 
@@ -244,8 +288,6 @@ void CudaDevice::runHostJobs(StreamState &st) {
     } else if (!skipped) {
       try {
         job.fn();
-      } catch (const DeviceError &e) {
-        error = e.message;
       } catch (const std::exception &e) {
         error = e.what();
       } catch (...) {
@@ -272,20 +314,20 @@ void CudaDevice::runHostJobs(StreamState &st) {
 
 void CudaDevice::fail(const std::string &message) {
   if (!isFailed.exchange(true))
-    firstError = DeviceError{message};
+    firstError = Status::error(message);
 }
 
-void CudaDevice::throwIfFailed() const {
+void CudaDevice::raiseIfFailed() const {
   std::lock_guard<std::mutex> lock(mu);
   if (isFailed)
-    throw firstError;
+    raise(firstError.message());
 }
 
 void CudaDevice::checkNotOnDevice(const char *what) const {
   if (currentDevice == this)
-    throw DeviceError{deviceName + ": " + what +
-                      " called from a command running on a stream of the "
-                      "same device (it would wait for itself)"};
+    raise(deviceName + ": " + what +
+          " called from a command running on a stream of the same device (it "
+          "would wait for itself)");
 }
 
 bool CudaDevice::isPinnedLocked(const void *p, int64_t bytes) const {
@@ -324,21 +366,27 @@ void CudaDevice::giveStaging(void *b) const {
   stagingFree[stagingSize.at(b)].push_back(b);
 }
 
-void CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
-                              int64_t bytes, Convert c,
-                              const std::string &label) {
+Status CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
+                                int64_t bytes, Convert c,
+                                const std::string &label) {
+  return guarded([&] { copyToDeviceOrRaise(s, dst, src, bytes, c, label); });
+}
+
+void CudaDevice::copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
+                                     int64_t bytes, Convert c,
+                                     const std::string &label) {
   int64_t written = bytes;
   if (c == Convert::F32ToBF16) {
     if (bytes % 4 != 0)
-      throw DeviceError{deviceName + ": copyToDevice f32->bf16 of " +
-                        std::to_string(bytes) +
-                        " bytes: not a whole number of fp32 values"};
+      raise(deviceName + ": copyToDevice f32->bf16 of " +
+            std::to_string(bytes) +
+            " bytes: not a whole number of fp32 values");
     written = bytes / 2;
   }
   std::string what = "copyToDevice" + (label.empty() ? "" : " '" + label + "'");
   checkRange(what, dst, written);
   if (!src && bytes > 0)
-    throw DeviceError{deviceName + ": " + what + ": null host source"};
+    raise(deviceName + ": " + what + ": null host source");
   api->cuCtxSetCurrent(context);
   std::lock_guard<std::mutex> issue(issueMu);
   StreamState *st;
@@ -382,12 +430,17 @@ void CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
   });
 }
 
-void CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                            const std::string &label) {
+Status CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
+                              const std::string &label) {
+  return guarded([&] { copyToHostOrRaise(s, dst, src, bytes, label); });
+}
+
+void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
+                                   int64_t bytes, const std::string &label) {
   std::string what = "copyToHost" + (label.empty() ? "" : " '" + label + "'");
   checkRange(what, src, bytes);
   if (!dst && bytes > 0)
-    throw DeviceError{deviceName + ": " + what + ": null host destination"};
+    raise(deviceName + ": " + what + ": null host destination");
   api->cuCtxSetCurrent(context);
   std::lock_guard<std::mutex> issue(issueMu);
   StreamState *st;
@@ -426,10 +479,16 @@ void CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
   }
 }
 
-void CudaDevice::launch(Stream s, std::function<void()> fn,
-                        const std::string &label) {
+Status CudaDevice::launch(Stream s, std::function<void()> fn,
+                          const std::string &label) {
   if (!fn)
-    throw DeviceError{deviceName + ": launch '" + label + "': empty function"};
+    return Status::error(deviceName + ": launch '" + label +
+                         "': empty function");
+  return guarded([&] { launchOrRaise(s, std::move(fn), label); });
+}
+
+void CudaDevice::launchOrRaise(Stream s, std::function<void()> fn,
+                               const std::string &label) {
   api->cuCtxSetCurrent(context);
   std::lock_guard<std::mutex> issue(issueMu);
   StreamState *st;
@@ -445,12 +504,21 @@ void CudaDevice::launch(Stream s, std::function<void()> fn,
   enqueueHostJob(*st, std::move(fn), p);
 }
 
-void CudaDevice::compute(Stream s, const std::function<void(void *)> &fn,
-                         const std::string &label) {
+Status CudaDevice::compute(Stream s, const std::function<Status(void *)> &fn,
+                           const std::string &label) {
   if (!fn)
-    throw DeviceError{deviceName + ": compute '" + label + "': empty function"};
+    return Status::error(deviceName + ": compute '" + label +
+                         "': empty function");
+  Status result;
+  Status st = guarded([&] { result = computeOrRaise(s, fn, label); });
+  return st ? result : st;
+}
+
+Status CudaDevice::computeOrRaise(Stream s,
+                                  const std::function<Status(void *)> &fn,
+                                  const std::string &label) {
   checkNotOnDevice("compute");
-  throwIfFailed();
+  raiseIfFailed();
   api->cuCtxSetCurrent(context);
   auto p = std::make_shared<Pending>();
   p->kind = Kind::Compute;
@@ -477,13 +545,15 @@ void CudaDevice::compute(Stream s, const std::function<void(void *)> &fn,
     std::lock_guard<std::mutex> issue(issueMu);
     check(api->cuEventRecord(p->start, st->cu), "cuEventRecord");
   }
+  Status result;
   try {
-    fn(st->cu);
+    result = fn(st->cu);
   } catch (...) {
     finish();
     throw;
   }
   finish();
+  return result;
 }
 
 void CudaDevice::traceSync(StreamState &st, Kind kind, const std::string &label,
@@ -523,7 +593,11 @@ bool CudaDevice::queueIfNothingToDo(const std::shared_ptr<Pending> &p,
   return true;
 }
 
-void CudaDevice::record(Event e, Stream s) {
+Status CudaDevice::record(Event e, Stream s) {
+  return guarded([&] { recordOrRaise(e, s); });
+}
+
+void CudaDevice::recordOrRaise(Event e, Stream s) {
   api->cuCtxSetCurrent(context);
   std::lock_guard<std::mutex> issue(issueMu);
   StreamState *st;
@@ -538,7 +612,11 @@ void CudaDevice::record(Event e, Stream s) {
             [&] { check(api->cuEventRecord(ev, st->cu), "cuEventRecord"); });
 }
 
-void CudaDevice::wait(Stream s, Event e) {
+Status CudaDevice::wait(Stream s, Event e) {
+  return guarded([&] { waitOrRaise(s, e); });
+}
+
+void CudaDevice::waitOrRaise(Stream s, Event e) {
   api->cuCtxSetCurrent(context);
   std::lock_guard<std::mutex> issue(issueMu);
   StreamState *st;
@@ -555,7 +633,11 @@ void CudaDevice::wait(Stream s, Event e) {
   });
 }
 
-void CudaDevice::synchronize(Event e) {
+Status CudaDevice::synchronize(Event e) {
+  return guarded([&] { synchronizeOrRaise(e); });
+}
+
+void CudaDevice::synchronizeOrRaise(Event e) {
   checkNotOnDevice("synchronize(event)");
   void *ev;
   {
@@ -568,10 +650,14 @@ void CudaDevice::synchronize(Event e) {
     std::lock_guard<std::mutex> lock(mu);
     fail(deviceName + ": synchronize(event): " + cuda::cudaErrorText(*api, rc));
   }
-  throwIfFailed();
+  raiseIfFailed();
 }
 
-void CudaDevice::synchronize(Stream s) {
+Status CudaDevice::synchronize(Stream s) {
+  return guarded([&] { synchronizeOrRaise(s); });
+}
+
+void CudaDevice::synchronizeOrRaise(Stream s) {
   checkNotOnDevice("synchronize(stream)");
   void *cu;
   std::string track;
@@ -589,10 +675,14 @@ void CudaDevice::synchronize(Stream s) {
          "': " + cuda::cudaErrorText(*api, rc));
   }
   harvest(false);
-  throwIfFailed();
+  raiseIfFailed();
 }
 
-void CudaDevice::synchronize() {
+Status CudaDevice::synchronize() {
+  return guarded([&] { synchronizeAllOrRaise(); });
+}
+
+void CudaDevice::synchronizeAllOrRaise() {
   checkNotOnDevice("synchronize()");
   std::vector<std::pair<void *, std::string>> all;
   {
@@ -610,7 +700,7 @@ void CudaDevice::synchronize() {
     }
   }
   harvest(false);
-  throwIfFailed();
+  raiseIfFailed();
 }
 
 Status CudaDevice::registerHost(void *p, int64_t bytes) {
@@ -628,11 +718,15 @@ Status CudaDevice::registerHost(void *p, int64_t bytes) {
   return Status::success();
 }
 
-std::pair<int64_t, int64_t> CudaDevice::memoryInfo() const {
+Expected<std::pair<int64_t, int64_t>> CudaDevice::memoryInfo() const {
   size_t free = 0, total = 0;
   api->cuCtxSetCurrent(context);
-  check(api->cuMemGetInfo_v2(&free, &total), "cuMemGetInfo");
-  return {static_cast<int64_t>(free), static_cast<int64_t>(total)};
+  if (Status st = guarded(
+          [&] { check(api->cuMemGetInfo_v2(&free, &total), "cuMemGetInfo"); });
+      !st)
+    return st;
+  return std::make_pair(static_cast<int64_t>(free),
+                        static_cast<int64_t>(total));
 }
 
 CudaDevice::Clock::time_point CudaDevice::hostTimeOf(void *event) const {

@@ -30,10 +30,10 @@
 //             launch, harvested into DeviceStats and the trace at
 //             synchronize() and stats()
 //
-// Errors: a driver call that fails throws DeviceError with the driver's
+// Errors: a driver call that fails is an error Status with the driver's
 // name and text of the error; a closure that throws fails the device like
 // CpuDevice (later copies and launches are skipped, the first error is
-// rethrown by every synchronize()).
+// returned by every synchronize()).
 //
 // Thread safety: as CpuDevice: commands may be queued from one host thread
 // at a time; synchronize() may be called from any thread but not from a
@@ -63,34 +63,35 @@ namespace mtc::device {
 class CudaDevice : public Device {
 public:
   /// Opens GPU \p ordinal of \p api with an arena of \p capacityBytes
-  /// (0: none). Throws DeviceError naming the size when the GPU cannot
-  /// allocate it, and the driver's error for anything else.
-  CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> api,
-             int64_t capacityBytes, int ordinal = 0);
+  /// (0: none). An error naming the size when the GPU cannot allocate it,
+  /// and the driver's error for anything else.
+  static Expected<std::unique_ptr<CudaDevice>>
+  create(std::shared_ptr<const cuda::CudaDriverApi> api, int64_t capacityBytes,
+         int ordinal = 0);
   ~CudaDevice() override;
   CudaDevice(const CudaDevice &) = delete;
   CudaDevice &operator=(const CudaDevice &) = delete;
 
   std::string name() const override { return deviceName; }
   int64_t capacity() const override { return capacityBytes; }
-  void *at(int64_t offset, int64_t bytes) override;
+  Expected<void *> at(int64_t offset, int64_t bytes) override;
 
-  Stream createStream(const std::string &label) override;
-  Stream createHostStream(const std::string &label) override;
-  Event createEvent() override;
+  Expected<Stream> createStream(const std::string &label) override;
+  Expected<Stream> createHostStream(const std::string &label) override;
+  Expected<Event> createEvent() override;
 
-  void copyToDevice(Stream s, int64_t dst, const void *src, int64_t bytes,
-                    Convert c = Convert::None,
+  Status copyToDevice(Stream s, int64_t dst, const void *src, int64_t bytes,
+                      Convert c = Convert::None,
+                      const std::string &label = "") override;
+  Status copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
                     const std::string &label = "") override;
-  void copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                  const std::string &label = "") override;
-  void launch(Stream s, std::function<void()> fn,
-              const std::string &label = "") override;
-  void record(Event e, Stream s) override;
-  void wait(Stream s, Event e) override;
-  void synchronize(Event e) override;
-  void synchronize(Stream s) override;
-  void synchronize() override;
+  Status launch(Stream s, std::function<void()> fn,
+                const std::string &label = "") override;
+  Status record(Event e, Stream s) override;
+  Status wait(Stream s, Event e) override;
+  Status synchronize(Event e) override;
+  Status synchronize(Stream s) override;
+  Status synchronize() override;
 
   DeviceStats stats() const override;
   void resetStats() override;
@@ -102,7 +103,7 @@ public:
   Status registerHost(void *p, int64_t bytes);
 
   /// Free and total GPU memory as the driver reports them now.
-  std::pair<int64_t, int64_t> memoryInfo() const;
+  Expected<std::pair<int64_t, int64_t>> memoryInfo() const;
   /// The GPU's compute capability, e.g. {9, 0}.
   std::pair<int, int> computeCapability() const { return capability; }
   /// Device compute issued by the calling thread: \p fn runs now and
@@ -110,10 +111,11 @@ public:
   /// with every command queued on \p s before and after; it may queue
   /// copies through this device too. Timed by CUDA events around its work
   /// as one compute span \p label (statistics, trace), counted as a
-  /// launch. Throws the device's first error if it has failed, and what fn
-  /// throws. Not from a command running on the device.
-  void compute(Stream s, const std::function<void(void *)> &fn,
-               const std::string &label = "");
+  /// launch. Returns the device's first error if it has failed (fn does
+  /// not run), a driver error, or else what fn returns. Not from a command
+  /// running on the device.
+  Status compute(Stream s, const std::function<Status(void *)> &fn,
+                 const std::string &label = "");
   /// The driver table (for the kernel launches of the CUDA backend).
   const cuda::CudaDriverApi &driver() const { return *api; }
   const std::shared_ptr<const cuda::CudaDriverApi> &driverTable() const {
@@ -128,6 +130,26 @@ public:
 private:
   using Clock = std::chrono::steady_clock;
   enum class Kind { CopyH2D, CopyD2H, Launch, Compute, Record, Wait };
+
+  /// The work of create(). The *OrRaise functions are the public methods'
+  /// bodies: their errors unwind (a type private to CudaDevice.cpp) to the
+  /// public method, which returns them as a Status.
+  CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> api,
+             int64_t capacityBytes, int ordinal);
+  Stream createStreamOrRaise(const std::string &label);
+  void copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
+                           int64_t bytes, Convert c, const std::string &label);
+  void copyToHostOrRaise(Stream s, void *dst, int64_t src, int64_t bytes,
+                         const std::string &label);
+  void launchOrRaise(Stream s, std::function<void()> fn,
+                     const std::string &label);
+  Status computeOrRaise(Stream s, const std::function<Status(void *)> &fn,
+                        const std::string &label);
+  void recordOrRaise(Event e, Stream s);
+  void waitOrRaise(Stream s, Event e);
+  void synchronizeOrRaise(Event e);
+  void synchronizeOrRaise(Stream s);
+  void synchronizeAllOrRaise();
 
   /// A copy or launch whose timing is not harvested yet.
   struct Pending {
@@ -192,7 +214,7 @@ private:
   void *takeStaging(int64_t bytes);
   void giveStaging(void *buffer) const;
   void fail(const std::string &message);
-  void throwIfFailed() const;
+  void raiseIfFailed() const;
   void checkNotOnDevice(const char *what) const;
   /// Moves the timing of completed commands into the timelines and trace
   /// (\p wait: all of them, after synchronisation).
@@ -226,7 +248,7 @@ private:
   mutable std::deque<std::shared_ptr<Pending>> pending;
   bool stopping = false;
   std::atomic<bool> isFailed{false};
-  DeviceError firstError;
+  Status firstError;
   std::vector<std::pair<void *, int64_t>> registered;
   Trace *trace = nullptr;
   Clock::time_point statsOrigin;

@@ -10,8 +10,14 @@
 // CudaDevice will face.
 //
 // Nothing is allocated after construction: every command names arena
-// offsets, and a range outside the arena is an error (DeviceError), never a
+// offsets, and a range outside the arena is an error (a Status), never a
 // write out of bounds.
+//
+// Errors are values: every call that can fail returns a Status (or an
+// Expected), and nothing a device does throws. A command that fails while it
+// runs (a launched closure that throws, a driver fault) fails the device:
+// the error reaches the caller as the Status of the next synchronize(), and
+// of every one after it (docs/runtime.md, "Errors").
 //
 // Every device passes the conformance suite (test/unit/DeviceConformance.h,
 // docs/testing.md), which tests the promises written here and nothing else:
@@ -34,6 +40,8 @@
 #ifndef MTC_RUNTIME_DEVICE_DEVICE_H
 #define MTC_RUNTIME_DEVICE_DEVICE_H
 
+#include "lib/Support/Status.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -43,10 +51,6 @@
 namespace mtc::device {
 
 class Trace;
-
-struct DeviceError {
-  std::string message;
-};
 
 /// Element conversion applied by a copy.
 enum class Convert {
@@ -98,12 +102,12 @@ struct Stream {
   int id;
 };
 
-/// A device (see the file comment). Every DeviceError message names the call
+/// A device (see the file comment). Every error message names the call
 /// (and the command's label when it has one) and what is wrong: an arena
 /// range as "N bytes at offset O [O, O+N)" with "capacity C bytes", an
 /// unknown id as "no stream S" / "no event E". A command with bad arguments
-/// throws from the call that queues it and is not queued (the device stays
-/// usable).
+/// is an error Status from the call that queues it and is not queued (the
+/// device stays usable).
 ///
 /// The destructor never blocks on a wait and returns in bounded time; once it
 /// has returned, no command of the device runs any more. Whether queued
@@ -116,65 +120,68 @@ public:
   /// A short name ("cpu"), never empty.
   virtual std::string name() const = 0;
   /// The arena's size in bytes (the device budget), as constructed; a
-  /// negative or unobtainable size is a DeviceError from the constructor,
-  /// naming the size in bytes.
+  /// negative or unobtainable size is an error of the device's factory
+  /// (CpuDevice::create, CudaDevice::create), naming the size in bytes.
   virtual int64_t capacity() const = 0;
   /// The address of arena offset \p offset for \p bytes bytes, for use by
-  /// commands running on the device (kernels); throws DeviceError if the
-  /// range is outside the arena. The arena is contiguous (at(o, n) is the
+  /// commands running on the device (kernels); an error if the range is
+  /// outside the arena. The arena is contiguous (at(o, n) is the
   /// base at(0, 0) plus o bytes) and its base is at least 64-byte aligned. On
   /// CpuDevice the address is host memory; on a CudaDevice it is a device
   /// pointer, for kernel arguments only.
-  virtual void *at(int64_t offset, int64_t bytes) = 0;
+  virtual Expected<void *> at(int64_t offset, int64_t bytes) = 0;
 
   /// A new stream; ids are 0, 1, 2, ... in creation order, host streams
   /// included (DeviceStats::streams is indexed by them).
-  virtual Stream createStream(const std::string &label) = 0;
+  /// An error when the driver cannot create one.
+  virtual Expected<Stream> createStream(const std::string &label) = 0;
   /// A stream whose launches are host work (on a GPU: host functions, e.g.
   /// the CPU optimizer), not device compute: DeviceStats::overlap does not
   /// count them as compute hiding a copy.
-  virtual Stream createHostStream(const std::string &label) {
+  virtual Expected<Stream> createHostStream(const std::string &label) {
     return createStream(label);
   }
-  virtual Event createEvent() = 0;
+  virtual Expected<Event> createEvent() = 0;
 
   /// Queues a copy of \p bytes host bytes at \p src to arena offset \p dst.
   /// The copy reads the host memory when it runs, in stream order, not when
   /// it is queued (a launch queued before it may still write the source);
   /// the memory must stay valid until then. (A CudaDevice copies from pinned
   /// memory, or stages pageable memory from a host function, to keep this.)
-  virtual void copyToDevice(Stream s, int64_t dst, const void *src,
-                            int64_t bytes, Convert c = Convert::None,
-                            const std::string &label = "") = 0;
+  virtual Status copyToDevice(Stream s, int64_t dst, const void *src,
+                              int64_t bytes, Convert c = Convert::None,
+                              const std::string &label = "") = 0;
   /// Queues a copy of \p bytes arena bytes at \p src to host memory \p dst,
   /// written when the copy runs: a later command of the stream (or one
   /// ordered after it by an event) sees the bytes.
-  virtual void copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                          const std::string &label = "") = 0;
+  virtual Status copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
+                            const std::string &label = "") = 0;
   /// Queues a host closure: \p fn runs after every command queued before it
   /// on \p s and before every command queued after it (see "Launches" in the
   /// file comment for what it means on a GPU). Closures of different streams
   /// do not wait for each other unless events order them: one that blocks
   /// holds up its own stream only. On a compute stream it counts as device
-  /// compute in the statistics. An exception thrown by fn, of any
-  /// type, fails the device: the first one's message (with the stream's and
-  /// the launch's labels) is rethrown as a DeviceError by every later
+  /// compute in the statistics. fn reports a failure by throwing (an
+  /// exception of any type, std::exception's what() being its message); the
+  /// device catches it and fails: the first failure's message (with the
+  /// stream's and the launch's labels) is the error Status of every later
   /// synchronize() of any kind, and waits on events still complete, so
   /// nothing blocks. fn must not call synchronize() on its own device (that
   /// is an error, not a deadlock).
-  virtual void launch(Stream s, std::function<void()> fn,
-                      const std::string &label = "") = 0;
+  virtual Status launch(Stream s, std::function<void()> fn,
+                        const std::string &label = "") = 0;
   /// Marks \p e as reached once every command queued on \p s so far has run.
-  virtual void record(Event e, Stream s) = 0;
+  virtual Status record(Event e, Stream s) = 0;
   /// Commands queued on \p s after this wait until \p e is reached (its
   /// latest record()); waiting on a never-recorded event does not block.
-  virtual void wait(Stream s, Event e) = 0;
-  /// Blocks the calling host thread until \p e is reached.
-  virtual void synchronize(Event e) = 0;
-  /// Blocks until everything queued on \p s has run.
-  virtual void synchronize(Stream s) = 0;
-  /// Blocks until all streams are idle.
-  virtual void synchronize() = 0;
+  virtual Status wait(Stream s, Event e) = 0;
+  /// Blocks the calling host thread until \p e is reached. The error of a
+  /// failed device (see launch()), or of bad arguments.
+  virtual Status synchronize(Event e) = 0;
+  /// Blocks until everything queued on \p s has run; errors as above.
+  virtual Status synchronize(Stream s) = 0;
+  /// Blocks until all streams are idle; errors as above.
+  virtual Status synchronize() = 0;
 
   /// Telemetry: bytes moved, busy time, copy/compute overlap. Every device
   /// keeps them (the conformance suite checks them); the defaults, for test

@@ -8,8 +8,6 @@
 
 #include "lib/Support/ByteSize.h"
 
-#include "runtime/device/Device.h"
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -87,10 +85,11 @@ Status HostBuffer::sync() {
 
 HostStore::HostStore() : counters(std::make_shared<HostBuffer::Counters>()) {}
 
-HostBuffer HostStore::allocate(int64_t bytes, const std::string &what) {
+Expected<HostBuffer> HostStore::allocate(int64_t bytes,
+                                         const std::string &what) {
   if (bytes < 0)
-    throw DeviceError{"host store: negative size " + std::to_string(bytes) +
-                      quoted(what)};
+    return Status::error("host store: negative size " + std::to_string(bytes) +
+                         quoted(what));
   HostBuffer b;
   b.name = what;
   if (bytes == 0)
@@ -98,8 +97,8 @@ HostBuffer HostStore::allocate(int64_t bytes, const std::string &what) {
   void *p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
-    throw DeviceError{"host store: cannot allocate " + formatBytes(bytes) +
-                      quoted(what) + ": " + std::strerror(errno)};
+    return Status::error("host store: cannot allocate " + formatBytes(bytes) +
+                         quoted(what) + ": " + std::strerror(errno));
   // Transparent huge pages where offered (best effort): the weights and
   // optimizer state are streamed through every step.
   if (bytes >= (int64_t(2) << 20))
@@ -112,11 +111,12 @@ HostBuffer HostStore::allocate(int64_t bytes, const std::string &what) {
   return b;
 }
 
-HostBuffer HostStore::allocateFileBacked(const std::string &path, int64_t bytes,
-                                         const std::string &what) {
+Expected<HostBuffer> HostStore::allocateFileBacked(const std::string &path,
+                                                   int64_t bytes,
+                                                   const std::string &what) {
   std::string where = "host store: " + path + quoted(what);
   if (bytes < 0)
-    throw DeviceError{where + ": negative size " + std::to_string(bytes)};
+    return Status::error(where + ": negative size " + std::to_string(bytes));
   // A file this call creates is removed again when the call fails.
   bool created = true;
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -125,24 +125,24 @@ HostBuffer HostStore::allocateFileBacked(const std::string &path, int64_t bytes,
     fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   }
   if (fd < 0)
-    throw DeviceError{where + ": cannot open: " + std::strerror(errno)};
+    return Status::error(where + ": cannot open: " + std::strerror(errno));
   auto fail = [&](const std::string &msg) {
     int saved = errno;
     ::close(fd);
     if (created)
       ::unlink(path.c_str());
-    return DeviceError{where + ": " + msg + ": " + std::strerror(saved)};
+    return Status::error(where + ": " + msg + ": " + std::strerror(saved));
   };
   struct stat st;
   if (::fstat(fd, &st) != 0)
-    throw fail("cannot stat");
+    return fail("cannot stat");
   if (st.st_size != bytes && ::ftruncate(fd, bytes) != 0)
-    throw fail("cannot resize to " + formatBytes(bytes));
+    return fail("cannot resize to " + formatBytes(bytes));
   if (bytes > 0) {
     int rc = ::posix_fallocate(fd, 0, bytes);
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
       errno = rc;
-      throw fail("cannot reserve " + formatBytes(bytes) + " of disk");
+      return fail("cannot reserve " + formatBytes(bytes) + " of disk");
     }
   }
   HostBuffer b;
@@ -152,7 +152,7 @@ HostBuffer HostStore::allocateFileBacked(const std::string &path, int64_t bytes,
     void *p = ::mmap(nullptr, static_cast<size_t>(bytes),
                      PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
-      throw fail("cannot map " + formatBytes(bytes));
+      return fail("cannot map " + formatBytes(bytes));
     b.ptr = p;
     b.bytes = bytes;
     b.mapped = static_cast<size_t>(bytes);

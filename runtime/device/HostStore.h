@@ -9,8 +9,7 @@
 // is larger than RAM. A HostBuffer owns its memory (munmap in the
 // destructor); the HostStore only allocates and counts.
 //
-// Errors throw DeviceError (runtime/device/Device.h) naming what the memory
-// is for and its size.
+// Errors are values (Expected) naming what the memory is for and its size.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_DEVICE_HOSTSTORE_H
@@ -73,17 +72,18 @@ public:
   HostStore();
 
   /// \p bytes of zero-filled, page-aligned memory for \p what ("adamw m of
-  /// layers.3"). Throws DeviceError naming \p what and the size on failure.
-  HostBuffer allocate(int64_t bytes, const std::string &what);
+  /// layers.3"). An error naming \p what and the size on failure.
+  Expected<HostBuffer> allocate(int64_t bytes, const std::string &what);
 
   /// Memory backed by the file \p path (created if missing, resized to
   /// \p bytes; existing contents up to \p bytes are kept, new bytes read as
   /// zero), mapped MAP_SHARED: writes reach the file. Disk space is reserved
   /// up front where the file system supports it, so a full disk is an error
-  /// here rather than a SIGBUS later. Throws DeviceError naming the path;
-  /// a file this call created is removed again when it fails.
-  HostBuffer allocateFileBacked(const std::string &path, int64_t bytes,
-                                const std::string &what = "");
+  /// here rather than a SIGBUS later. An error names the path; a file this
+  /// call created is removed again when it fails.
+  Expected<HostBuffer> allocateFileBacked(const std::string &path,
+                                          int64_t bytes,
+                                          const std::string &what = "");
 
   /// Best effort: locks \p buf in RAM (mlock). The error says why the system
   /// forbids it (RLIMIT_MEMLOCK); callers may go on without pinning, copies

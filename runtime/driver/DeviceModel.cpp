@@ -9,6 +9,7 @@
 #include "lib/Support/ByteSize.h"
 #include "runtime/device/CudaDevice.h"
 #include "runtime/driver/DeviceSelect.h"
+#include "runtime/exec/Failure.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
 namespace mtc::driver {
@@ -29,7 +30,11 @@ DeviceModel::open(const bundle::Bundle &bundle, exec::ParamStore &store,
     m->b.step->precision = "fp32";
   m->store = &store;
   if (device == "cpu") {
-    m->ex = std::make_unique<exec::Executor>(m->b, store);
+    Expected<std::unique_ptr<exec::Executor>> ex =
+        exec::Executor::create(m->b, store);
+    if (!ex)
+      return ex.status();
+    m->ex = std::move(*ex);
     if (Status st = m->ex->useBundleKernels(); !st.ok())
       return st;
     return m;
@@ -58,25 +63,31 @@ DeviceModel::open(const bundle::Bundle &bundle, exec::ParamStore &store,
       openCudaDriverFor(device);
   if (!api)
     return api.status().withPrefix("--device " + device);
-  try {
-    m->gpu = std::make_unique<device::CudaDevice>(*api, deviceMemory);
-  } catch (const device::DeviceError &e) {
-    return Status::error("--device " + device + ": " + e.message);
-  }
+  Expected<std::unique_ptr<device::CudaDevice>> gpu =
+      device::CudaDevice::create(*api, deviceMemory);
+  if (!gpu)
+    return gpu.status().withPrefix("--device " + device);
+  m->gpu = std::move(*gpu);
   Expected<std::unique_ptr<exec::CudaBackend>> be =
       exec::CudaBackend::create(*m->gpu);
   if (!be)
     return be.status().withPrefix("--device " + device);
   m->backend = std::move(*be);
-  try {
-    m->ex = std::make_unique<exec::Executor>(m->b, store, *m->backend);
-  } catch (const exec::ExecError &e) {
-    return Status::error("--device " + device + ": " + e.message);
-  }
-  m->stream = m->gpu->createStream("compute").id;
+  Expected<std::unique_ptr<exec::Executor>> ex =
+      exec::Executor::create(m->b, store, *m->backend);
+  if (!ex)
+    return ex.status().withPrefix("--device " + device);
+  m->ex = std::move(*ex);
+  Expected<device::Stream> stream = m->gpu->createStream("compute");
+  if (!stream)
+    return stream.status().withPrefix("--device " + device);
+  m->stream = stream->id;
+  Expected<void *> ws =
+      m->gpu->at(m->workspaceOff, deviceMemory - m->workspaceOff);
+  if (!ws)
+    return ws.status().withPrefix("--device " + device);
   m->workspace = exec::Workspace(
-      m->at(m->workspaceOff, deviceMemory - m->workspaceOff),
-      deviceMemory - m->workspaceOff,
+      static_cast<float *>(*ws), deviceMemory - m->workspaceOff,
       "the device's workspace (--device-memory)", m->backend.get());
   DeviceModel *self = m.get();
   m->ex->setParamLocator([self](const exec::ParamSlot &s, bool grad) {
@@ -90,10 +101,7 @@ DeviceModel::open(const bundle::Bundle &bundle, exec::ParamStore &store,
 DeviceModel::~DeviceModel() {
   if (!gpu)
     return;
-  try {
-    gpu->synchronize();
-  } catch (...) {
-  }
+  (void)gpu->synchronize(); // errors are not reported from a destructor
   ex.reset();
   backend.reset();
 }
@@ -110,69 +118,83 @@ std::string DeviceModel::describe() const {
 }
 
 float *DeviceModel::at(int64_t offset, int64_t bytes) {
-  return static_cast<float *>(gpu->at(offset, bytes));
+  return static_cast<float *>(exec::valueOrRaise(gpu->at(offset, bytes)));
 }
 
-void DeviceModel::run(const std::function<void()> &fn) {
-  try {
-    device::Stream s(stream);
-    const std::vector<exec::ParamSlot> &slots = store->slots();
-    for (size_t k = 0; k < slots.size(); ++k)
-      gpu->copyToDevice(s, valueOff[k], slots[k].value.data(),
-                        4 * static_cast<int64_t>(slots[k].value.size()));
-    backend->issue(
-        stream,
-        [&] {
-          exec::Workspace::Scope scope(&workspace);
-          workspace.reset();
-          fn();
-        },
-        "call");
-    gpu->synchronize(s);
-    backend->checkDeferredErrors();
-  } catch (const device::DeviceError &e) {
-    throw exec::ExecError{"device: " + e.message};
-  }
+Status DeviceModel::run(const std::function<void()> &fn) {
+  device::Stream s(stream);
+  const std::vector<exec::ParamSlot> &slots = store->slots();
+  for (size_t k = 0; k < slots.size(); ++k)
+    if (Status st =
+            gpu->copyToDevice(s, valueOff[k], slots[k].value.data(),
+                              4 * static_cast<int64_t>(slots[k].value.size()));
+        !st)
+      return st.withPrefix("device");
+  Expected<bool> issued = backend->issue(
+      stream,
+      [&] {
+        exec::Workspace::Scope scope(&workspace);
+        workspace.reset();
+        fn();
+      },
+      "call");
+  if (!issued)
+    return issued.status();
+  if (Status st = gpu->synchronize(s); !st)
+    return st.withPrefix("device");
+  if (Status st = backend->checkDeferredErrors(); !st)
+    return st.withPrefix("device");
+  return Status::success();
 }
 
-double DeviceModel::forwardBackward(const int32_t *tokens,
-                                    const int32_t *targets, int64_t B,
-                                    int64_t S) {
+Expected<double> DeviceModel::forwardBackward(const int32_t *tokens,
+                                              const int32_t *targets, int64_t B,
+                                              int64_t S) {
   if (!gpu)
     return ex->forwardBackward(tokens, targets, B, S);
   double loss = 0;
-  run([&] {
-    backend->zero(at(gradOff.front(), paramBytes - gradOff.front()),
-                  paramBytes - gradOff.front());
-    loss = ex->forwardBackward(tokens, targets, B, S);
-  });
-  try {
-    device::Stream s(stream);
-    std::vector<exec::ParamSlot> &slots = store->slots();
-    for (size_t k = 0; k < slots.size(); ++k)
-      gpu->copyToHost(s, slots[k].grad.data(), gradOff[k],
-                      4 * static_cast<int64_t>(slots[k].grad.size()));
-    gpu->synchronize(s);
-  } catch (const device::DeviceError &e) {
-    throw exec::ExecError{"device: " + e.message};
-  }
+  if (Status st = run([&] {
+        backend->zero(at(gradOff.front(), paramBytes - gradOff.front()),
+                      paramBytes - gradOff.front());
+        loss = exec::valueOrRaise(ex->forwardBackward(tokens, targets, B, S));
+      });
+      !st)
+    return st;
+  device::Stream s(stream);
+  std::vector<exec::ParamSlot> &slots = store->slots();
+  for (size_t k = 0; k < slots.size(); ++k)
+    if (Status st =
+            gpu->copyToHost(s, slots[k].grad.data(), gradOff[k],
+                            4 * static_cast<int64_t>(slots[k].grad.size()));
+        !st)
+      return st.withPrefix("device");
+  if (Status st = gpu->synchronize(s); !st)
+    return st.withPrefix("device");
   return loss;
 }
 
-double DeviceModel::loss(const int32_t *tokens, const int32_t *targets,
-                         int64_t B, int64_t S) {
+Expected<double> DeviceModel::loss(const int32_t *tokens,
+                                   const int32_t *targets, int64_t B,
+                                   int64_t S) {
   if (!gpu)
     return ex->loss(tokens, targets, B, S);
   double l = 0;
-  run([&] { l = ex->loss(tokens, targets, B, S); });
+  if (Status st =
+          run([&] { l = exec::valueOrRaise(ex->loss(tokens, targets, B, S)); });
+      !st)
+    return st;
   return l;
 }
 
-exec::Tensor DeviceModel::logits(const int32_t *tokens, int64_t B, int64_t S) {
+Expected<exec::Tensor> DeviceModel::logits(const int32_t *tokens, int64_t B,
+                                           int64_t S) {
   if (!gpu)
     return ex->logits(tokens, B, S);
   exec::Tensor out;
-  run([&] { out = ex->logits(tokens, B, S); });
+  if (Status st =
+          run([&] { out = exec::valueOrRaise(ex->logits(tokens, B, S)); });
+      !st)
+    return st;
   return out;
 }
 

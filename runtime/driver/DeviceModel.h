@@ -16,8 +16,8 @@
 // The bundle runs in fp32 on every device (a bf16 step plan's storage is
 // ignored here). KV-cache decoding is the CPU executor's only.
 //
-// Errors: open() returns them; the calls throw exec::ExecError (the
-// executor's and the device's, the device's message kept).
+// Errors are values: open() and the calls return them (the executor's and
+// the device's, the device's message kept behind "device: ").
 //
 // Thread safety: one calling thread.
 //
@@ -68,19 +68,22 @@ public:
 
   /// Executor::forwardBackward; the gradients land in the store's grad
   /// arrays (overwritten on a device; accumulated on the CPU, as there).
-  double forwardBackward(const int32_t *tokens, const int32_t *targets,
-                         int64_t B, int64_t S);
+  Expected<double> forwardBackward(const int32_t *tokens,
+                                   const int32_t *targets, int64_t B,
+                                   int64_t S);
   /// Executor::loss.
-  double loss(const int32_t *tokens, const int32_t *targets, int64_t B,
-              int64_t S);
+  Expected<double> loss(const int32_t *tokens, const int32_t *targets,
+                        int64_t B, int64_t S);
   /// Executor::logits, in host memory.
-  exec::Tensor logits(const int32_t *tokens, int64_t B, int64_t S);
+  Expected<exec::Tensor> logits(const int32_t *tokens, int64_t B, int64_t S);
 
 private:
   DeviceModel() = default;
   /// Uploads the values, then runs \p fn on the compute stream with the
-  /// workspace current; device errors become ExecError.
-  void run(const std::function<void()> &fn);
+  /// workspace current (fn may exec::raise). The error of the device, the
+  /// backend or fn.
+  Status run(const std::function<void()> &fn);
+  /// Device memory at \p offset; exec::raise()s a range outside the arena.
   float *at(int64_t offset, int64_t bytes);
 
   bundle::Bundle b; ///< a copy, fp32

@@ -63,14 +63,15 @@ Expected<AutoDeviceMemory> autoDeviceMemory(const std::string &device) {
     return api.status().withPrefix("--device-memory auto needs the device, "
                                    "and --device " +
                                    device + " is not there");
-  int64_t free = 0, total = 0;
-  try {
-    device::CudaDevice probe(*api, 0);
-    std::tie(free, total) = probe.memoryInfo();
-  } catch (const device::DeviceError &e) {
-    return Status::error("--device-memory auto: --device " + device + ": " +
-                         e.message);
-  }
+  Expected<std::unique_ptr<device::CudaDevice>> probe =
+      device::CudaDevice::create(*api, 0);
+  if (!probe)
+    return probe.status().withPrefix("--device-memory auto: --device " +
+                                     device);
+  Expected<std::pair<int64_t, int64_t>> info = (*probe)->memoryInfo();
+  if (!info)
+    return info.status().withPrefix("--device-memory auto: --device " + device);
+  const auto [free, total] = *info;
   const int64_t reserve = cudaBackendReserveBytes();
   const int64_t margin = cudaSafetyMarginBytes(total);
   a.bytes = free - reserve - margin;

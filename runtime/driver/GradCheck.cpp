@@ -71,10 +71,18 @@
 #include <new>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace mtc::driver {
 
 namespace {
+
+/// The value of \p e; its error ends gradCheck (caught there and printed).
+template <typename T> T orFail(Expected<T> e) {
+  if (!e.ok())
+    throw std::runtime_error(e.message());
+  return std::move(e).value();
+}
 
 /// Safety factors of the error bound: truncation estimates, noise standard
 /// deviations.
@@ -269,7 +277,9 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
     return -1;
   }
 
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> stored =
+      orFail(exec::ParamStore::create(b));
+  exec::ParamStore &store = *stored;
   store.initialize(opts.seed);
   if (!opts.hfWeights.empty()) {
     if (Status st = loadHFWeights(store, b, opts.hfWeights); !st.ok()) {
@@ -311,15 +321,16 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   // Routing pins need the choices on the host: the CPU executor's.
   if (dm.host())
     ex.pinRouting(exec::Executor::RoutingPin::Record);
-  double loss0 =
-      dm.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq);
+  double loss0 = orFail(
+      dm.forwardBackward(tokens.data(), targets.data(), opts.batch, opts.seq));
   if (dm.host())
     ex.pinRouting(exec::Executor::RoutingPin::Replay);
   const uint64_t routing = ex.routingSignature();
   int64_t evaluations = 0, rerouted = 0;
 
   auto lossAt = [&]() {
-    double l = dm.loss(tokens.data(), targets.data(), opts.batch, opts.seq);
+    double l =
+        orFail(dm.loss(tokens.data(), targets.data(), opts.batch, opts.seq));
     ++evaluations;
     if (ex.routingSignature() != routing)
       ++rerouted;
@@ -462,10 +473,6 @@ int gradCheck(const bundle::Bundle &b, const GradCheckOptions &opts,
               std::ostream &out, std::ostream &err) {
   try {
     return gradCheckImpl(b, opts, out, err);
-  } catch (const exec::ExecError &e) {
-    err << "mtc: error: " << e.message << "\n";
-  } catch (const device::DeviceError &e) {
-    err << "mtc: error: " << e.message << "\n";
   } catch (const std::bad_alloc &) {
     err << "mtc: error: out of host memory (--batch " << opts.batch << " --seq "
         << opts.seq << "); lower --batch or --seq\n";

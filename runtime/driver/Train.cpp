@@ -72,8 +72,8 @@ double nowSeconds() {
 }
 
 /// Mean loss over up to \p batches validation batches.
-double evaluate(exec::Executor &ex, const train::TokenDataset &data, int64_t B,
-                int64_t S, int64_t batches) {
+Expected<double> evaluate(exec::Executor &ex, const train::TokenDataset &data,
+                          int64_t B, int64_t S, int64_t batches) {
   train::ValIterator it(data, B);
   std::vector<int32_t> in(B * S), tg(B * S);
   double sum = 0, n = 0;
@@ -92,7 +92,10 @@ double evaluate(exec::Executor &ex, const train::TokenDataset &data, int64_t B,
       if (w == 0)
         continue;
     }
-    sum += w * ex.loss(in.data(), tg.data(), rows, S);
+    Expected<double> l = ex.loss(in.data(), tg.data(), rows, S);
+    if (!l)
+      return l.status();
+    sum += w * *l;
     n += w;
   }
   return n > 0 ? sum / n : std::nan("");
@@ -162,9 +165,10 @@ int32_t sampleToken(const float *logits, int64_t V, double temperature,
 /// last context/2 tokens. Models the cache cannot decode (ops mixing
 /// positions other than attention) fall back to recomputing the last
 /// \p context tokens for every new token.
-std::vector<int32_t> continueTokens(
+Expected<std::vector<int32_t>> continueTokens(
     exec::Executor &ex,
-    const std::function<exec::Tensor(const int32_t *, int64_t)> &logitsOf,
+    const std::function<Expected<exec::Tensor>(const int32_t *, int64_t)>
+        &logitsOf,
     std::vector<int32_t> tokens, int64_t n, int64_t context, double temperature,
     int64_t topK, train::Rng &rng, bool useCache) {
   std::vector<int32_t> generated;
@@ -177,36 +181,45 @@ std::vector<int32_t> continueTokens(
   };
   exec::Tensor logits;
   if (useCache) {
-    try {
-      int64_t len = std::min<int64_t>(tokens.size(), context);
-      logits = ex.decode(tokens.data() + tokens.size() - len, len);
-    } catch (const exec::ExecError &) {
+    int64_t len = std::min<int64_t>(tokens.size(), context);
+    Expected<exec::Tensor> first =
+        ex.decode(tokens.data() + tokens.size() - len, len);
+    if (first)
+      logits = std::move(*first);
+    else
       useCache = false;
-    }
   }
   for (int64_t i = 0; i < n; ++i) {
     if (!useCache) {
       int64_t len = std::min<int64_t>(tokens.size(), context);
-      logits = logitsOf(tokens.data() + tokens.size() - len, len);
+      Expected<exec::Tensor> full =
+          logitsOf(tokens.data() + tokens.size() - len, len);
+      if (!full)
+        return full.status();
+      logits = std::move(*full);
     }
     int64_t V = logits.shape.back(), rows = logits.numel() / V;
     int32_t next =
         sampleToken(logits.data() + (rows - 1) * V, V, temperature, topK, rng);
     tokens.push_back(next);
     generated.push_back(next);
-    if (useCache && i + 1 < n)
-      logits = ex.cachedTokens() >= context ? prefill()
-                                            : ex.decode(&tokens.back(), 1);
+    if (useCache && i + 1 < n) {
+      Expected<exec::Tensor> next = ex.cachedTokens() >= context
+                                        ? prefill()
+                                        : ex.decode(&tokens.back(), 1);
+      if (!next)
+        return next.status();
+      logits = std::move(*next);
+    }
   }
   return generated;
 }
 
 /// continueTokens on the host executor \p ex (the training run's sample).
-std::vector<int32_t> continueTokens(exec::Executor &ex,
-                                    std::vector<int32_t> tokens, int64_t n,
-                                    int64_t context, double temperature,
-                                    int64_t topK, train::Rng &rng,
-                                    bool useCache = true) {
+Expected<std::vector<int32_t>>
+continueTokens(exec::Executor &ex, std::vector<int32_t> tokens, int64_t n,
+               int64_t context, double temperature, int64_t topK,
+               train::Rng &rng, bool useCache = true) {
   auto logitsOf = [&](const int32_t *t, int64_t len) {
     return ex.logits(t, 1, len);
   };
@@ -216,11 +229,11 @@ std::vector<int32_t> continueTokens(exec::Executor &ex,
 
 /// continueTokens on \p dm's device; KV-cache decoding is the host
 /// executor's only (DeviceModel.h).
-std::vector<int32_t> continueTokens(DeviceModel &dm,
-                                    std::vector<int32_t> tokens, int64_t n,
-                                    int64_t context, double temperature,
-                                    int64_t topK, train::Rng &rng,
-                                    bool useCache) {
+Expected<std::vector<int32_t>> continueTokens(DeviceModel &dm,
+                                              std::vector<int32_t> tokens,
+                                              int64_t n, int64_t context,
+                                              double temperature, int64_t topK,
+                                              train::Rng &rng, bool useCache) {
   auto logitsOf = [&](const int32_t *t, int64_t len) {
     return dm.logits(t, 1, len);
   };
@@ -526,7 +539,8 @@ public:
           &TrainRun::createOptimizer, &TrainRun::openMetrics})
       if (Status st = (this->*stage)(); !st.ok())
         return fail(st);
-    printHeader();
+    if (Status st = printHeader(); !st.ok())
+      return fail(st);
     if (Status st = runSteps(); !st.ok())
       return fail(st);
     return finish();
@@ -718,14 +732,14 @@ private:
   /// The parameter state, pinned under streaming, read from the checkpoint
   /// with --resume or initialised from the seed.
   Status createState() {
-    try {
-      exec::HostStateOptions hopts;
-      hopts.file = opts.hostStateFile;
-      hopts.gradients = !immediate; // they pass through the plan's ring
-      store.emplace(b, hopts);
-    } catch (const device::DeviceError &e) {
-      return Status::error(e.message);
-    }
+    exec::HostStateOptions hopts;
+    hopts.file = opts.hostStateFile;
+    hopts.gradients = !immediate; // they pass through the plan's ring
+    Expected<std::unique_ptr<exec::ParamStore>> created =
+        exec::ParamStore::create(b, hopts);
+    if (!created)
+      return created.status();
+    store = std::move(*created);
     // Streaming copies weights from and gradients to this memory: pinned,
     // they can be asynchronous on a GPU (best effort).
     if (b.step)
@@ -776,7 +790,11 @@ private:
   /// The host executor (validation, sampling, and steps without a plan) and
   /// under streaming the device of --device with its own executor.
   Status createExecutors() {
-    ex = std::make_unique<exec::Executor>(b, *store);
+    Expected<std::unique_ptr<exec::Executor>> host =
+        exec::Executor::create(b, *store);
+    if (!host)
+      return host.status();
+    ex = std::move(*host);
     if (opts.useKernels)
       if (Status st = ex->useBundleKernels(); !st.ok())
         return st;
@@ -808,25 +826,23 @@ private:
       return Status::error(
           "the step plan needs " + std::to_string(plan.devicePeak) +
           " bytes of device memory; the device has " + std::to_string(budget));
-    try {
-      if (Status st = createDevice(budget); !st.ok())
-        return st;
-    } catch (const device::DeviceError &e) {
-      return Status::error(e.message);
-    }
+    if (Status st = createDevice(budget); !st.ok())
+      return st;
     if (!opts.trace.empty())
       streamDevice->setTrace(&trace);
-    try {
-      streamEx = std::make_unique<exec::Executor>(
-          b, *store, backend ? *backend : exec::cpuBackend());
-    } catch (const exec::ExecError &e) {
-      return Status::error("--device " + opts.device + ": " + e.message);
-    }
+    Expected<std::unique_ptr<exec::Executor>> onDevice = exec::Executor::create(
+        b, *store, backend ? *backend : exec::cpuBackend());
+    if (!onDevice)
+      return onDevice.status().withPrefix("--device " + opts.device);
+    streamEx = std::move(*onDevice);
     if (!backend)
       if (Status st = streamEx->useBundleKernels(); !st.ok())
         return st;
-    streamer = std::make_unique<stream::StreamExecutor>(b, *store, *streamEx,
-                                                        *streamDevice);
+    Expected<std::unique_ptr<stream::StreamExecutor>> s =
+        stream::StreamExecutor::create(b, *store, *streamEx, *streamDevice);
+    if (!s)
+      return s.status();
+    streamer = std::move(*s);
     return Status::success();
   }
 
@@ -834,7 +850,11 @@ private:
   /// backend).
   Status createDevice(int64_t budget) {
     if (opts.device == "cpu") {
-      streamDevice = std::make_unique<device::CpuDevice>(budget);
+      Expected<std::unique_ptr<device::CpuDevice>> cpu =
+          device::CpuDevice::create(budget);
+      if (!cpu)
+        return cpu.status();
+      streamDevice = std::move(*cpu);
       return Status::success();
     }
     // The CUDA backend over the real driver or the emulated one.
@@ -842,7 +862,11 @@ private:
         openCudaDriverFor(opts.device);
     if (!driver)
       return Status::error("--device " + opts.device + ": " + driver.message());
-    auto gpu = std::make_unique<device::CudaDevice>(*driver, budget);
+    Expected<std::unique_ptr<device::CudaDevice>> opened =
+        device::CudaDevice::create(*driver, budget);
+    if (!opened)
+      return opened.status();
+    std::unique_ptr<device::CudaDevice> gpu = std::move(*opened);
     // Weights are copied from the values block and gradients into the grads
     // block: pinned, those copies are asynchronous DMA. Best effort:
     // unpinned, the same copies are synchronous but correct.
@@ -912,8 +936,9 @@ private:
     return Status::success();
   }
 
-  /// The model, the data, the step and the device, before the first step.
-  void printHeader() {
+  /// The model, the data, the step and the device, before the first step;
+  /// the device's error if it cannot say how much memory is in use.
+  Status printHeader() {
     tokensPerStep = opts.batch * opts.seq * opts.microBatches;
     out << "model " << b.model << ": " << store->totalParams()
         << " parameters, " << b.totalLayerInstances() << " layer instances\n"
@@ -963,7 +988,10 @@ private:
         // The CUDA backend's own allocations beside the plan's arena, and
         // what the driver reports in use (docs/cuda.md, "Device memory").
         auto *gpu = static_cast<device::CudaDevice *>(streamDevice.get());
-        auto [free, total] = gpu->memoryInfo();
+        Expected<std::pair<int64_t, int64_t>> info = gpu->memoryInfo();
+        if (!info)
+          return info.status().withPrefix("device");
+        auto [free, total] = *info;
         out << "device memory beside the plan: CUDA backend "
             << exec::CudaBackend::deviceBytes()
             << " bytes (scratch and flags); device total "
@@ -988,6 +1016,7 @@ private:
         out << (unpinned.empty() ? ", pinned" : ", not pinned: " + unpinned);
       out << "\n";
     }
+    return Status::success();
   }
 
   /// "; the last checkpoint (DIR, step N) is untouched" when there is one.
@@ -1021,7 +1050,7 @@ private:
     }
     progress->finish();
     if (streamer)
-      streamer->flush();
+      return streamer->flush();
     return Status::success();
   }
 
@@ -1031,8 +1060,12 @@ private:
     double t0 = nowSeconds();
     double lr = sched.at(step);
     if (immediate)
-      updateImmediately(step, lr);
-    double loss = forwardBackward(step);
+      if (Status st = updateImmediately(step, lr); !st.ok())
+        return st;
+    Expected<double> stepLoss = forwardBackward(step);
+    if (!stepLoss)
+      return stepLoss.status();
+    double loss = *stepLoss;
     // Summed in the store's order whichever placement computed the parts.
     double sumsq = 0;
     if (immediate)
@@ -1058,7 +1091,8 @@ private:
       return Status::error(msg.str());
     }
     if (!immediate)
-      update(step, lr, norm);
+      if (Status st = update(step, lr, norm); !st.ok())
+        return st;
     double dt = nowSeconds() - t0;
     if (std::isnan(firstLoss))
       firstLoss = loss;
@@ -1074,10 +1108,16 @@ private:
                     step == lastStep || stoppedBy != 0);
     // The host executor and checkpoints read updated weights.
     if (streamer && (evalNow || saveNow || step == lastStep || stoppedBy))
-      streamer->flush();
-    double valLoss =
-        evalNow ? evaluate(*ex, *data, opts.batch, opts.seq, opts.evalBatches)
-                : std::nan("");
+      if (Status st = streamer->flush(); !st.ok())
+        return st;
+    double valLoss = std::nan("");
+    if (evalNow) {
+      Expected<double> v =
+          evaluate(*ex, *data, opts.batch, opts.seq, opts.evalBatches);
+      if (!v)
+        return v.status();
+      valLoss = *v;
+    }
     if (haveMetrics)
       if (Status st = writeMetrics(step, loss, lr, norm, dt, evalNow, valLoss);
           !st.ok())
@@ -1096,7 +1136,7 @@ private:
 
   /// The mean loss of step \p step's micro-batches; the gradients hold
   /// their sum.
-  double forwardBackward(int64_t step) {
+  Expected<double> forwardBackward(int64_t step) {
     double loss = 0;
     if (streamer) {
       // Layer-major: every micro-batch's tokens at once.
@@ -1106,13 +1146,20 @@ private:
         ins.push_back(streamIn[m].data());
         tgs.push_back(streamTg[m].data());
       }
-      for (double l : streamer->step(ins, tgs))
+      Expected<std::vector<double>> losses = streamer->step(ins, tgs);
+      if (!losses)
+        return losses.status();
+      for (double l : *losses)
         loss += l;
     } else {
       store->zeroGrads();
       for (int64_t m = 0; m < opts.microBatches; ++m) {
         sampler->sample(step - 1, m, in.data(), tg.data());
-        loss += ex->forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+        Expected<double> l =
+            ex->forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
+        if (!l)
+          return l.status();
+        loss += *l;
       }
     }
     return loss / opts.microBatches;
@@ -1121,20 +1168,20 @@ private:
   /// AdamW at \p lr with the gradients clipped to --clip by their global
   /// \p norm: now, or under streaming deferred to just before each layer
   /// instance's weights are next loaded (bit-identical to updating here).
-  void update(int64_t step, double lr, double norm) {
+  Status update(int64_t step, double lr, double norm) {
     double scale = 1.0;
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
     if (!streamer) {
       adamw->step(tensors, step, static_cast<float>(lr),
                   static_cast<float>(scale / opts.microBatches));
-      return;
+      return Status::success();
     }
     float flr = static_cast<float>(lr);
     float fscale = static_cast<float>(scale / opts.microBatches);
     train::AdamW &deferred = *deferredAdamW;
-    streamer->deferUpdate([&deferred, step, flr,
-                           fscale](const std::vector<exec::ParamSlot *> &ss) {
+    return streamer->deferUpdate([&deferred, step, flr, fscale](
+                                     const std::vector<exec::ParamSlot *> &ss) {
       for (exec::ParamSlot *s : ss)
         deferred.step(train::AdamWTensor{s->value.data(), s->m.data(),
                                          s->v.data(), s->grad.data(),
@@ -1147,8 +1194,8 @@ private:
   /// group's update runs on the optimizer stream as soon as its gradients
   /// are in the plan's ring. Each tensor's sum of squares is kept for the
   /// gradient norm; a group with a non-finite one, and every group after
-  /// it, is left unchanged.
-  void updateImmediately(int64_t step, double lr) {
+  /// it, is left unchanged. The error of flushing a pending update.
+  Status updateImmediately(int64_t step, double lr) {
     if (slotIndex.empty())
       for (size_t i = 0; i < store->slots().size(); ++i)
         slotIndex[&store->slots()[i]] = i;
@@ -1156,27 +1203,27 @@ private:
     nonFinite = false;
     float flr = static_cast<float>(lr);
     float fscale = static_cast<float>(1.0 / opts.microBatches);
-    streamer->updateImmediately([this, step, flr, fscale](
-                                    const std::vector<exec::ParamSlot *> &ss,
-                                    const std::vector<const float *> &grads) {
-      bool finite = true;
-      for (size_t i = 0; i < ss.size(); ++i) {
-        double s =
-            train::sumOfSquares(grads[i], ss[i]->value.size(), optPool.get());
-        slotSumsq[slotIndex.at(ss[i])] = s;
-        finite = finite && std::isfinite(s);
-      }
-      if (!finite)
-        nonFinite = true;
-      if (nonFinite)
-        return;
-      for (size_t i = 0; i < ss.size(); ++i)
-        deferredAdamW->step(train::AdamWTensor{ss[i]->value.data(),
-                                               ss[i]->m.data(), ss[i]->v.data(),
-                                               grads[i], ss[i]->value.size(),
-                                               ss[i]->decay()},
-                            step, flr, fscale);
-    });
+    return streamer->updateImmediately(
+        [this, step, flr, fscale](const std::vector<exec::ParamSlot *> &ss,
+                                  const std::vector<const float *> &grads) {
+          bool finite = true;
+          for (size_t i = 0; i < ss.size(); ++i) {
+            double s = train::sumOfSquares(grads[i], ss[i]->value.size(),
+                                           optPool.get());
+            slotSumsq[slotIndex.at(ss[i])] = s;
+            finite = finite && std::isfinite(s);
+          }
+          if (!finite)
+            nonFinite = true;
+          if (nonFinite)
+            return;
+          for (size_t i = 0; i < ss.size(); ++i)
+            deferredAdamW->step(
+                train::AdamWTensor{ss[i]->value.data(), ss[i]->m.data(),
+                                   ss[i]->v.data(), grads[i],
+                                   ss[i]->value.size(), ss[i]->decay()},
+                step, flr, fscale);
+        });
   }
 
   /// One JSONL record of step \p step (with the streaming counters under
@@ -1258,10 +1305,12 @@ private:
         return fail(Status::error("--sample-prompt: " + prompt.message()));
       if (prompt->empty())
         prompt->push_back(tok ? 0 : '\n');
-      std::vector<int32_t> gen = continueTokens(*ex, *prompt, opts.sampleTokens,
-                                                opts.seq, 0.8, 40, rng);
+      Expected<std::vector<int32_t>> gen = continueTokens(
+          *ex, *prompt, opts.sampleTokens, opts.seq, 0.8, 40, rng);
+      if (!gen)
+        return fail(gen.status());
       out << "sample:\n"
-          << opts.samplePrompt << decodeText(tok.get(), gen) << "\n";
+          << opts.samplePrompt << decodeText(tok.get(), *gen) << "\n";
     }
     return 0;
   }
@@ -1284,7 +1333,7 @@ private:
 
   // The parameter state and the executors. The trace outlives the device
   // that writes to it; the streamer goes before what it drives.
-  std::optional<exec::ParamStore> store;
+  std::unique_ptr<exec::ParamStore> store;
   std::string unpinned; ///< why the state is not pinned ("" : it is)
   int64_t startStep = 0;
   std::unique_ptr<exec::Executor> ex;
@@ -1352,7 +1401,13 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
     err << opts.toolName << ": error: " << weights.message() << "\n";
     return 1;
   }
-  exec::ParamStore store(b);
+  Expected<std::unique_ptr<exec::ParamStore>> created =
+      exec::ParamStore::create(b);
+  if (!created) {
+    err << opts.toolName << ": error: " << created.message() << "\n";
+    return 1;
+  }
+  exec::ParamStore &store = **created;
   for (exec::ParamSlot &s : store.slots()) {
     Status st = weights->readAsF32(s.name, s.value.data(), s.value.size());
     if (!st.ok()) {
@@ -1416,10 +1471,14 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
   }
   if (prompt->empty())
     prompt->push_back(tok ? 0 : '\n');
-  std::vector<int32_t> gen =
+  Expected<std::vector<int32_t>> gen =
       continueTokens(**dm, *prompt, opts.tokens, context, opts.temperature,
                      opts.topK, rng, opts.useCache);
-  out << opts.prompt << decodeText(tok.get(), gen) << "\n";
+  if (!gen) {
+    err << opts.toolName << ": error: " << gen.message() << "\n";
+    return 1;
+  }
+  out << opts.prompt << decodeText(tok.get(), *gen) << "\n";
   return 0;
 }
 
@@ -1429,10 +1488,6 @@ int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
           std::ostream &err) {
   try {
     return TrainRun(b, opts, out, err).run();
-  } catch (const exec::ExecError &e) {
-    err << opts.toolName << ": error: " << e.message << "\n";
-  } catch (const device::DeviceError &e) {
-    err << opts.toolName << ": error: device: " << e.message << "\n";
   } catch (const std::bad_alloc &) {
     err << opts.toolName << ": error: out of host memory (batch " << opts.batch
         << " x seq " << opts.seq << "); lower --batch or --seq\n";
@@ -1446,8 +1501,6 @@ int generate(const std::string &dir, const GenerateOptions &opts,
              std::ostream &out, std::ostream &err) {
   try {
     return generateImpl(dir, opts, out, err);
-  } catch (const exec::ExecError &e) {
-    err << opts.toolName << ": error: " << e.message << "\n";
   } catch (const std::exception &e) {
     err << opts.toolName << ": error: " << e.what() << "\n";
   }

@@ -19,10 +19,17 @@
 // value itself, except through hostMemory() backends' pointers in the CPU
 // kernels.
 //
+// The memory operations (zero, copy, upload, download) and the aux-term
+// slots are for the kernels and the executors' internals: a failure there
+// fails the running op (raise(), runtime/exec/Failure.h) and reaches the
+// caller of the executor's entry point as a Status. checkDeferredErrors()
+// and issue(), called by the executors between ops, return theirs.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_EXEC_BACKEND_H
 #define MTC_RUNTIME_EXEC_BACKEND_H
 
+#include "lib/Support/Status.h"
 #include "runtime/exec/KernelTable.h"
 
 #include <cstdint>
@@ -58,8 +65,8 @@ public:
 
   /// Errors the backend's kernels could only record on the device (a token
   /// id outside the vocabulary), read once the work queued so far has run:
-  /// the caller synchronised first. Throws ExecError naming the first one.
-  virtual void checkDeferredErrors() {}
+  /// the caller synchronised first. An error naming the first one.
+  virtual Status checkDeferredErrors() { return Status::success(); }
 
   /// A slot of the backend's own memory for one double that a kernel
   /// computes (a moe op's aux loss on a device backend): its index and its
@@ -75,9 +82,10 @@ public:
   /// no device of its own (CPU: the caller launches \p fn as a closure
   /// instead); otherwise \p fn runs now, on the calling thread, and its
   /// kernels and memory operations are queued on that stream, timed as one
-  /// compute span named \p label.
-  virtual bool issue(int stream, const std::function<void()> &fn,
-                     const std::string &label) {
+  /// compute span named \p label. An error when the device has failed (fn
+  /// does not run) or fn raised one (Failure.h).
+  virtual Expected<bool> issue(int stream, const std::function<void()> &fn,
+                               const std::string &label) {
     (void)stream, (void)fn, (void)label;
     return false;
   }

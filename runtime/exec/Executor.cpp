@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/Failure.h"
 
 #include "lib/Bundle/Plan.h"
 #include "lib/Format/Safetensors.h"
@@ -28,8 +29,8 @@ namespace mtc::exec {
 //===----------------------------------------------------------------------===//
 
 void failOp(const bundle::Op &op, const std::string &msg) {
-  throw ExecError{(op.loc.empty() ? std::string("") : op.loc + ": ") +
-                  "error in '" + op.name + "': " + msg};
+  raise((op.loc.empty() ? std::string("") : op.loc + ": ") + "error in '" +
+        op.name + "': " + msg);
 }
 
 int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
@@ -150,22 +151,18 @@ Tensor Executor::hostCopy(const Tensor &t) const {
   if (backend->hostMemory() || !t.f)
     return t;
   if (t.dtype != DType::F32)
-    throw ExecError{"internal error: logits to bring back from the device "
-                    "are not f32"};
+    raise("internal error: logits to bring back from the device "
+          "are not f32");
   Workspace::Scope onHost(nullptr);
   Tensor h = Tensor::empty(t.shape);
   backend->download(h.data(), t.data(), h.bytes());
   return h;
 }
 
-Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend)
-    : bundle(b), store(store), backend(&backend), table(&backend.table()) {
-  Expected<DecodedProgram> decoded = DecodedProgram::decode(b);
-  if (!decoded)
-    throw ExecError{"bundle: " + decoded.message()};
-  program = std::move(*decoded);
-  if (Status st = table->covers(program); !st.ok())
-    throw ExecError{"bundle: " + st.message()};
+Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend,
+                   DecodedProgram decoded)
+    : bundle(b), store(store), program(std::move(decoded)), backend(&backend),
+      table(&backend.table()) {
   // A bf16 plan's storage types are the device's: a host-memory backend
   // (the CPU kernels, fp32 only) runs the bundle's functions in fp32, as
   // the host executor that validates and samples a bf16 run does; the
@@ -186,6 +183,17 @@ Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend)
     }
   }
   keepFreedMemory();
+}
+
+Expected<std::unique_ptr<Executor>>
+Executor::create(const bundle::Bundle &b, ParamStore &store, Backend &backend) {
+  Expected<DecodedProgram> decoded = DecodedProgram::decode(b);
+  if (!decoded)
+    return Status::error("bundle: " + decoded.message());
+  if (Status st = backend.table().covers(*decoded); !st.ok())
+    return Status::error("bundle: " + st.message());
+  return std::unique_ptr<Executor>(
+      new Executor(b, store, backend, std::move(*decoded)));
 }
 
 std::vector<int64_t> Executor::concrete(const bundle::ValueType &t) const {
@@ -226,28 +234,37 @@ double Executor::totalLoss(const Tensor &result) const {
   backend->download(&value, result.data(), sizeof(float));
   double loss = static_cast<float>(lastLoss) == value ? lastLoss : value;
   // The download synchronised: device aux terms have landed.
-  return loss + aux.total(aux.terms.empty() ? std::vector<double>{}
-                                            : backend->takeAuxTerms());
+  return loss +
+         valueOrRaise(aux.total(aux.terms.empty() ? std::vector<double>{}
+                                                  : backend->takeAuxTerms()));
 }
 
-double AuxLoss::total(const std::vector<double> &values) const {
+Expected<double> AuxLoss::total(const std::vector<double> &values) const {
   double sum = host;
   for (int64_t i : terms) {
     if (i < 0 || i >= static_cast<int64_t>(values.size()))
-      throw ExecError{"internal error: aux loss term " + std::to_string(i) +
-                      " was not read back"};
+      return Status::error("internal error: aux loss term " +
+                           std::to_string(i) + " was not read back");
     sum += values[i];
   }
   return sum;
 }
 
-double Executor::forwardBackward(const int32_t *tokens, const int32_t *targets,
-                                 int64_t b, int64_t s) {
+Expected<double> Executor::forwardBackward(const int32_t *tokens,
+                                           const int32_t *targets, int64_t b,
+                                           int64_t s) {
+  return catchRaisedValue<double>(
+      [&] { return forwardBackwardOrRaise(tokens, targets, b, s); });
+}
+
+double Executor::forwardBackwardOrRaise(const int32_t *tokens,
+                                        const int32_t *targets, int64_t b,
+                                        int64_t s) {
   beginCall(b, s);
   auto it = bundle.functions.find("forward_backward");
   if (it == bundle.functions.end())
-    throw ExecError{"the bundle has no forward_backward function (compile "
-                    "it with the training pipeline)"};
+    raise("the bundle has no forward_backward function (compile "
+          "it with the training pipeline)");
   std::vector<Tensor> out =
       run(it->second,
           {Tensor::ints({B, S}, tokens), Tensor::ints({B, S}, targets)}, {});
@@ -255,17 +272,23 @@ double Executor::forwardBackward(const int32_t *tokens, const int32_t *targets,
   return totalLoss(out.at(0));
 }
 
-double Executor::loss(const int32_t *tokens, const int32_t *targets, int64_t b,
-                      int64_t s) {
-  beginCall(b, s);
-  std::vector<Tensor> out =
-      run(bundle.functions.at("forward"),
-          {Tensor::ints({B, S}, tokens), Tensor::ints({B, S}, targets)}, {});
-  checkpoints.clear();
-  return totalLoss(out.at(0));
+Expected<double> Executor::loss(const int32_t *tokens, const int32_t *targets,
+                                int64_t b, int64_t s) {
+  return catchRaisedValue<double>([&] {
+    beginCall(b, s);
+    std::vector<Tensor> out =
+        run(bundle.functions.at("forward"),
+            {Tensor::ints({B, S}, tokens), Tensor::ints({B, S}, targets)}, {});
+    checkpoints.clear();
+    return totalLoss(out.at(0));
+  });
 }
 
-Tensor Executor::logits(const int32_t *tokens, int64_t b, int64_t s) {
+Expected<Tensor> Executor::logits(const int32_t *tokens, int64_t b, int64_t s) {
+  return catchRaisedValue<Tensor>([&] { return logitsOrRaise(tokens, b, s); });
+}
+
+Tensor Executor::logitsOrRaise(const int32_t *tokens, int64_t b, int64_t s) {
   beginCall(b, s);
   std::vector<int32_t> dummy(static_cast<size_t>(b * s), 0);
   Tensor out;
@@ -274,8 +297,8 @@ Tensor Executor::logits(const int32_t *tokens, int64_t b, int64_t s) {
       Mode::LogitsOnly, &out);
   checkpoints.clear();
   if (!out.f)
-    throw ExecError{"the model's forward computes no cross_entropy, so it "
-                    "has no logits to generate from"};
+    raise("the model's forward computes no cross_entropy, so it "
+          "has no logits to generate from");
   return out;
 }
 
@@ -284,7 +307,11 @@ void Executor::resetCache() {
   cacheLength = 0;
 }
 
-Tensor Executor::decode(const int32_t *tokens, int64_t n) {
+Expected<Tensor> Executor::decode(const int32_t *tokens, int64_t n) {
+  return catchRaisedValue<Tensor>([&] { return decodeOrRaise(tokens, n); });
+}
+
+Tensor Executor::decodeOrRaise(const int32_t *tokens, int64_t n) {
   beginCall(1, n);
   std::vector<int32_t> dummy(static_cast<size_t>(n), 0);
   Tensor out;
@@ -302,8 +329,8 @@ Tensor Executor::decode(const int32_t *tokens, int64_t n) {
   checkpoints.clear();
   cacheLength += n;
   if (!out.f)
-    throw ExecError{"the model's forward computes no cross_entropy, so it "
-                    "has no logits to generate from"};
+    raise("the model's forward computes no cross_entropy, so it "
+          "has no logits to generate from");
   return out;
 }
 
@@ -312,24 +339,30 @@ void Executor::beginStep(int64_t b, int64_t s) {
   checkpoints.clear();
 }
 
-void Executor::runOps(const bundle::Function &fn, std::vector<Tensor> &values,
-                      size_t begin, size_t end) {
-  if (values.size() < fn.values.size())
-    values.resize(fn.values.size());
-  const DecodedFunction &dfn = decoded(fn);
-  for (size_t k = begin; k < end && k < dfn.ops.size(); ++k)
-    exec(dfn.ops[k], values, fn, {});
+Status Executor::runOps(const bundle::Function &fn, std::vector<Tensor> &values,
+                        size_t begin, size_t end) {
+  return catchRaised([&] {
+    if (values.size() < fn.values.size())
+      values.resize(fn.values.size());
+    const DecodedFunction &dfn = decoded(fn);
+    for (size_t k = begin; k < end && k < dfn.ops.size(); ++k)
+      exec(dfn.ops[k], values, fn, {});
+  });
 }
 
-std::vector<Tensor> Executor::runLayer(const std::string &layer,
-                                       int64_t instance, const std::string &fn,
-                                       std::vector<Tensor> args) {
+Expected<std::vector<Tensor>> Executor::runLayer(const std::string &layer,
+                                                 int64_t instance,
+                                                 const std::string &fn,
+                                                 std::vector<Tensor> args) {
   const bundle::Layer *l = bundle.layer(layer);
   if (!l || !l->functions.count(fn))
-    throw ExecError{"no layer '" + layer + "' with a " + fn + " function"};
+    return Status::error("no layer '" + layer + "' with a " + fn + " function");
   Scope scope{layer, instance};
   scope.backward = fn == "backward";
-  std::vector<Tensor> out = run(l->functions.at(fn), std::move(args), scope);
+  Expected<std::vector<Tensor>> out = catchRaisedValue<std::vector<Tensor>>(
+      [&] { return run(l->functions.at(fn), std::move(args), scope); });
+  if (!out)
+    return out;
   if (fn == "forward")
     ++forwardRuns;
   else
@@ -337,8 +370,8 @@ std::vector<Tensor> Executor::runLayer(const std::string &layer,
   return out;
 }
 
-double Executor::lossOf(const Tensor &result) const {
-  return totalLoss(result);
+Expected<double> Executor::lossOf(const Tensor &result) const {
+  return catchRaisedValue<double>([&] { return totalLoss(result); });
 }
 
 std::vector<Tensor> Executor::run(const bundle::Function &fn,
@@ -350,9 +383,9 @@ std::vector<Tensor> Executor::run(const bundle::Function &fn,
     // data does not have would make every kernel read out of bounds.
     std::vector<int64_t> want = concrete(fn.values[fn.args[i]]);
     if (args[i].shape != want)
-      throw ExecError{"argument " + std::to_string(i) + " of a function is " +
-                      formatTensorShape(args[i].shape) + ", but it declares " +
-                      formatTensorShape(want)};
+      raise("argument " + std::to_string(i) + " of a function is " +
+            formatTensorShape(args[i].shape) + ", but it declares " +
+            formatTensorShape(want));
     values[fn.args[i]] = std::move(args[i]);
   }
   // Planned placement (the streaming runtime's workspace).
@@ -464,8 +497,8 @@ DType Executor::storageOf(const bundle::Function &fn, int v) const {
 const DecodedFunction &Executor::decoded(const bundle::Function &fn) const {
   const DecodedFunction *d = program.find(fn);
   if (!d)
-    throw ExecError{"internal error: a function the executor did not decode "
-                    "(not one of its bundle's)"};
+    raise("internal error: a function the executor did not decode "
+          "(not one of its bundle's)");
   return *d;
 }
 

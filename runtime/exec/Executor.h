@@ -30,6 +30,7 @@
 #include "lib/Support/Status.h"
 #include "runtime/exec/Backend.h"
 #include "runtime/exec/DecodedOp.h"
+#include "runtime/exec/Failure.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/KernelTable.h"
 #include "runtime/exec/ParamStore.h"
@@ -58,8 +59,8 @@ public:
       : base(static_cast<char *>(base)), cap(capacity), name(std::move(what)),
         mem(backend) {}
   /// \p bytes (rounded up to 64), zero-filled (through the backend) unless
-  /// \p zero is false.
-  /// Throws ExecError when the region is exhausted.
+  /// \p zero is false. For the kernels: exhausting the region fails the
+  /// running op (raise(), Failure.h).
   void *allocate(int64_t bytes, bool zero = true);
   int64_t mark() const { return top; }
   void release(int64_t mark) { top = mark; }
@@ -69,9 +70,10 @@ public:
   int64_t capacity() const { return cap; }
   void resetPeak() { high = top; }
   /// Bytes [0, bytes) hold planned values (FunctionPlan offsets); bump
-  /// allocation continues after them. Throws ExecError if they do not fit.
+  /// allocation continues after them. Fails the running op (raise()) if
+  /// they do not fit.
   void reserve(int64_t bytes);
-  /// The region's byte at \p offset (bounds-checked).
+  /// The region's byte at \p offset (bounds-checked: raise()).
   char *at(int64_t offset, int64_t bytes);
   /// The backend whose memory the region is (null: host memory).
   Backend *backend() const { return mem; }
@@ -119,7 +121,9 @@ struct Tensor {
   float *data() { return f.get(); }
   const float *data() const { return f.get(); }
   const int32_t *ints() const { return i.get(); }
-  /// Zero-filled, from the current Workspace or the heap.
+  /// Zero-filled, from the current Workspace or the heap. Like every
+  /// allocation here, for use inside an entry point of the executor: an
+  /// exhausted workspace fails the running op (raise(), Failure.h).
   static Tensor zeros(std::vector<int64_t> shape, DType t = DType::F32);
   /// Uninitialised (for results a kernel writes in full), from the current
   /// Workspace or the heap.
@@ -132,11 +136,6 @@ struct Tensor {
   /// A tensor over memory it does not own.
   static Tensor view(std::vector<int64_t> shape, float *data,
                      DType t = DType::F32);
-};
-
-/// An error at run time, naming the source location of the op.
-struct ExecError {
-  std::string message;
 };
 
 /// The aux (load-balancing) losses of the moe ops a call ran: what the CPU
@@ -154,21 +153,26 @@ struct AuxLoss {
     return *this;
   }
   /// host plus the listed terms of \p values (takeAuxTerms' result), summed
-  /// in order.
-  double total(const std::vector<double> &values) const;
+  /// in order; an internal error if a listed term was not read back.
+  Expected<double> total(const std::vector<double> &values) const;
 };
 
+/// Errors are values: every public method that can fail returns a Status or
+/// an Expected whose message names the op's source location ("file:line:col:
+/// error in 'op': ..."); a failure inside an op unwinds only to the method
+/// (Failure.h).
 class Executor {
 public:
-  /// Decodes every op of \p b (DecodedOp.h). Throws ExecError when the
-  /// bundle holds an op the runtime (or the CPU kernel table) does not know
-  /// or an attribute that is missing, misspelt or ill-typed, naming the
-  /// function, the op and its source location. \p b must outlive the
-  /// executor and not change.
+  /// Decodes every op of \p b (DecodedOp.h). An error when the bundle holds
+  /// an op the runtime (or the CPU kernel table) does not know or an
+  /// attribute that is missing, misspelt or ill-typed, naming the function,
+  /// the op and its source location. \p b must outlive the executor and
+  /// not change.
   /// The ops run through \p backend's kernel table (default: the CPU's); a
-  /// bundle op the table has no kernel for is an ExecError here.
-  Executor(const bundle::Bundle &b, ParamStore &store,
-           Backend &backend = cpuBackend());
+  /// bundle op the table has no kernel for is an error here.
+  static Expected<std::unique_ptr<Executor>>
+  create(const bundle::Bundle &b, ParamStore &store,
+         Backend &backend = cpuBackend());
   /// The backend the executor runs on.
   Backend &runsOn() const { return *backend; }
   /// How value \p v of \p fn is stored (its step plan's precision,
@@ -178,25 +182,26 @@ public:
   /// Runs the model's forward_backward on one micro-batch: returns the loss
   /// (the function's result plus the aux losses of its moe ops) and adds this
   /// batch's gradients to the store's gradient buffers.
-  /// tokens and targets are [B, S]. Throws ExecError on bad input (a token id
+  /// tokens and targets are [B, S]. An error on bad input (a token id
   /// outside the vocabulary, ...).
-  double forwardBackward(const int32_t *tokens, const int32_t *targets,
-                         int64_t B, int64_t S);
+  Expected<double> forwardBackward(const int32_t *tokens,
+                                   const int32_t *targets, int64_t B,
+                                   int64_t S);
   /// The loss without gradients (validation), aux losses included.
-  double loss(const int32_t *tokens, const int32_t *targets, int64_t B,
-              int64_t S);
+  Expected<double> loss(const int32_t *tokens, const int32_t *targets,
+                        int64_t B, int64_t S);
   /// The logits [B, S, V] the loss is computed from (generation).
-  Tensor logits(const int32_t *tokens, int64_t B, int64_t S);
+  Expected<Tensor> logits(const int32_t *tokens, int64_t B, int64_t S);
 
   /// Incremental decoding with a KV cache (batch 1): runs the model on the
   /// \p n tokens that follow everything passed since resetCache(), and
   /// returns their logits [1, n, V]. Position-wise ops see only the new
   /// tokens; each attention op appends its keys and values to its cache and
   /// attends over all of them; rope rotates at the absolute positions.
-  /// Throws ExecError for models with ops that mix positions in other ways
+  /// An error for models with ops that mix positions in other ways
   /// (reductions or softmax over the sequence axis), which need a full
   /// recomputation instead (logits()).
-  Tensor decode(const int32_t *tokens, int64_t n);
+  Expected<Tensor> decode(const int32_t *tokens, int64_t n);
   void resetCache();
   int64_t cachedTokens() const { return cacheLength; }
 
@@ -216,13 +221,15 @@ public:
   /// function on \p values (sized to the function's values); runLayer runs
   /// one function ("forward", "backward") of a layer instance.
   void beginStep(int64_t b, int64_t s);
-  void runOps(const bundle::Function &fn, std::vector<Tensor> &values,
-              size_t begin, size_t end);
-  std::vector<Tensor> runLayer(const std::string &layer, int64_t instance,
-                               const std::string &fn, std::vector<Tensor> args);
+  Status runOps(const bundle::Function &fn, std::vector<Tensor> &values,
+                size_t begin, size_t end);
+  Expected<std::vector<Tensor>> runLayer(const std::string &layer,
+                                         int64_t instance,
+                                         const std::string &fn,
+                                         std::vector<Tensor> args);
   /// The loss a forward_backward result stands for plus the aux losses so
   /// far (see forwardBackward); resetAux() clears the aux sum.
-  double lossOf(const Tensor &result) const;
+  Expected<double> lossOf(const Tensor &result) const;
   void resetAux() { aux = AuxLoss{}; }
 
   /// Value placement for functions run while a Workspace is current: each
@@ -284,6 +291,16 @@ private:
   };
   /// What the run is for: stop early at the loss' logits for generation.
   enum class Mode { Full, LogitsOnly };
+
+  /// create() decoded the program.
+  Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend,
+           DecodedProgram program);
+  /// The bodies of the public methods of the same name: their failures
+  /// unwind (raise()) to the public method, which returns them.
+  double forwardBackwardOrRaise(const int32_t *tokens, const int32_t *targets,
+                                int64_t B, int64_t S);
+  Tensor logitsOrRaise(const int32_t *tokens, int64_t B, int64_t S);
+  Tensor decodeOrRaise(const int32_t *tokens, int64_t n);
 
   std::vector<Tensor> run(const bundle::Function &fn, std::vector<Tensor> args,
                           const Scope &scope, Mode mode = Mode::Full,

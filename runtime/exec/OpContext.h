@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/Failure.h"
 #include "runtime/exec/KernelTable.h"
 
 #include <cstring>

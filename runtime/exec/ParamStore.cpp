@@ -27,8 +27,15 @@ const char *const kKindNames[4] = {"parameter values", "gradients", "adamw m",
 
 } // namespace
 
-ParamStore::ParamStore(const bundle::Bundle &b, const HostStateOptions &options)
-    : bundle(b) {
+Expected<std::unique_ptr<ParamStore>>
+ParamStore::create(const bundle::Bundle &b, const HostStateOptions &options) {
+  std::unique_ptr<ParamStore> store(new ParamStore(b));
+  if (Status st = store->allocate(options); !st)
+    return st;
+  return store;
+}
+
+ParamStore::ParamStore(const bundle::Bundle &b) : bundle(b) {
   // The slots first, with their offsets; the views once the memory exists.
   auto add = [&](const std::string &name, const bundle::Param &p) {
     ParamSlot s;
@@ -52,34 +59,42 @@ ParamStore::ParamStore(const bundle::Bundle &b, const HostStateOptions &options)
           for (const bundle::Param &p : x.params)
             add(prefix + x.name + "." + std::to_string(e) + "." + p.name, p);
     }
+}
 
+Status ParamStore::allocate(const HostStateOptions &options) {
   size_t blockBytes = elements * sizeof(float);
   auto allocated = [&](int k) { return options.gradients || k != 1; };
   if (options.file.empty()) {
     for (int k = 0; k < 4; ++k) {
       if (!allocated(k))
         continue;
-      buffers.push_back(
-          host.allocate(static_cast<int64_t>(blockBytes), kKindNames[k]));
+      Expected<device::HostBuffer> buf =
+          host.allocate(static_cast<int64_t>(blockBytes), kKindNames[k]);
+      if (!buf)
+        return buf.status();
+      buffers.push_back(std::move(*buf));
       base[k] = buffers.back().as<float>();
     }
   } else {
     statePath = options.file;
     struct stat st;
     if (::lstat(statePath.c_str(), &st) == 0)
-      throw device::DeviceError{
+      return Status::error(
           "host state file '" + statePath +
           "' exists; give a path that does not (the file is scratch space, "
-          "removed as soon as it is mapped)"};
+          "removed as soon as it is mapped)");
     size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     size_t stride = roundUp(blockBytes, page);
     const int blocks = options.gradients ? 4 : 3;
-    buffers.push_back(host.allocateFileBacked(
-        statePath, static_cast<int64_t>(blocks * stride), "parameter state"));
+    Expected<device::HostBuffer> buf = host.allocateFileBacked(
+        statePath, static_cast<int64_t>(blocks * stride), "parameter state");
+    if (!buf)
+      return buf.status();
+    buffers.push_back(std::move(*buf));
     if (::unlink(statePath.c_str()) != 0)
-      throw device::DeviceError{
+      return Status::error(
           "host state file '" + statePath +
-          "': cannot remove it after mapping: " + std::strerror(errno)};
+          "': cannot remove it after mapping: " + std::strerror(errno));
     char *p = buffers.back().as<char>();
     for (int k = 0, at = 0; k < 4; ++k)
       base[k] = p && allocated(k) ? reinterpret_cast<float *>(p + at++ * stride)
@@ -95,6 +110,7 @@ ParamStore::ParamStore(const bundle::Bundle &b, const HostStateOptions &options)
     s.m = HostArray(at[2], n);
     s.v = HostArray(at[3], n);
   }
+  return Status::success();
 }
 
 void ParamStore::initialize(uint64_t seed) {

@@ -87,10 +87,10 @@ struct HostStateOptions {
 class ParamStore {
 public:
   /// Creates one slot per parameter instance (values zero; call initialize)
-  /// and allocates the state. Throws device::DeviceError naming the size (and
-  /// the file) when the memory cannot be had.
-  explicit ParamStore(const bundle::Bundle &b,
-                      const HostStateOptions &options = {});
+  /// and allocates the state. An error naming the size (and the file) when
+  /// the memory cannot be had.
+  static Expected<std::unique_ptr<ParamStore>>
+  create(const bundle::Bundle &b, const HostStateOptions &options = {});
   ParamStore(const ParamStore &) = delete;
   ParamStore &operator=(const ParamStore &) = delete;
 
@@ -138,6 +138,11 @@ public:
   int64_t pinnedBytes() const;
 
 private:
+  /// The slots and their offsets (create()).
+  explicit ParamStore(const bundle::Bundle &b);
+  /// The memory and the slots' views of it (create()).
+  Status allocate(const HostStateOptions &options);
+
   const bundle::Bundle &bundle;
   std::vector<ParamSlot> all;
   std::map<std::string, size_t> index;

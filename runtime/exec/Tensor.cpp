@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/Failure.h"
 
 #include "lib/Bundle/Plan.h"
 
@@ -29,10 +30,9 @@ thread_local Workspace *currentWorkspace = nullptr;
 void *Workspace::allocate(int64_t bytes, bool zero) {
   int64_t size = bundle::align64(bytes);
   if (size < 0 || top + size > cap)
-    throw ExecError{"device memory plan violated: the " + name + " region (" +
-                    std::to_string(cap) + " bytes) cannot hold " +
-                    std::to_string(size) + " more bytes (" +
-                    std::to_string(top) + " in use)"};
+    raise("device memory plan violated: the " + name + " region (" +
+          std::to_string(cap) + " bytes) cannot hold " + std::to_string(size) +
+          " more bytes (" + std::to_string(top) + " in use)");
   char *p = base + top;
   top += size;
   high = std::max(high, top);
@@ -47,18 +47,18 @@ void *Workspace::allocate(int64_t bytes, bool zero) {
 
 void Workspace::reserve(int64_t bytes) {
   if (bytes > cap)
-    throw ExecError{"device memory plan violated: the " + name + " region (" +
-                    std::to_string(cap) + " bytes) cannot hold the " +
-                    std::to_string(bytes) + " bytes of planned values"};
+    raise("device memory plan violated: the " + name + " region (" +
+          std::to_string(cap) + " bytes) cannot hold the " +
+          std::to_string(bytes) + " bytes of planned values");
   top = bytes;
   high = std::max(high, top);
 }
 
 char *Workspace::at(int64_t offset, int64_t bytes) {
   if (offset < 0 || bytes < 0 || offset + bytes > cap)
-    throw ExecError{"device memory plan violated: [" + std::to_string(offset) +
-                    ", +" + std::to_string(bytes) + ") lies outside the " +
-                    name + " region (" + std::to_string(cap) + " bytes)"};
+    raise("device memory plan violated: [" + std::to_string(offset) + ", +" +
+          std::to_string(bytes) + ") lies outside the " + name + " region (" +
+          std::to_string(cap) + " bytes)");
   return base + offset;
 }
 

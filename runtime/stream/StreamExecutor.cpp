@@ -15,15 +15,18 @@
 
 namespace mtc::stream {
 
-using exec::ExecError;
+using exec::catchRaised;
 using exec::ParamSlot;
+using exec::raise;
+using exec::raiseIfError;
 using exec::Tensor;
+using exec::valueOrRaise;
 using exec::Workspace;
 
 namespace {
 
 [[noreturn]] void planError(const std::string &msg) {
-  throw ExecError{"step plan: " + msg};
+  raise("step plan: " + msg);
 }
 
 const bundle::StepPlan &planOf(const bundle::Bundle &b) {
@@ -43,12 +46,36 @@ bool isAttentionResult(const bundle::Function &f, int v) {
   return false;
 }
 
+/// A device call's error, raised with "device: " in front (the tools print
+/// device errors so).
+void deviceCheck(const Status &st) {
+  if (!st.ok())
+    raise("device: " + st.message());
+}
+template <typename T> T deviceValue(Expected<T> e) {
+  deviceCheck(e.status());
+  return std::move(e).value();
+}
+
 double now() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
 } // namespace
+
+Expected<std::unique_ptr<StreamExecutor>>
+StreamExecutor::create(const bundle::Bundle &b, exec::ParamStore &store,
+                       exec::Executor &ex, device::Device &dev) {
+  std::unique_ptr<StreamExecutor> s;
+  Status st =
+      catchRaised([&] { s.reset(new StreamExecutor(b, store, ex, dev)); });
+  if (!st) {
+    ex.setParamLocator(nullptr); // the constructor may have set it
+    return st;
+  }
+  return s;
+}
 
 StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
                                exec::ParamStore &store, exec::Executor &ex,
@@ -61,45 +88,45 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
   fb = &it->second;
   validate();
 
-  compute = device.createStream("compute");
-  h2d = device.createStream("h2d");
-  d2h = device.createStream("d2h");
-  opt = device.createHostStream("optimizer");
+  compute = deviceValue(device.createStream("compute"));
+  h2d = deviceValue(device.createStream("h2d"));
+  d2h = deviceValue(device.createStream("d2h"));
+  opt = deviceValue(device.createHostStream("optimizer"));
   if (hostActivations) {
-    actIn = device.createStream("h2d.act");
-    actOut = device.createStream("d2h.act");
+    actIn = deviceValue(device.createStream("h2d.act"));
+    actOut = deviceValue(device.createStream("d2h.act"));
     for (int k = 0; k < 2; ++k) {
-      evActIn[k] = device.createEvent();
-      evActInFree[k] = device.createEvent();
-      evActOut[k] = device.createEvent();
-      evActOutFree[k] = device.createEvent();
+      evActIn[k] = deviceValue(device.createEvent());
+      evActInFree[k] = deviceValue(device.createEvent());
+      evActOut[k] = deviceValue(device.createEvent());
+      evActOutFree[k] = deviceValue(device.createEvent());
     }
     for (int64_t mb = 0; mb < p.microBatches; ++mb)
-      evHostAct.push_back(device.createEvent());
-    evStageHost = device.createEvent();
+      evHostAct.push_back(deviceValue(device.createEvent()));
+    evStageHost = deviceValue(device.createEvent());
   }
   for (int64_t s = 0; s < p.prefetchDepth; ++s) {
-    evWeights.push_back(device.createEvent());
-    evSlotFree.push_back(device.createEvent());
-    evUpdated.push_back(device.createEvent());
+    evWeights.push_back(deviceValue(device.createEvent()));
+    evSlotFree.push_back(deviceValue(device.createEvent()));
+    evUpdated.push_back(deviceValue(device.createEvent()));
   }
   for (int k = 0; k < 2; ++k) {
-    evGradReady[k] = device.createEvent();
-    evGradFree[k] = device.createEvent();
-    evStaged[k] = device.createEvent();
-    evStagingFree[k] = device.createEvent();
-    evRestored[k] = device.createEvent();
-    evStagingRead[k] = device.createEvent();
+    evGradReady[k] = deviceValue(device.createEvent());
+    evGradFree[k] = deviceValue(device.createEvent());
+    evStaged[k] = deviceValue(device.createEvent());
+    evStagingFree[k] = deviceValue(device.createEvent());
+    evRestored[k] = deviceValue(device.createEvent());
+    evStagingRead[k] = deviceValue(device.createEvent());
   }
-  evModelUpdated = device.createEvent();
-  evModelWeights = device.createEvent();
-  evModelGrads = device.createEvent();
+  evModelUpdated = deviceValue(device.createEvent());
+  evModelWeights = deviceValue(device.createEvent());
+  evModelGrads = deviceValue(device.createEvent());
   slotHolds.assign(static_cast<size_t>(p.prefetchDepth), {});
 
   ex.setParamLocator([this](const ParamSlot &s, bool grad) -> float * {
     auto it = where.find(&s);
     if (it == where.end())
-      throw ExecError{"parameter '" + s.name + "' is not in the step plan"};
+      raise("parameter '" + s.name + "' is not in the step plan");
     const Group *g = it->second.first;
     size_t k = it->second.second;
     int64_t off = grad ? g->gradOffsets[k] : g->offsets[k];
@@ -108,13 +135,12 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
     if (g == &modelGroup)
       return dev((grad ? modelGradsOff : modelWeightsOff) + off, bytes);
     if (g != boundWeights)
-      throw ExecError{"parameter '" + s.name +
-                      "' is used while its layer instance's weights are not "
-                      "on the device"};
+      raise("parameter '" + s.name +
+            "' is used while its layer instance's weights are not "
+            "on the device");
     if (grad) {
       if (boundGradsOff < 0)
-        throw ExecError{"gradient of '" + s.name +
-                        "' outside a backward computation"};
+        raise("gradient of '" + s.name + "' outside a backward computation");
       return dev(boundGradsOff + off, bytes);
     }
     return dev(boundWeightsOff + off, bytes);
@@ -122,20 +148,17 @@ StreamExecutor::StreamExecutor(const bundle::Bundle &bundle,
 }
 
 StreamExecutor::~StreamExecutor() {
-  try {
-    device.synchronize();
-  } catch (...) {
-  }
+  (void)device.synchronize(); // errors are not reported from a destructor
   ex.setParamLocator(nullptr);
 }
 
 float *StreamExecutor::dev(int64_t offset, int64_t bytes) {
-  return static_cast<float *>(device.at(offset, bytes));
+  return static_cast<float *>(deviceValue(device.at(offset, bytes)));
 }
 
 int64_t StreamExecutor::offsetOf(const void *p) {
   return static_cast<const char *>(p) -
-         static_cast<const char *>(device.at(0, 0));
+         static_cast<const char *>(deviceValue(device.at(0, 0)));
 }
 
 StreamExecutor::Group &StreamExecutor::group(const std::string &layer,
@@ -168,8 +191,8 @@ int64_t StreamExecutor::checkpointIndex(const std::string &layer,
                                         int64_t instance) const {
   auto it = ckptIndex.find({layer, instance});
   if (it == ckptIndex.end())
-    throw ExecError{"no checkpoint for instance " + std::to_string(instance) +
-                    " of layer '" + layer + "'"};
+    raise("no checkpoint for instance " + std::to_string(instance) +
+          " of layer '" + layer + "'");
   return it->second;
 }
 
@@ -327,8 +350,8 @@ void StreamExecutor::validate() {
                 std::to_string(ringSlotBytes) + " bytes)");
     ring.reset(new char[static_cast<size_t>(ringSlots * ringSlotBytes)]);
     for (int64_t r = 0; r < ringSlots; ++r) {
-      evRingFull.push_back(device.createEvent());
-      evRingFree.push_back(device.createEvent());
+      evRingFull.push_back(deviceValue(device.createEvent()));
+      evRingFree.push_back(deviceValue(device.createEvent()));
     }
   }
   if (hostCheckpoints) {
@@ -396,25 +419,16 @@ void StreamExecutor::validate() {
 
 void StreamExecutor::launchWork(device::Stream s, std::function<void()> fn,
                                 const std::string &label) {
-  // Errors of the executor (ExecError) reach the device as std::exceptions
-  // so that synchronize() reports their message.
-  device.launch(
-      s,
-      [fn = std::move(fn)] {
-        try {
-          fn();
-        } catch (const ExecError &e) {
-          throw std::runtime_error(e.message);
-        }
-      },
-      label);
+  // What fn raise()s fails the device with its message (Failure.h), which
+  // the step's synchronisation returns.
+  deviceCheck(device.launch(s, std::move(fn), label));
 }
 
 void StreamExecutor::launchCompute(std::function<void()> fn,
                                    const std::string &label) {
   // A backend with a device of its own (CUDA) queues the kernels now, from
   // this thread; the CPU's are run by the compute stream's thread.
-  if (!mem.issue(compute, fn, label))
+  if (!valueOrRaise(mem.issue(compute, fn, label)))
     launchWork(compute, std::move(fn), label);
 }
 
@@ -434,8 +448,8 @@ int64_t StreamExecutor::hostBytes() const {
 char *StreamExecutor::hostStageValue(int64_t mb, int v) const {
   int64_t off = stagePlan.hostOffset.at(v);
   if (off < 0)
-    throw ExecError{"value " + std::to_string(v) +
-                    " of forward_backward has no place in host memory"};
+    raise("value " + std::to_string(v) +
+          " of forward_backward has no place in host memory");
   return hostStageMem.get() + mb * hostStageBytes + off;
 }
 
@@ -462,7 +476,7 @@ void StreamExecutor::launchUpdate(Group &g, device::Event done) {
         stats.optimizerSeconds += now() - t0;
       },
       label);
-  device.record(done, opt);
+  deviceCheck(device.record(done, opt));
 }
 
 device::Convert StreamExecutor::weightConvert() const {
@@ -478,57 +492,63 @@ void StreamExecutor::loadWeights(const std::string &layer, int64_t j) {
     return;
   }
   Group &g = group(layer, j);
-  device.wait(h2d, evSlotFree[s]);
+  deviceCheck(device.wait(h2d, evSlotFree[s]));
   for (size_t q = 0; q < g.slots.size(); ++q)
-    device.copyToDevice(h2d, weightsOff[s] + g.offsets[q],
-                        g.slots[q]->value.data(),
-                        4 * static_cast<int64_t>(g.slots[q]->value.size()),
-                        weightConvert(), "weights " + g.slots[q]->name);
-  device.record(evWeights[s], h2d);
+    deviceCheck(device.copyToDevice(
+        h2d, weightsOff[s] + g.offsets[q], g.slots[q]->value.data(),
+        4 * static_cast<int64_t>(g.slots[q]->value.size()), weightConvert(),
+        "weights " + g.slots[q]->name));
+  deviceCheck(device.record(evWeights[s], h2d));
   held = {layer, j, stepCounter};
   ++stats.weightLoads;
 }
 
-void StreamExecutor::deferUpdate(UpdateFn fn) {
+Status StreamExecutor::deferUpdate(UpdateFn fn) {
   if (hasPendingUpdates() || modelPending)
-    flush();
+    if (Status st = flush(); !st)
+      return st;
   pendingFn = std::move(fn);
   for (auto &[key, g] : groups)
     pendingGroups.insert(key);
   modelPending = true;
+  return Status::success();
 }
 
-void StreamExecutor::updateImmediately(ImmediateFn fn) {
+Status StreamExecutor::updateImmediately(ImmediateFn fn) {
   if (!hasGradRing())
-    throw ExecError{"the immediate optimizer placement needs a plan compiled "
-                    "with it (its 'grads.host' ring)"};
+    return Status::error("the immediate optimizer placement needs a plan "
+                         "compiled with it (its 'grads.host' ring)");
   if (hasPendingUpdates() || modelPending)
-    flush();
+    if (Status st = flush(); !st)
+      return st;
   immediateFn = std::move(fn);
+  return Status::success();
 }
 
 void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
   if (!immediateFn) {
     for (size_t q = 0; q < g.slots.size(); ++q)
-      device.copyToHost(d2h, g.slots[q]->grad.data(), devOff + g.gradOffsets[q],
-                        4 * static_cast<int64_t>(g.slots[q]->grad.size()),
-                        "grads " + g.slots[q]->name);
+      deviceCheck(device.copyToHost(
+          d2h, g.slots[q]->grad.data(), devOff + g.gradOffsets[q],
+          4 * static_cast<int64_t>(g.slots[q]->grad.size()),
+          "grads " + g.slots[q]->name));
     return;
   }
   const size_t r = static_cast<size_t>(ringNext++ % ringSlots);
   char *slot = ring.get() + static_cast<int64_t>(r) * ringSlotBytes;
   // The slot is free once the update that read it last is done.
-  device.wait(d2h, evRingFree[r]);
+  deviceCheck(device.wait(d2h, evRingFree[r]));
   std::vector<const float *> grads;
   for (size_t q = 0; q < g.slots.size(); ++q) {
     float *dst = reinterpret_cast<float *>(slot + g.gradOffsets[q]);
-    device.copyToHost(d2h, dst, devOff + g.gradOffsets[q],
-                      4 * static_cast<int64_t>(g.slots[q]->value.size()),
-                      "grads " + g.slots[q]->name);
+    deviceCheck(
+        device.copyToHost(d2h, dst, devOff + g.gradOffsets[q],
+                          4 * static_cast<int64_t>(g.slots[q]->value.size()),
+                          "grads " + g.slots[q]->name));
     grads.push_back(dst);
   }
-  device.record(evRingFull[r], d2h);
-  device.wait(opt, evRingFull[r]);
+  deviceCheck(device.record(evRingFull[r], d2h));
+  deviceCheck(device.wait(opt, evRingFull[r]));
   ImmediateFn fn = immediateFn;
   std::vector<ParamSlot *> slots = g.slots;
   launchWork(
@@ -540,27 +560,36 @@ void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
       },
       g.layer.empty() ? std::string("adamw model")
                       : "adamw " + g.layer + "." + std::to_string(g.instance));
-  device.record(evRingFree[r], opt);
+  deviceCheck(device.record(evRingFree[r], opt));
 }
 
-void StreamExecutor::flush() {
-  device.synchronize();
+Status StreamExecutor::flush() {
+  if (Status st = device.synchronize(); !st)
+    return st.withPrefix("device");
   if (modelPending)
     pendingFn(modelGroup.slots);
   modelPending = false;
   for (const auto &key : pendingGroups)
     pendingFn(groups.at(key).slots);
   pendingGroups.clear();
+  return Status::success();
+}
+
+Expected<std::vector<double>>
+StreamExecutor::step(const std::vector<const int32_t *> &tokens,
+                     const std::vector<const int32_t *> &targets) {
+  return exec::catchRaisedValue<std::vector<double>>(
+      [&] { return stepOrRaise(tokens, targets); });
 }
 
 std::vector<double>
-StreamExecutor::step(const std::vector<const int32_t *> &tokens,
-                     const std::vector<const int32_t *> &targets) {
+StreamExecutor::stepOrRaise(const std::vector<const int32_t *> &tokens,
+                            const std::vector<const int32_t *> &targets) {
   const int64_t M = p.microBatches;
   if (static_cast<int64_t>(tokens.size()) != M ||
       static_cast<int64_t>(targets.size()) != M)
-    throw ExecError{"the step plan runs " + std::to_string(M) +
-                    " micro-batches; got " + std::to_string(tokens.size())};
+    raise("the step plan runs " + std::to_string(M) + " micro-batches; got " +
+          std::to_string(tokens.size()));
   ++stepCounter;
   stats = StepStats{};
   stats.deviceBudgetBytes = device.capacity();
@@ -603,16 +632,16 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
       case StepCommandKind::LoadModelWeights: {
         if (modelPending) {
           launchUpdate(modelGroup, evModelUpdated);
-          device.wait(h2d, evModelUpdated);
+          deviceCheck(device.wait(h2d, evModelUpdated));
         }
         for (size_t q = 0; q < modelGroup.slots.size(); ++q)
-          device.copyToDevice(
+          deviceCheck(device.copyToDevice(
               h2d, modelWeightsOff + modelGroup.offsets[q],
               modelGroup.slots[q]->value.data(),
               4 * static_cast<int64_t>(modelGroup.slots[q]->value.size()),
-              weightConvert(), "weights " + modelGroup.slots[q]->name);
-        device.record(evModelWeights, h2d);
-        device.wait(compute, evModelWeights);
+              weightConvert(), "weights " + modelGroup.slots[q]->name));
+        deviceCheck(device.record(evModelWeights, h2d));
+        deviceCheck(device.wait(compute, evModelWeights));
         launchCompute(
             [this] {
               mem.zero(dev(modelGradsOff, modelGroup.gradBytes),
@@ -633,12 +662,12 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
             [&, begin, end] {
               for (int64_t mb = 0; mb < M; ++mb) {
                 Workspace::Scope scope(&stageWs[mb]);
-                ex.runOps(*fb, vals[mb], begin, end);
+                raiseIfError(ex.runOps(*fb, vals[mb], begin, end));
                 const Tensor &r = vals[mb][fb->results.at(0)];
                 if (!haveLoss[mb] && r.f) {
                   if (mem.hostMemory()) {
                     ex.resetAux();
-                    loss[mb] = ex.lossOf(r);
+                    loss[mb] = valueOrRaise(ex.lossOf(r));
                   } else {
                     found[mb] = r.data();
                   }
@@ -650,8 +679,9 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
                 ")");
         for (int64_t mb = 0; mb < M; ++mb)
           if (found[mb])
-            device.copyToHost(compute, &lossCopied[mb], offsetOf(found[mb]),
-                              sizeof(float), "loss");
+            deviceCheck(device.copyToHost(compute, &lossCopied[mb],
+                                          offsetOf(found[mb]), sizeof(float),
+                                          "loss"));
         break;
       }
       case StepCommandKind::Layers: {
@@ -672,8 +702,8 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
         break;
       }
       case StepCommandKind::ReturnModelGrads:
-        device.record(evModelGrads, compute);
-        device.wait(d2h, evModelGrads);
+        deviceCheck(device.record(evModelGrads, compute));
+        deviceCheck(device.wait(d2h, evModelGrads));
         copyGradsToHost(modelGroup, modelGradsOff);
         break;
       case StepCommandKind::OptimizerUpdate:
@@ -687,14 +717,11 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
       }
     }
   } catch (...) {
-    try {
-      device.synchronize();
-    } catch (...) {
-    }
+    (void)device.synchronize(); // the first error is the one to report
     throw;
   }
-  device.synchronize();
-  mem.checkDeferredErrors();
+  deviceCheck(device.synchronize());
+  raiseIfError(mem.checkDeferredErrors());
   // The aux losses device kernels computed (one copy for the whole step).
   const std::vector<double> auxTerms = mem.takeAuxTerms();
 
@@ -730,10 +757,10 @@ StreamExecutor::step(const std::vector<const int32_t *> &tokens,
   std::vector<double> out(static_cast<size_t>(M));
   for (int64_t mb = 0; mb < M; ++mb) {
     if (!haveLoss[mb])
-      throw ExecError{"the step program computed no loss"};
+      raise("the step program computed no loss");
     if (!mem.hostMemory())
       loss[mb] = lossCopied[mb];
-    out[mb] = loss[mb] + aux[mb].total(auxTerms);
+    out[mb] = loss[mb] + valueOrRaise(aux[mb].total(auxTerms));
   }
   return out;
 }
@@ -760,7 +787,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           for (int64_t mb = 0; mb < M; ++mb) {
             const Tensor &x = vals[mb][op->operands.at(0)];
             if (!x.f || x.bytes() != boundaryBytes)
-              throw ExecError{"layers loop input has the wrong shape"};
+              raise("layers loop input has the wrong shape");
             mem.copy(dev(actOff(0, mb), boundaryBytes), x.data(),
                      boundaryBytes);
           }
@@ -829,7 +856,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
             continue;
           size_t sj = static_cast<size_t>(j % depth);
           launchUpdate(group(layer, j), evUpdated[sj]);
-          device.wait(h2d, evUpdated[sj]);
+          deviceCheck(device.wait(h2d, evUpdated[sj]));
         }
         break;
       case StepCommandKind::Prefetch:
@@ -838,7 +865,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         break;
       case StepCommandKind::WaitWeights:
         loadWeights(layer, i); // a no-op when prefetched
-        device.wait(compute, evWeights[s]);
+        deviceCheck(device.wait(compute, evWeights[s]));
         break;
       case StepCommandKind::Save:
         saveHost = c.host;
@@ -851,16 +878,16 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           // host copy is complete once every offload queued before it has
           // run (d2h runs in order; the latest record of either staging
           // slot's event covers them all).
-          device.wait(h2d, evStagingRead[st]);
-          device.wait(h2d, evStagingFree[0]);
-          device.wait(h2d, evStagingFree[1]);
+          deviceCheck(device.wait(h2d, evStagingRead[st]));
+          deviceCheck(device.wait(h2d, evStagingFree[0]));
+          deviceCheck(device.wait(h2d, evStagingFree[1]));
           for (int64_t mb = 0; mb < M; ++mb)
-            device.copyToDevice(h2d, stagingOff + (st * M + mb) * maxCkptBytes,
-                                hostCkpt.get() + pos + mb * ckpt, ckpt,
-                                device::Convert::None,
-                                "restore " + layer + "." + std::to_string(i));
-          device.record(evRestored[st], h2d);
-          device.wait(compute, evRestored[st]);
+            deviceCheck(device.copyToDevice(
+                h2d, stagingOff + (st * M + mb) * maxCkptBytes,
+                hostCkpt.get() + pos + mb * ckpt, ckpt, device::Convert::None,
+                "restore " + layer + "." + std::to_string(i)));
+          deviceCheck(device.record(evRestored[st], h2d));
+          deviceCheck(device.wait(compute, evRestored[st]));
         }
         break;
       case StepCommandKind::GradReturn:
@@ -877,7 +904,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                                  saveHost, restoreHost);
         } else if (loop.forward) {
           if (saveHost)
-            device.wait(compute, evStagingFree[st]);
+            deviceCheck(device.wait(compute, evStagingFree[st]));
           launchCompute(
               [this, &aux, M, g, wOff, pos, in, out, st, saveHost, call = inst,
                boundaryBytes, ckpt] {
@@ -895,20 +922,21 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                 boundWeights = nullptr;
               },
               "forward " + layer + "." + std::to_string(i));
-          device.record(evSlotFree[s], compute);
+          deviceCheck(device.record(evSlotFree[s], compute));
           if (saveHost) {
-            device.record(evStaged[st], compute);
-            device.wait(d2h, evStaged[st]);
+            deviceCheck(device.record(evStaged[st], compute));
+            deviceCheck(device.wait(d2h, evStaged[st]));
             for (int64_t mb = 0; mb < M; ++mb)
-              device.copyToHost(d2h, hostCkpt.get() + pos + mb * ckpt,
-                                stagingOff + (st * M + mb) * maxCkptBytes, ckpt,
-                                "offload " + layer + "." + std::to_string(i));
-            device.record(evStagingFree[st], d2h);
+              deviceCheck(device.copyToHost(
+                  d2h, hostCkpt.get() + pos + mb * ckpt,
+                  stagingOff + (st * M + mb) * maxCkptBytes, ckpt,
+                  "offload " + layer + "." + std::to_string(i)));
+            deviceCheck(device.record(evStagingFree[st], d2h));
           }
         } else {
           const int64_t gs = k % 2;
           const int64_t gOff = gradsOff[gs];
-          device.wait(compute, evGradFree[gs]);
+          deviceCheck(device.wait(compute, evGradFree[gs]));
           launchCompute(
               [this, M, g, wOff, gOff, pos, in, out, st, restoreHost,
                call = inst, boundaryBytes, ckpt] {
@@ -928,10 +956,10 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                 boundGradsOff = -1;
               },
               "backward " + layer + "." + std::to_string(i));
-          device.record(evSlotFree[s], compute);
-          device.record(evGradReady[gs], compute);
+          deviceCheck(device.record(evSlotFree[s], compute));
+          deviceCheck(device.record(evGradReady[gs], compute));
           if (restoreHost)
-            device.record(evStagingRead[st], compute);
+            deviceCheck(device.record(evStagingRead[st], compute));
         }
         break;
       }
@@ -945,9 +973,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
     if (returnGrads) {
       const int64_t gs = k % 2;
       Group &g = group(layer, i);
-      device.wait(d2h, evGradReady[gs]);
+      deviceCheck(device.wait(d2h, evGradReady[gs]));
       copyGradsToHost(g, gradsOff[gs]);
-      device.record(evGradFree[gs], d2h);
+      deviceCheck(device.record(evGradFree[gs], d2h));
     }
   }
 
@@ -994,12 +1022,12 @@ void StreamExecutor::runHostStage(const StepCommand &c,
     const std::string what = " " + range + " mb " + std::to_string(mb);
     // Loop results of this micro-batch are in host memory, and the slot's
     // previous user is done (compute runs in order).
-    device.wait(compute, evHostAct[static_cast<size_t>(mb)]);
+    deviceCheck(device.wait(compute, evHostAct[static_cast<size_t>(mb)]));
     for (size_t q = 0; q < seg->in.size(); ++q)
-      device.copyToDevice(compute, stageOff + seg->inOffset[q],
-                          hostStageValue(mb, seg->in[q]),
-                          stageValueBytes(seg->in[q]), device::Convert::None,
-                          "stage in" + what);
+      deviceCheck(device.copyToDevice(
+          compute, stageOff + seg->inOffset[q], hostStageValue(mb, seg->in[q]),
+          stageValueBytes(seg->in[q]), device::Convert::None,
+          "stage in" + what));
     const float *found = nullptr;
     const int32_t *ids = tokens[mb], *tgt = targets[mb];
     launchCompute(
@@ -1026,12 +1054,12 @@ void StreamExecutor::runHostStage(const StepCommand &c,
           }
           for (int a : seg->args)
             v[a] = Tensor::ints(concrete(a), a == fb->args.at(0) ? ids : tgt);
-          ex.runOps(*fb, v, seg->begin, seg->end);
+          raiseIfError(ex.runOps(*fb, v, seg->begin, seg->end));
           const Tensor &r = v[fb->results.at(0)];
           if (!(*haveP)[mb] && r.f) {
             if (mem.hostMemory()) {
               ex.resetAux();
-              (*lossP)[mb] = ex.lossOf(r);
+              (*lossP)[mb] = valueOrRaise(ex.lossOf(r));
             } else {
               found = r.data();
             }
@@ -1044,23 +1072,24 @@ void StreamExecutor::runHostStage(const StepCommand &c,
                                       : static_cast<const void *>(t.data());
             int64_t bytes = stageValueBytes(id);
             if (!src || t.bytes() != bytes)
-              throw ExecError{"stage value " + std::to_string(id) +
-                              " has the wrong shape"};
+              raise("stage value " + std::to_string(id) +
+                    " has the wrong shape");
             mem.copy(dev(stageOff + seg->outOffset[q], bytes), src, bytes);
           }
           stageSlotPeak = std::max(stageSlotPeak, fixed + ws.peak());
         },
         "stage ops" + what);
     for (size_t q = 0; q < seg->out.size(); ++q)
-      device.copyToHost(compute, hostStageValue(mb, seg->out[q]),
-                        stageOff + seg->outOffset[q],
-                        stageValueBytes(seg->out[q]), "stage out" + what);
+      deviceCheck(device.copyToHost(compute, hostStageValue(mb, seg->out[q]),
+                                    stageOff + seg->outOffset[q],
+                                    stageValueBytes(seg->out[q]),
+                                    "stage out" + what));
     // Device backends ran the closure now: the loss is a device value.
     if (found)
-      device.copyToHost(compute, &lossCopied[mb], offsetOf(found),
-                        sizeof(float), "loss");
+      deviceCheck(device.copyToHost(compute, &lossCopied[mb], offsetOf(found),
+                                    sizeof(float), "loss"));
   }
-  device.record(evStageHost, compute);
+  deviceCheck(device.record(evStageHost, compute));
 }
 
 void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
@@ -1070,8 +1099,8 @@ void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
   Workspace::Scope scope(&workspace);
   ex.resetAux();
   std::vector<Tensor> outs =
-      ex.runLayer(call.layer, call.instance, "forward",
-                  {Tensor::view(call.shape, x, actType)});
+      valueOrRaise(ex.runLayer(call.layer, call.instance, "forward",
+                               {Tensor::view(call.shape, x, actType)}));
   aux += ex.auxLoss();
   mem.copy(y, outs.at(0).data(), call.boundaryBytes);
   for (size_t r = 1; r < outs.size(); ++r) {
@@ -1079,7 +1108,7 @@ void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
              outs[r].bytes());
     if (call.extraLse.at(r - 1) >= 0) {
       if (!outs[r].lse)
-        throw ExecError{"a kept attention output has no log-sum-exp"};
+        raise("a kept attention output has no log-sum-exp");
       const std::vector<int64_t> &sh = call.extraShapes.at(r - 1);
       mem.copy(ckpt + call.extraLse[r - 1], outs[r].lse.get(),
                4 * sh[0] * sh[1] * sh[2]);
@@ -1104,8 +1133,8 @@ void StreamExecutor::backwardOne(const InstanceCall &call, char *ckpt,
   }
   workspace.reset();
   Workspace::Scope scope(&workspace);
-  std::vector<Tensor> outs =
-      ex.runLayer(call.layer, call.instance, "backward", std::move(args));
+  std::vector<Tensor> outs = valueOrRaise(
+      ex.runLayer(call.layer, call.instance, "backward", std::move(args)));
   mem.copy(dx, outs.at(0).data(), call.boundaryBytes);
   measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
 }
@@ -1122,7 +1151,7 @@ void StreamExecutor::computeHostActivations(
   const int64_t gs = k % 2, gOff = gradsOff[gs];
   const std::string tag = call.layer + "." + std::to_string(call.instance);
   if (!forward)
-    device.wait(compute, evGradFree[gs]);
+    deviceCheck(device.wait(compute, evGradFree[gs]));
   for (int64_t mb = 0; mb < M; ++mb) {
     // Slots alternate over the loop's (instance, micro-batch) sequence.
     const int64_t j = (k * M + mb) % 2;
@@ -1134,30 +1163,32 @@ void StreamExecutor::computeHostActivations(
       // The previous instance's output of this micro-batch (first, with a
       // host stage: the loop's input there), once it is in host memory and
       // the slot's last reader is done.
-      device.wait(actIn, evActInFree[j]);
-      device.wait(actIn, evHostAct[static_cast<size_t>(mb)]);
+      deviceCheck(device.wait(actIn, evActInFree[j]));
+      deviceCheck(device.wait(actIn, evHostAct[static_cast<size_t>(mb)]));
       if (first)
-        device.wait(actIn, evStageHost);
+        deviceCheck(device.wait(actIn, evStageHost));
       const char *src = first ? hostStageValue(mb, op->operands.at(0)) : hostX;
-      device.copyToDevice(actIn, inOff, src, bb, device::Convert::None,
-                          "activation in " + what);
-      device.record(evActIn[j], actIn);
-      device.wait(compute, evActIn[j]);
+      deviceCheck(device.copyToDevice(actIn, inOff, src, bb,
+                                      device::Convert::None,
+                                      "activation in " + what));
+      deviceCheck(device.record(evActIn[j], actIn));
+      deviceCheck(device.wait(compute, evActIn[j]));
     }
     if (restoreHost) {
       // As in the device-activation path: the staging slot's reader is done
       // and every offload queued before has landed.
-      device.wait(actIn, evStagingRead[j]);
-      device.wait(actIn, evStagingFree[0]);
-      device.wait(actIn, evStagingFree[1]);
-      device.copyToDevice(actIn, staging, hostCkpt.get() + pos + mb * ckpt,
-                          ckpt, device::Convert::None, "restore " + what);
-      device.record(evRestored[j], actIn);
-      device.wait(compute, evRestored[j]);
+      deviceCheck(device.wait(actIn, evStagingRead[j]));
+      deviceCheck(device.wait(actIn, evStagingFree[0]));
+      deviceCheck(device.wait(actIn, evStagingFree[1]));
+      deviceCheck(
+          device.copyToDevice(actIn, staging, hostCkpt.get() + pos + mb * ckpt,
+                              ckpt, device::Convert::None, "restore " + what));
+      deviceCheck(device.record(evRestored[j], actIn));
+      deviceCheck(device.wait(compute, evRestored[j]));
     }
-    device.wait(compute, evActOutFree[j]);
+    deviceCheck(device.wait(compute, evActOutFree[j]));
     if (saveHost)
-      device.wait(compute, evStagingFree[j]);
+      deviceCheck(device.wait(compute, evStagingFree[j]));
     const bool stageIn = first && !hostStage, stageOut = last && !hostStage;
     launchCompute(
         [this, &vals, &aux, op, call, g, wOff, gOff, mb, stageIn, stageOut,
@@ -1170,7 +1201,7 @@ void StreamExecutor::computeHostActivations(
           if (stageIn) {
             Tensor &in = vals[mb][op->operands.at(0)];
             if (!in.f || in.bytes() != bb)
-              throw ExecError{"layers loop input has the wrong shape"};
+              raise("layers loop input has the wrong shape");
             x = in.data();
           } else {
             x = dev(inOff, bb);
@@ -1197,30 +1228,31 @@ void StreamExecutor::computeHostActivations(
           boundGradsOff = -1;
         },
         (forward ? "forward " : "backward ") + what);
-    device.record(evActInFree[j], compute);
-    device.record(evActOut[j], compute);
+    deviceCheck(device.record(evActInFree[j], compute));
+    deviceCheck(device.record(evActOut[j], compute));
     if (saveHost) {
-      device.record(evStaged[j], compute);
-      device.wait(actOut, evStaged[j]);
-      device.copyToHost(actOut, hostCkpt.get() + pos + mb * ckpt, staging, ckpt,
-                        "offload " + what);
-      device.record(evStagingFree[j], actOut);
+      deviceCheck(device.record(evStaged[j], compute));
+      deviceCheck(device.wait(actOut, evStaged[j]));
+      deviceCheck(device.copyToHost(actOut, hostCkpt.get() + pos + mb * ckpt,
+                                    staging, ckpt, "offload " + what));
+      deviceCheck(device.record(evStagingFree[j], actOut));
     }
     if (restoreHost)
-      device.record(evStagingRead[j], compute);
+      deviceCheck(device.record(evStagingRead[j], compute));
     if (!last || hostStage) {
       // The output into host memory (last, with a host stage: the loop's
       // result there).
-      device.wait(actOut, evActOut[j]);
+      deviceCheck(device.wait(actOut, evActOut[j]));
       char *dst = last ? hostStageValue(mb, op->results.at(0)) : hostX;
-      device.copyToHost(actOut, dst, outOff, bb, "activation out " + what);
-      device.record(evActOutFree[j], actOut);
-      device.record(evHostAct[static_cast<size_t>(mb)], actOut);
+      deviceCheck(
+          device.copyToHost(actOut, dst, outOff, bb, "activation out " + what));
+      deviceCheck(device.record(evActOutFree[j], actOut));
+      deviceCheck(device.record(evHostAct[static_cast<size_t>(mb)], actOut));
     }
   }
-  device.record(evSlotFree[weightSlot], compute);
+  deviceCheck(device.record(evSlotFree[weightSlot], compute));
   if (!forward)
-    device.record(evGradReady[gs], compute);
+    deviceCheck(device.record(evGradReady[gs], compute));
 }
 
 } // namespace mtc::stream

@@ -54,10 +54,11 @@ class StreamExecutor {
 public:
   /// \p ex runs the layer and stage functions (its parameter locator is
   /// pointed at device memory); \p dev must have at least the plan's
-  /// device_peak bytes. Throws exec::ExecError when the plan does not fit the
-  /// bundle, the device or itself.
-  StreamExecutor(const bundle::Bundle &b, exec::ParamStore &store,
-                 exec::Executor &ex, device::Device &dev);
+  /// device_peak bytes. An error when the plan does not fit the bundle, the
+  /// device or itself, or when the device cannot create its streams.
+  static Expected<std::unique_ptr<StreamExecutor>>
+  create(const bundle::Bundle &b, exec::ParamStore &store, exec::Executor &ex,
+         device::Device &dev);
   ~StreamExecutor();
 
   const bundle::StepPlan &plan() const { return p; }
@@ -68,21 +69,27 @@ public:
   /// One optimizer step's forward and backward over plan().microBatches
   /// micro-batches, each [batch, seq] tokens and targets. Gradients (of the
   /// sum over micro-batches) land in the store's grad buffers; returns each
-  /// micro-batch's loss (aux losses included).
-  std::vector<double> step(const std::vector<const int32_t *> &tokens,
-                           const std::vector<const int32_t *> &targets);
+  /// micro-batch's loss (aux losses included). Errors: an op's (naming its
+  /// source location), the device's (a failed command fails its stream and
+  /// the device; the step's synchronisation returns the first error), or a
+  /// deferred update's.
+  Expected<std::vector<double>>
+  step(const std::vector<const int32_t *> &tokens,
+       const std::vector<const int32_t *> &targets);
 
   /// An optimizer update over a group of parameters (a layer instance with
-  /// its experts, or the model-level parameters).
+  /// its experts, or the model-level parameters). It runs as a launched
+  /// closure: an exception it throws fails the device (Device::launch).
   using UpdateFn = std::function<void(const std::vector<exec::ParamSlot *> &)>;
   /// Defers \p fn for every parameter: each group's update runs on the
   /// optimizer stream just before the group's weights are next loaded (the
   /// plan's optimizer_update commands), or at flush(). Runs any update still
-  /// pending first.
-  void deferUpdate(UpdateFn fn);
+  /// pending first (the error of that flush()).
+  Status deferUpdate(UpdateFn fn);
   /// Runs every pending update now (before reading weights on the host:
-  /// checkpoints, validation, generation, the end of training).
-  void flush();
+  /// checkpoints, validation, generation, the end of training), after the
+  /// device's work: the device's error if it has failed.
+  Status flush();
 
   /// The immediate optimizer placement (docs/training.md, "Optimizer
   /// placement"): a group's update, given its parameters and their
@@ -98,13 +105,19 @@ public:
   /// ring instead of the store, and \p fn runs on the optimizer stream as
   /// soon as they are there (overlapping the rest of the backward); step()
   /// returns when every update is done. Needs hasGradRing() and no pending
-  /// deferred update (it flushes them).
-  void updateImmediately(ImmediateFn fn);
+  /// deferred update (it flushes them: the error of that flush()).
+  Status updateImmediately(ImmediateFn fn);
   bool hasPendingUpdates() const { return !pendingGroups.empty(); }
 
   const StepStats &lastStats() const { return stats; }
 
 private:
+  StreamExecutor(const bundle::Bundle &b, exec::ParamStore &store,
+                 exec::Executor &ex, device::Device &dev);
+  /// step()'s body: its failures unwind (exec::raise) to step().
+  std::vector<double> stepOrRaise(const std::vector<const int32_t *> &tokens,
+                                  const std::vector<const int32_t *> &targets);
+
   struct Group {
     std::string layer; ///< empty: model-level parameters
     int64_t instance = 0;

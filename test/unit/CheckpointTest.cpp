@@ -10,6 +10,7 @@
 #include "lib/Support/Hash.h"
 
 #include "runtime/exec/ParamStore.h"
+#include "test/unit/Must.h"
 
 #include <gtest/gtest.h>
 
@@ -111,7 +112,9 @@ bool sameBits(const exec::HostArray &a, const exec::HostArray &b) {
 
 TEST_F(CheckpointTest, RoundTripIsBitExact) {
   bundle::Bundle b = tinyBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   store.initialize(3);
   fillMoments(store);
   ASSERT_TRUE(writeCheckpoint(dir, b, store, someState(12)).ok());
@@ -121,7 +124,9 @@ TEST_F(CheckpointTest, RoundTripIsBitExact) {
   EXPECT_FALSE(fs::exists(dir + ".tmp"));
   EXPECT_FALSE(fs::exists(dir + ".bak"));
 
-  exec::ParamStore loaded(b);
+  std::unique_ptr<exec::ParamStore> loadedOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &loaded = *loadedOwned;
   std::vector<std::string> notes;
   Expected<TrainerState> st = readCheckpoint(dir, b, loaded, &notes);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -144,7 +149,9 @@ TEST_F(CheckpointTest, RoundTripIsBitExact) {
 
 TEST_F(CheckpointTest, OptimizerTensorNames) {
   bundle::Bundle b = tinyBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   ASSERT_TRUE(writeCheckpoint(dir, b, store, someState(1)).ok());
   std::string text = read(dir + "/optimizer.safetensors");
   EXPECT_NE(text.find("\"Block.1.w.exp_avg\""), std::string::npos);
@@ -154,7 +161,9 @@ TEST_F(CheckpointTest, OptimizerTensorNames) {
 
 TEST_F(CheckpointTest, OverwriteReplacesAndCleansUp) {
   bundle::Bundle b = tinyBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   ASSERT_TRUE(writeCheckpoint(dir, b, store, someState(5)).ok());
   ASSERT_TRUE(writeCheckpoint(dir + "/", b, store, someState(10)).ok());
   Expected<TrainerState> st = readTrainerState(dir);
@@ -166,7 +175,9 @@ TEST_F(CheckpointTest, OverwriteReplacesAndCleansUp) {
 
 TEST_F(CheckpointTest, ResolveFallsBackToBackupOnlyWhenMissing) {
   bundle::Bundle b = tinyBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   ASSERT_TRUE(writeCheckpoint(dir, b, store, someState(5)).ok());
   std::string note;
   Expected<std::string> r = resolveCheckpoint(dir, &note);
@@ -181,7 +192,9 @@ TEST_F(CheckpointTest, ResolveFallsBackToBackupOnlyWhenMissing) {
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(*r, dir + ".bak");
   EXPECT_NE(note.find("missing"), std::string::npos);
-  exec::ParamStore loaded(b);
+  std::unique_ptr<exec::ParamStore> loadedOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &loaded = *loadedOwned;
   EXPECT_TRUE(readCheckpoint(*r, b, loaded).ok());
 
   // The next write completes the swap and removes the backup.
@@ -200,12 +213,16 @@ TEST_F(CheckpointTest, ResolveFallsBackToBackupOnlyWhenMissing) {
 
 TEST_F(CheckpointTest, CorruptFilesAreRefused) {
   bundle::Bundle b = tinyBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   store.initialize(1);
   ASSERT_TRUE(writeCheckpoint(dir, b, store, someState(5)).ok());
   std::string weights = read(dir + "/model.safetensors");
   std::string state = read(dir + "/trainer_state.json");
-  exec::ParamStore loaded(b);
+  std::unique_ptr<exec::ParamStore> loadedOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &loaded = *loadedOwned;
 
   write(dir + "/model.safetensors", weights.substr(0, weights.size() - 7));
   Expected<TrainerState> st = readCheckpoint(dir, b, loaded);
@@ -244,12 +261,16 @@ TEST_F(CheckpointTest, CorruptFilesAreRefused) {
 
 TEST_F(CheckpointTest, AnotherModelIsRefused) {
   bundle::Bundle b = tinyBundle(4);
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   ASSERT_TRUE(writeCheckpoint(dir, b, store, someState(5)).ok());
 
   bundle::Bundle wider = tinyBundle(4);
   wider.params[0].shape = {8, 5};
-  exec::ParamStore s2(wider);
+  std::unique_ptr<exec::ParamStore> s2Owned =
+      must(exec::ParamStore::create(wider));
+  exec::ParamStore &s2 = *s2Owned;
   Expected<TrainerState> st = readCheckpoint(dir, wider, s2);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("'emb' is [8, 4] in model.safetensors, [8, 5] "
@@ -259,7 +280,9 @@ TEST_F(CheckpointTest, AnotherModelIsRefused) {
 
   bundle::Bundle eps = tinyBundle(4);
   eps.config["eps"] = 1e-6;
-  exec::ParamStore s3(eps);
+  std::unique_ptr<exec::ParamStore> s3Owned =
+      must(exec::ParamStore::create(eps));
+  exec::ParamStore &s3 = *s3Owned;
   st = readCheckpoint(dir, eps, s3);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("config entry 'eps' is 1e-05 in the "
@@ -269,7 +292,9 @@ TEST_F(CheckpointTest, AnotherModelIsRefused) {
 
   bundle::Bundle deeper = tinyBundle(4);
   deeper.layers[0].count = 3;
-  exec::ParamStore s4(deeper);
+  std::unique_ptr<exec::ParamStore> s4Owned =
+      must(exec::ParamStore::create(deeper));
+  exec::ParamStore &s4 = *s4Owned;
   st = readCheckpoint(dir, deeper, s4);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("has no tensor 'Block.2.w'"), std::string::npos)

@@ -25,8 +25,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::unique_ptr<Device> makeCpuDevice(int64_t capacity, std::string &) {
-  return std::make_unique<CpuDevice>(capacity);
+mtc::Expected<std::unique_ptr<Device>> makeCpuDevice(int64_t capacity,
+                                                     std::string &) {
+  mtc::Expected<std::unique_ptr<CpuDevice>> dev = CpuDevice::create(capacity);
+  if (!dev)
+    return dev.status();
+  return std::unique_ptr<Device>(std::move(*dev));
 }
 
 } // namespace
@@ -36,15 +40,6 @@ INSTANTIATE_TEST_SUITE_P(CpuDevice, DeviceTest,
                          DeviceFactoryName());
 
 namespace {
-
-std::string deviceErrorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const DeviceError &e) {
-    return e.message;
-  }
-  return "";
-}
 
 uint16_t bf16Of(float f) {
   uint16_t h = 0;
@@ -59,32 +54,34 @@ float bitsToF32(uint32_t u) {
 }
 
 TEST(CpuDevice, ArenaIsAlignedAndZeroed) {
-  CpuDevice dev(1000);
+  std::unique_ptr<CpuDevice> devOwned = must(CpuDevice::create(1000));
+  CpuDevice &dev = *devOwned;
   EXPECT_EQ(dev.capacity(), 1000);
   EXPECT_EQ(dev.name(), "cpu");
-  auto *p = static_cast<unsigned char *>(dev.at(0, 1000));
+  auto *p = static_cast<unsigned char *>(must(dev.at(0, 1000)));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
   for (int i = 0; i < 1000; ++i)
     ASSERT_EQ(p[i], 0) << i;
-  EXPECT_EQ(static_cast<unsigned char *>(dev.at(10, 0)), p + 10);
-  EXPECT_EQ(static_cast<unsigned char *>(dev.at(1000, 0)), p + 1000);
+  EXPECT_EQ(static_cast<unsigned char *>(must(dev.at(10, 0))), p + 10);
+  EXPECT_EQ(static_cast<unsigned char *>(must(dev.at(1000, 0))), p + 1000);
 }
 
 TEST(CpuDevice, LaunchedWorkUsesArenaPointers) {
   // at() is host memory here: a launch is the kernel that reads and writes it.
-  CpuDevice dev(1 << 16);
-  Stream s = dev.createStream("compute");
+  std::unique_ptr<CpuDevice> devOwned = must(CpuDevice::create(1 << 16));
+  CpuDevice &dev = *devOwned;
+  Stream s = must(dev.createStream("compute"));
   std::vector<float> src(256), back(256);
   for (int i = 0; i < 256; ++i)
     src[i] = static_cast<float>(i);
-  dev.copyToDevice(s, 1024, src.data(), 1024);
-  dev.launch(s, [&dev] {
-    auto *p = static_cast<float *>(dev.at(1024, 1024));
+  must(dev.copyToDevice(s, 1024, src.data(), 1024));
+  must(dev.launch(s, [&dev] {
+    auto *p = static_cast<float *>(must(dev.at(1024, 1024)));
     for (int i = 0; i < 256; ++i)
       p[i] *= 2;
-  });
-  dev.copyToHost(s, back.data(), 1024, 1024);
-  dev.synchronize(s);
+  }));
+  must(dev.copyToHost(s, back.data(), 1024, 1024));
+  must(dev.synchronize(s));
   for (int i = 0; i < 256; ++i)
     EXPECT_EQ(back[i], 2.0f * i);
 }
@@ -114,62 +111,66 @@ TEST(CpuDevice, F32ToBF16Conversion) {
   }
 
   // through a copy, read in place: bytes/2 bytes written, nothing past them
-  CpuDevice dev(64);
-  Stream s = dev.createStream("copy");
-  std::memset(dev.at(0, 64), 0xAB, 64);
+  std::unique_ptr<CpuDevice> devOwned = must(CpuDevice::create(64));
+  CpuDevice &dev = *devOwned;
+  Stream s = must(dev.createStream("copy"));
+  std::memset(must(dev.at(0, 64)), 0xAB, 64);
   float src[4] = {1.0f, -2.5f, std::nanf(""), 3.0f};
-  dev.copyToDevice(s, 8, src, sizeof src, Convert::F32ToBF16);
-  dev.synchronize(s);
-  auto *h = static_cast<uint16_t *>(dev.at(8, 8));
+  must(dev.copyToDevice(s, 8, src, sizeof src, Convert::F32ToBF16));
+  must(dev.synchronize(s));
+  auto *h = static_cast<uint16_t *>(must(dev.at(8, 8)));
   EXPECT_EQ(h[0], 0x3f80);
   EXPECT_EQ(h[1], 0xc020);
   EXPECT_EQ(h[2] & 0x7fc0, 0x7fc0);
   EXPECT_EQ(h[3], 0x4040);
-  EXPECT_EQ(static_cast<unsigned char *>(dev.at(16, 1))[0], 0xAB);
-  EXPECT_EQ(static_cast<unsigned char *>(dev.at(7, 1))[0], 0xAB);
+  EXPECT_EQ(static_cast<unsigned char *>(must(dev.at(16, 1)))[0], 0xAB);
+  EXPECT_EQ(static_cast<unsigned char *>(must(dev.at(7, 1)))[0], 0xAB);
   EXPECT_EQ(dev.stats().h2dBytes, 8);
 }
 
 TEST(CpuDevice, FailureSkipsQueuedWork) {
-  CpuDevice dev(64);
-  Stream a = dev.createStream("compute");
-  Stream b = dev.createStream("copy");
-  Event e = dev.createEvent();
+  std::unique_ptr<CpuDevice> devOwned = must(CpuDevice::create(64));
+  CpuDevice &dev = *devOwned;
+  Stream a = must(dev.createStream("compute"));
+  Stream b = must(dev.createStream("copy"));
+  Event e = must(dev.createEvent());
   bool ranAfter = false;
   EXPECT_FALSE(dev.failed());
-  dev.launch(
-      a, [] { throw std::runtime_error("kernel exploded"); }, "layer 3 fwd");
-  dev.launch(a, [] { throw std::runtime_error("second error"); });
-  dev.launch(a, [&] { ranAfter = true; });
-  dev.record(e, a);
-  dev.wait(b, e); // must not block forever
-  dev.launch(b, [&] { ranAfter = true; });
-  std::string m = deviceErrorOf([&] { dev.synchronize(); });
+  must(dev.launch(
+      a, [] { throw std::runtime_error("kernel exploded"); }, "layer 3 fwd"));
+  must(dev.launch(a, [] { throw std::runtime_error("second error"); }));
+  must(dev.launch(a, [&] { ranAfter = true; }));
+  must(dev.record(e, a));
+  must(dev.wait(b, e)); // must not block forever
+  must(dev.launch(b, [&] { ranAfter = true; }));
+  std::string m = deviceErrorOf([&] { return dev.synchronize(); });
   EXPECT_EQ(m, "cpu device: stream 'compute': layer 3 fwd: kernel exploded");
   EXPECT_FALSE(ranAfter);
   EXPECT_TRUE(dev.failed());
   // an exception that is not a std::exception
-  CpuDevice dev2(64);
-  Stream c = dev2.createStream("c");
-  dev2.launch(
-      c, [] { throw 42; }, "odd");
-  m = deviceErrorOf([&] { dev2.synchronize(); });
+  std::unique_ptr<CpuDevice> dev2Owned = must(CpuDevice::create(64));
+  CpuDevice &dev2 = *dev2Owned;
+  Stream c = must(dev2.createStream("c"));
+  must(dev2.launch(
+      c, [] { throw 42; }, "odd"));
+  m = deviceErrorOf([&] { return dev2.synchronize(); });
   EXPECT_EQ(m, "cpu device: stream 'c': odd: unknown exception");
 }
 
 TEST(CpuDevice, ErrorsNameTheCpuDevice) {
-  CpuDevice dev(128);
-  Stream s = dev.createStream("copy");
+  std::unique_ptr<CpuDevice> devOwned = must(CpuDevice::create(128));
+  CpuDevice &dev = *devOwned;
+  Stream s = must(dev.createStream("copy"));
   std::vector<char> host(256);
   EXPECT_EQ(
       deviceErrorOf([&] {
-        dev.copyToDevice(s, 64, host.data(), 128, Convert::None, "w1");
+        return dev.copyToDevice(s, 64, host.data(), 128, Convert::None, "w1");
       }),
       "cpu device: copyToDevice 'w1': 128 bytes at offset 64 [64, 192) are "
       "outside the arena (capacity 128 bytes)");
-  EXPECT_EQ(deviceErrorOf([&] { dev.launch(7, [] {}); }),
+  EXPECT_EQ(deviceErrorOf([&] { return dev.launch(7, [] {}); }),
             "cpu device: launch: no stream 7 (1 created)");
-  std::string m = deviceErrorOf([&] { CpuDevice bad(-1); });
+  std::string m = deviceErrorOf([&] { return CpuDevice::create(-1); });
   EXPECT_EQ(m, "cpu device: negative arena capacity -1");
 }
 
@@ -177,24 +178,25 @@ TEST(CpuDevice, DestructorWithPendingCommandsReturns) {
   std::atomic<int> ran{0};
   auto begin = std::chrono::steady_clock::now();
   {
-    CpuDevice dev(64);
-    Stream a = dev.createStream("a");
-    Stream b = dev.createStream("b");
-    Event never = dev.createEvent();
-    Event later = dev.createEvent();
-    dev.launch(a, [&] {
+    std::unique_ptr<CpuDevice> devOwned = must(CpuDevice::create(64));
+    CpuDevice &dev = *devOwned;
+    Stream a = must(dev.createStream("a"));
+    Stream b = must(dev.createStream("b"));
+    Event never = must(dev.createEvent());
+    Event later = must(dev.createEvent());
+    must(dev.launch(a, [&] {
       std::this_thread::sleep_for(30ms);
       ++ran;
-    });
+    }));
     for (int i = 0; i < 100; ++i)
-      dev.launch(a, [&] {
+      must(dev.launch(a, [&] {
         std::this_thread::sleep_for(10ms);
         ++ran;
-      });
-    dev.record(later, a);
-    dev.wait(b, later); // blocks b behind ~1 s of work on a
-    dev.wait(b, never);
-    dev.launch(b, [&] { ++ran; });
+      }));
+    must(dev.record(later, a));
+    must(dev.wait(b, later)); // blocks b behind ~1 s of work on a
+    must(dev.wait(b, never));
+    must(dev.launch(b, [&] { ++ran; }));
     std::this_thread::sleep_for(5ms);
   }
   double s =

@@ -24,22 +24,32 @@ using namespace mtc::device::cts;
 
 namespace {
 
-std::unique_ptr<Device> makeEmulated(int64_t capacity, std::string &) {
+Expected<std::unique_ptr<Device>>
+open(const std::shared_ptr<const cuda::CudaDriverApi> &api, int64_t capacity) {
+  Expected<std::unique_ptr<CudaDevice>> dev = CudaDevice::create(api, capacity);
+  if (!dev)
+    return dev.status();
+  return std::unique_ptr<Device>(std::move(*dev));
+}
+
+Expected<std::unique_ptr<Device>> makeEmulated(int64_t capacity,
+                                               std::string &) {
   Expected<std::shared_ptr<const cuda::CudaDriverApi>> api =
       emu::emulatedCudaDriver();
   if (!api)
-    throw DeviceError{api.message()};
-  return std::make_unique<CudaDevice>(*api, capacity);
+    return api.status();
+  return open(*api, capacity);
 }
 
-std::unique_ptr<Device> makeReal(int64_t capacity, std::string &unavailable) {
+Expected<std::unique_ptr<Device>> makeReal(int64_t capacity,
+                                           std::string &unavailable) {
   Expected<std::shared_ptr<const cuda::CudaDriverApi>> api =
       cuda::loadCudaDriver();
   if (!api) {
     unavailable = api.message();
-    return nullptr;
+    return std::unique_ptr<Device>();
   }
-  return std::make_unique<CudaDevice>(*api, capacity);
+  return open(*api, capacity);
 }
 
 } // namespace
@@ -52,11 +62,11 @@ INSTANTIATE_TEST_SUITE_P(CudaDevice, DeviceTest,
 
 TEST(CudaDeviceEmulated, NameCapabilityAndPinning) {
   std::string none;
-  std::unique_ptr<Device> dev = makeEmulated(4096, none);
+  std::unique_ptr<Device> dev = must(makeEmulated(4096, none));
   auto &cuda = static_cast<CudaDevice &>(*dev);
   EXPECT_EQ(cuda.name().rfind("cuda:0 (mtc cuda-emu", 0), 0u) << cuda.name();
   EXPECT_EQ(cuda.computeCapability(), std::make_pair(9, 0));
-  auto [free, total] = cuda.memoryInfo();
+  auto [free, total] = must(cuda.memoryInfo());
   EXPECT_GE(total - free, 4096);
   std::vector<char> host(1 << 16);
   Status st = cuda.registerHost(host.data(), host.size());
@@ -73,14 +83,11 @@ TEST(CudaDeviceEmulated, NameCapabilityAndPinning) {
 
 TEST(CudaDeviceEmulated, ArenaTooLargeNamesTheSizes) {
   std::string none;
-  try {
-    makeEmulated(int64_t(1) << 50, none);
-    FAIL() << "an arena larger than the device was allocated";
-  } catch (const DeviceError &e) {
-    EXPECT_NE(e.message.find("cannot allocate the 1024.0 TiB"),
-              std::string::npos)
-        << e.message;
-    EXPECT_NE(e.message.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos)
-        << e.message;
-  }
+  Expected<std::unique_ptr<Device>> dev = makeEmulated(int64_t(1) << 50, none);
+  ASSERT_FALSE(dev.ok()) << "an arena larger than the device was allocated";
+  EXPECT_NE(dev.message().find("cannot allocate the 1024.0 TiB"),
+            std::string::npos)
+      << dev.message();
+  EXPECT_NE(dev.message().find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos)
+      << dev.message();
 }

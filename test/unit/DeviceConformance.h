@@ -24,6 +24,7 @@
 #define MTC_TEST_UNIT_DEVICECONFORMANCE_H
 
 #include "runtime/device/Device.h"
+#include "test/unit/Must.h"
 
 #include <gtest/gtest.h>
 
@@ -46,14 +47,20 @@ struct DeviceFactory {
   std::string name;
   /// A device whose arena holds \p capacity bytes. Returns nullptr and sets
   /// \p unavailable when this kind of device cannot run here (no GPU, no
-  /// driver); throws DeviceError for what the device itself rejects (a
-  /// negative or impossible capacity).
-  std::function<std::unique_ptr<Device>(int64_t capacity,
-                                        std::string &unavailable)>
+  /// driver); an error for what the device itself rejects (a negative or
+  /// impossible capacity).
+  std::function<Expected<std::unique_ptr<Device>>(int64_t capacity,
+                                                  std::string &unavailable)>
       make;
 };
 
 /// gtest prints a parameter by its name (not as a dump of its bytes).
+/// The error message of a device call ("" when it succeeded; errorOf,
+/// Must.h).
+template <typename F> std::string deviceErrorOf(F &&call) {
+  return errorOf(std::forward<F>(call));
+}
+
 inline void PrintTo(const DeviceFactory &f, std::ostream *os) { *os << f.name; }
 
 /// Test names end with the factory's name.

@@ -64,7 +64,8 @@ Watchdog::~Watchdog() {
 void DeviceTest::SetUp() {
   const DeviceFactory &f = GetParam();
   std::string unavailable;
-  if (!f.make(64, unavailable))
+  Expected<std::unique_ptr<Device>> probe = f.make(64, unavailable);
+  if (probe.ok() && !*probe)
     GTEST_SKIP() << "device '" << f.name << "' is unavailable here: "
                  << (unavailable.empty() ? "(no reason given)" : unavailable);
   const ::testing::TestInfo *info =
@@ -80,12 +81,12 @@ void DeviceTest::TearDown() {
 
 std::unique_ptr<Device> DeviceTest::newDevice(int64_t capacity) {
   std::string unavailable;
-  std::unique_ptr<Device> d = GetParam().make(capacity, unavailable);
-  if (!d)
+  Expected<std::unique_ptr<Device>> d = GetParam().make(capacity, unavailable);
+  if (!d.ok() || !*d)
     throw std::runtime_error("cannot make a '" + GetParam().name +
                              "' device of " + std::to_string(capacity) +
-                             " bytes: " + unavailable);
-  return d;
+                             " bytes: " + (d.ok() ? unavailable : d.message()));
+  return std::move(*d);
 }
 
 Device &DeviceTest::device(int64_t capacity) {
@@ -100,15 +101,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 constexpr size_t npos = std::string::npos;
-
-std::string deviceErrorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const DeviceError &e) {
-    return e.message.empty() ? "(empty message)" : e.message;
-  }
-  return "";
-}
 
 std::string tempPath(const std::string &name) {
   return ::testing::TempDir() + "mtc-device-cts-" + std::to_string(::getpid()) +
@@ -184,97 +176,119 @@ TEST_P(DeviceTest, CapacityIsTheArenaSize) {
     EXPECT_FALSE(dev->name().empty());
   }
   std::string unavailable;
-  EXPECT_NE(deviceErrorOf([&] { GetParam().make(-1, unavailable); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return GetParam().make(-1, unavailable); }),
+            "");
   // an arena no machine has: an error naming its size, not a crash
   const int64_t huge = int64_t(1) << 60;
-  std::string m = deviceErrorOf([&] { GetParam().make(huge, unavailable); });
+  std::string m =
+      deviceErrorOf([&] { return GetParam().make(huge, unavailable); });
   EXPECT_NE(m.find(std::to_string(huge)), npos) << m;
 }
 
 TEST_P(DeviceTest, ArenaAddressesAreAlignedAndContiguous) {
   // Addresses only: on a GPU they are device pointers, not for the host.
   Device &dev = device(1000);
-  auto *p = static_cast<char *>(dev.at(0, 1000));
+  auto *p = static_cast<char *>(must(dev.at(0, 1000)));
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
-  EXPECT_EQ(static_cast<char *>(dev.at(10, 0)), p + 10);
-  EXPECT_EQ(static_cast<char *>(dev.at(999, 1)), p + 999);
-  EXPECT_EQ(static_cast<char *>(dev.at(1000, 0)), p + 1000);
+  EXPECT_EQ(static_cast<char *>(must(dev.at(10, 0))), p + 10);
+  EXPECT_EQ(static_cast<char *>(must(dev.at(999, 1))), p + 999);
+  EXPECT_EQ(static_cast<char *>(must(dev.at(1000, 0))), p + 1000);
 }
 
 TEST_P(DeviceTest, OutOfArenaIsAnErrorNeverAWrite) {
   Device &dev = device(128);
-  Stream s = dev.createStream("copy");
-  Event e = dev.createEvent();
+  Stream s = must(dev.createStream("copy"));
+  Event e = must(dev.createEvent());
   std::vector<unsigned char> fill(128, 0x5A);
-  dev.copyToDevice(s, 0, fill.data(), 128);
-  dev.synchronize(s);
+  must(dev.copyToDevice(s, 0, fill.data(), 128));
+  must(dev.synchronize(s));
 
-  std::string m = deviceErrorOf([&] { dev.at(100, 50); });
+  std::string m = deviceErrorOf([&] { return dev.at(100, 50); });
   EXPECT_NE(m.find("50 bytes at offset 100"), npos) << m;
   EXPECT_NE(m.find("[100, 150)"), npos) << m;
   EXPECT_NE(m.find("capacity 128 bytes"), npos) << m;
-  EXPECT_NE(deviceErrorOf([&] { dev.at(-1, 4); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.at(0, -4); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.at(129, 0); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.at(INT64_MAX, INT64_MAX); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.at(-1, 4); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.at(0, -4); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.at(129, 0); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.at(INT64_MAX, INT64_MAX); }), "");
 
   std::vector<char> host(256, 0x11);
-  m = deviceErrorOf(
-      [&] { dev.copyToDevice(s, 64, host.data(), 128, Convert::None, "w1"); });
+  m = deviceErrorOf([&] {
+    return dev.copyToDevice(s, 64, host.data(), 128, Convert::None, "w1");
+  });
   EXPECT_NE(m.find("copyToDevice 'w1'"), npos) << m;
   EXPECT_NE(m.find("128 bytes at offset 64"), npos) << m;
-  m = deviceErrorOf([&] { dev.copyToHost(s, host.data(), 120, 16); });
+  m = deviceErrorOf([&] { return dev.copyToHost(s, host.data(), 120, 16); });
   EXPECT_NE(m.find("copyToHost"), npos) << m;
   EXPECT_NE(m.find("capacity 128"), npos) << m;
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToDevice(s, -8, host.data(), 8); }),
-            "");
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToDevice(s, 0, host.data(), -1); }),
+  EXPECT_NE(
+      deviceErrorOf([&] { return dev.copyToDevice(s, -8, host.data(), 8); }),
+      "");
+  EXPECT_NE(
+      deviceErrorOf([&] { return dev.copyToDevice(s, 0, host.data(), -1); }),
+      "");
+  EXPECT_NE(deviceErrorOf(
+                [&] { return dev.copyToDevice(s, 8, host.data(), INT64_MAX); }),
             "");
   EXPECT_NE(
-      deviceErrorOf([&] { dev.copyToDevice(s, 8, host.data(), INT64_MAX); }),
+      deviceErrorOf([&] { return dev.copyToHost(s, host.data(), -1, 1); }), "");
+  EXPECT_NE(
+      deviceErrorOf([&] { return dev.copyToHost(s, host.data(), 0, 129); }),
       "");
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToHost(s, host.data(), -1, 1); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToHost(s, host.data(), 0, 129); }), "");
   // f32->bf16 writes half the source bytes: 256 source bytes fit in 128
   // (fp32 0x5A5A0000 is bf16 0x5A5A exactly, so the fill stays as it was).
   std::vector<uint32_t> f32(64, 0x5A5A0000u);
   EXPECT_EQ(deviceErrorOf([&] {
-              dev.copyToDevice(s, 0, f32.data(), 256, Convert::F32ToBF16);
+              return dev.copyToDevice(s, 0, f32.data(), 256,
+                                      Convert::F32ToBF16);
             }),
             "");
   EXPECT_NE(deviceErrorOf([&] {
-              dev.copyToDevice(s, 2, f32.data(), 256, Convert::F32ToBF16);
+              return dev.copyToDevice(s, 2, f32.data(), 256,
+                                      Convert::F32ToBF16);
             }),
             "");
   EXPECT_NE(deviceErrorOf([&] {
-              dev.copyToDevice(s, 0, f32.data(), 6, Convert::F32ToBF16);
+              return dev.copyToDevice(s, 0, f32.data(), 6, Convert::F32ToBF16);
             }),
             "");
   // null host memory; zero bytes at the very end are fine
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToDevice(s, 0, nullptr, 4); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToHost(s, nullptr, 0, 4); }), "");
-  EXPECT_EQ(deviceErrorOf([&] { dev.copyToDevice(s, 128, host.data(), 0); }),
+  EXPECT_NE(deviceErrorOf([&] { return dev.copyToDevice(s, 0, nullptr, 4); }),
             "");
-  EXPECT_EQ(deviceErrorOf([&] { dev.copyToHost(s, host.data(), 128, 0); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.copyToHost(s, nullptr, 0, 4); }),
+            "");
+  EXPECT_EQ(
+      deviceErrorOf([&] { return dev.copyToDevice(s, 128, host.data(), 0); }),
+      "");
+  EXPECT_EQ(
+      deviceErrorOf([&] { return dev.copyToHost(s, host.data(), 128, 0); }),
+      "");
   // unknown ids, empty work
-  EXPECT_NE(deviceErrorOf([&] { dev.launch(7, [] {}); }).find("no stream 7"),
+  EXPECT_NE(
+      deviceErrorOf([&] { return dev.launch(7, [] {}); }).find("no stream 7"),
+      npos);
+  EXPECT_NE(deviceErrorOf([&] { return dev.record(3, s); }).find("no event 3"),
             npos);
-  EXPECT_NE(deviceErrorOf([&] { dev.record(3, s); }).find("no event 3"), npos);
-  EXPECT_NE(deviceErrorOf([&] { dev.record(e, 7); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.wait(s, 3); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.wait(7, e); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToDevice(9, 0, host.data(), 4); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.copyToHost(9, host.data(), 0, 4); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.synchronize(Stream(7)); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.synchronize(Event(3)); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.launch(s, std::function<void()>()); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.record(e, 7); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.wait(s, 3); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.wait(7, e); }), "");
+  EXPECT_NE(
+      deviceErrorOf([&] { return dev.copyToDevice(9, 0, host.data(), 4); }),
+      "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.copyToHost(9, host.data(), 0, 4); }),
+            "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.synchronize(Stream(7)); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.synchronize(Event(3)); }), "");
+  EXPECT_NE(
+      deviceErrorOf([&] { return dev.launch(s, std::function<void()>()); }),
+      "");
 
   // Nothing was written, in the arena or in host memory, and a rejected
   // command does not fail the device.
   std::vector<unsigned char> back(128);
-  dev.copyToHost(s, back.data(), 0, 128);
-  EXPECT_EQ(deviceErrorOf([&] { dev.synchronize(); }), "");
+  must(dev.copyToHost(s, back.data(), 0, 128));
+  EXPECT_EQ(deviceErrorOf([&] { return dev.synchronize(); }), "");
   EXPECT_EQ(back, fill);
   for (char c : host)
     ASSERT_EQ(c, 0x11);
@@ -286,14 +300,14 @@ TEST_P(DeviceTest, OutOfArenaIsAnErrorNeverAWrite) {
 
 TEST_P(DeviceTest, OneStreamRunsInOrder) {
   Device &dev = device(1 << 16);
-  Stream s = dev.createStream("compute");
+  Stream s = must(dev.createStream("compute"));
   std::vector<int> order;
   for (int i = 0; i < 100; ++i) {
-    dev.launch(s, [&order, i] {
+    must(dev.launch(s, [&order, i] {
       if (i % 10 == 0)
         std::this_thread::sleep_for(1ms);
       order.push_back(i);
-    });
+    }));
   }
   // Copies and launches share the FIFO, and a copy reads (or writes) its host
   // memory when it runs, not when it is queued: the second copy sends what
@@ -302,20 +316,20 @@ TEST_P(DeviceTest, OneStreamRunsInOrder) {
   std::vector<float> a(256), b(256, -1.0f), back(256), seen;
   for (int i = 0; i < 256; ++i)
     a[i] = static_cast<float>(i);
-  dev.copyToDevice(s, 1024, a.data(), 1024);
-  dev.launch(s, [&] {
+  must(dev.copyToDevice(s, 1024, a.data(), 1024));
+  must(dev.launch(s, [&] {
     std::this_thread::sleep_for(5ms);
     for (int i = 0; i < 256; ++i)
       b[i] = 2.0f * a[i];
-  });
-  dev.copyToDevice(s, 2048, b.data(), 1024);
-  dev.copyToHost(s, back.data(), 2048, 1024);
-  dev.launch(s, [&] { seen = back; });
+  }));
+  must(dev.copyToDevice(s, 2048, b.data(), 1024));
+  must(dev.copyToHost(s, back.data(), 2048, 1024));
+  must(dev.launch(s, [&] { seen = back; }));
   // a later copy to the same place wins
-  dev.copyToDevice(s, 1024, b.data(), 1024);
+  must(dev.copyToDevice(s, 1024, b.data(), 1024));
   std::vector<float> again(256);
-  dev.copyToHost(s, again.data(), 1024, 1024);
-  dev.synchronize(s);
+  must(dev.copyToHost(s, again.data(), 1024, 1024));
+  must(dev.synchronize(s));
   ASSERT_EQ(order.size(), 100u);
   for (int i = 0; i < 100; ++i)
     EXPECT_EQ(order[i], i);
@@ -327,130 +341,130 @@ TEST_P(DeviceTest, OneStreamRunsInOrder) {
 
 TEST_P(DeviceTest, EventOrdersStreams) {
   Device &dev = device(64);
-  Stream a = dev.createStream("a");
-  Stream b = dev.createStream("b");
-  Event e = dev.createEvent();
+  Stream a = must(dev.createStream("a"));
+  Stream b = must(dev.createStream("b"));
+  Event e = must(dev.createEvent());
   std::atomic<int> value{0};
   int seen = -1;
-  dev.launch(a, [&] {
+  must(dev.launch(a, [&] {
     std::this_thread::sleep_for(20ms);
     value = 42;
-  });
-  dev.record(e, a);
-  dev.wait(b, e);
-  dev.launch(b, [&] { seen = value; });
-  dev.synchronize(b);
+  }));
+  must(dev.record(e, a));
+  must(dev.wait(b, e));
+  must(dev.launch(b, [&] { seen = value; }));
+  must(dev.synchronize(b));
   EXPECT_EQ(seen, 42);
-  dev.synchronize(e); // already reached
-  dev.synchronize();
+  must(dev.synchronize(e)); // already reached
+  must(dev.synchronize());
 }
 
 TEST_P(DeviceTest, WaitOnNeverRecordedEventDoesNotBlock) {
   Device &dev = device(64);
-  Stream s = dev.createStream("s");
-  Event e = dev.createEvent();
+  Stream s = must(dev.createStream("s"));
+  Event e = must(dev.createEvent());
   bool ran = false;
-  dev.wait(s, e);
-  dev.launch(s, [&] { ran = true; });
-  dev.synchronize(s);
+  must(dev.wait(s, e));
+  must(dev.launch(s, [&] { ran = true; }));
+  must(dev.synchronize(s));
   EXPECT_TRUE(ran);
-  dev.synchronize(e); // never recorded: returns at once
+  must(dev.synchronize(e)); // never recorded: returns at once
 }
 
 TEST_P(DeviceTest, ReRecordingGivesNewGenerations) {
   Device &dev = device(64);
-  Stream a = dev.createStream("a");
-  Stream b = dev.createStream("b");
-  Event e = dev.createEvent();
+  Stream a = must(dev.createStream("a"));
+  Stream b = must(dev.createStream("b"));
+  Event e = must(dev.createEvent());
   std::atomic<int> value{0};
   std::vector<int> seen;
   // generation 1: reached quickly
-  dev.launch(a, [&] { value = 1; });
-  dev.record(e, a);
-  dev.wait(b, e);
-  dev.launch(b, [&] { seen.push_back(value); });
-  dev.synchronize();
+  must(dev.launch(a, [&] { value = 1; }));
+  must(dev.record(e, a));
+  must(dev.wait(b, e));
+  must(dev.launch(b, [&] { seen.push_back(value); }));
+  must(dev.synchronize());
   // generation 2: the wait queued now must not be satisfied by generation 1
-  dev.launch(a, [&] {
+  must(dev.launch(a, [&] {
     std::this_thread::sleep_for(20ms);
     value = 2;
-  });
-  dev.record(e, a);
-  dev.wait(b, e);
-  dev.launch(b, [&] { seen.push_back(value); });
+  }));
+  must(dev.record(e, a));
+  must(dev.wait(b, e));
+  must(dev.launch(b, [&] { seen.push_back(value); }));
   // a wait queued before a third record captures generation 2 only (were
   // it to wait for generation 3, synchronize(b) would hang on the gate)
   Gate gate;
-  dev.launch(a, [&value, hold = gate.waiter()] {
+  must(dev.launch(a, [&value, hold = gate.waiter()] {
     hold();
     value = 3;
-  });
-  dev.record(e, a);
-  dev.synchronize(b);
+  }));
+  must(dev.record(e, a));
+  must(dev.synchronize(b));
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], 1);
   EXPECT_EQ(seen[1], 2);
   gate.open();
-  dev.synchronize(e);
+  must(dev.synchronize(e));
   EXPECT_EQ(value, 3);
 }
 
 TEST_P(DeviceTest, SynchronizeEventWaitsForItsRecordOnly) {
   Device &dev = device(64);
-  Stream a = dev.createStream("a");
-  Event e = dev.createEvent();
+  Stream a = must(dev.createStream("a"));
+  Event e = must(dev.createEvent());
   Gate gate;
   std::atomic<bool> before{false}, after{false};
-  dev.launch(a, [&] {
+  must(dev.launch(a, [&] {
     std::this_thread::sleep_for(50ms);
     before = true;
-  });
-  dev.record(e, a);
-  dev.launch(a, gate.waiter()); // queued after the record: not waited for
-  dev.launch(a, [&] { after = true; });
-  dev.synchronize(e);
+  }));
+  must(dev.record(e, a));
+  must(dev.launch(a, gate.waiter())); // queued after the record: not waited for
+  must(dev.launch(a, [&] { after = true; }));
+  must(dev.synchronize(e));
   EXPECT_TRUE(before);
   EXPECT_FALSE(after);
   gate.open();
-  dev.synchronize(a);
+  must(dev.synchronize(a));
   EXPECT_TRUE(after);
 }
 
 TEST_P(DeviceTest, SynchronizeStreamWaitsForThatStreamOnly) {
   Device &dev = device(64);
-  Stream a = dev.createStream("a");
-  Stream b = dev.createStream("b");
+  Stream a = must(dev.createStream("a"));
+  Stream b = must(dev.createStream("b"));
   Gate gate;
   std::atomic<bool> ranA{false}, ranB{false};
-  dev.launch(b, gate.waiter());
-  dev.launch(b, [&] { ranB = true; });
-  dev.launch(a, [&] {
+  must(dev.launch(b, gate.waiter()));
+  must(dev.launch(b, [&] { ranB = true; }));
+  must(dev.launch(a, [&] {
     std::this_thread::sleep_for(20ms);
     ranA = true;
-  });
-  dev.synchronize(a); // returns although b is blocked
+  }));
+  must(dev.synchronize(a)); // returns although b is blocked
   EXPECT_TRUE(ranA);
   EXPECT_FALSE(ranB);
   gate.open();
-  dev.synchronize();
+  must(dev.synchronize());
   EXPECT_TRUE(ranB);
 }
 
 TEST_P(DeviceTest, SynchronizeWaitsForEveryStream) {
   Device &dev = device(64);
-  std::vector<Stream> streams{dev.createStream("a"), dev.createStream("b"),
-                              dev.createHostStream("host"),
-                              dev.createStream("c")};
+  std::vector<Stream> streams{
+      must(dev.createStream("a")), must(dev.createStream("b")),
+      must(dev.createHostStream("host")), must(dev.createStream("c"))};
   for (size_t i = 0; i < streams.size(); ++i) // ids in creation order
     EXPECT_EQ(static_cast<int>(streams[i]), static_cast<int>(i));
   std::atomic<int> ran{0};
   for (Stream s : streams)
     for (int i = 0; i < 3; ++i)
-      dev.launch(s, [&] {
+      must(dev.launch(s, [&] {
         std::this_thread::sleep_for(10ms);
         ++ran;
-      });
-  dev.synchronize();
+      }));
+  must(dev.synchronize());
   EXPECT_EQ(ran, 12);
 }
 
@@ -459,36 +473,36 @@ TEST_P(DeviceTest, HostStreamsTakePartInEvents) {
   // (a host stream) updates them in host memory once compute is done, the
   // next load waits for the update.
   Device &dev = device(4096);
-  Stream h2d = dev.createStream("h2d");
-  Stream compute = dev.createStream("compute");
-  Stream opt = dev.createHostStream("optimizer");
-  Event loaded = dev.createEvent(), used = dev.createEvent(),
-        updated = dev.createEvent();
+  Stream h2d = must(dev.createStream("h2d"));
+  Stream compute = must(dev.createStream("compute"));
+  Stream opt = must(dev.createHostStream("optimizer"));
+  Event loaded = must(dev.createEvent()), used = must(dev.createEvent()),
+        updated = must(dev.createEvent());
   std::vector<float> weights(256, 1.0f), back(256);
   std::atomic<int> ticket{0};
   int computeAt = -1, updateAt = -1;
   std::vector<int> order;
-  dev.copyToDevice(h2d, 0, weights.data(), 1024);
-  dev.record(loaded, h2d);
-  dev.wait(compute, loaded);
-  dev.launch(compute, [&] {
+  must(dev.copyToDevice(h2d, 0, weights.data(), 1024));
+  must(dev.record(loaded, h2d));
+  must(dev.wait(compute, loaded));
+  must(dev.launch(compute, [&] {
     std::this_thread::sleep_for(20ms);
     computeAt = ticket++;
-  });
-  dev.record(used, compute);
-  dev.wait(opt, used);
-  dev.launch(opt, [&] {
+  }));
+  must(dev.record(used, compute));
+  must(dev.wait(opt, used));
+  must(dev.launch(opt, [&] {
     for (float &w : weights)
       w += 1.0f;
     updateAt = ticket++;
-  });
+  }));
   for (int i = 0; i < 50; ++i)
-    dev.launch(opt, [&order, i] { order.push_back(i); });
-  dev.record(updated, opt);
-  dev.wait(h2d, updated);
-  dev.copyToDevice(h2d, 0, weights.data(), 1024);
-  dev.copyToHost(h2d, back.data(), 0, 1024);
-  dev.synchronize();
+    must(dev.launch(opt, [&order, i] { order.push_back(i); }));
+  must(dev.record(updated, opt));
+  must(dev.wait(h2d, updated));
+  must(dev.copyToDevice(h2d, 0, weights.data(), 1024));
+  must(dev.copyToHost(h2d, back.data(), 0, 1024));
+  must(dev.synchronize());
   EXPECT_EQ(computeAt, 0);
   EXPECT_EQ(updateAt, 1);
   EXPECT_EQ(back, std::vector<float>(256, 2.0f));
@@ -510,39 +524,39 @@ TEST_P(DeviceTest, ManyStreamsAndEvents) {
   Device &dev = device(kStreams * kBytes);
   std::vector<Stream> streams;
   for (int i = 0; i < kStreams; ++i)
-    streams.push_back(i % 4 == 3
-                          ? dev.createHostStream("host " + std::to_string(i))
-                          : dev.createStream("s" + std::to_string(i)));
-  Stream last = dev.createStream("fan-in");
+    streams.push_back(
+        i % 4 == 3 ? must(dev.createHostStream("host " + std::to_string(i)))
+                   : must(dev.createStream("s" + std::to_string(i))));
+  Stream last = must(dev.createStream("fan-in"));
   std::vector<Event> events;
   for (int i = 0; i < kStreams * kRounds; ++i)
-    events.push_back(dev.createEvent());
+    events.push_back(must(dev.createEvent()));
   std::atomic<int> ticket{0};
   std::vector<int> when(kStreams * kRounds, -1);
   std::vector<std::vector<unsigned char>> src(kStreams), dst(kStreams);
   for (int i = 0; i < kStreams; ++i) {
     src[i].assign(kBytes, static_cast<unsigned char>(i * 7 + 1));
     dst[i].assign(kBytes, 0);
-    dev.copyToDevice(streams[i], i * kBytes, src[i].data(), kBytes);
+    must(dev.copyToDevice(streams[i], i * kBytes, src[i].data(), kBytes));
   }
   for (int r = 0; r < kRounds; ++r)
     for (int i = 0; i < kStreams; ++i) {
       int k = r * kStreams + i;
       if (k > 0)
-        dev.wait(streams[i], events[k - 1]);
-      dev.launch(streams[i], [&when, &ticket, k] { when[k] = ticket++; });
-      dev.record(events[k], streams[i]);
+        must(dev.wait(streams[i], events[k - 1]));
+      must(dev.launch(streams[i], [&when, &ticket, k] { when[k] = ticket++; }));
+      must(dev.record(events[k], streams[i]));
     }
   for (int i = 0; i < kStreams; ++i)
-    dev.copyToHost(streams[i], dst[i].data(), i * kBytes, kBytes);
+    must(dev.copyToHost(streams[i], dst[i].data(), i * kBytes, kBytes));
   for (Event e : events)
-    dev.wait(last, e);
+    must(dev.wait(last, e));
   bool allSeen = false;
-  dev.launch(last, [&] {
+  must(dev.launch(last, [&] {
     allSeen =
         std::all_of(when.begin(), when.end(), [](int w) { return w >= 0; });
-  });
-  dev.synchronize();
+  }));
+  must(dev.synchronize());
   EXPECT_TRUE(allSeen);
   for (int k = 0; k < kStreams * kRounds; ++k)
     ASSERT_EQ(when[k], k) << "hop " << k << " ran out of order";
@@ -563,12 +577,12 @@ TEST_P(DeviceTest, StressThousandsOfCommands) {
   Device &dev = device(kStreams * kRegion);
   std::vector<Stream> streams;
   for (int i = 0; i < kStreams; ++i)
-    streams.push_back(i % 4 == 1
-                          ? dev.createHostStream("host " + std::to_string(i))
-                          : dev.createStream("s" + std::to_string(i)));
+    streams.push_back(
+        i % 4 == 1 ? must(dev.createHostStream("host " + std::to_string(i)))
+                   : must(dev.createStream("s" + std::to_string(i))));
   std::vector<Event> events;
   for (int i = 0; i < kEvents; ++i)
-    events.push_back(dev.createEvent());
+    events.push_back(must(dev.createEvent()));
 
   std::mt19937 rng(20261122);
   std::atomic<int64_t> ticket{0};
@@ -590,27 +604,28 @@ TEST_P(DeviceTest, StressThousandsOfCommands) {
       if (lastLaunch[s] >= 0)
         deps[k].push_back(lastLaunch[s]);
       lastLaunch[s] = k;
-      dev.launch(streams[s], [&when, &ticket, k] { when[k] = ticket++; });
+      must(dev.launch(streams[s], [&when, &ticket, k] { when[k] = ticket++; }));
     } else if (op < 6) {
-      dev.record(events[e], streams[s]);
+      must(dev.record(events[e], streams[s]));
       recordedAfter[e] = lastLaunch[s];
     } else if (op < 8) {
-      dev.wait(streams[s], events[e]);
+      must(dev.wait(streams[s], events[e]));
       if (recordedAfter[e] >= 0)
         pending[s].push_back(recordedAfter[e]);
     } else {
       src[step].assign(kRegion / 4, static_cast<uint32_t>(step) * 2654435761u);
       dst[step].assign(kRegion / 4, 0);
-      dev.copyToDevice(streams[s], s * kRegion, src[step].data(), kRegion);
-      dev.copyToHost(streams[s], dst[step].data(), s * kRegion, kRegion);
+      must(
+          dev.copyToDevice(streams[s], s * kRegion, src[step].data(), kRegion));
+      must(dev.copyToHost(streams[s], dst[step].data(), s * kRegion, kRegion));
       copies += 2;
     }
     if (step % 997 == 996)
-      dev.synchronize(streams[rng() % kStreams]);
+      must(dev.synchronize(streams[rng() % kStreams]));
     else if (step % 1499 == 1498)
-      dev.synchronize(events[rng() % kEvents]);
+      must(dev.synchronize(events[rng() % kEvents]));
   }
-  dev.synchronize();
+  must(dev.synchronize());
 
   int unordered = 0, notRun = 0;
   for (int k = 0; k < launches; ++k) {
@@ -645,9 +660,9 @@ TEST_P(DeviceTest, StressThousandsOfCommands) {
 TEST_P(DeviceTest, CopiesRoundTripAnyOffsetAndSize) {
   constexpr int64_t kCap = 1 << 20;
   Device &dev = device(kCap);
-  Stream up = dev.createStream("h2d");
-  Stream down = dev.createStream("d2h");
-  Event e = dev.createEvent();
+  Stream up = must(dev.createStream("h2d"));
+  Stream down = must(dev.createStream("d2h"));
+  Event e = must(dev.createEvent());
   const std::pair<int64_t, int64_t> cases[] = {
       {0, 1},           {1, 3},        {7, 4096}, {4095, 12345},
       {100000, 196608}, {kCap - 5, 5}, {0, kCap}, {kCap, 0}};
@@ -656,11 +671,11 @@ TEST_P(DeviceTest, CopiesRoundTripAnyOffsetAndSize) {
     std::vector<unsigned char> src(static_cast<size_t>(bytes)), dst(src.size());
     for (size_t i = 0; i < src.size(); ++i)
       src[i] = static_cast<unsigned char>(i * 131 + n * 17 + 3);
-    dev.copyToDevice(up, off, src.data(), bytes);
-    dev.record(e, up);
-    dev.wait(down, e);
-    dev.copyToHost(down, dst.data(), off, bytes);
-    dev.synchronize(down);
+    must(dev.copyToDevice(up, off, src.data(), bytes));
+    must(dev.record(e, up));
+    must(dev.wait(down, e));
+    must(dev.copyToHost(down, dst.data(), off, bytes));
+    must(dev.synchronize(down));
     EXPECT_EQ(dst, src) << bytes << " bytes at offset " << off;
     ++n;
   }
@@ -679,15 +694,16 @@ TEST_P(DeviceTest, F32ToBF16MatchesTheReferenceBitForBit) {
   const int64_t n = static_cast<int64_t>(bits.size());
   const int64_t cap = 2 * n + 64, at = 32;
   Device &dev = device(cap);
-  Stream s = dev.createStream("copy");
+  Stream s = must(dev.createStream("copy"));
   std::vector<unsigned char> guard(static_cast<size_t>(cap), 0xAB);
   std::vector<unsigned char> back(static_cast<size_t>(cap));
-  dev.copyToDevice(s, 0, guard.data(), cap);
-  dev.synchronize(s);
+  must(dev.copyToDevice(s, 0, guard.data(), cap));
+  must(dev.synchronize(s));
   dev.resetStats();
-  dev.copyToDevice(s, at, bits.data(), 4 * n, Convert::F32ToBF16, "convert");
-  dev.copyToHost(s, back.data(), 0, cap);
-  dev.synchronize(s);
+  must(dev.copyToDevice(s, at, bits.data(), 4 * n, Convert::F32ToBF16,
+                        "convert"));
+  must(dev.copyToHost(s, back.data(), 0, cap));
+  must(dev.synchronize(s));
   EXPECT_EQ(dev.stats().h2dBytes, 2 * n);
 
   // nothing before or after the 2n bytes written
@@ -714,15 +730,15 @@ TEST_P(DeviceTest, F32ToBF16MatchesTheReferenceBitForBit) {
 
 TEST_P(DeviceTest, F32ToBF16WritesHalfTheBytes) {
   Device &dev = device(64);
-  Stream s = dev.createStream("copy");
+  Stream s = must(dev.createStream("copy"));
   std::vector<unsigned char> fill(64, 0xAB), back(64);
-  dev.copyToDevice(s, 0, fill.data(), 64);
-  dev.synchronize(s);
+  must(dev.copyToDevice(s, 0, fill.data(), 64));
+  must(dev.synchronize(s));
   dev.resetStats();
   float src[4] = {1.0f, -2.5f, std::nanf(""), 3.0f};
-  dev.copyToDevice(s, 8, src, sizeof src, Convert::F32ToBF16);
-  dev.copyToHost(s, back.data(), 0, 64);
-  dev.synchronize(s);
+  must(dev.copyToDevice(s, 8, src, sizeof src, Convert::F32ToBF16));
+  must(dev.copyToHost(s, back.data(), 0, 64));
+  must(dev.synchronize(s));
   uint16_t h[4];
   std::memcpy(h, back.data() + 8, 8);
   EXPECT_EQ(h[0], 0x3f80);
@@ -741,54 +757,54 @@ TEST_P(DeviceTest, F32ToBF16WritesHalfTheBytes) {
 
 TEST_P(DeviceTest, ErrorInLaunchSurfacesAtSynchronize) {
   Device &dev = device(64);
-  Stream a = dev.createStream("compute");
-  Stream b = dev.createStream("copy");
-  Event e = dev.createEvent();
-  dev.launch(
-      a, [] { throw std::runtime_error("kernel exploded"); }, "layer 3 fwd");
-  dev.launch(a, [] { throw std::runtime_error("second error"); });
-  dev.record(e, a);
-  dev.wait(b, e); // must not block forever
-  dev.launch(b, [] {});
-  std::string m = deviceErrorOf([&] { dev.synchronize(); });
+  Stream a = must(dev.createStream("compute"));
+  Stream b = must(dev.createStream("copy"));
+  Event e = must(dev.createEvent());
+  must(dev.launch(
+      a, [] { throw std::runtime_error("kernel exploded"); }, "layer 3 fwd"));
+  must(dev.launch(a, [] { throw std::runtime_error("second error"); }));
+  must(dev.record(e, a));
+  must(dev.wait(b, e)); // must not block forever
+  must(dev.launch(b, [] {}));
+  std::string m = deviceErrorOf([&] { return dev.synchronize(); });
   EXPECT_NE(m.find("kernel exploded"), npos) << m;
   EXPECT_NE(m.find("layer 3 fwd"), npos) << m;
   EXPECT_NE(m.find("compute"), npos) << m;
   EXPECT_EQ(m.find("second error"), npos) << m;
   // sticky: every later synchronize reports it
-  EXPECT_NE(deviceErrorOf([&] { dev.synchronize(b); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.synchronize(a); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.synchronize(e); }), "");
-  EXPECT_NE(deviceErrorOf([&] { dev.synchronize(); }), "");
-  // a DeviceError thrown by a command keeps its message
+  EXPECT_NE(deviceErrorOf([&] { return dev.synchronize(b); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.synchronize(a); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.synchronize(e); }), "");
+  EXPECT_NE(deviceErrorOf([&] { return dev.synchronize(); }), "");
+  // an error raised by a command keeps its message
   Device &dev2 = device(64);
-  Stream c = dev2.createStream("c");
-  dev2.launch(c, [&dev2] { dev2.at(60, 8); });
-  m = deviceErrorOf([&] { dev2.synchronize(c); });
+  Stream c = must(dev2.createStream("c"));
+  must(dev2.launch(c, [&dev2] { must(dev2.at(60, 8)); }));
+  m = deviceErrorOf([&] { return dev2.synchronize(c); });
   EXPECT_NE(m.find("capacity 64"), npos) << m;
   // so does one thrown on a host stream; any exception type is reported
   Device &dev3 = device(64);
-  Stream h = dev3.createHostStream("optimizer");
-  dev3.launch(h, [] { throw DeviceError{"adamw diverged"}; });
-  m = deviceErrorOf([&] { dev3.synchronize(h); });
+  Stream h = must(dev3.createHostStream("optimizer"));
+  must(dev3.launch(h, [] { throw std::runtime_error("adamw diverged"); }));
+  m = deviceErrorOf([&] { return dev3.synchronize(h); });
   EXPECT_NE(m.find("adamw diverged"), npos) << m;
   Device &dev4 = device(64);
-  Stream d = dev4.createStream("d");
-  dev4.launch(d, [] { throw 42; });
-  EXPECT_NE(deviceErrorOf([&] { dev4.synchronize(); }), "");
+  Stream d = must(dev4.createStream("d"));
+  must(dev4.launch(d, [] { throw 42; }));
+  EXPECT_NE(deviceErrorOf([&] { return dev4.synchronize(); }), "");
 }
 
 TEST_P(DeviceTest, SynchronizeFromACommandIsAnError) {
   Device &dev = device(64);
-  Stream s = dev.createStream("s");
-  dev.launch(s, [&dev] { dev.synchronize(); });
-  std::string m = deviceErrorOf([&] { dev.synchronize(); });
+  Stream s = must(dev.createStream("s"));
+  must(dev.launch(s, [&dev] { must(dev.synchronize()); }));
+  std::string m = deviceErrorOf([&] { return dev.synchronize(); });
   EXPECT_NE(m.find("would wait for itself"), npos) << m;
   Device &dev2 = device(64);
-  Stream h = dev2.createHostStream("host");
-  Stream other = dev2.createStream("other");
-  dev2.launch(h, [&dev2, other] { dev2.synchronize(other); });
-  m = deviceErrorOf([&] { dev2.synchronize(); });
+  Stream h = must(dev2.createHostStream("host"));
+  Stream other = must(dev2.createStream("other"));
+  must(dev2.launch(h, [&dev2, other] { must(dev2.synchronize(other)); }));
+  m = deviceErrorOf([&] { return dev2.synchronize(); });
   EXPECT_NE(m.find("would wait for itself"), npos) << m;
 }
 
@@ -798,17 +814,17 @@ TEST_P(DeviceTest, SynchronizeFromACommandIsAnError) {
 
 TEST_P(DeviceTest, StatsCountBytes) {
   Device &dev = device(4096);
-  Stream s = dev.createStream("copy");
-  Stream c = dev.createStream("compute");
-  Event e = dev.createEvent();
+  Stream s = must(dev.createStream("copy"));
+  Stream c = must(dev.createStream("compute"));
+  Event e = must(dev.createEvent());
   std::vector<float> host(256, 1.0f);
-  dev.copyToDevice(s, 0, host.data(), 1024);
-  dev.copyToDevice(s, 1024, host.data(), 1024, Convert::F32ToBF16);
-  dev.record(e, s); // records and waits are not commands
-  dev.copyToHost(s, host.data(), 0, 512);
-  dev.wait(c, e);
-  dev.launch(c, [] {});
-  dev.synchronize();
+  must(dev.copyToDevice(s, 0, host.data(), 1024));
+  must(dev.copyToDevice(s, 1024, host.data(), 1024, Convert::F32ToBF16));
+  must(dev.record(e, s)); // records and waits are not commands
+  must(dev.copyToHost(s, host.data(), 0, 512));
+  must(dev.wait(c, e));
+  must(dev.launch(c, [] {}));
+  must(dev.synchronize());
   DeviceStats st = dev.stats();
   EXPECT_EQ(st.h2dBytes, 1024 + 512);
   EXPECT_EQ(st.d2hBytes, 512);
@@ -833,11 +849,11 @@ TEST_P(DeviceTest, StatsCountBytes) {
 
 TEST_P(DeviceTest, ResetStatsStartsANewPeriod) {
   Device &dev = device(4096);
-  Stream s = dev.createStream("only");
+  Stream s = must(dev.createStream("only"));
   std::vector<char> host(1024, 1);
-  dev.launch(s, [] { std::this_thread::sleep_for(300ms); });
-  dev.copyToDevice(s, 0, host.data(), 1024);
-  dev.synchronize();
+  must(dev.launch(s, [] { std::this_thread::sleep_for(300ms); }));
+  must(dev.copyToDevice(s, 0, host.data(), 1024));
+  must(dev.synchronize());
   DeviceStats before = dev.stats();
   EXPECT_GT(before.elapsedSeconds, 0.29);
   dev.resetStats();
@@ -849,9 +865,9 @@ TEST_P(DeviceTest, ResetStatsStartsANewPeriod) {
   ASSERT_EQ(st.streams.size(), 1u); // the streams stay
   EXPECT_EQ(st.streams[s].label, "only");
   EXPECT_EQ(st.streams[s].busySeconds, 0.0);
-  dev.copyToHost(s, host.data(), 0, 100);
-  dev.launch(s, [] {});
-  dev.synchronize();
+  must(dev.copyToHost(s, host.data(), 0, 100));
+  must(dev.launch(s, [] {}));
+  must(dev.synchronize());
   st = dev.stats();
   EXPECT_EQ(st.launches, 1);
   EXPECT_EQ(st.copies, 1);
@@ -863,14 +879,14 @@ TEST_P(DeviceTest, ResetStatsStartsANewPeriod) {
 
 TEST_P(DeviceTest, BusyTimeExcludesWaits) {
   Device &dev = device(64);
-  Stream a = dev.createStream("a");
-  Stream b = dev.createStream("b");
-  Event e = dev.createEvent();
-  dev.launch(a, [] { std::this_thread::sleep_for(100ms); });
-  dev.record(e, a);
-  dev.wait(b, e); // b stalls ~100 ms here: not busy time
-  dev.launch(b, [] {});
-  dev.synchronize();
+  Stream a = must(dev.createStream("a"));
+  Stream b = must(dev.createStream("b"));
+  Event e = must(dev.createEvent());
+  must(dev.launch(a, [] { std::this_thread::sleep_for(100ms); }));
+  must(dev.record(e, a));
+  must(dev.wait(b, e)); // b stalls ~100 ms here: not busy time
+  must(dev.launch(b, [] {}));
+  must(dev.synchronize());
   DeviceStats st = dev.stats();
   EXPECT_GT(st.streams[a].busySeconds, 0.09);
   EXPECT_LT(st.streams[b].busySeconds, 0.05);
@@ -884,27 +900,27 @@ constexpr int64_t kBig = 64 << 20;
 
 TEST_P(DeviceTest, OverlapIsHighWhenACopyRunsUnderALaunch) {
   Device &dev = device(kBig);
-  Stream copy = dev.createStream("copy");
-  Stream compute = dev.createStream("compute");
-  Event copied = dev.createEvent();
+  Stream copy = must(dev.createStream("copy"));
+  Stream compute = must(dev.createStream("compute"));
+  Event copied = must(dev.createEvent());
   std::vector<char> host(kBig, 1);
   // The launch runs from before the copies are queued until after they are
   // done, however slowly a loaded machine copies.
   Gate gate;
   std::atomic<bool> started{false};
-  dev.launch(compute, [&started, hold = gate.waiter()] {
+  must(dev.launch(compute, [&started, hold = gate.waiter()] {
     started = true;
     hold();
     std::this_thread::sleep_for(400ms);
-  });
+  }));
   while (!started)
     std::this_thread::sleep_for(1ms);
-  dev.copyToDevice(copy, 0, host.data(), kBig);
-  dev.copyToDevice(copy, 0, host.data(), kBig);
-  dev.record(copied, copy);
-  dev.synchronize(copied);
+  must(dev.copyToDevice(copy, 0, host.data(), kBig));
+  must(dev.copyToDevice(copy, 0, host.data(), kBig));
+  must(dev.record(copied, copy));
+  must(dev.synchronize(copied));
   gate.open();
-  dev.synchronize();
+  must(dev.synchronize());
   DeviceStats st = dev.stats();
   EXPECT_EQ(st.copies, 2);
   EXPECT_GT(st.copySeconds, 0.0);
@@ -915,13 +931,13 @@ TEST_P(DeviceTest, OverlapIsHighWhenACopyRunsUnderALaunch) {
 
 TEST_P(DeviceTest, HostStreamWorkDoesNotCountAsOverlap) {
   Device &dev = device(kBig);
-  Stream copy = dev.createStream("copy");
-  Stream host = dev.createHostStream("optimizer");
+  Stream copy = must(dev.createStream("copy"));
+  Stream host = must(dev.createHostStream("optimizer"));
   std::vector<char> bytes(kBig, 1);
-  dev.launch(host, [] { std::this_thread::sleep_for(300ms); });
+  must(dev.launch(host, [] { std::this_thread::sleep_for(300ms); }));
   std::this_thread::sleep_for(10ms);
-  dev.copyToDevice(copy, 0, bytes.data(), kBig);
-  dev.synchronize();
+  must(dev.copyToDevice(copy, 0, bytes.data(), kBig));
+  must(dev.synchronize());
   DeviceStats st = dev.stats();
   EXPECT_EQ(st.copies, 1);
   EXPECT_LT(st.overlap, 0.1) << "copy " << st.copySeconds << " s";
@@ -929,12 +945,12 @@ TEST_P(DeviceTest, HostStreamWorkDoesNotCountAsOverlap) {
 
 TEST_P(DeviceTest, OverlapIsZeroWhenSerializedOnOneStream) {
   Device &dev = device(kBig);
-  Stream s = dev.createStream("only");
+  Stream s = must(dev.createStream("only"));
   std::vector<char> host(kBig, 1);
-  dev.launch(s, [] { std::this_thread::sleep_for(50ms); });
-  dev.copyToDevice(s, 0, host.data(), kBig);
-  dev.launch(s, [] { std::this_thread::sleep_for(50ms); });
-  dev.synchronize();
+  must(dev.launch(s, [] { std::this_thread::sleep_for(50ms); }));
+  must(dev.copyToDevice(s, 0, host.data(), kBig));
+  must(dev.launch(s, [] { std::this_thread::sleep_for(50ms); }));
+  must(dev.synchronize());
   DeviceStats st = dev.stats();
   EXPECT_EQ(st.copies, 1);
   EXPECT_LT(st.overlap, 0.1);
@@ -950,30 +966,32 @@ TEST_P(DeviceTest, OverlapIsZeroWhenSerializedOnOneStream) {
 TEST_P(DeviceTest, TraceHasOneEventPerCommand) {
   Trace trace;
   Device &dev = device(4096);
-  Stream a = dev.createStream("h2d");
+  Stream a = must(dev.createStream("h2d"));
   dev.setTrace(&trace);
-  Stream b = dev.createStream("compute");
-  Stream c = dev.createStream("compute"); // duplicate label: its own track
-  Event e = dev.createEvent();
+  Stream b = must(dev.createStream("compute"));
+  Stream c =
+      must(dev.createStream("compute")); // duplicate label: its own track
+  Event e = must(dev.createEvent());
   const std::string eid = std::to_string(e);
   std::vector<char> host(1024);
-  dev.copyToDevice(a, 0, host.data(), 1024, Convert::None, "weights layer 0");
-  dev.copyToDevice(a, 1024, host.data(), 512);
-  dev.record(e, a);
-  dev.wait(b, e);
-  dev.launch(
-      b, [] {}, "layer 0 fwd");
-  dev.launch(c, [] {});
-  dev.copyToHost(c, host.data(), 0, 64);
-  dev.synchronize();
+  must(dev.copyToDevice(a, 0, host.data(), 1024, Convert::None,
+                        "weights layer 0"));
+  must(dev.copyToDevice(a, 1024, host.data(), 512));
+  must(dev.record(e, a));
+  must(dev.wait(b, e));
+  must(dev.launch(
+      b, [] {}, "layer 0 fwd"));
+  must(dev.launch(c, [] {}));
+  must(dev.copyToHost(c, host.data(), 0, 64));
+  must(dev.synchronize());
   auto t0 = Trace::Clock::now();
   trace.span("optimizer", "adamw layer 0", t0, t0 + 1ms);
   { Trace::Scope scope(&trace, trace.track("optimizer"), "adamw layer 1"); }
   // no trace, no spans
   dev.setTrace(nullptr);
-  dev.launch(
-      b, [] {}, "untraced");
-  dev.synchronize();
+  must(dev.launch(
+      b, [] {}, "untraced"));
+  must(dev.synchronize());
 
   std::string path = tempPath("trace.json");
   Status written = trace.write(path);
@@ -1027,19 +1045,19 @@ TEST_P(DeviceTest, DestructionWithQueuedWorkReturns) {
   auto begin = std::chrono::steady_clock::now();
   {
     std::unique_ptr<Device> dev = newDevice(64);
-    Stream a = dev->createStream("a");
-    Stream b = dev->createStream("b");
-    Event never = dev->createEvent();
-    Event later = dev->createEvent();
+    Stream a = must(dev->createStream("a"));
+    Stream b = must(dev->createStream("b"));
+    Event never = must(dev->createEvent());
+    Event later = must(dev->createEvent());
     for (int i = 0; i < 20; ++i)
-      dev->launch(a, [ran] {
+      must(dev->launch(a, [ran] {
         std::this_thread::sleep_for(10ms);
         ++*ran;
-      });
-    dev->record(later, a);
-    dev->wait(b, later); // blocks b behind ~200 ms of work on a
-    dev->wait(b, never);
-    dev->launch(b, [ran] { ++*ran; });
+      }));
+    must(dev->record(later, a));
+    must(dev->wait(b, later)); // blocks b behind ~200 ms of work on a
+    must(dev->wait(b, never));
+    must(dev->launch(b, [ran] { ++*ran; }));
     std::this_thread::sleep_for(5ms);
   }
   double s = secondsSince(begin);

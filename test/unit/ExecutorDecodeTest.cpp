@@ -11,11 +11,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Bundle/Validate.h"
+#include "runtime/device/CpuDevice.h"
 #include "runtime/exec/DecodedOp.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/KernelTable.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/stream/StepProgram.h"
+#include "runtime/stream/StreamExecutor.h"
+#include "test/unit/Must.h"
 
 #include "test/unit/TinyBundle.h"
 
@@ -40,13 +43,12 @@ Bundle tinyBundle() {
 
 /// The load error of \p b ("" if it decodes), through the executor.
 std::string loadError(const Bundle &b) {
-  exec::ParamStore store(b);
-  try {
-    exec::Executor ex(b, store);
-  } catch (const exec::ExecError &e) {
-    return e.message;
-  }
-  return "";
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
+  Expected<std::unique_ptr<exec::Executor>> ex =
+      exec::Executor::create(b, store);
+  return ex.ok() ? "" : ex.message();
 }
 
 } // namespace
@@ -66,11 +68,15 @@ TEST(ExecutorDecode, TinyBundleDecodesAndRuns) {
   EXPECT_EQ(f->ops[2].region->ops.at(0).get<exec::BinaryAttrs>().fn,
             exec::BinaryFn::Add);
 
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   store.initialize(1);
-  exec::Executor ex(b, store);
+  std::unique_ptr<exec::Executor> exOwned =
+      must(exec::Executor::create(b, store));
+  exec::Executor &ex = *exOwned;
   std::vector<int32_t> tokens = {1, 2, 3, 4}, targets = {2, 3, 4, 5};
-  double loss = ex.loss(tokens.data(), targets.data(), 1, 4);
+  double loss = must(ex.loss(tokens.data(), targets.data(), 1, 4));
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_GT(loss, 0.0);
 }
@@ -252,4 +258,42 @@ TEST(StepProgramDecode, MissingOrIllTypedFieldsAreLoadErrors) {
   e.step->program[1].attrs["op_index"] = int64_t(1);
   EXPECT_EQ(stepError(e), "layers loop over 'Block' does not match op 1 "
                           "('embedding @')");
+}
+
+TEST(ExecutorDecode, AnOpFailureIsTheEntryPointsStatus) {
+  // A kernel's failure (a token id outside the vocabulary, found inside the
+  // embedding op) unwinds only to the entry point, which returns it; the
+  // executor stays usable.
+  Bundle b = tinyBundle();
+  std::unique_ptr<exec::ParamStore> store = must(exec::ParamStore::create(b));
+  store->initialize(1);
+  std::unique_ptr<exec::Executor> ex = must(exec::Executor::create(b, *store));
+  std::vector<int32_t> tokens = {1, 2, 1000000, 4}, targets = {2, 3, 4, 5};
+  Expected<double> bad = ex->loss(tokens.data(), targets.data(), 1, 4);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("token id 1000000"), std::string::npos)
+      << bad.message();
+  EXPECT_NE(bad.message().find("outside the vocabulary"), std::string::npos)
+      << bad.message();
+  EXPECT_FALSE(ex->forwardBackward(tokens.data(), targets.data(), 1, 4).ok());
+  tokens[2] = 3;
+  EXPECT_TRUE(ex->loss(tokens.data(), targets.data(), 1, 4).ok());
+}
+
+TEST(ExecutorDecode, AStreamExecutorNeedsAStepPlan) {
+  // The streaming executor's construction errors are its factory's Status;
+  // the executor it was given is left as it was (no dangling locator).
+  Bundle b = tinyBundle();
+  std::unique_ptr<exec::ParamStore> store = must(exec::ParamStore::create(b));
+  store->initialize(1);
+  std::unique_ptr<exec::Executor> ex = must(exec::Executor::create(b, *store));
+  std::unique_ptr<device::CpuDevice> dev =
+      must(device::CpuDevice::create(1 << 16));
+  Expected<std::unique_ptr<stream::StreamExecutor>> s =
+      stream::StreamExecutor::create(b, *store, *ex, *dev);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "step plan: the bundle has no step plan (compile it "
+                         "with --device-memory)");
+  std::vector<int32_t> tokens = {1, 2, 3, 4}, targets = {2, 3, 4, 5};
+  EXPECT_TRUE(ex->loss(tokens.data(), targets.data(), 1, 4).ok());
 }

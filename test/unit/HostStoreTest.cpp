@@ -7,6 +7,7 @@
 
 #include "runtime/device/HostStore.h"
 #include "runtime/device/Device.h"
+#include "test/unit/Must.h"
 
 #include <gtest/gtest.h>
 
@@ -28,18 +29,9 @@ std::string tempPath(const std::string &name) {
          "-" + name;
 }
 
-std::string deviceErrorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const DeviceError &e) {
-    return e.message;
-  }
-  return "";
-}
-
 TEST(HostStore, AllocateIsAlignedAndZeroed) {
   HostStore store;
-  HostBuffer a = store.allocate(10000, "adamw m");
+  HostBuffer a = must(store.allocate(10000, "adamw m"));
   ASSERT_NE(a.data(), nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 4096, 0u);
   EXPECT_EQ(a.size(), 10000);
@@ -50,14 +42,14 @@ TEST(HostStore, AllocateIsAlignedAndZeroed) {
   std::memset(a.data(), 7, 10000);
   EXPECT_EQ(store.hostBytes(), 10000);
   {
-    HostBuffer b = store.allocate(4096, "v");
+    HostBuffer b = must(store.allocate(4096, "v"));
     EXPECT_EQ(store.hostBytes(), 14096);
     HostBuffer moved = std::move(b);
     EXPECT_EQ(b.data(), nullptr);
     EXPECT_EQ(store.hostBytes(), 14096);
   }
   EXPECT_EQ(store.hostBytes(), 10000);
-  HostBuffer empty = store.allocate(0, "nothing");
+  HostBuffer empty = must(store.allocate(0, "nothing"));
   EXPECT_EQ(empty.data(), nullptr);
   EXPECT_EQ(empty.size(), 0);
   a.release();
@@ -66,20 +58,21 @@ TEST(HostStore, AllocateIsAlignedAndZeroed) {
 
 TEST(HostStore, ErrorsNameWhatAndSize) {
   HostStore store;
-  std::string m = deviceErrorOf([&] { store.allocate(-5, "grads"); });
+  std::string m = mtc::errorOf([&] { return store.allocate(-5, "grads"); });
   EXPECT_NE(m.find("grads"), std::string::npos) << m;
   // far more than any address space allows
-  m = deviceErrorOf([&] { store.allocate(int64_t(1) << 62, "master"); });
+  m = mtc::errorOf([&] { return store.allocate(int64_t(1) << 62, "master"); });
   EXPECT_NE(m.find("master"), std::string::npos) << m;
   EXPECT_NE(m.find("4611686018427387904 bytes"), std::string::npos) << m;
-  m = deviceErrorOf(
-      [&] { store.allocateFileBacked("/nonexistent-dir/state.bin", 4096); });
+  m = mtc::errorOf([&] {
+    return store.allocateFileBacked("/nonexistent-dir/state.bin", 4096);
+  });
   EXPECT_NE(m.find("/nonexistent-dir/state.bin"), std::string::npos) << m;
 }
 
 TEST(HostStore, PinIsBestEffort) {
   HostStore store;
-  HostBuffer a = store.allocate(4096, "small");
+  HostBuffer a = must(store.allocate(4096, "small"));
   Status st = store.pin(a);
   EXPECT_EQ(a.pinned(), st.ok());
   EXPECT_EQ(store.pinnedBytes(), st.ok() ? 4096 : 0);
@@ -94,7 +87,8 @@ TEST(HostStore, FileBackedRoundTrip) {
   std::string path = tempPath("state.bin");
   ::unlink(path.c_str());
   {
-    HostBuffer f = store.allocateFileBacked(path, 3 * 4096 + 100, "master");
+    HostBuffer f =
+        must(store.allocateFileBacked(path, 3 * 4096 + 100, "master"));
     ASSERT_NE(f.data(), nullptr);
     EXPECT_TRUE(f.fileBacked());
     EXPECT_EQ(store.fileBytes(), 3 * 4096 + 100);
@@ -117,7 +111,7 @@ TEST(HostStore, FileBackedRoundTrip) {
               static_cast<unsigned char>(i * 31));
   {
     // mapping the file again keeps its contents; growing it adds zeros
-    HostBuffer f = store.allocateFileBacked(path, 4 * 4096);
+    HostBuffer f = must(store.allocateFileBacked(path, 4 * 4096));
     auto *p = f.as<unsigned char>();
     EXPECT_EQ(p[1000], static_cast<unsigned char>(1000 * 31));
     EXPECT_EQ(p[4 * 4096 - 1], 0);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/ParamStore.h"
+#include "test/unit/Must.h"
 
 #include "runtime/device/Device.h"
 
@@ -154,12 +155,16 @@ static_assert(!std::is_copy_constructible_v<exec::ParamStore>,
 
 TEST(ParamStore, InitialValuesUnchanged) {
   bundle::Bundle b = mixedBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   store.initialize(1234);
   EXPECT_EQ(store.totalParams(), kMixedParams);
   EXPECT_EQ(valueChecksum(store), kMixedChecksum);
   // A different seed gives different values, the same seed the same.
-  exec::ParamStore other(b);
+  std::unique_ptr<exec::ParamStore> otherOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &other = *otherOwned;
   other.initialize(1235);
   EXPECT_NE(valueChecksum(other), kMixedChecksum);
   other.initialize(1234);
@@ -168,7 +173,9 @@ TEST(ParamStore, InitialValuesUnchanged) {
 
 TEST(ParamStore, LayoutNamesOffsetsAlignment) {
   bundle::Bundle b = mixedBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   checkLayout(b, store);
   // Model-level, layer and expert look-ups find the slots by name.
   EXPECT_EQ(store.model("emb"), &store.slots()[0]);
@@ -183,7 +190,9 @@ TEST(ParamStore, LayoutNamesOffsetsAlignment) {
 
 TEST(ParamStore, HostBytesIsTheSumOfTheBlocks) {
   bundle::Bundle b = mixedBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   size_t elements = 0;
   for (const exec::ParamSlot &s : store.slots())
     elements += padded(static_cast<int64_t>(s.value.size()));
@@ -197,7 +206,9 @@ TEST(ParamStore, HostBytesIsTheSumOfTheBlocks) {
 
 TEST(ParamStore, ZeroFilledAndPaddingStaysZero) {
   bundle::Bundle b = mixedBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   for (exec::ParamStore::Kind kind : kKinds)
     EXPECT_TRUE(allZero(store.block(kind), store.blockElements()));
   store.initialize(7);
@@ -228,7 +239,9 @@ TEST(ParamStore, ZeroFilledAndPaddingStaysZero) {
 
 TEST(ParamStore, HostArrayView) {
   bundle::Bundle b = mixedBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   exec::ParamSlot &s = *store.model("norm");
   EXPECT_FALSE(s.value.empty());
   float x = 1;
@@ -249,7 +262,9 @@ TEST(ParamStore, HostArrayView) {
 TEST(ParamStore, NoParameters) {
   bundle::Bundle b;
   b.model = "Empty";
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   EXPECT_TRUE(store.slots().empty());
   EXPECT_EQ(store.hostBytes(), 0);
   EXPECT_EQ(store.blockElements(), 0u);
@@ -263,7 +278,9 @@ TEST(ParamStore, NoParameters) {
 
 TEST(ParamStore, PinIsBestEffort) {
   bundle::Bundle b = mixedBundle();
-  exec::ParamStore store(b);
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
   store.initialize(1234);
   std::string reason;
   int64_t pinned = store.pin(&reason);
@@ -293,7 +310,9 @@ protected:
 TEST_F(ParamStoreFileTest, FileBackedStateIsScratch) {
   bundle::Bundle b = mixedBundle();
   std::string path = root + "/state";
-  exec::ParamStore store(b, exec::HostStateOptions{path});
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b, exec::HostStateOptions{path}));
+  exec::ParamStore &store = *storeOwned;
   EXPECT_TRUE(store.fileBacked());
   // The file is unlinked as soon as it is mapped.
   EXPECT_FALSE(std::filesystem::exists(path));
@@ -310,7 +329,9 @@ TEST_F(ParamStoreFileTest, FileBackedStateIsScratch) {
   EXPECT_EQ(store.pin(&reason), 0);
   EXPECT_NE(reason.find("mapped from the file"), std::string::npos) << reason;
   // Same path again: it was removed, so a second store can use it.
-  exec::ParamStore again(b, exec::HostStateOptions{path});
+  std::unique_ptr<exec::ParamStore> againOwned =
+      must(exec::ParamStore::create(b, exec::HostStateOptions{path}));
+  exec::ParamStore &again = *againOwned;
   again.initialize(1234);
   EXPECT_EQ(valueChecksum(again), kMixedChecksum);
 }
@@ -319,14 +340,11 @@ TEST_F(ParamStoreFileTest, ExistingFileIsRefused) {
   bundle::Bundle b = mixedBundle();
   std::string path = root + "/taken";
   std::ofstream(path) << "precious";
-  try {
-    exec::ParamStore store(b, exec::HostStateOptions{path});
-    FAIL() << "no error";
-  } catch (const device::DeviceError &e) {
-    EXPECT_NE(e.message.find("host state file '" + path + "' exists"),
-              std::string::npos)
-        << e.message;
-  }
+  std::string m = mtc::errorOf([&] {
+    return exec::ParamStore::create(b, exec::HostStateOptions{path});
+  });
+  EXPECT_NE(m.find("host state file '" + path + "' exists"), std::string::npos)
+      << m;
   std::ifstream in(path);
   std::string text;
   in >> text;
@@ -336,10 +354,8 @@ TEST_F(ParamStoreFileTest, ExistingFileIsRefused) {
 TEST_F(ParamStoreFileTest, MissingDirectoryIsAnError) {
   bundle::Bundle b = mixedBundle();
   std::string path = root + "/no/such/dir/state";
-  try {
-    exec::ParamStore store(b, exec::HostStateOptions{path});
-    FAIL() << "no error";
-  } catch (const device::DeviceError &e) {
-    EXPECT_NE(e.message.find(path), std::string::npos) << e.message;
-  }
+  std::string m = mtc::errorOf([&] {
+    return exec::ParamStore::create(b, exec::HostStateOptions{path});
+  });
+  EXPECT_NE(m.find(path), std::string::npos) << m;
 }

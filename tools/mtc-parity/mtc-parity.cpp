@@ -105,6 +105,13 @@ struct Fatal {
   std::string message;
 };
 
+/// The value of \p e, or Fatal with its error.
+template <typename T> T orFatal(mtc::Expected<T> e) {
+  if (!e.ok())
+    throw Fatal{e.message()};
+  return std::move(e).value();
+}
+
 bool parseArgs(int argc, char **argv, Options &o) {
   std::vector<std::string> pos;
   for (int i = 1; i < argc; ++i) {
@@ -447,16 +454,20 @@ int runHF(const Options &o) {
   if (weights.empty())
     throw Fatal{o.hf + ": no model.safetensors or "
                        "model.safetensors.index.json"};
-  ParamStore store(b);
+  std::unique_ptr<ParamStore> stored = orFatal(ParamStore::create(b));
+  ParamStore &store = *stored;
   if (mtc::Status st = mtc::driver::loadHFWeights(store, b, weights); !st.ok())
     throw Fatal{st.message()};
   std::cout << "mtc-parity: " << b.model << " from " << weights
             << " vs transformers " << version << ": B " << B << ", S " << S
             << ", " << store.slots().size() << " tensors, "
             << store.totalParams() << " parameters\n";
-  mtc::exec::Executor ex(b, store);
+  std::unique_ptr<mtc::exec::Executor> executor =
+      orFatal(mtc::exec::Executor::create(b, store));
+  mtc::exec::Executor &ex = *executor;
   store.zeroGrads();
-  double loss = ex.forwardBackward(tokens.data(), targets.data(), B, S);
+  double loss =
+      orFatal(ex.forwardBackward(tokens.data(), targets.data(), B, S));
   double lossErr =
       std::fabs(loss - lossRef) / std::max(std::fabs(lossRef), 1e-30);
   bool ok = lossErr <= o.lossTol;
@@ -469,7 +480,7 @@ int runHF(const Options &o) {
     auto file = mtc::SafetensorsFile::open(logitsPath);
     if (!file)
       throw Fatal{file.message()};
-    mtc::exec::Tensor logits = ex.logits(tokens.data(), B, S);
+    mtc::exec::Tensor logits = orFatal(ex.logits(tokens.data(), B, S));
     const mtc::TensorInfo *t = file->find("logits");
     if (!t)
       throw Fatal{logitsPath + ": no tensor 'logits'"};
@@ -491,7 +502,8 @@ int runHF(const Options &o) {
   if (exists(gradsPath)) {
     // The reference gradients are a checkpoint in the model's HF layout:
     // load them like weights, into a second store.
-    ParamStore refStore(b);
+    std::unique_ptr<ParamStore> refStored = orFatal(ParamStore::create(b));
+    ParamStore &refStore = *refStored;
     if (mtc::Status st = mtc::driver::loadHFWeights(refStore, b, gradsPath);
         !st.ok())
       throw Fatal{st.message()};
@@ -559,7 +571,8 @@ int run(const Options &o) {
                       ", the fixture's reference used " + std::to_string(want)};
   }
 
-  ParamStore store(b);
+  std::unique_ptr<ParamStore> stored = orFatal(ParamStore::create(b));
+  ParamStore &store = *stored;
   auto weights = readAll(o.fixture + "/weights.safetensors", store);
   auto gradsRef = readAll(o.fixture + "/grads.safetensors", store);
   auto afterRef = readAll(o.fixture + "/after_step.safetensors", store);
@@ -571,9 +584,12 @@ int run(const Options &o) {
             << ": B " << B << ", S " << S << ", " << store.slots().size()
             << " tensors, " << store.totalParams() << " parameters\n";
 
-  mtc::exec::Executor ex(b, store);
+  std::unique_ptr<mtc::exec::Executor> executor =
+      orFatal(mtc::exec::Executor::create(b, store));
+  mtc::exec::Executor &ex = *executor;
   store.zeroGrads();
-  double loss = ex.forwardBackward(tokens.data(), targets.data(), B, S);
+  double loss =
+      orFatal(ex.forwardBackward(tokens.data(), targets.data(), B, S));
   double lossErr =
       std::fabs(loss - lossRef) / std::max(std::fabs(lossRef), 1e-30);
   bool lossOk = lossErr <= o.lossTol;
@@ -650,8 +666,6 @@ int main(int argc, char **argv) {
   try {
     return run(o);
   } catch (const Fatal &e) {
-    std::cerr << "mtc-parity: error: " << e.message << "\n";
-  } catch (const mtc::exec::ExecError &e) {
     std::cerr << "mtc-parity: error: " << e.message << "\n";
   } catch (const std::exception &e) {
     std::cerr << "mtc-parity: error: " << e.what() << "\n";

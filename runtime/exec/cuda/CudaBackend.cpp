@@ -11,6 +11,7 @@
 #include "runtime/cuda/emu/EmulatedGemm.h"
 #include "runtime/cuda/ops/Embedding.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/Failure.h"
 
 namespace mtc::exec {
 
@@ -47,7 +48,10 @@ CudaBackend::create(device::CudaDevice &device, int64_t scratchBytes) {
   b->auxBase = b->flagsBase + static_cast<DevPtr>(4 * kMaxTokenChecks);
   b->scratchBase = b->flagsBase + static_cast<DevPtr>(flagBytes);
   b->scratchBytes = scratchBytes;
-  b->ownStream = device.createStream("cuda backend");
+  Expected<device::Stream> own = device.createStream("cuda backend");
+  if (!own)
+    return own.status();
+  b->ownStream = *own;
   return b;
 }
 
@@ -59,19 +63,19 @@ CudaBackend::~CudaBackend() {
   }
 }
 
-void CudaBackend::check(const Status &st) {
-  if (!st)
-    throw ExecError{st.message()};
+void CudaBackend::check(const Status &st) { raiseIfError(st); }
+
+const char *CudaBackend::arenaBase() const {
+  return static_cast<const char *>(valueOrRaise(dev.at(0, 0)));
 }
 
 DevPtr CudaBackend::offsetOf(const void *p) const {
-  return static_cast<DevPtr>(static_cast<const char *>(p) -
-                             static_cast<const char *>(dev.at(0, 0)));
+  return static_cast<DevPtr>(static_cast<const char *>(p) - arenaBase());
 }
 
-bool CudaBackend::issue(int stream, const std::function<void()> &fn,
-                        const std::string &label) {
-  dev.compute(
+Expected<bool> CudaBackend::issue(int stream, const std::function<void()> &fn,
+                                  const std::string &label) {
+  Status st = dev.compute(
       device::Stream(stream),
       [&](void *cuStream) {
         // The stream work goes to while fn runs, restored however it ends.
@@ -86,16 +90,18 @@ bool CudaBackend::issue(int stream, const std::function<void()> &fn,
         } saved{*this, cu, streamId};
         cu = cuStream;
         streamId = stream;
-        fn();
+        return catchRaised(fn);
       },
       label);
+  if (!st)
+    return st;
   return true;
 }
 
 void *CudaBackend::stream() const {
   if (!cu)
-    throw ExecError{"internal error: CUDA work queued outside of the "
-                    "device's compute (CudaBackend::issue)"};
+    raise("internal error: CUDA work queued outside of the "
+          "device's compute (CudaBackend::issue)");
   return cu;
 }
 
@@ -174,14 +180,17 @@ void CudaBackend::fill32(void *p, uint32_t bits, int64_t n) {
 DevPtr CudaBackend::tokenCheck(const std::string &where, const void *ids,
                                int64_t n, int64_t V) {
   if (static_cast<int64_t>(tokenChecks.size()) == kMaxTokenChecks)
-    throw ExecError{"internal error: more than " +
-                    std::to_string(kMaxTokenChecks) +
-                    " embedding ops between two synchronisations"};
+    raise("internal error: more than " + std::to_string(kMaxTokenChecks) +
+          " embedding ops between two synchronisations");
   tokenChecks.push_back({where, ids, n, V});
   return flagsBase + 4 * static_cast<DevPtr>(tokenChecks.size() - 1);
 }
 
-void CudaBackend::checkDeferredErrors() {
+Status CudaBackend::checkDeferredErrors() {
+  return catchRaised([&] { checkDeferredErrorsOrRaise(); });
+}
+
+void CudaBackend::checkDeferredErrorsOrRaise() {
   if (tokenChecks.empty())
     return;
   std::vector<TokenCheck> checks;
@@ -195,18 +204,16 @@ void CudaBackend::checkDeferredErrors() {
     int32_t id = 0;
     download(&id, static_cast<const int32_t *>(checks[k].ids) + bad[k],
              sizeof id);
-    throw ExecError{checks[k].where + "token id " + std::to_string(id) +
-                    " at position " + std::to_string(bad[k]) +
-                    " is outside the vocabulary [0, " +
-                    std::to_string(checks[k].V) + ")"};
+    raise(checks[k].where + "token id " + std::to_string(id) + " at position " +
+          std::to_string(bad[k]) + " is outside the vocabulary [0, " +
+          std::to_string(checks[k].V) + ")");
   }
 }
 
 std::pair<int64_t, void *> CudaBackend::reserveAuxTerm() {
   if (auxTerms == kMaxAuxTerms)
-    throw ExecError{"internal error: more than " +
-                    std::to_string(kMaxAuxTerms) +
-                    " aux loss terms between two synchronisations"};
+    raise("internal error: more than " + std::to_string(kMaxAuxTerms) +
+          " aux loss terms between two synchronisations");
   int64_t i = auxTerms++;
   return {i, reinterpret_cast<void *>(auxBase + 8 * static_cast<DevPtr>(i))};
 }
@@ -222,44 +229,44 @@ std::vector<double> CudaBackend::takeAuxTerms() {
 
 void CudaBackend::upload(void *dst, const void *src, int64_t bytes) {
   if (!cu)
-    throw ExecError{"internal error: an upload outside of the device's "
-                    "compute (CudaBackend::issue)"};
-  dev.copyToDevice(device::Stream(streamId),
-                   static_cast<int64_t>(offsetOf(dst)), src, bytes,
-                   device::Convert::None, "upload");
+    raise("internal error: an upload outside of the device's "
+          "compute (CudaBackend::issue)");
+  check(dev.copyToDevice(device::Stream(streamId),
+                         static_cast<int64_t>(offsetOf(dst)), src, bytes,
+                         device::Convert::None, "upload"));
 }
 
 void CudaBackend::download(void *dst, const void *src, int64_t bytes) {
   const auto *p = static_cast<const char *>(src);
-  const auto *arena = static_cast<const char *>(dev.at(0, 0));
+  const char *arena = arenaBase();
   if (p < arena || p + bytes > arena + dev.capacity()) {
     // The backend's own memory (the token checks): read directly, after
     // everything queued on the device so far.
     if (cu)
-      throw ExecError{"internal error: a download of the CUDA backend's own "
-                      "memory inside the device's compute"};
-    dev.synchronize();
-    dev.compute(
+      raise("internal error: a download of the CUDA backend's own "
+            "memory inside the device's compute");
+    check(dev.synchronize());
+    check(dev.compute(
         device::Stream(ownStream),
         [&](void *stream) {
-          check(cuda::cudaCheck(dev.driver(),
-                                dev.driver().cuMemcpyDtoHAsync_v2(
-                                    dst, reinterpret_cast<DevPtr>(src),
-                                    static_cast<size_t>(bytes), stream),
-                                "cuMemcpyDtoHAsync"));
+          return cuda::cudaCheck(dev.driver(),
+                                 dev.driver().cuMemcpyDtoHAsync_v2(
+                                     dst, reinterpret_cast<DevPtr>(src),
+                                     static_cast<size_t>(bytes), stream),
+                                 "cuMemcpyDtoHAsync");
         },
-        "download");
-    dev.synchronize(device::Stream(ownStream));
+        "download"));
+    check(dev.synchronize(device::Stream(ownStream)));
     return;
   }
   // Inside compute: after the stream's work so far; outside: after
   // everything queued on the device.
   int s = cu ? streamId : ownStream;
   if (!cu)
-    dev.synchronize();
-  dev.copyToHost(device::Stream(s), dst, static_cast<int64_t>(offsetOf(src)),
-                 bytes, "download");
-  dev.synchronize(device::Stream(s));
+    check(dev.synchronize());
+  check(dev.copyToHost(device::Stream(s), dst,
+                       static_cast<int64_t>(offsetOf(src)), bytes, "download"));
+  check(dev.synchronize(device::Stream(s)));
 }
 
 } // namespace mtc::exec

@@ -78,8 +78,8 @@ public:
   void copy(void *dst, const void *src, int64_t bytes) override;
   void upload(void *dst, const void *src, int64_t bytes) override;
   void download(void *dst, const void *src, int64_t bytes) override;
-  bool issue(int stream, const std::function<void()> &fn,
-             const std::string &label) override;
+  Expected<bool> issue(int stream, const std::function<void()> &fn,
+                       const std::string &label) override;
 
   /// Where the op being run queues its work: the current stream, the
   /// backend's kernels and GEMM engine, and the scratch region (emptied:
@@ -93,7 +93,7 @@ public:
   /// the op's location for the message.
   cuda::ops::DevPtr tokenCheck(const std::string &where, const void *ids,
                                int64_t n, int64_t V);
-  void checkDeferredErrors() override;
+  Status checkDeferredErrors() override;
   /// Aux loss terms: doubles at the backend's own memory (kMaxAuxTerms of
   /// them between two takeAuxTerms(), which reads them all in one copy).
   std::pair<int64_t, void *> reserveAuxTerm() override;
@@ -127,8 +127,11 @@ public:
 
 private:
   CudaBackend(device::CudaDevice &device) : dev(device) {}
-  /// Throws ExecError with \p st's message when it is an error.
+  /// raise()s \p st's message when it is an error (Failure.h).
   static void check(const Status &st);
+  void checkDeferredErrorsOrRaise();
+  /// The arena's first byte (device memory).
+  const char *arenaBase() const;
   /// The stream work is queued on (an error outside issue()).
   void *stream() const;
   /// A Launch for the executor's own memory operations: unlike launch(),
