@@ -316,9 +316,12 @@ LogicalResult buildKernel(mt::FusedOp fused, ArrayRef<InputPlan> plan,
   Type ptr = LLVM::LLVMPointerType::get(ctx), i64 = b.getI64Type(),
        f32 = b.getF32Type(), f64 = b.getF64Type();
   unsigned numIn = plan.size(), numOut = fused.getNumResults();
-  int64_t nLast = fusedRowLength(fused, plan, err);
-  if (nLast < 0)
+  llvm::Expected<int64_t> rowLength = fusedRowLength(fused, plan);
+  if (!rowLength) {
+    err = llvm::toString(rowLength.takeError());
     return failure();
+  }
+  int64_t nLast = *rowLength;
   bool reduce = fused.hasReductions();
   llvm::SmallPtrSet<Operation *, 8> rowOps = fused.getRowOps();
 

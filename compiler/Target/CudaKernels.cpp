@@ -132,9 +132,12 @@ public:
 
   LogicalResult emit(const std::set<std::string> &signatures,
                      bundle::CudaFusedKernel &out, std::string &err) {
-    m = fusedRowLength(fused, r.plan, err);
-    if (m < 0)
+    llvm::Expected<int64_t> rowLength = fusedRowLength(fused, r.plan);
+    if (!rowLength) {
+      err = llvm::toString(rowLength.takeError());
       return failure();
+    }
+    m = *rowLength;
     reduce = fused.hasReductions();
     rowOps = fused.getRowOps();
     numIn = r.plan.size();

@@ -35,8 +35,8 @@ SmallVector<FusedInputPlan> planFusedInputs(mt::FusedOp fused) {
   return plan;
 }
 
-int64_t fusedRowLength(mt::FusedOp fused, ArrayRef<FusedInputPlan> plan,
-                       std::string &err) {
+llvm::Expected<int64_t> fusedRowLength(mt::FusedOp fused,
+                                       ArrayRef<FusedInputPlan> plan) {
   bool needed =
       fused.hasReductions() || llvm::any_of(plan, [](const FusedInputPlan &p) {
         return p.access == FusedAccess::Row;
@@ -48,11 +48,11 @@ int64_t fusedRowLength(mt::FusedOp fused, ArrayRef<FusedInputPlan> plan,
     std::string where;
     llvm::raw_string_ostream os(where);
     fused.getLoc().print(os);
-    err = where +
-          ": a kernel for an mt.fused region with reductions or per-row "
-          "inputs needs a static last axis, got " +
-          mtc::formatShape(it);
-    return -1;
+    return llvm::createStringError(
+        where +
+        ": a kernel for an mt.fused region with reductions or per-row "
+        "inputs needs a static last axis, got " +
+        mtc::formatShape(it));
   }
   return it.back();
 }
@@ -62,8 +62,10 @@ std::string fusedRegionKey(mt::FusedOp fused, ArrayRef<FusedInputPlan> plan) {
   llvm::raw_string_ostream os(key);
   for (const FusedInputPlan &p : plan)
     os << static_cast<int>(p.access) << ':' << p.modulus << ',';
-  std::string ignored;
-  os << "row " << fusedRowLength(fused, plan, ignored) << ',';
+  // A symbolic row length keys as -1 (such a region fails when emitted).
+  llvm::Expected<int64_t> row = fusedRowLength(fused, plan);
+  os << "row " << (row ? *row : (llvm::consumeError(row.takeError()), -1))
+     << ',';
   llvm::DenseMap<Value, int> ids;
   Block &body = fused.getBody().front();
   for (BlockArgument a : body.getArguments())

@@ -17,6 +17,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
 #include <vector>
@@ -35,10 +36,10 @@ struct FusedInputPlan {
 llvm::SmallVector<FusedInputPlan> planFusedInputs(mt::FusedOp fused);
 
 /// The static length of the iteration shape's last axis when a kernel needs
-/// it (reductions, Row inputs); 0 when it does not; -1 (with \p err, naming
-/// the op's location) when it is symbolic.
-int64_t fusedRowLength(mt::FusedOp fused, llvm::ArrayRef<FusedInputPlan> plan,
-                       std::string &err);
+/// it (reductions, Row inputs); 0 when it does not; an error naming the op's
+/// location when it is symbolic.
+llvm::Expected<int64_t> fusedRowLength(mt::FusedOp fused,
+                                       llvm::ArrayRef<FusedInputPlan> plan);
 
 /// Identical keys compile to identical code (on every target).
 std::string fusedRegionKey(mt::FusedOp fused,
