@@ -138,6 +138,20 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
                        formatByteSize(onDevice.devicePeak, true) +
                        " of device memory)");
     }
+    // Without clipping AdamW can run as soon as a layer's gradient is final:
+    // no model-sized gradient block (12 B/param) and a ring instead.
+    if (!choices.immediateOptimizer) {
+      analysis::PlanChoices immediate = choices;
+      immediate.immediateOptimizer = true;
+      analysis::MemoryPlan ring = analysis::planMemory(cost, immediate);
+      int64_t total = hostNeed(cost, ring);
+      if (total <= budget &&
+          (deviceBudget == 0 || ring.devicePeak <= deviceBudget))
+        fits.push_back("--clip 0 (no gradient clipping: AdamW as soon as a "
+                       "layer's gradient is final, " +
+                       std::to_string(bundle::kImmediateStateBytesPerParam) +
+                       " B/param; " + formatByteSize(total, true) + ")");
+    }
     std::string options;
     for (const std::string &f : fits)
       options += (options.empty() ? "" : ", ") + f;
