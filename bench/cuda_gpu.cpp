@@ -206,7 +206,13 @@ int main(int argc, char **argv) {
   // may be used.
   {
     int64_t layer = int64_t(64) << 20, layers = emulated ? 2 : 32;
-    device::CudaDevice cd(*api, 2 * layer);
+    Expected<std::unique_ptr<device::CudaDevice>> opened =
+        device::CudaDevice::create(*api, 2 * layer);
+    if (!opened) {
+      std::fprintf(stderr, "mtc-bench-cuda: %s\n", opened.message().c_str());
+      return 1;
+    }
+    device::CudaDevice &cd = **opened;
     std::vector<char> host(static_cast<size_t>(layer * layers), 1);
     if (Status st =
             cd.registerHost(host.data(), static_cast<int64_t>(host.size()));
@@ -214,12 +220,25 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "mtc-bench-cuda: %s\n", st.message().c_str());
       return 1;
     }
-    device::Stream copy = cd.createStream("copy"),
-                   compute = cd.createStream("compute");
+    Expected<device::Stream> copy = cd.createStream("copy"),
+                             compute = cd.createStream("compute");
+    Expected<device::Event> e = cd.createEvent();
+    // A device error is sticky: it comes back from every later synchronize.
+    auto failed = [](const Status &st) {
+      if (st)
+        return false;
+      std::fprintf(stderr, "mtc-bench-cuda: %s\n", st.message().c_str());
+      return true;
+    };
+    if (failed(copy.status()) || failed(compute.status()) || failed(e.status()))
+      return 1;
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t l = 0; l < layers; ++l)
-      cd.copyToDevice(copy, (l % 2) * layer, host.data() + l * layer, layer);
-    cd.synchronize();
+      if (failed(cd.copyToDevice(*copy, (l % 2) * layer,
+                                 host.data() + l * layer, layer)))
+        return 1;
+    if (failed(cd.synchronize()))
+      return 1;
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
@@ -230,19 +249,19 @@ int main(int argc, char **argv) {
     int n = emulated ? 50 : 2000;
     t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i)
-      cd.launch(compute, [] {});
-    cd.synchronize();
+      if (failed(cd.launch(*compute, [] {})))
+        return 1;
+    if (failed(cd.synchronize()))
+      return 1;
     s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
     std::printf("| launch() of an empty closure, back to back | %.1f us |\n",
                 s / n * 1e6);
-    device::Event e = cd.createEvent();
     t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n / 10; ++i) {
-      cd.launch(compute, [] {});
-      cd.record(e, compute);
-      cd.synchronize(e);
-    }
+    for (int i = 0; i < n / 10; ++i)
+      if (failed(cd.launch(*compute, [] {})) ||
+          failed(cd.record(*e, *compute)) || failed(cd.synchronize(*e)))
+        return 1;
     s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
     std::printf("| launch() + record + synchronize(event), round trip | %.1f "
