@@ -237,7 +237,7 @@ private:
   }
 
   LogicalResult emitTemplate(std::string &err) {
-    os << "template <" << (reduce ? "" : "int V, ");
+    os << "template <int V, ";
     for (unsigned k = 0; k < numIn; ++k)
       os << (k ? ", " : "") << "typename I" << k;
     for (unsigned o = 0; o < numOut; ++o)
@@ -321,6 +321,40 @@ private:
     return success();
   }
 
+  /// The per-element part of a row kernel at \p indent: loads, element
+  /// ops, element outputs and accumulations; from the arrays of a 16-byte
+  /// step at index q when \p step, else from memory at element index i.
+  LogicalResult emitElementStep(bool step, ArrayRef<Operation *> reds,
+                                const std::string &indent, std::string &err) {
+    for (unsigned k = 0; k < numIn; ++k)
+      if (r.plan[k].access != FusedAccess::Scalar && readPerElement(k))
+        os << indent << "const float x" << k << " = "
+           << (step && r.plan[k].access == FusedAccess::Full
+                   ? "a" + std::to_string(k) + "[q]"
+                   : loadOf(k, "i", "row"))
+           << ";\n";
+    if (failed(emitOps(false, indent, err)))
+      return failure();
+    for (auto [o, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+      if (!rowResult[o]) {
+        if (step)
+          os << indent << "r" << o << "[q] = " << valueName(v) << ";\n";
+        else
+          os << indent << "out" << o << "[i] = mtc_fused::fromFloat<O" << o
+             << ">(" << valueName(v) << ");\n";
+      }
+    for (auto [q, red] : llvm::enumerate(reds)) {
+      std::string x = valueName(red->getOperand(0)),
+                  acc = "acc" + std::to_string(q);
+      if (isa<mt::MaxOp>(red))
+        os << indent << acc << " = " << x << " > " << acc << " ? " << x << " : "
+           << acc << ";\n";
+      else
+        os << indent << acc << " += " << x << ";\n";
+    }
+    return success();
+  }
+
   LogicalResult emitRowsBody(std::string &err) {
     bool warpRows = m <= kWarpRowMax;
     std::string M = std::to_string(m) + "LL";
@@ -346,27 +380,48 @@ private:
            << (isa<mt::MaxOp>(op) ? "__int_as_float(0xff800000)" : "0.0f")
            << ";\n";
       }
-    os << "  for (long long j = t; j < " << M << "; j += lanes) {\n"
-       << "    const long long i = row * " << M << " + j;\n";
+    // 16-byte steps of V consecutive elements per lane when the row length
+    // is whole steps and every element-indexed pointer is 16-byte aligned
+    // (then every row starts aligned), else one element at a time.
+    std::vector<std::string> vecPtrs;
     for (unsigned k = 0; k < numIn; ++k)
-      if (r.plan[k].access != FusedAccess::Scalar && readPerElement(k))
-        os << "    const float x" << k << " = " << loadOf(k, "i", "row")
-           << ";\n";
-    if (failed(emitOps(false, "    ", err)))
-      return failure();
-    for (auto [o, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+      if (r.plan[k].access == FusedAccess::Full && readPerElement(k))
+        vecPtrs.push_back("in" + std::to_string(k));
+    for (unsigned o = 0; o < numOut; ++o)
       if (!rowResult[o])
-        os << "    out" << o << "[i] = mtc_fused::fromFloat<O" << o << ">("
-           << valueName(v) << ");\n";
-    for (auto [q, red] : llvm::enumerate(reds)) {
-      std::string x = valueName(red->getOperand(0)),
-                  acc = "acc" + std::to_string(q);
-      if (isa<mt::MaxOp>(red))
-        os << "    " << acc << " = " << x << " > " << acc << " ? " << x << " : "
-           << acc << ";\n";
-      else
-        os << "    " << acc << " += " << x << ";\n";
-    }
+        vecPtrs.push_back("out" + std::to_string(o));
+    os << "  const bool vec = " << M << " % V == 0 && mtc_fused::aligned16(";
+    for (auto [q, p] : llvm::enumerate(vecPtrs))
+      os << (q ? ", " : "") << p;
+    os << ");\n  if (vec) { // 16-byte steps\n"
+       << "    for (long long j = static_cast<long long>(t) * V; j < " << M
+       << "; j += static_cast<long long>(lanes) * V) {\n"
+       << "      const long long base = row * " << M << " + j;\n";
+    for (unsigned k = 0; k < numIn; ++k)
+      if (r.plan[k].access == FusedAccess::Full && readPerElement(k))
+        os << "      float a" << k << "[V];\n      mtc_fused::loadElems<V>(in"
+           << k << ", base, n, true, a" << k << ");\n";
+    for (unsigned o = 0; o < numOut; ++o)
+      if (!rowResult[o])
+        os << "      float r" << o << "[V];\n";
+    os << "#pragma unroll\n      for (int q = 0; q < V; ++q) {\n";
+    if (llvm::any_of(llvm::seq(0u, numIn), [&](unsigned k) {
+          return r.plan[k].access == FusedAccess::Suffix && readPerElement(k);
+        }))
+      os << "        const long long i = base + q;\n";
+    if (failed(emitElementStep(true, reds, "        ", err)))
+      return failure();
+    os << "      }\n";
+    for (unsigned o = 0; o < numOut; ++o)
+      if (!rowResult[o])
+        os << "      mtc_fused::storeElems<V>(out" << o << ", base, n, true, r"
+           << o << ");\n";
+    os << "    }\n  } else { // one element at a time\n"
+       << "    for (long long j = t; j < " << M << "; j += lanes) {\n"
+       << "      const long long i = row * " << M << " + j;\n";
+    if (failed(emitElementStep(false, reds, "      ", err)))
+      return failure();
+    os << "    }\n";
     os << "  }\n";
     for (auto [q, red] : llvm::enumerate(reds)) {
       std::string acc = "acc" + std::to_string(q);
@@ -400,15 +455,16 @@ private:
     bundle::CudaFusedEntry e;
     e.signature = sig;
     e.entry = r.name + "_" + sig;
+    // 16 bytes of the narrowest element-indexed storage.
     int v = 4;
+    for (unsigned k = 0; k < numIn; ++k)
+      if (r.plan[k].access == FusedAccess::Full && sig[k] == 'b' &&
+          (!reduce || readPerElement(k)))
+        v = 8;
+    for (unsigned o = 0; o < numOut; ++o)
+      if (sig[numIn + 1 + o] == 'b' && (!reduce || !rowResult[o]))
+        v = 8;
     if (!reduce) {
-      // 16 bytes of the narrowest element-indexed storage.
-      for (unsigned k = 0; k < numIn; ++k)
-        if (r.plan[k].access == FusedAccess::Full && sig[k] == 'b')
-          v = 8;
-      for (unsigned o = 0; o < numOut; ++o)
-        if (sig[numIn + 1 + o] == 'b')
-          v = 8;
       e.block = kElementBlock;
       e.perBlock = kElementBlock * v;
       e.maxBlocks = kElementMaxBlocks;
@@ -428,9 +484,7 @@ private:
       os << "const " << typeOf(sig[k]) << " *in" << k << ", ";
     for (unsigned o = 0; o < numOut; ++o)
       os << typeOf(sig[numIn + 1 + o]) << " *out" << o << ", ";
-    os << "long long n) {\n  " << r.name << "_impl<";
-    if (!reduce)
-      os << v << ", ";
+    os << "long long n) {\n  " << r.name << "_impl<" << v << ", ";
     for (unsigned k = 0; k < numIn; ++k)
       os << (k ? ", " : "") << typeOf(sig[k]);
     for (unsigned o = 0; o < numOut; ++o)

@@ -9,9 +9,12 @@
 // are compiled at build time (test/cuda/CMakeLists.txt: tiny-llama and
 // test/cuda/Inputs/fused-access.mt, whose regions read inputs whole, as
 // scalars, suffixes and rows, with sums, means and maxima over rows of one
-// warp and of a whole block), each once for fp32 and once for a bf16 plan.
-// The launch follows the rule the bundle records, as the CUDA backend does.
-// A copy of a kernel with one operator changed must fail the comparison.
+// warp and of a whole block, and rows of no whole 16-byte steps), each once for
+// fp32 and once for a bf16 plan. The launch follows the rule the bundle
+// records, as the CUDA backend does. A copy of a kernel with one operator
+// changed must fail the comparison; so must one with a row sum changed in the
+// path of 16-byte steps alone, or in the element-at-a-time loop alone, exactly
+// where that path runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -234,6 +237,32 @@ protected:
     }
   }
 
+  /// The worst fp32 error of the open bundle's entries at B, S, \p offset
+  /// with the first row sum of one path broken: in the 16-byte steps
+  /// (\p vec) or in the element-at-a-time loop.
+  double broken(bool vec, int64_t B, int64_t S, int offset) {
+    std::string src = bun.cudaKernels.source;
+    size_t at = 0;
+    for (; (at = src.find("acc0 += ", at)) != std::string::npos; ++at) {
+      size_t v = src.rfind("// 16-byte steps", at),
+             e = src.rfind("// one element at a time", at);
+      bool inVec = v != std::string::npos && (e == std::string::npos || v > e);
+      if (inVec == vec)
+        break;
+    }
+    EXPECT_NE(at, std::string::npos)
+        << (vec ? "no vector" : "no element") << " path with a sum";
+    if (at == std::string::npos)
+      return 0;
+    src.replace(at, 8, "acc0 -= ");
+    void *mod = module(src, "fused-broken-" +
+                                hex64(xxh64(src.data(), src.size())) + ".cu");
+    if (!mod)
+      return 0;
+    int count = 0;
+    return runAll(mod, B, S, offset, count).rel;
+  }
+
   bundle::Bundle bun;
   std::unique_ptr<exec::KernelLibrary> cpu;
   std::string skipped;
@@ -267,6 +296,29 @@ TEST_P(FusedKernels, BrokenKernelFails) {
     EXPECT_GT(w.rel, 1e-3) << "a kernel with '" << to
                            << "' passed the comparison";
   }
+}
+
+/// Row kernels take 16-byte steps where the row length (40) and the
+/// pointers allow: a sum broken in the steps alone shows in the aligned
+/// runs and not in the shifted ones (offset 1: the element loop), a sum
+/// broken in the element loop alone the other way round.
+TEST_P(FusedKernels, RowsVectorPath) {
+  if (!open("fused-access.mtb"))
+    GTEST_SKIP() << skipped;
+  EXPECT_GT(broken(true, 3, 37, 0), 1e-3);
+  EXPECT_LE(broken(true, 1, 5, 1), 1e-5);
+  EXPECT_LE(broken(false, 3, 37, 0), 1e-5);
+  EXPECT_GT(broken(false, 1, 5, 1), 1e-3);
+}
+
+/// Rows of 37 elements are no whole 16-byte steps: aligned or not, every
+/// row takes the element loop, and the results match the CPU.
+TEST_P(FusedKernels, RowsScalarFallback) {
+  checkBundle("fused-access-odd.mtb");
+  if (IsSkipped() || HasFailure())
+    return;
+  EXPECT_LE(broken(true, 3, 37, 0), 1e-5);
+  EXPECT_GT(broken(false, 3, 37, 0), 1e-3);
 }
 
 MTC_INSTANTIATE_CUDA_DRIVERS(FusedKernels);
