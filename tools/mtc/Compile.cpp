@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/mtc/Tool.h"
 #include "tools/mtc/CudaEmit.h"
+#include "tools/mtc/Tool.h"
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
