@@ -11,6 +11,8 @@
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
 
+#include "test/unit-frontend/CheckSource.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -21,22 +23,8 @@ using namespace mtc;
 
 namespace {
 
-struct Checked {
-  bool ok = false;
-  std::string diags;
-  CheckedModel model;
-};
-
-Checked check(const std::string &source) {
-  Checked r;
-  std::ostringstream os;
-  DiagnosticEngine diags("test.mt", source, os);
-  std::optional<ast::Model> model = parseModel(diags);
-  if (model)
-    r.ok = checkModel(*model, diags, r.model);
-  r.diags = os.str();
-  return r;
-}
+using test::Checked;
+Checked check(const std::string &source) { return test::checkSource(source); }
 
 /// A model whose layer forward runs \p stmt (x: [B, S, dim], norm: [dim],
 /// w: [dim, dim], router: [dim, 4], an expert FFN x 4) and returns x; the

@@ -11,6 +11,8 @@
 
 #include "test/unit-frontend/TestModels.h"
 
+#include "test/unit-frontend/CheckSource.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,24 +22,8 @@ using namespace mtc;
 
 namespace {
 
-struct Checked {
-  bool parsed = false;
-  bool ok = false;
-  std::string diags;
-  CheckedModel model;
-};
-
-Checked check(const std::string &source) {
-  Checked r;
-  std::ostringstream os;
-  DiagnosticEngine diags("test.mt", source, os);
-  std::optional<ast::Model> model = parseModel(diags);
-  r.parsed = model.has_value();
-  if (model)
-    r.ok = checkModel(*model, diags, r.model);
-  r.diags = os.str();
-  return r;
-}
+using test::Checked;
+Checked check(const std::string &source) { return test::checkSource(source); }
 
 /// A model with \p config, a layer body (params + forward) and the standard
 /// model forward that embeds, applies `Block` as \p apply says, and returns
