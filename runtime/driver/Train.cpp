@@ -831,7 +831,7 @@ private:
     if (!opts.trace.empty())
       streamDevice->setTrace(&trace);
     Expected<std::unique_ptr<exec::Executor>> onDevice = exec::Executor::create(
-        b, *store, backend ? *backend : exec::cpuBackend());
+        b, *store, backend ? *backend : exec::cpuDeviceBackend());
     if (!onDevice)
       return onDevice.status().withPrefix("--device " + opts.device);
     streamEx = std::move(*onDevice);

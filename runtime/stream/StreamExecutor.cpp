@@ -205,12 +205,13 @@ void StreamExecutor::validate() {
               " bytes of device memory; the device has " +
               std::to_string(device.capacity()));
   // A bf16 plan stores weights and activations as bf16 on the device
-  // (lib/Bundle/Plan.h, Precision); the CPU device computes and stores fp32.
+  // (lib/Bundle/Plan.h, Precision): the executor must store its values as
+  // the plan does (a device backend, or exec::cpuDeviceBackend()).
   const bundle::Precision precision = bundle::planPrecision(b);
-  if (precision != bundle::Precision::F32 && mem.hostMemory())
+  if (precision != bundle::Precision::F32 && !mem.planStorage())
     planError(std::string("precision ") + p.precision +
-              ": the CPU device runs fp32 plans only (compile with "
-              "--precision fp32)");
+              ": the executor's backend runs every plan in fp32 (the CPU "
+              "device's executor runs on exec::cpuDeviceBackend())");
   paramType = bundle::deviceParamDType(precision);
   if (p.recompute != "full" && p.recompute != "none" &&
       p.recompute != "selective")

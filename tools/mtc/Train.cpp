@@ -41,10 +41,12 @@ int runTrain(const std::vector<std::string> &args) {
     return 1;
   if (!parsePrecisionFlag("train", cmd.precision, copts.stream))
     return 1;
+  // The precision is the step plan's: bf16 storage needs one on every
+  // device (the CPU device converts around its fp32 kernels, docs/runtime.md).
   if (copts.stream.precision == mtc::bundle::Precision::BF16 &&
-      opts.device == "cpu")
-    return error("train: --precision bf16 runs on --device cuda or cuda-emu; "
-                 "the CPU device computes and stores fp32 (--precision fp32)");
+      deviceMemory.empty())
+    return error("train: --precision bf16 runs a streaming step plan: give "
+                 "its budget with --device-memory SIZE");
   if (opts.device != "cpu") {
     if (deviceMemory.empty())
       return error("train: --device " + opts.device +
