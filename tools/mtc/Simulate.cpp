@@ -183,7 +183,7 @@ int runSimulate(const std::vector<std::string> &args) {
     return 0;
   std::string recompute, hf, input, deviceMemory = "auto", checkpoints,
                                     hostMemory, gpu, timeline;
-  std::string precision = "bf16";
+  std::string precision = "bf16", hostConvert = "on";
   bool sweep = false;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
@@ -192,6 +192,7 @@ int runSimulate(const std::vector<std::string> &args) {
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--gpu", &gpu},
                              {Flag::String, "--timeline", &timeline},
+                             {Flag::String, "--host-convert", &hostConvert},
                              {Flag::String, "--precision", &precision}};
   OptimizerFlags optimizer;
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
@@ -252,6 +253,10 @@ int runSimulate(const std::vector<std::string> &args) {
   mtc::sim::SimOptions simOpts;
   simOpts.clip = optimizer.clip > 0;
   simOpts.keepSpans = !timeline.empty();
+  if (hostConvert != "on" && hostConvert != "off")
+    return error("simulate: --host-convert expects on or off, got '" +
+                 hostConvert + "'");
+  simOpts.convertOnHost = hostConvert == "on";
 
   if (!sweep) {
     Outcome o;
