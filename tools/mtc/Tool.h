@@ -156,6 +156,7 @@ int runGenerate(const std::vector<std::string> &args);
 int runImportHF(const std::vector<std::string> &args);
 int runExportHF(const std::vector<std::string> &args);
 int runPlan(const std::vector<std::string> &args);
+int runSimulate(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
 
 } // namespace mtc::cli
