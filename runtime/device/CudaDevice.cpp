@@ -13,8 +13,11 @@
 #include "runtime/device/CpuDevice.h"
 #include "runtime/device/Trace.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 namespace mtc::device {
 
@@ -56,6 +59,17 @@ CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
     : api(std::move(driverApi)), capacityBytes(capacity),
       statsOrigin(Clock::now()) {
   deviceName = "cuda:" + std::to_string(ordinal);
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads = std::clamp(cores / 2, 1u, 8u);
+  if (const char *env = std::getenv("MTC_CONVERT_THREADS")) {
+    char *end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (!*env || *end || v < 1 || v > 1024)
+      raise("MTC_CONVERT_THREADS='" + std::string(env) +
+            "': expected a number of threads from 1 to 1024");
+    threads = static_cast<unsigned>(v);
+  }
+  convertPool.setNumThreads(threads);
   if (capacity < 0)
     raise(deviceName + ": negative arena capacity " + std::to_string(capacity));
   int count = 0;
@@ -415,7 +429,19 @@ void CudaDevice::copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
     if (c == Convert::F32ToBF16)
       enqueueHostJob(
           *st,
-          [src, staging, bytes] { convertF32ToBF16(src, staging, bytes / 4); },
+          [this, src, staging, bytes] {
+            // Fixed 256K-value chunks: the result does not depend on the
+            // threads (the conversion is elementwise anyway).
+            constexpr int64_t chunk = 1 << 18;
+            int64_t n = bytes / 4;
+            size_t tasks = static_cast<size_t>((n + chunk - 1) / chunk);
+            convertPool.parallelFor(tasks, [&](size_t t) {
+              int64_t b = static_cast<int64_t>(t) * chunk;
+              convertF32ToBF16(static_cast<const float *>(src) + b,
+                               static_cast<uint16_t *>(staging) + b,
+                               std::min(chunk, n - b));
+            });
+          },
           nullptr);
     else
       enqueueHostJob(

@@ -24,8 +24,12 @@
 //             (cuStreamWaitValue32 on a pinned counter) -- no driver host
 //             function runs user code, so closures of different streams
 //             never wait for each other and may call the driver
-//   F32ToBF16 the fp32 source is converted on the stream's host thread, in
-//             stream order, into a pinned staging buffer, then copied
+//   F32ToBF16 the fp32 source is converted in stream order, into a pinned
+//             staging buffer, then copied: the stream's host thread splits
+//             the conversion over the device's conversion pool
+//             (MTC_CONVERT_THREADS threads, default min(8, cores / 2)), so a
+//             weight load converts at the host's memory bandwidth, not one
+//             core's
 //   timing    CUDA events around every copy and host clocks around every
 //             launch, harvested into DeviceStats and the trace at
 //             synchronize() and stats()
@@ -44,6 +48,7 @@
 #define MTC_RUNTIME_DEVICE_CUDADEVICE_H
 
 #include "lib/Support/Status.h"
+#include "lib/Support/ThreadPool.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/device/Device.h"
 #include "runtime/device/Timeline.h"
@@ -239,6 +244,8 @@ private:
   std::mutex issueMu;
   mutable std::mutex mu;
   mutable std::mutex stagingMu;
+  /// Converts the fp32 sources of F32ToBF16 copies (see the file comment).
+  ThreadPool convertPool;
   mutable std::map<size_t, std::vector<void *>> stagingFree;
   std::map<void *, size_t> stagingSize;
   std::vector<std::unique_ptr<StreamState>> streams;
