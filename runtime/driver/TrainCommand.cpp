@@ -78,7 +78,7 @@ const char *trainDetails() {
          "--micro-batches,\n"
          "  --seed, --val-fraction, the data file. May change (with a note):\n"
          "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
-         "  --beta2, --clip.\n"
+         "  --beta2, --clip, --grad-dtype.\n"
          "--optimizer-placement auto|deferred|immediate: immediate runs AdamW\n"
          "  as soon as a layer's gradient is final (12 B/param of host state\n"
          "  instead of 16; only with --clip 0 and a step plan); auto picks it\n"
