@@ -457,14 +457,18 @@ void CudaDevice::copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
 }
 
 Status CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                              const std::string &label) {
-  return guarded([&] { copyToHostOrRaise(s, dst, src, bytes, label); });
+                              const std::string &label, Convert c) {
+  return guarded([&] { copyToHostOrRaise(s, dst, src, bytes, label, c); });
 }
 
 void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
-                                   int64_t bytes, const std::string &label) {
+                                   int64_t bytes, const std::string &label,
+                                   Convert c) {
   std::string what = "copyToHost" + (label.empty() ? "" : " '" + label + "'");
   checkRange(what, src, bytes);
+  if (c == Convert::F32ToBF16 && bytes % 4 != 0)
+    raise(deviceName + ": " + what + " f32->bf16 of " + std::to_string(bytes) +
+          " bytes: not a whole number of fp32 values");
   if (!dst && bytes > 0)
     raise(deviceName + ": " + what + ": null host destination");
   api->cuCtxSetCurrent(context);
@@ -474,14 +478,15 @@ void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
   {
     std::lock_guard<std::mutex> lock(mu);
     st = &streamLocked(s, "copyToHost");
-    pinned = isPinnedLocked(dst, bytes);
+    pinned = c == Convert::None && isPinnedLocked(dst, bytes);
   }
   auto p = std::make_shared<Pending>();
   p->stream = st->id;
   p->kind = Kind::CopyD2H;
   p->bytes = bytes;
-  p->label =
-      label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
+  p->label = label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" +
+                                 (c == Convert::F32ToBF16 ? " f32->bf16" : "")
+                           : label;
   if (queueIfNothingToDo(p, bytes))
     return;
   void *to = dst;
@@ -489,9 +494,10 @@ void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
     p->staging = takeStaging(bytes);
     to = p->staging;
   }
-  // Pageable destination: the stream's host thread copies the staging
-  // buffer out once the DMA is done (the driver's own pageable path would
-  // block this thread until then); harvest() waits for that too.
+  // Pageable destination (or a conversion): the stream's host thread copies
+  // (converts) the staging buffer out once the DMA is done (the driver's own
+  // pageable path would block this thread until then); harvest() waits for
+  // that too.
   p->needsHost = !pinned;
   issueTimed(*st, p, [&] {
     check(api->cuMemcpyDtoHAsync_v2(to, arena + static_cast<uint64_t>(src),
@@ -500,8 +506,14 @@ void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
   });
   if (!pinned) {
     void *staging = p->staging;
-    enqueueHostJob(
-        *st, [dst, staging, bytes] { std::memcpy(dst, staging, bytes); }, p);
+    if (c == Convert::F32ToBF16)
+      enqueueHostJob(
+          *st,
+          [dst, staging, bytes] { convertF32ToBF16(staging, dst, bytes / 4); },
+          p);
+    else
+      enqueueHostJob(
+          *st, [dst, staging, bytes] { std::memcpy(dst, staging, bytes); }, p);
   }
 }
 

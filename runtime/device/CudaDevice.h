@@ -89,7 +89,8 @@ public:
                       Convert c = Convert::None,
                       const std::string &label = "") override;
   Status copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                    const std::string &label = "") override;
+                    const std::string &label = "",
+                    Convert c = Convert::None) override;
   Status launch(Stream s, std::function<void()> fn,
                 const std::string &label = "") override;
   Status record(Event e, Stream s) override;
@@ -145,7 +146,7 @@ private:
   void copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
                            int64_t bytes, Convert c, const std::string &label);
   void copyToHostOrRaise(Stream s, void *dst, int64_t src, int64_t bytes,
-                         const std::string &label);
+                         const std::string &label, Convert c);
   void launchOrRaise(Stream s, std::function<void()> fn,
                      const std::string &label);
   Status computeOrRaise(Stream s, const std::function<Status(void *)> &fn,

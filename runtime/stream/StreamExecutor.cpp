@@ -528,11 +528,20 @@ Status StreamExecutor::updateImmediately(ImmediateFn fn) {
 
 void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
   if (!immediateFn) {
-    for (size_t q = 0; q < g.slots.size(); ++q)
-      deviceCheck(device.copyToHost(
-          d2h, g.slots[q]->grad.data(), devOff + g.gradOffsets[q],
-          4 * static_cast<int64_t>(g.slots[q]->grad.size()),
-          "grads " + g.slots[q]->name));
+    // Into the store's gradient block: fp32 as accumulated, or rounded to
+    // bf16 on the way (--grad-dtype bf16).
+    for (size_t q = 0; q < g.slots.size(); ++q) {
+      ParamSlot &s = *g.slots[q];
+      const int64_t bytes = 4 * static_cast<int64_t>(s.value.size());
+      if (s.gradBf16)
+        deviceCheck(device.copyToHost(
+            d2h, s.gradBf16, devOff + g.gradOffsets[q], bytes,
+            "grads " + s.name + " (to bf16)", device::Convert::F32ToBF16));
+      else
+        deviceCheck(device.copyToHost(d2h, s.grad.data(),
+                                      devOff + g.gradOffsets[q], bytes,
+                                      "grads " + s.name));
+    }
     return;
   }
   const size_t r = static_cast<size_t>(ringNext++ % ringSlots);

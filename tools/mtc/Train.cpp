@@ -64,6 +64,9 @@ int runTrain(const std::vector<std::string> &args) {
   copts.stream.immediateOptimizer =
       opts.optimizerPlacement == "immediate" ||
       (opts.optimizerPlacement == "auto" && opts.clip == 0);
+  // --host-memory counts 14 B/param with bf16 gradients (value checked by
+  // parseTrainCommand).
+  mtc::bundle::parseGradDType(opts.gradDtype, copts.stream.gradDType);
   // Without a device budget and without --recompute, keep the activations
   // (recompute none: no forward recomputed in the backward, as PyTorch eager
   // does) when that fits comfortably in host memory; else keep the matmul
