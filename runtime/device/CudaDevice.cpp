@@ -380,6 +380,18 @@ void CudaDevice::giveStaging(void *b) const {
   stagingFree[stagingSize.at(b)].push_back(b);
 }
 
+void CudaDevice::convert(const void *src, void *dst, int64_t n) {
+  // Fixed 256K-value chunks: the result does not depend on the threads (the
+  // conversion is elementwise anyway).
+  constexpr int64_t chunk = 1 << 18;
+  size_t tasks = static_cast<size_t>((n + chunk - 1) / chunk);
+  convertPool.parallelFor(tasks, [&](size_t t) {
+    int64_t b = static_cast<int64_t>(t) * chunk;
+    convertF32ToBF16(static_cast<const float *>(src) + b,
+                     static_cast<uint16_t *>(dst) + b, std::min(chunk, n - b));
+  });
+}
+
 Status CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
                                 int64_t bytes, Convert c,
                                 const std::string &label) {
@@ -429,19 +441,7 @@ void CudaDevice::copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
     if (c == Convert::F32ToBF16)
       enqueueHostJob(
           *st,
-          [this, src, staging, bytes] {
-            // Fixed 256K-value chunks: the result does not depend on the
-            // threads (the conversion is elementwise anyway).
-            constexpr int64_t chunk = 1 << 18;
-            int64_t n = bytes / 4;
-            size_t tasks = static_cast<size_t>((n + chunk - 1) / chunk);
-            convertPool.parallelFor(tasks, [&](size_t t) {
-              int64_t b = static_cast<int64_t>(t) * chunk;
-              convertF32ToBF16(static_cast<const float *>(src) + b,
-                               static_cast<uint16_t *>(staging) + b,
-                               std::min(chunk, n - b));
-            });
-          },
+          [this, src, staging, bytes] { convert(src, staging, bytes / 4); },
           nullptr);
     else
       enqueueHostJob(
@@ -509,8 +509,7 @@ void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
     if (c == Convert::F32ToBF16)
       enqueueHostJob(
           *st,
-          [dst, staging, bytes] { convertF32ToBF16(staging, dst, bytes / 4); },
-          p);
+          [this, dst, staging, bytes] { convert(staging, dst, bytes / 4); }, p);
     else
       enqueueHostJob(
           *st, [dst, staging, bytes] { std::memcpy(dst, staging, bytes); }, p);

@@ -29,7 +29,8 @@
 //             the conversion over the device's conversion pool
 //             (MTC_CONVERT_THREADS threads, default min(8, cores / 2)), so a
 //             weight load converts at the host's memory bandwidth, not one
-//             core's
+//             core's; a converting copyToHost (bf16 gradients) copies fp32
+//             into staging and converts from there on the same pool
 //   timing    CUDA events around every copy and host clocks around every
 //             launch, harvested into DeviceStats and the trace at
 //             synchronize() and stats()
@@ -247,6 +248,8 @@ private:
   mutable std::mutex stagingMu;
   /// Converts the fp32 sources of F32ToBF16 copies (see the file comment).
   ThreadPool convertPool;
+  /// Converts \p n fp32 values at \p src to bf16 at \p dst on convertPool.
+  void convert(const void *src, void *dst, int64_t n);
   mutable std::map<size_t, std::vector<void *>> stagingFree;
   std::map<void *, size_t> stagingSize;
   std::vector<std::unique_ptr<StreamState>> streams;
