@@ -30,6 +30,7 @@ namespace {
 /// it (bytes or a size such as 64MiB; empty: none).
 void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
+                        int64_t checkpointEvery,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
                         const std::string &budget, const std::string &precision,
@@ -44,6 +45,7 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
   MtcInsertRecomputeOptions recompute;
   recompute.recompute = recomputePolicy;
   recompute.budget = budget;
+  recompute.checkpointEvery = checkpointEvery;
   pm.addPass(createMtcInsertRecompute(recompute));
   MtcInsertPrefetchOptions prefetch;
   prefetch.depth = prefetchDepth;
@@ -66,7 +68,8 @@ void buildStreamingPipeline(mlir::OpPassManager &pm,
                             const StreamingPipelineOptions &options) {
   addStreamingPasses(
       pm, options.batch, options.seq, options.microBatches,
-      options.prefetchDepth, options.recompute, options.checkpoints,
+      options.prefetchDepth, options.checkpointEvery, options.recompute,
+      options.checkpoints,
       options.budget > 0 ? std::to_string(options.budget) : std::string(),
       bundle::precisionName(options.precision),
       options.hostBudget > 0 ? std::to_string(options.hostBudget)
@@ -88,6 +91,10 @@ struct StreamingPipelineCLOptions
   Option<int64_t> prefetchDepth{*this, "prefetch-depth",
                                 llvm::cl::desc("weight slots"),
                                 llvm::cl::init(2)};
+  Option<int64_t> checkpointEvery{
+      *this, "checkpoint-every",
+      llvm::cl::desc("segment checkpointing: keep every k-th layer input"),
+      llvm::cl::init(1)};
   Option<RecomputePolicy> recompute{
       *this, "recompute", llvm::cl::desc("what a layer keeps for its backward"),
       llvm::cl::init(RecomputePolicy::Auto), recomputeOptionValues()};
@@ -122,7 +129,8 @@ void registerMtcPipelines() {
       [](mlir::OpPassManager &pm, const StreamingPipelineCLOptions &cl) {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
-                           cl.prefetchDepth, cl.recompute, cl.checkpoints,
+                           cl.prefetchDepth, cl.checkpointEvery, cl.recompute,
+                           cl.checkpoints,
                            cl.budget, cl.precision, cl.hostBudget,
                            cl.optimizerPlacement);
       });

@@ -209,6 +209,8 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
   flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1});
+  flags.push_back(
+      {Flag::Int, "--checkpoint-every", &stream.checkpointEvery, 1});
   flags.push_back({Flag::String, "--checkpoints", &checkpoints});
 }
 
