@@ -154,9 +154,10 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
 /// `--recompute auto` when the full-recompute plan failed with \p errors:
 /// if it was short of host memory and no segment length was given, the
 /// plan with the smallest `checkpoint-every` k >= 2 that fits into \p out.
-/// Stops at the first k whose failure is not host memory (a longer segment
-/// needs more device memory, and k beyond the longest layer loop is an
-/// error).
+/// The host memory a plan needs shrinks as k grows and the device memory
+/// grows: when the longest segment (every instance of the largest layer
+/// kind) is still short of host memory nothing fits; else the search stops
+/// at the first k that fits or whose failure is not host memory.
 bool fitSegments(mlir::ModuleOp lowered, const CompileOptions &options,
                  const std::string &errors,
                  mlir::OwningOpRef<mlir::ModuleOp> &out) {
@@ -164,19 +165,38 @@ bool fitSegments(mlir::ModuleOp lowered, const CompileOptions &options,
   if (options.stream.checkpointEvery != 1 ||
       errors.find(hostShort) == std::string::npos)
     return false;
-  for (int64_t k = 2;; ++k) {
+  int64_t longest = 0;
+  lowered.walk([&](mt::LayerOp l) {
+    longest = std::max<int64_t>(longest, l.getCount());
+  });
+  auto attempt = [&](int64_t k, mlir::OwningOpRef<mlir::ModuleOp> &m,
+                     std::string &why) {
     CompileOptions segmented = options;
     segmented.stream.checkpointEvery = k;
-    mlir::OwningOpRef<mlir::ModuleOp> m = lowered.clone();
+    m = lowered.clone();
+    return runPipelines(*m, segmented, RecomputePolicy::Full, /*quiet=*/true,
+                        why);
+  };
+  if (longest < 2)
+    return false;
+  {
+    mlir::OwningOpRef<mlir::ModuleOp> m;
     std::string why;
-    if (runPipelines(*m, segmented, RecomputePolicy::Full, /*quiet=*/true,
-                     why)) {
+    if (!attempt(longest, m, why) &&
+        why.find(hostShort) != std::string::npos)
+      return false;
+  }
+  for (int64_t k = 2; k <= longest; ++k) {
+    mlir::OwningOpRef<mlir::ModuleOp> m;
+    std::string why;
+    if (attempt(k, m, why)) {
       out = std::move(m);
       return true;
     }
     if (why.find(hostShort) == std::string::npos)
       return false;
   }
+  return false;
 }
 
 /// Runs the training pipeline (mtc-autodiff keeping what \p policy keeps)
