@@ -182,8 +182,7 @@ bool fitSegments(mlir::ModuleOp lowered, const CompileOptions &options,
   {
     mlir::OwningOpRef<mlir::ModuleOp> m;
     std::string why;
-    if (!attempt(longest, m, why) &&
-        why.find(hostShort) != std::string::npos)
+    if (!attempt(longest, m, why) && why.find(hostShort) != std::string::npos)
       return false;
   }
   for (int64_t k = 2; k <= longest; ++k) {

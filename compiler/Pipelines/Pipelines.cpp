@@ -66,15 +66,15 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
 
 void buildStreamingPipeline(mlir::OpPassManager &pm,
                             const StreamingPipelineOptions &options) {
-  addStreamingPasses(
-      pm, options.batch, options.seq, options.microBatches,
-      options.prefetchDepth, options.checkpointEvery, options.recompute,
-      options.checkpoints,
-      options.budget > 0 ? std::to_string(options.budget) : std::string(),
-      bundle::precisionName(options.precision),
-      options.hostBudget > 0 ? std::to_string(options.hostBudget)
-                             : std::string(),
-      options.immediateOptimizer ? "immediate" : "deferred");
+  addStreamingPasses(pm, options.batch, options.seq, options.microBatches,
+                     options.prefetchDepth, options.checkpointEvery,
+                     options.recompute, options.checkpoints,
+                     options.budget > 0 ? std::to_string(options.budget)
+                                        : std::string(),
+                     bundle::precisionName(options.precision),
+                     options.hostBudget > 0 ? std::to_string(options.hostBudget)
+                                            : std::string(),
+                     options.immediateOptimizer ? "immediate" : "deferred");
 }
 
 namespace {
@@ -130,9 +130,8 @@ void registerMtcPipelines() {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
                            cl.prefetchDepth, cl.checkpointEvery, cl.recompute,
-                           cl.checkpoints,
-                           cl.budget, cl.precision, cl.hostBudget,
-                           cl.optimizerPlacement);
+                           cl.checkpoints, cl.budget, cl.precision,
+                           cl.hostBudget, cl.optimizerPlacement);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

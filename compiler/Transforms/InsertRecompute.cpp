@@ -147,7 +147,8 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
              << "checkpoint-every=" << k << " exceeds the " << longest
              << " instances of the longest layer loop (@" << longestLayer
              << "): a segment is at most one loop";
-    step.setCheckpointEveryAttr(Builder(step.getContext()).getI64IntegerAttr(k));
+    step.setCheckpointEveryAttr(
+        Builder(step.getContext()).getI64IntegerAttr(k));
     return success();
   }
 };

@@ -376,8 +376,7 @@ void StreamExecutor::validate() {
     checkpointsOff = bufferOffset("checkpoints", ckptTotal);
   }
   if (segmentLength > 1)
-    segmentOff =
-        bufferOffset("segment", segmentLength * M * activationBytes);
+    segmentOff = bufferOffset("segment", segmentLength * M * activationBytes);
   const bundle::PlanBuffer *stage = p.buffer("stage");
   if (hostStage) {
     // One slot; each stage command is a segment of the stage plan.
@@ -926,7 +925,8 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         const int64_t s0 =
             loop.first + (i - loop.first) / segmentLength * segmentLength;
         const bool keeps = i == s0;
-        const int64_t segSlot = segmentLength > 1 && !loop.forward ? i - s0 : -1;
+        const int64_t segSlot =
+            segmentLength > 1 && !loop.forward ? i - s0 : -1;
         const int64_t pos = keeps ? checkpointIndex(layer, i) : -1;
         if (!loop.forward && segmentLength > 1) {
           const int64_t top =
@@ -955,8 +955,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                                      ? stagingOff + (st * M + mb) * maxCkptBytes
                                      : checkpointsOff + pos + mb * ckpt;
                   forwardOne(call, dev(actOff(in, mb), boundaryBytes),
-                             pos < 0 ? nullptr
-                                     : reinterpret_cast<char *>(dev(dest, ckpt)),
+                             pos < 0
+                                 ? nullptr
+                                 : reinterpret_cast<char *>(dev(dest, ckpt)),
                              dev(actOff(out, mb), boundaryBytes), aux[mb]);
                 }
                 boundWeights = nullptr;
@@ -1208,9 +1209,9 @@ void StreamExecutor::recomputeSegment(const InstanceCall &call, int64_t s0,
     deviceCheck(device.wait(compute, evStagingFree[0]));
     deviceCheck(device.wait(compute, evStagingFree[1]));
     for (int64_t mb = 0; mb < M; ++mb)
-      deviceCheck(device.copyToDevice(
-          compute, segmentSlot(0, mb), hostCkpt.get() + pos + mb * ckpt, bb,
-          device::Convert::None, "restore " + tag));
+      deviceCheck(device.copyToDevice(compute, segmentSlot(0, mb),
+                                      hostCkpt.get() + pos + mb * ckpt, bb,
+                                      device::Convert::None, "restore " + tag));
   } else {
     launchCompute(
         [this, M, pos, ckpt, bb] {

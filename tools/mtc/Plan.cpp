@@ -105,8 +105,8 @@ int runPlan(const std::vector<std::string> &args) {
      << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
      << ", recompute " << step.recompute;
   if (step.checkpointEvery > 1)
-    os << " in segments of " << step.checkpointEvery
-       << " (checkpoint every " << step.checkpointEvery << " instances)";
+    os << " in segments of " << step.checkpointEvery << " (checkpoint every "
+       << step.checkpointEvery << " instances)";
   os << ", checkpoints " << step.checkpoints;
   if (step.precision != "fp32")
     os << ", precision " << step.precision
@@ -137,9 +137,9 @@ int runPlan(const std::vector<std::string> &args) {
       kept += segs;
       instances += count;
       ckptBytes += segs * step.microBatches * l->checkpointBytes;
-      extraFlops += mtc::analysis::segmentExtraForwards(
-                        count, step.checkpointEvery) *
-                    step.microBatches * l->forwardFlops;
+      extraFlops +=
+          mtc::analysis::segmentExtraForwards(count, step.checkpointEvery) *
+          step.microBatches * l->forwardFlops;
     }
   if (step.checkpointEvery > 1)
     os << "segment checkpointing: " << kept << " of " << instances
@@ -147,8 +147,8 @@ int runPlan(const std::vector<std::string> &args) {
           "recomputes the forward of the others once more ("
        << withCommas(extraFlops) << " FLOPs per step), keeping their inputs "
        << "in the device's 'segment' buffer\n";
-  os << "layer checkpoints: " << formatByteSize(ckptBytes) << " ("
-     << ckptBytes << " bytes, " << step.checkpoints << " memory)\n";
+  os << "layer checkpoints: " << formatByteSize(ckptBytes) << " (" << ckptBytes
+     << " bytes, " << step.checkpoints << " memory)\n";
   os << "device budget: "
      << (step.deviceBudget ? formatByteSize(step.deviceBudget) + " (" +
                                  std::to_string(step.deviceBudget) + " bytes)"
