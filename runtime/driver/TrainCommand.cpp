@@ -36,8 +36,8 @@ std::string trainUsage(const Tool &tool) {
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
          "[--host-memory SIZE] "
-         "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] [--checkpoints "
-         "device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
+         "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] "
+         "[--checkpoint-every K] [--checkpoints device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
   else
     u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
@@ -302,7 +302,8 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
   if (!cmd.sets.empty())
     fixed.push_back("--set");
   for (const char *flag : {"--cpu", "--recompute", "--checkpoints",
-                           "--prefetch-depth", "--precision"})
+                           "--prefetch-depth", "--checkpoint-every",
+                           "--precision"})
     if (cmd.given.count(flag))
       fixed.push_back(flag);
   if (!fixed.empty()) {

@@ -294,6 +294,11 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
           ": --recompute auto needs --device-memory (a streaming plan)");
     return false;
   }
+  if (stream.checkpointEvery > 1 && !stream.enabled) {
+    error(std::string(command) + ": --checkpoint-every needs --device-memory "
+                                 "(segment checkpointing is a streaming plan)");
+    return false;
+  }
   if (stream.enabled && (stream.batch < 1 || stream.seq < 1)) {
     error(std::string(command) + ": a streaming plan needs --batch N and "
                                  "--seq N");
