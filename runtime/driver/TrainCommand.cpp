@@ -37,7 +37,8 @@ std::string trainUsage(const Tool &tool) {
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
          "[--host-memory SIZE] "
          "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] "
-         "[--checkpoint-every K] [--checkpoints device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
+         "[--checkpoint-every K] [--checkpoints device|host|auto] [--precision "
+         "fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
   else
     u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
@@ -301,9 +302,9 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
   std::vector<std::string> fixed;
   if (!cmd.sets.empty())
     fixed.push_back("--set");
-  for (const char *flag : {"--cpu", "--recompute", "--checkpoints",
-                           "--prefetch-depth", "--checkpoint-every",
-                           "--precision"})
+  for (const char *flag :
+       {"--cpu", "--recompute", "--checkpoints", "--prefetch-depth",
+        "--checkpoint-every", "--precision"})
     if (cmd.given.count(flag))
       fixed.push_back(flag);
   if (!fixed.empty()) {
