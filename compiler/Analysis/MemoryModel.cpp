@@ -418,7 +418,23 @@ double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
     if (choices.checkpointsOnHost)
       perInstance += 2.0 * static_cast<double>(l->checkpointBytes) /
                      rates.copyBytesPerSecond;
+    if (choices.checkpointEvery > 1 && choices.checkpointsOnHost)
+      perInstance -= 2.0 * static_cast<double>(l->checkpointBytes) /
+                     rates.copyBytesPerSecond;
     seconds += perInstance * static_cast<double>(count * choices.microBatches);
+    if (choices.checkpointEvery > 1) {
+      // Segment checkpointing: only the segments' first instances copy their
+      // checkpoint; the others' forward runs once more.
+      int64_t segments = segmentCount(count, choices.checkpointEvery);
+      if (choices.checkpointsOnHost)
+        seconds += 2.0 * static_cast<double>(l->checkpointBytes) /
+                   rates.copyBytesPerSecond *
+                   static_cast<double>(segments * choices.microBatches);
+      seconds += static_cast<double>(l->forwardFlops) / rates.flopsPerSecond *
+                 static_cast<double>(
+                     segmentExtraForwards(count, choices.checkpointEvery) *
+                     choices.microBatches);
+    }
   }
   return seconds;
 }
@@ -443,8 +459,10 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
       continue;
     boundary = std::max(boundary, l->boundaryBytes);
     maxCkpt = std::max(maxCkpt, l->checkpointBytes);
-    ckptDevice += count * m * l->checkpointBytes;
+    ckptDevice +=
+        segmentCount(count, choices.checkpointEvery) * m * l->checkpointBytes;
   }
+  const int64_t k = std::max<int64_t>(1, choices.checkpointEvery);
   auto add = [&](std::string name, std::string kind, int64_t bytes,
                  bool host = false) {
     bundle::PlanBuffer b;
@@ -456,7 +474,7 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
   };
   add("model.weights", "model_weights", cost.modelWeightBytes);
   add("model.grads", "model_grads", cost.modelGradBytes);
-  for (int64_t i = 0; i < choices.prefetchDepth; ++i)
+  for (int64_t i = 0; i < std::max(choices.prefetchDepth, k); ++i)
     add("weights." + std::to_string(i), "weights", weights);
   add("grads.0", "grads", grads);
   add("grads.1", "grads", grads);
@@ -476,6 +494,10 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
   } else {
     add("checkpoints", "checkpoints", ckptDevice);
   }
+  // Segment checkpointing: the inputs of the recomputed segment's k
+  // instances, every micro-batch's.
+  if (k > 1)
+    add("segment", "activations", k * m * boundary);
   // With host activations the model-level values wait in host memory too:
   // one micro-batch's stage runs in the device slot at a time.
   if (hostActivations) {

@@ -136,6 +136,11 @@ struct PlanChoices {
   /// gradients pass through a host ring (`grads.host`, kGradRingSlots slots
   /// of the largest gradient group) instead of a model-sized buffer.
   bool immediateOptimizer = false;
+  /// Segment checkpointing (docs/streaming.md): only every k-th instance of
+  /// a forward loop keeps its checkpoint, a device `segment` buffer holds k
+  /// boundary activations per micro-batch for the recomputed segment, and
+  /// the device has at least k weight slots. 1: every instance keeps one.
+  int64_t checkpointEvery = 1;
   /// The forward layer loops of the step: (layer, instance count).
   std::vector<std::pair<std::string, int64_t>> forwardLoops;
 };
@@ -170,6 +175,17 @@ struct DeviceRates {
 double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
                             const DeviceRates &rates = {});
 
+/// Segments of at most \p k instances in a loop of \p count: the
+/// checkpoints one micro-batch of the loop keeps (ceil(count / k)).
+inline int64_t segmentCount(int64_t count, int64_t k) {
+  return k <= 1 ? count : (count + k - 1) / k;
+}
+/// Forward passes of one layer instance that segment checkpointing adds per
+/// micro-batch, over a loop of \p count: each segment of s instances
+/// recomputes the forward of its first s - 1 (count - ceil(count / k)).
+inline int64_t segmentExtraForwards(int64_t count, int64_t k) {
+  return count - segmentCount(count, k);
+}
 /// The buffers, sizes and offsets of a step (docs/streaming.md, "Device
 /// buffers"). Loops must name layers of \p cost.
 MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices);

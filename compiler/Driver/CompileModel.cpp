@@ -109,8 +109,9 @@ bool checkStreamOptions(const CompileOptions &options,
     diags.error({}, "a step plan needs --batch and --seq (>= 1)");
     return false;
   }
-  if (s.microBatches < 1 || s.prefetchDepth < 1) {
-    diags.error({}, "--micro-batches and --prefetch-depth must be >= 1");
+  if (s.microBatches < 1 || s.prefetchDepth < 1 || s.checkpointEvery < 1) {
+    diags.error({}, "--micro-batches, --prefetch-depth and --checkpoint-every "
+                    "must be >= 1");
     return false;
   }
   if (s.deviceMemory < 0) {
@@ -140,10 +141,61 @@ double recomputeCost(mlir::ModuleOp module) {
     choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
     choices.checkpointsOnHost =
         step.getCheckpoints() == CheckpointPlacement::Host;
+    choices.checkpointEvery = step.getCheckpointEvery().value_or(1);
     choices.forwardLoops = analysis::forwardLoops(*cost);
     return analysis::recomputeCostSeconds(*cost, choices);
   }
   return 0;
+}
+
+bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
+                  RecomputePolicy policy, bool quiet, std::string &quietErrors);
+
+/// `--recompute auto` when the full-recompute plan failed with \p errors:
+/// if it was short of host memory and no segment length was given, the
+/// plan with the smallest `checkpoint-every` k >= 2 that fits into \p out.
+/// The host memory a plan needs shrinks as k grows and the device memory
+/// grows: when the longest segment (every instance of the largest layer
+/// kind) is still short of host memory nothing fits; else the search stops
+/// at the first k that fits or whose failure is not host memory.
+bool fitSegments(mlir::ModuleOp lowered, const CompileOptions &options,
+                 const std::string &errors,
+                 mlir::OwningOpRef<mlir::ModuleOp> &out) {
+  const char *hostShort = "of host memory";
+  if (options.stream.checkpointEvery != 1 ||
+      errors.find(hostShort) == std::string::npos)
+    return false;
+  int64_t longest = 0;
+  lowered.walk([&](mt::LayerOp l) {
+    longest = std::max<int64_t>(longest, l.getCount());
+  });
+  auto attempt = [&](int64_t k, mlir::OwningOpRef<mlir::ModuleOp> &m,
+                     std::string &why) {
+    CompileOptions segmented = options;
+    segmented.stream.checkpointEvery = k;
+    m = lowered.clone();
+    return runPipelines(*m, segmented, RecomputePolicy::Full, /*quiet=*/true,
+                        why);
+  };
+  if (longest < 2)
+    return false;
+  {
+    mlir::OwningOpRef<mlir::ModuleOp> m;
+    std::string why;
+    if (!attempt(longest, m, why) && why.find(hostShort) != std::string::npos)
+      return false;
+  }
+  for (int64_t k = 2; k <= longest; ++k) {
+    mlir::OwningOpRef<mlir::ModuleOp> m;
+    std::string why;
+    if (attempt(k, m, why)) {
+      out = std::move(m);
+      return true;
+    }
+    if (why.find(hostShort) == std::string::npos)
+      return false;
+  }
+  return false;
 }
 
 /// Runs the training pipeline (mtc-autodiff keeping what \p policy keeps)
@@ -171,6 +223,7 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     sopts.seq = options.stream.seq;
     sopts.microBatches = options.stream.microBatches;
     sopts.prefetchDepth = options.stream.prefetchDepth;
+    sopts.checkpointEvery = options.stream.checkpointEvery;
     sopts.recompute = policy;
     sopts.checkpoints = options.stream.checkpoints;
     sopts.budget = options.stream.deviceMemory;
@@ -349,9 +402,18 @@ bool compileModelSource(const std::string &source, const std::string &path,
         if (runPipelines(*m, options, policy, /*quiet=*/true, ignored))
           fits.push_back(std::move(m));
       }
-      mlir::OwningOpRef<mlir::ModuleOp> full = std::move(lowered);
-      if (!runPipelines(*full, options, RecomputePolicy::Full, false, ignored))
-        return finish(false);
+      mlir::OwningOpRef<mlir::ModuleOp> full = lowered->clone();
+      std::string fullErrors;
+      if (!runPipelines(*full, options, RecomputePolicy::Full, /*quiet=*/true,
+                        fullErrors)) {
+        // Even the layers' inputs exceed the host budget: segment
+        // checkpointing with the smallest segment length that fits.
+        if (!fitSegments(*lowered, options, fullErrors, full)) {
+          full = lowered->clone();
+          runPipelines(*full, options, RecomputePolicy::Full, false, ignored);
+          return finish(false);
+        }
+      }
       out.module = std::move(full);
       for (mlir::OwningOpRef<mlir::ModuleOp> &m : fits)
         if (recomputeCost(*m) <= recomputeCost(*out.module))

@@ -42,6 +42,11 @@ struct StreamOptions {
   int64_t batch = 0, seq = 0; ///< one micro-batch; required (>= 1)
   int64_t microBatches = 1;
   int64_t prefetchDepth = 2; ///< weight slots
+  /// Segment checkpointing (`--checkpoint-every K`, recompute full): only
+  /// every K-th layer instance keeps its input (docs/streaming.md). With
+  /// `--recompute auto` and 1, the smallest K whose plan fits the host
+  /// budget when full recomputation's does not.
+  int64_t checkpointEvery = 1;
   /// Where layer checkpoints live; auto: on the device when the plan fits
   /// the budget, else in host memory (`--checkpoints`, parsed by
   /// parseCheckpointPlacement).

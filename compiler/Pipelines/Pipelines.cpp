@@ -30,6 +30,7 @@ namespace {
 /// it (bytes or a size such as 64MiB; empty: none).
 void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
+                        int64_t checkpointEvery,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
                         const std::string &budget, const std::string &precision,
@@ -45,6 +46,7 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
   MtcInsertRecomputeOptions recompute;
   recompute.recompute = recomputePolicy;
   recompute.budget = budget;
+  recompute.checkpointEvery = checkpointEvery;
   pm.addPass(createMtcInsertRecompute(recompute));
   MtcInsertPrefetchOptions prefetch;
   prefetch.depth = prefetchDepth;
@@ -68,7 +70,8 @@ void buildStreamingPipeline(mlir::OpPassManager &pm,
                             const StreamingPipelineOptions &options) {
   addStreamingPasses(
       pm, options.batch, options.seq, options.microBatches,
-      options.prefetchDepth, options.recompute, options.checkpoints,
+      options.prefetchDepth, options.checkpointEvery, options.recompute,
+      options.checkpoints,
       options.budget > 0 ? std::to_string(options.budget) : std::string(),
       bundle::precisionName(options.precision),
       options.hostBudget > 0 ? std::to_string(options.hostBudget)
@@ -91,6 +94,10 @@ struct StreamingPipelineCLOptions
   Option<int64_t> prefetchDepth{*this, "prefetch-depth",
                                 llvm::cl::desc("weight slots"),
                                 llvm::cl::init(2)};
+  Option<int64_t> checkpointEvery{
+      *this, "checkpoint-every",
+      llvm::cl::desc("segment checkpointing: keep every k-th layer input"),
+      llvm::cl::init(1)};
   Option<RecomputePolicy> recompute{
       *this, "recompute", llvm::cl::desc("what a layer keeps for its backward"),
       llvm::cl::init(RecomputePolicy::Auto), recomputeOptionValues()};
@@ -130,9 +137,9 @@ void registerMtcPipelines() {
       [](mlir::OpPassManager &pm, const StreamingPipelineCLOptions &cl) {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
-                           cl.prefetchDepth, cl.recompute, cl.checkpoints,
-                           cl.budget, cl.precision, cl.hostBudget,
-                           cl.optimizerPlacement, cl.gradDType);
+                           cl.prefetchDepth, cl.checkpointEvery, cl.recompute,
+                           cl.checkpoints, cl.budget, cl.precision,
+                           cl.hostBudget, cl.optimizerPlacement, cl.gradDType);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

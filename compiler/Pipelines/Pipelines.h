@@ -36,6 +36,8 @@ struct StreamingPipelineOptions {
   int64_t batch = 0, seq = 0; ///< one micro-batch, required
   int64_t microBatches = 1;
   int64_t prefetchDepth = 2;
+  /// Segment checkpointing (mtc-insert-recompute checkpoint-every).
+  int64_t checkpointEvery = 1;
   /// Must match how the module was differentiated (mtc-insert-recompute);
   /// auto takes the module's.
   RecomputePolicy recompute = RecomputePolicy::Auto;

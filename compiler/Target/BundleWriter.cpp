@@ -172,6 +172,7 @@ LogicalResult translateStep(stream::StepOp step, bundle::StepPlan &out) {
   out.deviceBudget = step.getDeviceBudget();
   out.devicePeak = step.getDevicePeak();
   out.precision = step.getPrecision().value_or("fp32").str();
+  out.checkpointEvery = step.getCheckpointEvery().value_or(1);
   for (Operation &op : step.getBody().front()) {
     if (auto buffer = dyn_cast<stream::BufferOp>(op)) {
       bundle::PlanBuffer b;

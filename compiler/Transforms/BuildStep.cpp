@@ -113,7 +113,8 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
         stream::CheckpointPlacementAttr::get(ctx, CheckpointPlacement::Device),
         /*checkpoints_auto=*/UnitAttr(),
         /*device_budget=*/i64(0), /*device_peak=*/i64(0),
-        precision == "fp32" ? StringAttr() : b.getStringAttr(precision));
+        precision == "fp32" ? StringAttr() : b.getStringAttr(precision),
+        /*checkpoint_every=*/IntegerAttr());
     Block *body = new Block();
     step.getBody().push_back(body);
     b.setInsertionPointToEnd(body);

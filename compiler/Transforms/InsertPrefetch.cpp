@@ -32,7 +32,11 @@ struct InsertPrefetch : mtc::impl::MtcInsertPrefetchBase<InsertPrefetch> {
                          << (int64_t)depth;
       return signalPassFailure();
     }
-    step.setPrefetchDepth(depth);
+    // Segment checkpointing keeps a segment's instances resident from their
+    // recomputed forward to their backward: one slot each.
+    const int64_t slots =
+        std::max<int64_t>(depth, step.getCheckpointEvery().value_or(1));
+    step.setPrefetchDepth(slots);
     for (auto loop : step.getBody().front().getOps<stream::LayersOp>()) {
       Block &body = loop.getBody().front();
       if (!body.getOps<stream::PrefetchOp>().empty() ||
@@ -50,7 +54,7 @@ struct InsertPrefetch : mtc::impl::MtcInsertPrefetchBase<InsertPrefetch> {
       while (it != body.end() && isa<stream::OptimizerUpdateOp>(*it))
         ++it;
       b.setInsertionPoint(&body, it);
-      stream::PrefetchOp::create(b, loop.getLoc(), depth - 1,
+      stream::PrefetchOp::create(b, loop.getLoc(), slots - 1,
                                  stream::StreamName::H2D, event);
       for (auto compute : body.getOps<stream::ComputeOp>()) {
         b.setInsertionPoint(compute);

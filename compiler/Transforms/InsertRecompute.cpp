@@ -89,6 +89,8 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
       return signalPassFailure();
     }
     step.setRecompute(policy);
+    if (failed(setCheckpointEvery(step, policy)))
+      return signalPassFailure();
     Builder b(&getContext());
     int64_t deviceCkpt = 0;
     for (auto loop : step.getBody().front().getOps<stream::LayersOp>()) {
@@ -97,8 +99,8 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
         continue;
       loop.setCheckpointBytesAttr(b.getI64IntegerAttr(l->checkpointBytes));
       if (loop.isForward())
-        deviceCkpt +=
-            loop.getCount() * step.getMicroBatches() * l->checkpointBytes;
+        deviceCkpt += analysis::segmentCount(loop.getCount(), checkpointEvery) *
+                      step.getMicroBatches() * l->checkpointBytes;
     }
     if (recompute == RecomputePolicy::Auto && policy == RecomputePolicy::None &&
         budgetBytes > 0 && deviceCkpt > budgetBytes) {
@@ -110,6 +112,44 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
                          << describeDifferentiation(RecomputePolicy::Full);
       return signalPassFailure();
     }
+  }
+
+  /// Segment checkpointing: `checkpoint_every` on the step when k > 1;
+  /// errors for k < 1, k longer than every layer loop, k > 1 without full
+  /// recomputation.
+  LogicalResult setCheckpointEvery(stream::StepOp step,
+                                   RecomputePolicy policy) {
+    const int64_t k = checkpointEvery;
+    if (k < 1)
+      return step.emitOpError()
+             << "checkpoint-every must be >= 1 (1: every layer instance "
+                "keeps its input), got "
+             << k;
+    if (k == 1) {
+      step.removeCheckpointEveryAttr();
+      return success();
+    }
+    if (policy != RecomputePolicy::Full)
+      return step.emitOpError()
+             << "checkpoint-every=" << k
+             << " needs recompute=full (a segment's backward recomputes whole "
+                "layers), got recompute="
+             << stream::stringifyRecomputePolicy(policy);
+    int64_t longest = 0;
+    std::string longestLayer;
+    for (auto loop : step.getBody().front().getOps<stream::LayersOp>())
+      if (loop.isForward() && (int64_t)loop.getCount() > longest) {
+        longest = loop.getCount();
+        longestLayer = loop.getLayer().str();
+      }
+    if (k > longest)
+      return step.emitOpError()
+             << "checkpoint-every=" << k << " exceeds the " << longest
+             << " instances of the longest layer loop (@" << longestLayer
+             << "): a segment is at most one loop";
+    step.setCheckpointEveryAttr(
+        Builder(step.getContext()).getI64IntegerAttr(k));
+    return success();
   }
 };
 

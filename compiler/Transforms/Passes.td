@@ -268,6 +268,13 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
     `budget`, a module that keeps all intermediates whose device
     checkpoints alone exceed the budget is an error that names the cure.
 
+    `checkpoint-every=k` (k > 1, with `full` only) sets the step's
+    `checkpoint_every`: segment checkpointing keeps the input of only every
+    k-th instance of each layer loop (the first of each segment of k); the
+    backward of a segment recomputes the forward of its first k - 1
+    instances from it (docs/streaming.md, "Segment checkpointing"). Errors:
+    k < 1, k larger than the longest layer loop, k > 1 with another policy.
+
     Before (layers differentiated with `save=all`: the forward also returns
     `%h`, 256 bytes at `[2, 4]` like the input):
     ```mlir
@@ -298,7 +305,12 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
            "What a layer keeps for its backward; auto: what the module was "
            "differentiated for", "::mtc::recomputeOptionValues()">,
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
-           "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">
+           "Device memory (bytes or 64MiB, 1.5GiB, ...); empty: none">,
+    Option<"checkpointEvery", "checkpoint-every", "int64_t",
+           /*default=*/"1",
+           "Segment checkpointing (recompute full only): keep the input of "
+           "every k-th layer instance; the backward of a segment recomputes "
+           "the forward of its first k - 1 instances">
   ];
 }
 
@@ -333,7 +345,9 @@ def MtcInsertPrefetch : Pass<"mtc-insert-prefetch", "::mlir::ModuleOp"> {
   let options = [
     Option<"depth", "depth", "int64_t", /*default=*/"2",
            "Weight slots (>= 1): the copy of instance i + depth - 1 overlaps "
-           "the compute of instance i">
+           "the compute of instance i; at least the step's checkpoint_every "
+           "(a segment's instances stay resident from their recomputed "
+           "forward to their backward)">
   ];
 }
 

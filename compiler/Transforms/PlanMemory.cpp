@@ -140,6 +140,26 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
           fits.push_back("--recompute full (" +
                          formatByteSize(state + full, true) + ")");
       }
+      // Segment checkpointing: the smallest segment length that fits.
+      if (step.getRecompute() == stream::RecomputePolicy::Full &&
+          choices.checkpointEvery == 1) {
+        int64_t longest = 0;
+        for (const auto &[name, count] : choices.forwardLoops)
+          longest = std::max(longest, count);
+        for (int64_t k = 2; k <= longest; ++k) {
+          analysis::PlanChoices segmented = choices;
+          segmented.checkpointEvery = k;
+          analysis::MemoryPlan sp = analysis::planMemory(cost, segmented);
+          if (deviceBudget > 0 && sp.devicePeak > deviceBudget)
+            break; // longer segments need more device memory
+          if (hostNeed(cost, sp) <= budget) {
+            fits.push_back("--checkpoint-every " + std::to_string(k) +
+                           " (segment checkpointing: " +
+                           formatByteSize(hostNeed(cost, sp), true) + ")");
+            break;
+          }
+        }
+      }
       analysis::PlanChoices device = choices;
       device.checkpointsOnHost = false;
       analysis::MemoryPlan onDevice = analysis::planMemory(cost, device);

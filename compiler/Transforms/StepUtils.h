@@ -66,6 +66,7 @@ inline analysis::PlanChoices choicesOf(stream::StepOp step) {
   c.microBatches = step.getMicroBatches();
   c.prefetchDepth = step.getPrefetchDepth();
   c.checkpointsOnHost = step.getCheckpoints() == CheckpointPlacement::Host;
+  c.checkpointEvery = step.getCheckpointEvery().value_or(1);
   for (auto loop : step.getBody().front().getOps<stream::LayersOp>())
     if (loop.isForward())
       c.forwardLoops.emplace_back(loop.getLayer().str(),

@@ -96,6 +96,15 @@ LogicalResult StepOp::verify() {
     if (*p != "fp32" && *p != "bf16")
       return emitOpError() << "precision must be fp32 or bf16, got '" << *p
                            << "'";
+  if (std::optional<uint64_t> k = getCheckpointEvery()) {
+    if (static_cast<int64_t>(*k) < 1)
+      return emitOpError() << "checkpoint_every must be >= 1, got "
+                           << static_cast<int64_t>(*k);
+    if (*k > 1 && getRecompute() != RecomputePolicy::Full)
+      return emitOpError() << "checkpoint_every " << *k
+                           << " needs recompute = full, got "
+                           << stringifyRecomputePolicy(getRecompute());
+  }
   if (failed(nonNegative(*this, "device_budget", getDeviceBudget())) ||
       failed(nonNegative(*this, "device_peak", getDevicePeak())))
     return failure();

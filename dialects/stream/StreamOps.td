@@ -34,7 +34,12 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
     `checkpoints_auto` records that mtc-insert-offload chose it).
     `device_budget` (0: none given) and `device_peak` (0: not planned yet) are
     bytes. `precision` (optional, `"fp32"` when absent, or `"bf16"`) is how
-    tensors are stored on the device (docs/streaming.md, "Byte rule"). The body holds the `stream.buffer` declarations (a symbol table:
+    tensors are stored on the device (docs/streaming.md, "Byte rule").
+    `checkpoint_every` (optional, 1 when absent; only with `recompute =
+    full`) is segment checkpointing: only every k-th instance of a layer loop
+    keeps its input, and the backward of a segment of k instances recomputes
+    the forward of its first k - 1 from that checkpoint (docs/streaming.md,
+    "Segment checkpointing"). The body holds the `stream.buffer` declarations (a symbol table:
     names are unique) and the commands `stream.load_model_weights`,
     `stream.stage`, `stream.layers` and `stream.return_model_grads`, in
     program order.
@@ -59,7 +64,8 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
                        Stream_CheckpointPlacementAttr:$checkpoints,
                        UnitAttr:$checkpoints_auto,
                        I64Attr:$device_budget, I64Attr:$device_peak,
-                       OptionalAttr<StrAttr>:$precision);
+                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<I64Attr>:$checkpoint_every);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $model `recompute` `=` custom<EnumKeyword>($recompute)

@@ -141,6 +141,12 @@ struct StepPlan {
   /// How tensors are stored on the device (Plan.h, Precision): fp32 | bf16.
   /// JSON: optional "precision" (absent: fp32).
   std::string precision = "fp32";
+  /// Segment checkpointing (docs/streaming.md): only every k-th instance of
+  /// a layer loop keeps its input; the backward of a segment recomputes the
+  /// forward of the others (recompute "full" only; a device `segment`
+  /// buffer, prefetch_depth >= k). JSON: optional "checkpoint_every"
+  /// (absent: 1, written only when > 1).
+  int64_t checkpointEvery = 1;
   int64_t deviceBudget = 0; ///< bytes
   int64_t devicePeak = 0;   ///< bytes the buffers below need
   std::vector<PlanBuffer> buffers;

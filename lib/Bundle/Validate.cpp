@@ -1229,6 +1229,17 @@ void checkStep(const Bundle &b) {
   }
   if (s.buffer("grads.host"))
     need("grads.host", "grads", "host");
+  if (s.checkpointEvery > 1) {
+    // Segment checkpointing: a segment's inputs, and its instances resident.
+    need("segment", "activations", "device");
+    if (s.recompute != "full")
+      fail(where, "checkpoint_every " + std::to_string(s.checkpointEvery) +
+                      " needs recompute 'full', got '" + s.recompute + "'");
+    if (s.prefetchDepth < s.checkpointEvery)
+      fail(where, "checkpoint_every " + std::to_string(s.checkpointEvery) +
+                      " needs at least as many weight slots (prefetch_depth " +
+                      std::to_string(s.prefetchDepth) + ")");
+  }
   if (s.buffer("stage.host")) {
     need("stage.host", "stage", "host");
     if (!s.buffer("activations.host"))

@@ -999,6 +999,10 @@ private:
       out << "streaming: device memory " << streamDevice->capacity()
           << " bytes (plan peak " << plan.devicePeak << "), prefetch depth "
           << plan.prefetchDepth << ", recompute " << plan.recompute
+          << (plan.checkpointEvery > 1
+                  ? " (checkpoint every " +
+                        std::to_string(plan.checkpointEvery) + " instances)"
+                  : std::string())
           << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
           << " bytes\n";
       if (backend) {

@@ -36,8 +36,9 @@ std::string trainUsage(const Tool &tool) {
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
          "[--host-memory SIZE] "
-         "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] [--checkpoints "
-         "device|host|auto] [--precision fp32|bf16] [--optimizer-threads N] "
+         "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] "
+         "[--checkpoint-every K] [--checkpoints device|host|auto] [--precision "
+         "fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
   else
     u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
@@ -211,6 +212,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::String, "--device-memory", &cmd.deviceMemory},
            {Flag::String, "--host-memory", &cmd.hostMemory},
            {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
+           {Flag::Int, "--checkpoint-every", &cmd.checkpointEvery, 1},
            {Flag::String, "--checkpoints", &cmd.checkpoints},
            {Flag::String, "--precision", &cmd.precision},
            {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
@@ -311,8 +313,9 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
   std::vector<std::string> fixed;
   if (!cmd.sets.empty())
     fixed.push_back("--set");
-  for (const char *flag : {"--cpu", "--recompute", "--checkpoints",
-                           "--prefetch-depth", "--precision"})
+  for (const char *flag :
+       {"--cpu", "--recompute", "--checkpoints", "--prefetch-depth",
+        "--checkpoint-every", "--precision"})
     if (cmd.given.count(flag))
       fixed.push_back(flag);
   if (!fixed.empty()) {

@@ -55,6 +55,8 @@ struct TrainCommand {
   std::vector<std::string> sets; ///< --set NAME=VALUE, in order
   std::string cpu, recompute, checkpoints, precision;
   int64_t prefetchDepth = 2;
+  /// Segment checkpointing (`--checkpoint-every K`, docs/streaming.md).
+  int64_t checkpointEvery = 1;
 };
 
 /// Parses and checks `train`'s \p args: every flag of the table, --resume

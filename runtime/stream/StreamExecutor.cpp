@@ -216,6 +216,16 @@ void StreamExecutor::validate() {
   if (p.recompute != "full" && p.recompute != "none" &&
       p.recompute != "selective")
     planError("recompute must be 'full', 'none' or 'selective'");
+  segmentLength = p.checkpointEvery;
+  if (segmentLength < 1)
+    planError("checkpoint_every must be >= 1");
+  if (segmentLength > 1 && p.recompute != "full")
+    planError("checkpoint_every " + std::to_string(segmentLength) +
+              " needs recompute 'full'");
+  if (segmentLength > p.prefetchDepth)
+    planError("checkpoint_every " + std::to_string(segmentLength) +
+              " needs as many weight slots; the plan has " +
+              std::to_string(p.prefetchDepth));
   hostCheckpoints = p.checkpoints == "host";
   // The plan decides (analysis::planMemory: host checkpoints and M > 1):
   // host activations are there when their host buffer is.
@@ -316,6 +326,8 @@ void StreamExecutor::validate() {
       ckptBytes[layer->name] = bytes;
       maxCkptBytes = std::max(maxCkptBytes, bytes);
       for (int64_t i = c.first; i < c.first + c.count; ++i) {
+        if ((i - c.first) % segmentLength != 0)
+          continue; // recomputed from its segment's checkpoint
         ckptIndex[{layer->name, i}] = ckptTotal;
         ckptTotal += M * bytes;
         ++positions;
@@ -364,6 +376,8 @@ void StreamExecutor::validate() {
   } else {
     checkpointsOff = bufferOffset("checkpoints", ckptTotal);
   }
+  if (segmentLength > 1)
+    segmentOff = bufferOffset("segment", segmentLength * M * activationBytes);
   const bundle::PlanBuffer *stage = p.buffer("stage");
   if (hostStage) {
     // One slot; each stage command is a segment of the stage plan.
@@ -439,6 +453,10 @@ int64_t StreamExecutor::actOff(int64_t side, int64_t mb) const {
 
 int64_t StreamExecutor::actSlotOff(bool out, int64_t j) const {
   return activationsOff + ((out ? 2 : 0) + j) * activationBytes;
+}
+
+int64_t StreamExecutor::segmentSlot(int64_t q, int64_t mb) const {
+  return segmentOff + (q * p.microBatches + mb) * activationBytes;
 }
 
 int64_t StreamExecutor::hostBytes() const {
@@ -761,6 +779,8 @@ StreamExecutor::stepOrRaise(const std::vector<const int32_t *> &tokens,
   else
     for (int64_t mb = 0; mb < M; ++mb)
       peak = std::max(peak, stageOff + mb * stageBytes + stageWs[mb].peak());
+  if (segmentLength > 1)
+    peak = std::max(peak, segmentOff + segmentLength * M * activationBytes);
   peak = std::max(peak, workspaceOff + measuredWorkspacePeak);
   stats.devicePeakBytes = peak;
 
@@ -881,7 +901,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         saveHost = c.host;
         break;
       case StepCommandKind::Restore:
-        restoreHost = c.host;
+        // Segment checkpointing restores a segment's checkpoint once, for
+        // its recomputation (recomputeSegment).
+        restoreHost = c.host && segmentLength == 1;
         if (restoreHost && !hostActivations) {
           int64_t pos = checkpointIndex(layer, i);
           // The staging slot is free once compute has read it, and the
@@ -906,12 +928,29 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       case StepCommandKind::Compute: {
         Group *g = &group(layer, i);
         const int64_t wOff = weightsOff[s];
-        const int64_t pos = checkpointIndex(layer, i);
+        // Segment checkpointing: the first instance of each segment keeps
+        // its checkpoint; the backward of a segment starts at its last
+        // instance by recomputing the forward of the others, whose inputs
+        // then wait in the `segment` buffer (slot i - s0).
+        const int64_t s0 =
+            loop.first + (i - loop.first) / segmentLength * segmentLength;
+        const bool keeps = i == s0;
+        const int64_t segSlot =
+            segmentLength > 1 && !loop.forward ? i - s0 : -1;
+        const int64_t pos = keeps ? checkpointIndex(layer, i) : -1;
+        if (!loop.forward && segmentLength > 1) {
+          const int64_t top =
+              std::min(s0 + segmentLength, loop.first + loop.count) - 1;
+          if (i == top)
+            recomputeSegment(call, s0, top);
+        }
+        if (!keeps)
+          saveHost = false;
         InstanceCall inst = call;
         inst.instance = i;
         if (hostActivations) {
           computeHostActivations(loop, vals, aux, inst, k, s, g, wOff, pos,
-                                 saveHost, restoreHost);
+                                 segSlot, saveHost, restoreHost);
         } else if (loop.forward) {
           if (saveHost)
             deviceCheck(device.wait(compute, evStagingFree[st]));
@@ -926,7 +965,9 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
                                      ? stagingOff + (st * M + mb) * maxCkptBytes
                                      : checkpointsOff + pos + mb * ckpt;
                   forwardOne(call, dev(actOff(in, mb), boundaryBytes),
-                             reinterpret_cast<char *>(dev(dest, ckpt)),
+                             pos < 0
+                                 ? nullptr
+                                 : reinterpret_cast<char *>(dev(dest, ckpt)),
                              dev(actOff(out, mb), boundaryBytes), aux[mb]);
                 }
                 boundWeights = nullptr;
@@ -948,14 +989,15 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
           const int64_t gOff = gradsOff[gs];
           deviceCheck(device.wait(compute, evGradFree[gs]));
           launchCompute(
-              [this, M, g, wOff, gOff, pos, in, out, st, restoreHost,
+              [this, M, g, wOff, gOff, pos, in, out, st, restoreHost, segSlot,
                call = inst, boundaryBytes, ckpt] {
                 boundWeights = g;
                 boundWeightsOff = wOff;
                 boundGradsOff = gOff;
                 mem.zero(dev(gOff, g->gradBytes), g->gradBytes);
                 for (int64_t mb = 0; mb < M; ++mb) {
-                  int64_t src = restoreHost
+                  int64_t src = segSlot >= 0 ? segmentSlot(segSlot, mb)
+                                : restoreHost
                                     ? stagingOff + (st * M + mb) * maxCkptBytes
                                     : checkpointsOff + pos + mb * ckpt;
                   backwardOne(call, reinterpret_cast<char *>(dev(src, ckpt)),
@@ -1104,7 +1146,8 @@ void StreamExecutor::runHostStage(const StepCommand &c,
 
 void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
                                 float *y, exec::AuxLoss &aux) {
-  mem.copy(ckpt, x, call.boundaryBytes);
+  if (ckpt)
+    mem.copy(ckpt, x, call.boundaryBytes);
   workspace.reset();
   Workspace::Scope scope(&workspace);
   ex.resetAux();
@@ -1149,11 +1192,79 @@ void StreamExecutor::backwardOne(const InstanceCall &call, char *ckpt,
   measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
 }
 
+void StreamExecutor::recomputeOne(const InstanceCall &call, float *x,
+                                  float *y) {
+  workspace.reset();
+  Workspace::Scope scope(&workspace);
+  ex.resetAux();
+  std::vector<Tensor> outs =
+      valueOrRaise(ex.runLayer(call.layer, call.instance, "forward",
+                               {Tensor::view(call.shape, x, actType)}));
+  ex.resetAux(); // the step's aux losses were counted by the forward pass
+  mem.copy(y, outs.at(0).data(), call.boundaryBytes);
+  measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
+}
+
+void StreamExecutor::recomputeSegment(const InstanceCall &call, int64_t s0,
+                                      int64_t top) {
+  const int64_t M = p.microBatches, bb = call.boundaryBytes;
+  const int64_t pos = checkpointIndex(call.layer, s0), ckpt = call.ckpt;
+  const std::string tag = call.layer + "." + std::to_string(s0);
+  // Slot 0: the segment's checkpoint (its first instance's input) of every
+  // micro-batch. Compute runs in order, so the previous segment's backward
+  // has read the buffer before it is overwritten.
+  if (hostCheckpoints) {
+    // Every offload queued before has landed (the latest record of either
+    // staging slot's event covers them all).
+    deviceCheck(device.wait(compute, evStagingFree[0]));
+    deviceCheck(device.wait(compute, evStagingFree[1]));
+    for (int64_t mb = 0; mb < M; ++mb)
+      deviceCheck(device.copyToDevice(compute, segmentSlot(0, mb),
+                                      hostCkpt.get() + pos + mb * ckpt, bb,
+                                      device::Convert::None, "restore " + tag));
+  } else {
+    launchCompute(
+        [this, M, pos, ckpt, bb] {
+          for (int64_t mb = 0; mb < M; ++mb)
+            mem.copy(dev(segmentSlot(0, mb), bb),
+                     dev(checkpointsOff + pos + mb * ckpt, bb), bb);
+        },
+        "segment input " + tag);
+  }
+  // The segment's other instances: their weights stay in their slots until
+  // their backward (the plan has a slot per instance of a segment).
+  std::vector<std::pair<const Group *, int64_t>> bound;
+  for (int64_t j = s0; j < top; ++j) {
+    const size_t s = static_cast<size_t>(j % p.prefetchDepth);
+    loadWeights(call.layer, j);
+    deviceCheck(device.wait(compute, evWeights[s]));
+    bound.emplace_back(&group(call.layer, j), weightsOff[s]);
+  }
+  if (bound.empty())
+    return;
+  launchCompute(
+      [this, bound, call, s0, M, bb] {
+        for (size_t q = 0; q < bound.size(); ++q) {
+          boundWeights = bound[q].first;
+          boundWeightsOff = bound[q].second;
+          boundGradsOff = -1;
+          InstanceCall c = call;
+          c.instance = s0 + static_cast<int64_t>(q);
+          const int64_t from = static_cast<int64_t>(q);
+          for (int64_t mb = 0; mb < M; ++mb)
+            recomputeOne(c, dev(segmentSlot(from, mb), bb),
+                         dev(segmentSlot(from + 1, mb), bb));
+        }
+        boundWeights = nullptr;
+      },
+      "recompute " + tag + ".." + std::to_string(top - 1));
+}
+
 void StreamExecutor::computeHostActivations(
     const LoopInfo &loop, std::vector<std::vector<Tensor>> &vals,
     std::vector<exec::AuxLoss> &aux, const InstanceCall &call, int64_t k,
-    size_t weightSlot, Group *g, int64_t wOff, int64_t pos, bool saveHost,
-    bool restoreHost) {
+    size_t weightSlot, Group *g, int64_t wOff, int64_t pos, int64_t segSlot,
+    bool saveHost, bool restoreHost) {
   const int64_t M = p.microBatches, bb = call.boundaryBytes, ckpt = call.ckpt;
   const bool first = k == 0, last = k + 1 == loop.count;
   const bool forward = loop.forward;
@@ -1202,8 +1313,8 @@ void StreamExecutor::computeHostActivations(
     const bool stageIn = first && !hostStage, stageOut = last && !hostStage;
     launchCompute(
         [this, &vals, &aux, op, call, g, wOff, gOff, mb, stageIn, stageOut,
-         forward, inOff, outOff, staging, saveHost, restoreHost, pos, bb,
-         ckpt] {
+         forward, inOff, outOff, staging, saveHost, restoreHost, pos, segSlot,
+         bb, ckpt] {
           boundWeights = g;
           boundWeightsOff = wOff;
           boundGradsOff = forward ? -1 : gOff;
@@ -1217,10 +1328,16 @@ void StreamExecutor::computeHostActivations(
             x = dev(inOff, bb);
           }
           float *y = dev(outOff, bb);
-          char *c = reinterpret_cast<char *>(
-              (forward ? saveHost : restoreHost)
-                  ? dev(staging, ckpt)
-                  : dev(checkpointsOff + pos + mb * ckpt, ckpt));
+          // No checkpoint: an instance inside a segment (its forward keeps
+          // none; its backward reads its input from the segment buffer).
+          char *c = nullptr;
+          if (segSlot >= 0)
+            c = reinterpret_cast<char *>(dev(segmentSlot(segSlot, mb), bb));
+          else if (pos >= 0)
+            c = reinterpret_cast<char *>(
+                (forward ? saveHost : restoreHost)
+                    ? dev(staging, ckpt)
+                    : dev(checkpointsOff + pos + mb * ckpt, ckpt));
           if (forward) {
             forwardOne(call, x, c, y, aux[mb]);
           } else {

@@ -157,6 +157,19 @@ private:
   void forwardOne(const InstanceCall &call, float *x, char *ckpt, float *y,
                   exec::AuxLoss &aux);
   void backwardOne(const InstanceCall &call, char *ckpt, float *dy, float *dx);
+  /// The forward of one micro-batch through one instance again, from \p x
+  /// to \p y, keeping nothing and counting no aux loss (segment
+  /// checkpointing).
+  void recomputeOne(const InstanceCall &call, float *x, float *y);
+  /// Segment checkpointing, at the backward of a segment's last instance
+  /// \p top: the checkpoint of its first instance \p s0 into slot 0 of the
+  /// `segment` buffer, the weights of s0 .. top - 1 into their slots (where
+  /// they stay until their backward), and their forward over every
+  /// micro-batch, instance s0 + q writing the input of the next into slot
+  /// q + 1.
+  void recomputeSegment(const InstanceCall &call, int64_t s0, int64_t top);
+  /// The `segment` buffer's slot of instance s0 + \p q, micro-batch \p mb.
+  int64_t segmentSlot(int64_t q, int64_t mb) const;
   /// How weights are converted on their way in (bf16 plans: to bf16).
   device::Convert weightConvert() const;
 
@@ -170,7 +183,8 @@ private:
                               std::vector<exec::AuxLoss> &aux,
                               const InstanceCall &call, int64_t k,
                               size_t weightSlot, Group *g, int64_t wOff,
-                              int64_t pos, bool saveHost, bool restoreHost);
+                              int64_t pos, int64_t segSlot, bool saveHost,
+                              bool restoreHost);
 
   /// One stage command with a host stage: per micro-batch, the values it
   /// reads come from host memory into the stage slot, its ops run there, and
@@ -294,6 +308,12 @@ private:
   /// Checkpoint position of each (layer, instance), in forward order.
   std::map<std::pair<std::string, int64_t>, int64_t> ckptIndex;
   std::map<std::string, int64_t> ckptBytes;
+  /// Segment checkpointing (the plan's checkpoint_every; 1: off): the
+  /// instances of a loop fall into segments of this many, only the first of
+  /// each keeps a checkpoint (pos < 0 for the others), and the `segment`
+  /// buffer holds the inputs of one segment's instances, every
+  /// micro-batch's.
+  int64_t segmentLength = 1, segmentOff = 0;
   int64_t maxCkptBytes = 0;
 
   exec::Workspace workspace;

@@ -118,6 +118,56 @@ TEST(StreamPlan, RecomputeCostAndHostActivations) {
   }
 }
 
+TEST(StreamPlan, SegmentCheckpointing) {
+  // Segments of k: ceil(count / k) checkpoints per loop and micro-batch,
+  // count - ceil(count / k) extra forwards.
+  EXPECT_EQ(analysis::segmentCount(5, 1), 5);
+  EXPECT_EQ(analysis::segmentCount(5, 2), 3);
+  EXPECT_EQ(analysis::segmentCount(6, 3), 2);
+  EXPECT_EQ(analysis::segmentExtraForwards(5, 2), 2);
+  EXPECT_EQ(analysis::segmentExtraForwards(5, 5), 4);
+  EXPECT_EQ(analysis::segmentExtraForwards(5, 1), 0);
+
+  analysis::ModelCost cost;
+  analysis::LayerCost a;
+  a.name = "A";
+  a.forwardFlops = a.recomputeFlops = 3000;
+  a.checkpointBytes = a.boundaryBytes = 64;
+  a.weightBytes = 1024;
+  cost.layers = {a};
+  analysis::PlanChoices choices;
+  choices.microBatches = 2;
+  choices.forwardLoops = {{"A", 5}};
+  analysis::DeviceRates rates{1000.0, 100.0};
+  auto find = [](const analysis::MemoryPlan &p, const std::string &name) {
+    for (const bundle::PlanBuffer &buf : p.buffers)
+      if (buf.name == name)
+        return buf.bytes;
+    return int64_t(-1);
+  };
+  analysis::MemoryPlan whole = analysis::planMemory(cost, choices);
+  EXPECT_EQ(find(whole, "checkpoints"), 5 * 2 * 64);
+  EXPECT_EQ(find(whole, "segment"), -1);
+  // k = 3: segments [0, 3) and [3, 5); three weight slots; the segment
+  // buffer holds 3 inputs of both micro-batches.
+  choices.checkpointEvery = 3;
+  analysis::MemoryPlan seg = analysis::planMemory(cost, choices);
+  EXPECT_EQ(find(seg, "checkpoints"), 2 * 2 * 64);
+  EXPECT_EQ(find(seg, "segment"), 3 * 2 * 64);
+  EXPECT_EQ(find(seg, "weights.2"), 1024);
+  EXPECT_EQ(find(seg, "weights.3"), -1);
+  // Cost: 5 x 2 x 3 s of full recomputation plus (5 - 2) x 2 x 3 s of
+  // recomputed segment forwards; with host checkpoints 2 x 64 / 100 s for
+  // each of the 2 x 2 kept checkpoints only.
+  EXPECT_DOUBLE_EQ(analysis::recomputeCostSeconds(cost, choices, rates),
+                   30.0 + 18.0);
+  choices.checkpointsOnHost = true;
+  EXPECT_DOUBLE_EQ(analysis::recomputeCostSeconds(cost, choices, rates),
+                   30.0 + 18.0 + 4 * 1.28);
+  analysis::MemoryPlan host = analysis::planMemory(cost, choices);
+  EXPECT_EQ(find(host, "checkpoints.host"), 2 * 2 * 64);
+}
+
 TEST(StreamPlan, BundleStepRoundTrip) {
   CompileOptions opts;
   opts.recompute = RecomputePolicy::Auto;

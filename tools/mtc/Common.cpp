@@ -221,6 +221,8 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
   flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1});
+  flags.push_back(
+      {Flag::Int, "--checkpoint-every", &stream.checkpointEvery, 1});
   flags.push_back({Flag::String, "--checkpoints", &checkpoints});
 }
 
@@ -302,6 +304,11 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
   if (recompute == "auto" && !stream.enabled) {
     error(std::string(command) +
           ": --recompute auto needs --device-memory (a streaming plan)");
+    return false;
+  }
+  if (stream.checkpointEvery > 1 && !stream.enabled) {
+    error(std::string(command) + ": --checkpoint-every needs --device-memory "
+                                 "(segment checkpointing is a streaming plan)");
     return false;
   }
   if (stream.enabled && (stream.batch < 1 || stream.seq < 1)) {

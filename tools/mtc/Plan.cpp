@@ -103,8 +103,11 @@ int runPlan(const std::vector<std::string> &args) {
   os << "step: " << step.microBatches << " micro-batch"
      << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
      << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
-     << ", recompute " << step.recompute << ", checkpoints "
-     << step.checkpoints;
+     << ", recompute " << step.recompute;
+  if (step.checkpointEvery > 1)
+    os << " in segments of " << step.checkpointEvery << " (checkpoint every "
+       << step.checkpointEvery << " instances)";
+  os << ", checkpoints " << step.checkpoints;
   if (step.precision != "fp32")
     os << ", precision " << step.precision
        << " (weights and activations bf16 on the device, gradients fp32)";
@@ -114,6 +117,7 @@ int runPlan(const std::vector<std::string> &args) {
     mtc::analysis::PlanChoices choices;
     choices.microBatches = step.microBatches;
     choices.checkpointsOnHost = step.checkpoints == "host";
+    choices.checkpointEvery = step.checkpointEvery;
     choices.forwardLoops = mtc::analysis::forwardLoops(cost);
     mtc::analysis::DeviceRates rates;
     char buf[200];
@@ -125,6 +129,26 @@ int runPlan(const std::vector<std::string> &args) {
                   rates.flopsPerSecond / 1e9, rates.copyBytesPerSecond / 1e9);
     os << buf;
   }
+  // Every layer checkpoint of the step, wherever it is kept.
+  int64_t ckptBytes = 0, kept = 0, instances = 0, extraFlops = 0;
+  for (const auto &[name, count] : mtc::analysis::forwardLoops(cost))
+    if (const mtc::analysis::LayerCost *l = cost.layer(name)) {
+      int64_t segs = mtc::analysis::segmentCount(count, step.checkpointEvery);
+      kept += segs;
+      instances += count;
+      ckptBytes += segs * step.microBatches * l->checkpointBytes;
+      extraFlops +=
+          mtc::analysis::segmentExtraForwards(count, step.checkpointEvery) *
+          step.microBatches * l->forwardFlops;
+    }
+  if (step.checkpointEvery > 1)
+    os << "segment checkpointing: " << kept << " of " << instances
+       << " layer instances keep their input; the backward of each segment "
+          "recomputes the forward of the others once more ("
+       << withCommas(extraFlops) << " FLOPs per step), keeping their inputs "
+       << "in the device's 'segment' buffer\n";
+  os << "layer checkpoints: " << formatByteSize(ckptBytes) << " (" << ckptBytes
+     << " bytes, " << step.checkpoints << " memory)\n";
   os << "device budget: "
      << (step.deviceBudget ? formatByteSize(step.deviceBudget) + " (" +
                                  std::to_string(step.deviceBudget) + " bytes)"
@@ -151,6 +175,8 @@ int runPlan(const std::vector<std::string> &args) {
   printCudaReserve(os, device,
                    step.deviceBudget ? step.deviceBudget : step.devicePeak);
   int64_t n = cost.totalInstances();
+  // Segment checkpointing loads no more: a segment's instances stay in their
+  // slots from the recomputed forward to their backward.
   int64_t resident = std::min<int64_t>(step.prefetchDepth, n);
   int64_t loads = 2 * n - resident;
   int64_t loadBytes = 0;
@@ -214,6 +240,9 @@ int runPlan(const std::vector<std::string> &args) {
   os << "host_bytes_per_param: " << perParam << "\n";
   os << "host_checkpoint_bytes: " << hostCkpt << "\n";
   os << "host_memory_bytes: " << hostTotal << "\n";
+  os << "recompute: " << step.recompute << "\n";
+  os << "checkpoint_every: " << step.checkpointEvery << "\n";
+  os << "checkpoint_bytes: " << ckptBytes << "\n";
   return 0;
 }
 

@@ -34,6 +34,7 @@ int runTrain(const std::vector<std::string> &args) {
   mtc::CompileOptions copts;
   copts.cpu = cmd.cpu;
   copts.stream.prefetchDepth = cmd.prefetchDepth;
+  copts.stream.checkpointEvery = cmd.checkpointEvery;
   if (!parseOverrides("train", cmd.sets, copts.overrides))
     return 1;
   std::string deviceMemory = cmd.deviceMemory, recompute = cmd.recompute;

@@ -27,7 +27,7 @@ const Command kCommands[] = {
      "full|none|selective|auto] [--set "
      "NAME=VALUE]... [--device-memory SIZE|auto --batch N --seq N "
      "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] "
-     "[--checkpoints "
+     "[--checkpoint-every K] [--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
      "cpu|cuda|cuda-emu]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
@@ -46,7 +46,7 @@ const Command kCommands[] = {
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE|auto] "
      "[--host-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
-     "auto|full|selective|none] "
+     "auto|full|selective|none] [--checkpoint-every K] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
      "NAME=VALUE]... [--device cpu|cuda|cuda-emu]",
      "print the streaming memory plan of a model: device buffers, peak, "

@@ -734,3 +734,45 @@ module {
     }
   }
 }
+
+// -----
+
+module {
+  mt.model @Tiny {
+    mt.layer @Block x 4 {
+      mt.param @w : !mt.tensor<[8, 8], f32> init normal [2.0e-02]
+      func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+        return %x : !mt.tensor<[B, S, 8], f32>
+      }
+    }
+    func.func @forward(%t: !mt.tensor<[B, S], i32>, %y: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+      %c = mt.constant 1.0 : !mt.tensor<[], f32>
+      return %c : !mt.tensor<[], f32>
+    }
+  }
+  // Segment checkpointing recomputes whole layers: full only.
+  // expected-error @+1 {{checkpoint_every 2 needs recompute = full, got selective}}
+  stream.step @Tiny recompute = selective checkpoints = device attributes {batch = 4 : i64, seq = 64 : i64, micro_batches = 2 : i64, prefetch_depth = 2 : i64, device_budget = 67108864 : i64, device_peak = 8388608 : i64, checkpoint_every = 2 : i64} {
+  }
+}
+
+// -----
+
+module {
+  mt.model @Tiny {
+    mt.layer @Block x 4 {
+      mt.param @w : !mt.tensor<[8, 8], f32> init normal [2.0e-02]
+      func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+        return %x : !mt.tensor<[B, S, 8], f32>
+      }
+    }
+    func.func @forward(%t: !mt.tensor<[B, S], i32>, %y: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+      %c = mt.constant 1.0 : !mt.tensor<[], f32>
+      return %c : !mt.tensor<[], f32>
+    }
+  }
+  // A segment has at least one instance.
+  // expected-error @+1 {{checkpoint_every must be >= 1, got 0}}
+  stream.step @Tiny recompute = full checkpoints = device attributes {batch = 4 : i64, seq = 64 : i64, micro_batches = 2 : i64, prefetch_depth = 2 : i64, device_budget = 67108864 : i64, device_peak = 8388608 : i64, checkpoint_every = 0 : i64} {
+  }
+}

@@ -152,11 +152,23 @@ def plan_no_workspace(b):
             buf["name"] = "scratch"
 
 
+def plan_segment_no_buffer(b):
+    # Segment checkpointing asked of a plan that has no segment buffer.
+    b["step"]["checkpoint_every"] = 2
+
+
+def plan_segment_slots(b):
+    # Segments longer than the weight slots (a segment's instances stay
+    # resident from their recomputed forward to their backward).
+    b["step"]["checkpoint_every"] = b["step"]["prefetch_depth"] + 1
+
+
 MUTATIONS = {f.__name__.replace("_", "-"): f for f in [
     matmul_wrong_operand, embedding_swapped, matmul_as_add, damaged_kernels,
     fused_operand, value_out_of_range, unknown_op, missing_attribute, ill_typed_attribute,
     use_before_definition, unknown_parameter, targets_as_float,
-    missing_checksum, plan_loop_count, plan_no_workspace]}
+    missing_checksum, plan_loop_count, plan_no_workspace,
+    plan_segment_no_buffer, plan_segment_slots]}
 
 
 def main():
