@@ -27,7 +27,9 @@
 #include "runtime/device/CpuDevice.h"
 #include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
+#include "runtime/dist/Communicator.h"
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DataParallel.h"
 #include "runtime/driver/DeviceModel.h"
 #include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
@@ -526,9 +528,9 @@ public:
     if (opts.threads > 0)
       cpu::setThreads(opts.threads);
     for (Status (TrainRun::*stage)() :
-         {&TrainRun::checkModel, &TrainRun::claimOutputs, &TrainRun::openData,
-          &TrainRun::checkResume, &TrainRun::checkHostMemory,
-          &TrainRun::createState}) {
+         {&TrainRun::checkModel, &TrainRun::checkRanks, &TrainRun::claimOutputs,
+          &TrainRun::openData, &TrainRun::checkResume,
+          &TrainRun::checkHostMemory, &TrainRun::createState}) {
       if (Status st = (this->*stage)(); !st.ok())
         return fail(st);
       if (nothingToTrain)
@@ -536,7 +538,8 @@ public:
     }
     for (Status (TrainRun::*stage)() :
          {&TrainRun::initializeWeights, &TrainRun::createExecutors,
-          &TrainRun::createOptimizer, &TrainRun::openMetrics})
+          &TrainRun::createDataParallel, &TrainRun::createOptimizer,
+          &TrainRun::openMetrics})
       if (Status st = (this->*stage)(); !st.ok())
         return fail(st);
     if (Status st = printHeader(); !st.ok())
@@ -549,8 +552,48 @@ public:
 private:
   /// Prints "TOOL: error: MESSAGE" and returns 1.
   int fail(const Status &st) {
-    err << opts.toolName << ": error: " << st.message() << "\n";
+    err << opts.toolName << ": error: " << rankTag() << st.message() << "\n";
     return 1;
+  }
+
+  /// "rank R of N: " in a data-parallel run ("" otherwise).
+  std::string rankTag() const {
+    if (ranks == 1)
+      return "";
+    return "rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
+           ": ";
+  }
+
+  /// Data parallelism (docs/distributed.md): this rank and the ranks, and
+  /// before anything is allocated, every rank's binary, model and options
+  /// against rank 0's.
+  Status checkRanks() {
+    if (!opts.world || opts.world->size() == 1)
+      return Status::success();
+    rank = opts.world->rank();
+    ranks = opts.world->size();
+    localBatch = rankBatch(opts);
+    return DataParallel::checkConsistent(*opts.world, b, opts);
+  }
+
+  /// The gradient sums over the ranks, started as each layer instance's
+  /// gradients are final: by the host executor after each instance's
+  /// backward (in the last micro-batch), by the stream executor after each
+  /// group's gradients reach host memory.
+  Status createDataParallel() {
+    if (ranks == 1)
+      return Status::success();
+    Expected<std::unique_ptr<DataParallel>> d =
+        DataParallel::create(opts.world, b, *store);
+    if (!d)
+      return d.status();
+    dp = std::move(*d);
+    if (streamer)
+      streamer->setGradsReadyHook(
+          [this](const std::vector<exec::ParamSlot *> &ss) {
+            dp->slotsDone(ss);
+          });
+    return Status::success();
   }
 
   /// The model can be trained at --batch and --seq; the optimizer
@@ -583,7 +626,7 @@ private:
           "--seq " + std::to_string(opts.seq) +
           " exceeds the model's max_seq " +
           std::to_string(static_cast<int64_t>(maxSeq->second)));
-    return bundle::checkTokenShapes(b, opts.batch, opts.seq);
+    return bundle::checkTokenShapes(b, rankBatch(opts), opts.seq);
   }
 
   /// Outputs against inputs first (nothing is touched yet), then the one
@@ -591,7 +634,8 @@ private:
   Status claimOutputs() {
     if (Status st = checkTrainPaths(opts, opts.outDir); !st.ok())
       return st;
-    if (!opts.outDir.empty()) {
+    // Rank 0 alone writes checkpoints (the ranks hold the same state).
+    if (!opts.outDir.empty() && rank == 0) {
       Expected<CheckpointLock> l = CheckpointLock::acquire(opts.outDir);
       if (!l)
         return l.status();
@@ -805,14 +849,18 @@ private:
   /// CPU device, or a CudaDevice with the CUDA backend).
   Status createStreaming() {
     const bundle::StepPlan &plan = *b.step;
-    if (plan.batch != opts.batch || plan.seq != opts.seq ||
+    if (plan.batch != localBatch || plan.seq != opts.seq ||
         plan.microBatches != opts.microBatches)
       return Status::error(
           "the bundle's step plan is for --batch " +
           std::to_string(plan.batch) + " --seq " + std::to_string(plan.seq) +
           " --micro-batches " + std::to_string(plan.microBatches) + ", not " +
-          std::to_string(opts.batch) + " / " + std::to_string(opts.seq) +
-          " / " + std::to_string(opts.microBatches) +
+          std::to_string(localBatch) +
+          (ranks > 1 ? " (--batch " + std::to_string(opts.batch) + " over " +
+                           std::to_string(ranks) + " ranks)"
+                     : std::string()) +
+          " / " + std::to_string(opts.seq) + " / " +
+          std::to_string(opts.microBatches) +
           "; pass those or recompile the plan (mtc compile "
           "--device-memory ...)");
     if (!opts.useKernels)
@@ -922,7 +970,7 @@ private:
   /// --metrics: resuming appends, after dropping the records of steps after
   /// the checkpoint (an interrupted run may have logged them).
   Status openMetrics() {
-    if (opts.metrics.empty())
+    if (opts.metrics.empty() || rank != 0)
       return Status::success();
     Status trimmed = startStep > 0 ? trimMetrics(opts.metrics, startStep)
                                    : Status::success();
@@ -964,6 +1012,11 @@ private:
                   ? std::string("interpreted")
                   : "compiled for " + b.cpuKernelsTarget)
           << "\n";
+    if (dp)
+      out << "data parallel: " << ranks << " ranks over " << opts.world->name()
+          << ", " << localBatch
+          << " rows of every micro-batch each; gradients summed per layer "
+             "instance while the backward runs\n";
     for (const std::string &n : notes)
       out << "note: " << n << "\n";
     if (startStep > 0)
@@ -1029,7 +1082,10 @@ private:
 
   /// The step loop, to --steps, --stop-after or a stop signal.
   Status runSteps() {
-    progress.emplace(opts.steps, stdout, 10);
+    // Rank 0 alone prints progress.
+    if (rank != 0)
+      quiet.reset(std::fopen("/dev/null", "w"));
+    progress.emplace(opts.steps, quiet ? quiet.get() : stdout, 10);
     start = nowSeconds();
     lastStep =
         opts.stopAfter > 0 ? std::min(opts.stopAfter, opts.steps) : opts.steps;
@@ -1074,7 +1130,9 @@ private:
     else
       for (const exec::ParamSlot &s : store->slots())
         sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
-    double norm = std::sqrt(sumsq) / opts.microBatches;
+    // The gradients hold the sum over micro-batches (and ranks) of each
+    // one's mean.
+    double norm = std::sqrt(sumsq) / (opts.microBatches * ranks);
     // A diverged step is never applied: the weights (and every checkpoint)
     // stay those of the last good step.
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -1103,6 +1161,14 @@ private:
                    step == opts.steps;
     // SIGINT/SIGTERM: this step is the last; it is saved like the end.
     stoppedBy = signals->received();
+    if (dp) {
+      // Every rank stops after the same step.
+      Expected<bool> any = dp->any(stoppedBy != 0);
+      if (!any)
+        return any.status();
+      if (*any && !stoppedBy)
+        stoppedBy = SIGINT;
+    }
     bool saveNow = !outDir.empty() &&
                    ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
                     step == lastStep || stoppedBy != 0);
@@ -1111,7 +1177,7 @@ private:
       if (Status st = streamer->flush(); !st.ok())
         return st;
     double valLoss = std::nan("");
-    if (evalNow) {
+    if (evalNow && rank == 0) {
       Expected<double> v =
           evaluate(*ex, *data, opts.batch, opts.seq, opts.evalBatches);
       if (!v)
@@ -1138,13 +1204,17 @@ private:
   /// their sum.
   Expected<double> forwardBackward(int64_t step) {
     double loss = 0;
+    // Data parallel: the windows one process would draw; this rank's rows.
+    const int64_t rows = rank * localBatch * opts.seq;
+    if (dp)
+      dp->beginStep();
     if (streamer) {
       // Layer-major: every micro-batch's tokens at once.
       std::vector<const int32_t *> ins, tgs;
       for (int64_t m = 0; m < opts.microBatches; ++m) {
         sampler->sample(step - 1, m, streamIn[m].data(), streamTg[m].data());
-        ins.push_back(streamIn[m].data());
-        tgs.push_back(streamTg[m].data());
+        ins.push_back(streamIn[m].data() + rows);
+        tgs.push_back(streamTg[m].data() + rows);
       }
       Expected<std::vector<double>> losses = streamer->step(ins, tgs);
       if (!losses)
@@ -1155,14 +1225,30 @@ private:
       store->zeroGrads();
       for (int64_t m = 0; m < opts.microBatches; ++m) {
         sampler->sample(step - 1, m, in.data(), tg.data());
-        Expected<double> l =
-            ex->forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
-        if (!l)
+        // In the last micro-batch each instance's gradient is final after
+        // its backward: its sum over the ranks starts then.
+        if (dp && m + 1 == opts.microBatches)
+          ex->setInstanceGradHook([this](const std::string &l, int64_t i) {
+            dp->instanceDone(l, i);
+          });
+        Expected<double> l = ex->forwardBackward(
+            in.data() + rows, tg.data() + rows, localBatch, opts.seq);
+        ex->setInstanceGradHook(nullptr);
+        if (!l) {
+          if (dp)
+            (void)dp->finishGradients();
           return l.status();
+        }
         loss += *l;
       }
     }
-    return loss / opts.microBatches;
+    loss /= opts.microBatches;
+    if (!dp)
+      return loss;
+    if (!immediate)
+      if (Status st = dp->finishGradients(); !st)
+        return st;
+    return dp->mean(loss);
   }
 
   /// AdamW at \p lr with the gradients clipped to --clip by their global
@@ -1172,13 +1258,14 @@ private:
     double scale = 1.0;
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
+    const double n = static_cast<double>(opts.microBatches * ranks);
     if (!streamer) {
       adamw->step(tensors, step, static_cast<float>(lr),
-                  static_cast<float>(scale / opts.microBatches));
+                  static_cast<float>(scale / n));
       return Status::success();
     }
     float flr = static_cast<float>(lr);
-    float fscale = static_cast<float>(scale / opts.microBatches);
+    float fscale = static_cast<float>(scale / n);
     train::AdamW &deferred = *deferredAdamW;
     return streamer->deferUpdate([&deferred, step, flr, fscale](
                                      const std::vector<exec::ParamSlot *> &ss) {
@@ -1202,10 +1289,16 @@ private:
     slotSumsq.assign(store->slots().size(), 0.0);
     nonFinite = false;
     float flr = static_cast<float>(lr);
-    float fscale = static_cast<float>(1.0 / opts.microBatches);
+    float fscale = static_cast<float>(
+        1.0 / static_cast<double>(opts.microBatches * ranks));
     return streamer->updateImmediately(
         [this, step, flr, fscale](const std::vector<exec::ParamSlot *> &ss,
                                   const std::vector<const float *> &grads) {
+          // Data parallel: the ring slot's gradients summed over the ranks
+          // first, on this (the optimizer stream's) thread.
+          if (dp)
+            if (Status st = dp->reduceNow(ss, grads); !st)
+              throw std::runtime_error(st.message());
           bool finite = true;
           for (size_t i = 0; i < ss.size(); ++i) {
             double s = train::sumOfSquares(grads[i], ss[i]->value.size(),
@@ -1239,6 +1332,13 @@ private:
         {"step_time_s", dt}};
     if (evalNow && std::isfinite(valLoss))
       f.push_back({"val_loss", valLoss});
+    if (dp) {
+      f.push_back({"ranks", static_cast<int64_t>(ranks)});
+      f.push_back({"allreduce_bytes", dp->allreduceBytes()});
+      f.push_back({"allreduce_exposed_s", dp->exposedSeconds()});
+      if (!streamer)
+        f.push_back({"host_bytes", hostBytes});
+    }
     if (streamer) {
       const stream::StepStats &ss = streamer->lastStats();
       f.push_back({"h2d_bytes", ss.h2dBytes});
@@ -1284,6 +1384,8 @@ private:
         << std::defaultfloat << "\n";
     if (!opts.outDir.empty())
       out << "checkpoint: " << opts.outDir << " (step " << lastStep << ")\n";
+    if (stoppedBy && rank != 0)
+      return 128 + stoppedBy;
     if (stoppedBy) {
       out.flush();
       err << opts.toolName << ": stopped by "
@@ -1297,7 +1399,7 @@ private:
     if (lastStep < opts.steps)
       out << "stopped after step " << lastStep << " of " << opts.steps
           << " (--stop-after); continue with --resume\n";
-    if (opts.sampleTokens > 0) {
+    if (opts.sampleTokens > 0 && rank == 0) {
       train::Rng rng(opts.seed, 99);
       Expected<std::vector<int32_t>> prompt =
           encodeText(tok.get(), opts.samplePrompt);
@@ -1371,6 +1473,16 @@ private:
   int64_t lastStep = 0, lastValStep = 0, savedStep = 0;
   double lastVal = 0;
   int stoppedBy = 0; ///< the signal that stopped the run
+
+  // Data parallelism: this rank, the ranks, this rank's rows of every
+  // micro-batch, the gradient sums; /dev/null for the other ranks' progress.
+  int rank = 0, ranks = 1;
+  int64_t localBatch = opts.batch;
+  std::unique_ptr<DataParallel> dp;
+  struct CloseFile {
+    void operator()(FILE *f) const { std::fclose(f); }
+  };
+  std::unique_ptr<FILE, CloseFile> quiet;
 };
 
 int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
@@ -1486,15 +1598,31 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
 
 int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
           std::ostream &err) {
+  // Data parallel: rank 0 alone prints; every rank's errors are printed, and
+  // a rank that fails ends every rank (the others would wait for it in
+  // their next collective).
+  dist::Communicator *world =
+      opts.world && opts.world->size() > 1 ? opts.world.get() : nullptr;
+  std::ostream discard(nullptr);
+  std::ostream &o = world && world->rank() != 0 ? discard : out;
+  std::string tag = world ? "rank " + std::to_string(world->rank()) + " of " +
+                                std::to_string(world->size()) + ": "
+                          : "";
+  int code = 1;
   try {
-    return TrainRun(b, opts, out, err).run();
+    code = TrainRun(b, opts, o, err).run();
   } catch (const std::bad_alloc &) {
-    err << opts.toolName << ": error: out of host memory (batch " << opts.batch
-        << " x seq " << opts.seq << "); lower --batch or --seq\n";
+    err << opts.toolName << ": error: " << tag << "out of host memory (batch "
+        << opts.batch << " x seq " << opts.seq << "); lower --batch or --seq\n";
   } catch (const std::exception &e) {
-    err << opts.toolName << ": error: " << e.what() << "\n";
+    err << opts.toolName << ": error: " << tag << e.what() << "\n";
   }
-  return 1;
+  if (world && code != 0 && code < 128) {
+    err.flush();
+    out.flush();
+    world->abort(code);
+  }
+  return code;
 }
 
 int generate(const std::string &dir, const GenerateOptions &opts,

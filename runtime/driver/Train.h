@@ -10,9 +10,14 @@
 #include "lib/Bundle/Bundle.h"
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
+
+namespace mtc::dist {
+class Communicator;
+} // namespace mtc::dist
 
 namespace mtc::driver {
 
@@ -88,7 +93,16 @@ struct TrainOptions {
   /// The program the user ran ("mtc", "mtc-run"): messages start with it
   /// ("mtc-run: error: ...").
   std::string toolName = "mtc";
+  /// Data parallelism (docs/distributed.md): --data-parallel auto|mpi|off,
+  /// and the ranks it opened (null: one process). `batch` stays the global
+  /// batch; each rank trains on batch / size of its rows.
+  std::string dataParallel = "auto";
+  std::shared_ptr<dist::Communicator> world;
 };
+
+/// The rows of every micro-batch this rank trains on: the global --batch
+/// divided among the ranks of opts.world.
+int64_t rankBatch(const TrainOptions &opts);
 
 /// Trains \p b and returns a process exit code (errors are printed to
 /// \p err with what to do about them).

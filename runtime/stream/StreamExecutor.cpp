@@ -532,6 +532,10 @@ void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
           d2h, g.slots[q]->grad.data(), devOff + g.gradOffsets[q],
           4 * static_cast<int64_t>(g.slots[q]->grad.size()),
           "grads " + g.slots[q]->name));
+    if (gradsReady)
+      launchWork(
+          d2h, [fn = gradsReady, slots = g.slots] { fn(slots); },
+          "grads ready");
     return;
   }
   const size_t r = static_cast<size_t>(ringNext++ % ringSlots);

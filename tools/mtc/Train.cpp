@@ -53,8 +53,9 @@ int runTrain(const std::vector<std::string> &args) {
     // The CUDA backend runs the fused regions as CUDA C (docs/cuda.md).
     copts.cudaKernels = true;
   }
-  // Streaming: the step plan is compiled for this run's micro-batch shape.
-  copts.stream.batch = opts.batch;
+  // Streaming: the step plan is compiled for this run's micro-batch shape
+  // (data parallel: this rank's rows of it).
+  copts.stream.batch = mtc::driver::rankBatch(opts);
   copts.stream.seq = opts.seq;
   copts.stream.microBatches = opts.microBatches;
   // Without clipping AdamW can run as soon as each layer's gradient is
