@@ -556,6 +556,19 @@ private:
     return 1;
   }
 
+  /// Test hook MTC_TEST_KILL_RANK=R@N: rank R of a data-parallel run is
+  /// killed (SIGKILL, no cleanup) at the start of step N, as a crashed node
+  /// would stop (docs/distributed.md, "Faults").
+  void testKillHook(int64_t step) const {
+    const char *env = std::getenv("MTC_TEST_KILL_RANK");
+    if (!env || ranks == 1)
+      return;
+    char *end = nullptr;
+    long r = std::strtol(env, &end, 10);
+    if (*end == '@' && r == rank && std::strtoll(end + 1, nullptr, 10) == step)
+      std::raise(SIGKILL);
+  }
+
   /// "rank R of N: " in a data-parallel run ("" otherwise).
   std::string rankTag() const {
     if (ranks == 1)
@@ -1113,6 +1126,7 @@ private:
   /// One step: forward and backward over every micro-batch, the update,
   /// then metrics, evaluation and saving as due.
   Status runStep(int64_t step) {
+    testKillHook(step);
     double t0 = nowSeconds();
     double lr = sched.at(step);
     if (immediate)
