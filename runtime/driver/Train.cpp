@@ -552,7 +552,9 @@ public:
 private:
   /// Prints "TOOL: error: MESSAGE" and returns 1.
   int fail(const Status &st) {
-    err << opts.toolName << ": error: " << rankTag() << st.message() << "\n";
+    // One write: the ranks' lines do not interleave.
+    err << (opts.toolName + ": error: " + rankTag() + st.message() + "\n");
+    err.flush();
     return 1;
   }
 
