@@ -39,18 +39,28 @@ GradientReducer::~GradientReducer() {
   worker.join();
 }
 
-Status GradientReducer::sum(const Buffers &bufs) {
+namespace {
+/// The job that sums \p bufs in place.
+GradientReducer::Job sumJob(GradientReducer::Buffers bufs) {
+  return [bufs = std::move(bufs)](Communicator &c, int64_t &bytes) {
+    for (const auto &[p, count] : bufs) {
+      if (Status st = c.allreduceSum(p, count); !st)
+        return st;
+      bytes += 4 * count;
+    }
+    return Status::success();
+  };
+}
+} // namespace
+
+Status GradientReducer::run(const Job &job) {
   double t0 = now();
   int64_t n = 0;
-  for (const auto &[p, count] : bufs) {
-    if (Status st = comm->allreduceSum(p, count); !st)
-      return st;
-    n += count;
-  }
+  Status st = job(*comm, n);
   std::lock_guard<std::mutex> g(mu);
-  bytes_ += 4 * n;
+  bytes_ += n;
   busy_ += now() - t0;
-  return Status::success();
+  return st;
 }
 
 void GradientReducer::loop() {
@@ -59,13 +69,13 @@ void GradientReducer::loop() {
     cv.wait(lk, [&] { return stopping || !queue.empty(); });
     if (queue.empty())
       return;
-    Buffers job = std::move(queue.front());
+    Job job = std::move(queue.front());
     queue.pop_front();
     busy = true;
     bool failed = !firstError.ok();
     lk.unlock();
     // After an error the rest is skipped: the collectives no longer match.
-    Status st = failed ? Status::success() : sum(job);
+    Status st = failed ? Status::success() : run(job);
     lk.lock();
     if (!st && firstError.ok())
       firstError = st;
@@ -75,9 +85,13 @@ void GradientReducer::loop() {
 }
 
 void GradientReducer::enqueue(Buffers bufs) {
+  enqueue(sumJob(std::move(bufs)));
+}
+
+void GradientReducer::enqueue(Job job) {
   {
     std::lock_guard<std::mutex> g(mu);
-    queue.push_back(std::move(bufs));
+    queue.push_back(std::move(job));
   }
   cv.notify_all();
 }
@@ -92,7 +106,11 @@ Status GradientReducer::wait() {
   return st;
 }
 
-Status GradientReducer::reduceNow(const Buffers &bufs) { return sum(bufs); }
+Status GradientReducer::reduceNow(const Buffers &bufs) {
+  return run(sumJob(bufs));
+}
+
+Status GradientReducer::runNow(const Job &job) { return run(job); }
 
 double GradientReducer::busySeconds() const {
   std::lock_guard<std::mutex> g(mu);

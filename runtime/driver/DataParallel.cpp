@@ -19,12 +19,21 @@ int64_t rankBatch(const TrainOptions &opts) {
   return opts.batch / n;
 }
 
+bool shardsOptimizer(const TrainOptions &opts) {
+  return opts.world && opts.world->size() > 1 && opts.shardOptimizer != "off";
+}
+
 Status openDataParallel(TrainOptions &opts) {
   if (opts.dataParallel != "auto" && opts.dataParallel != "mpi" &&
       opts.dataParallel != "off")
     return Status::error("train: --data-parallel expects auto, mpi or off, "
                          "got '" +
                          opts.dataParallel + "'");
+  if (opts.shardOptimizer != "auto" && opts.shardOptimizer != "on" &&
+      opts.shardOptimizer != "off")
+    return Status::error("train: --shard-optimizer expects auto, on or off, "
+                         "got '" +
+                         opts.shardOptimizer + "'");
   Expected<std::shared_ptr<dist::Communicator>> w =
       dist::openWorld(opts.dataParallel);
   if (!w)
@@ -153,6 +162,8 @@ void DataParallel::beginStep() {
 
 void DataParallel::enqueue(const std::vector<exec::ParamSlot *> &slots) {
   dist::GradientReducer::Buffers bufs;
+  std::vector<exec::ParamSlot *> todo;
+  std::vector<const float *> grads;
   {
     std::lock_guard<std::mutex> g(mu);
     for (exec::ParamSlot *s : slots) {
@@ -161,10 +172,40 @@ void DataParallel::enqueue(const std::vector<exec::ParamSlot *> &slots) {
         continue;
       done = true;
       bufs.push_back({s->grad.data(), static_cast<int64_t>(s->grad.size())});
+      todo.push_back(s);
+      grads.push_back(s->grad.data());
     }
   }
-  if (!bufs.empty())
+  if (bufs.empty())
+    return;
+  if (!sharded) {
     reducer->enqueue(std::move(bufs));
+    return;
+  }
+  reducer->enqueue([this, todo = std::move(todo), grads = std::move(grads)](
+                       dist::Communicator &c, int64_t &bytes) {
+    return sharded->scatter(c, todo, grads, bytes);
+  });
+}
+
+Status DataParallel::scatterNow(const std::vector<exec::ParamSlot *> &slots,
+                                const std::vector<const float *> &grads) {
+  return reducer->runNow([&](dist::Communicator &c, int64_t &bytes) {
+    return sharded->scatter(c, slots, grads, bytes);
+  });
+}
+
+Status DataParallel::shardedUpdate(train::AdamW &adamw, int64_t step, float lr,
+                                   float gradScale) {
+  return reducer->runNow([&](dist::Communicator &c, int64_t &bytes) {
+    return sharded->update(c, adamw, step, lr, gradScale, bytes);
+  });
+}
+
+Status DataParallel::gatherMoments(bool gather) {
+  return reducer->runNow([&](dist::Communicator &c, int64_t &) {
+    return sharded->gatherMoments(c, gather);
+  });
 }
 
 void DataParallel::instanceDone(const std::string &layer, int64_t instance) {
@@ -189,6 +230,12 @@ Status DataParallel::reduceNow(const std::vector<exec::ParamSlot *> &slots,
     bufs.push_back({const_cast<float *>(grads[i]),
                     static_cast<int64_t>(slots[i]->value.size())});
   return reducer->reduceNow(bufs);
+}
+
+Expected<double> DataParallel::sum(double v) {
+  if (Status st = world->allreduceSum(&v, 1); !st)
+    return st;
+  return v;
 }
 
 Expected<double> DataParallel::mean(double v) {

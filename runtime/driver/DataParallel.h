@@ -16,6 +16,7 @@
 #include "lib/Bundle/Bundle.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/GradientReducer.h"
+#include "runtime/driver/ShardedOptimizer.h"
 #include "runtime/driver/Train.h"
 #include "runtime/exec/ParamStore.h"
 
@@ -66,6 +67,20 @@ public:
   Status reduceNow(const std::vector<exec::ParamSlot *> &slots,
                    const std::vector<const float *> &grads);
 
+  /// With a sharded optimizer the gradients are reduce-scattered into
+  /// \p sharded's ranges instead of summed whole (null: summed whole).
+  void setSharded(ShardedOptimizer *sharded) { this->sharded = sharded; }
+  /// Reduce-scatters \p grads (of \p slots) now, on the calling thread.
+  Status scatterNow(const std::vector<exec::ParamSlot *> &slots,
+                    const std::vector<const float *> &grads);
+  /// The sharded optimizer's update (ShardedOptimizer::update) and moments
+  /// (gatherMoments), over the reducer's communicator (nothing enqueued).
+  Status shardedUpdate(train::AdamW &adamw, int64_t step, float lr,
+                       float gradScale);
+  Status gatherMoments(bool gather);
+
+  /// The sum of \p v over the ranks.
+  Expected<double> sum(double v);
   /// The mean of \p v over the ranks.
   Expected<double> mean(double v);
   /// Whether \p v is non-zero on any rank.
@@ -84,6 +99,7 @@ private:
 
   std::shared_ptr<dist::Communicator> world;
   std::unique_ptr<dist::GradientReducer> reducer;
+  ShardedOptimizer *sharded = nullptr;
   std::vector<exec::ParamSlot *> all;
   std::map<std::pair<std::string, int64_t>, std::vector<exec::ParamSlot *>>
       instances;

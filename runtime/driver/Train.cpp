@@ -588,6 +588,19 @@ private:
     rank = opts.world->rank();
     ranks = opts.world->size();
     localBatch = rankBatch(opts);
+    if (shardsOptimizer(opts)) {
+      if (opts.optimizerPlacement == "immediate")
+        return Status::error(
+            "--optimizer-placement immediate updates whole tensors on every "
+            "rank; the sharded optimizer (the default with several ranks) "
+            "updates each rank's part after the backward: add "
+            "--shard-optimizer off, or leave out --optimizer-placement");
+      // The update waits for the backward; gradients still leave the device
+      // through the plan's ring when it has one (no model-sized buffer).
+      shard = true;
+      ringGrads = immediate || (b.step && b.step->buffer("grads.host"));
+      immediate = false;
+    }
     return DataParallel::checkConsistent(*opts.world, b, opts);
   }
 
@@ -603,6 +616,16 @@ private:
     if (!d)
       return d.status();
     dp = std::move(*d);
+    dp->setSharded(sharded.get());
+    if (streamer && shard && ringGrads)
+      // Each group's gradients are reduce-scattered out of the ring slot on
+      // the optimizer stream, as soon as they are there.
+      return streamer->updateImmediately(
+          [this](const std::vector<exec::ParamSlot *> &ss,
+                 const std::vector<const float *> &grads) {
+            if (Status st = dp->scatterNow(ss, grads); !st)
+              throw std::runtime_error(st.message());
+          });
     if (streamer)
       streamer->setGradsReadyHook(
           [this](const std::vector<exec::ParamSlot *> &ss) {
@@ -739,7 +762,10 @@ private:
                      std::to_string(opts.seq) + " micro-batch";
     std::vector<std::pair<std::string, double>> parts;
     // A file-backed state is paged to its file, not held in RAM.
-    if (opts.hostStateFile.empty())
+    if (opts.hostStateFile.empty() && shard)
+      parts.push_back({"parameters and this rank's shard of the AdamW state",
+                       params * (4.0 + (ringGrads ? 0 : 4) + 12.0 / ranks)});
+    else if (opts.hostStateFile.empty())
       parts.push_back(
           {immediate ? "parameters and AdamW state"
                      : "parameters, gradients and AdamW state",
@@ -793,7 +819,8 @@ private:
   Status createState() {
     exec::HostStateOptions hopts;
     hopts.file = opts.hostStateFile;
-    hopts.gradients = !immediate; // they pass through the plan's ring
+    hopts.gradients = !immediate && !(shard && ringGrads); // through the ring
+    hopts.moments = !shard; // each rank's part: ShardedOptimizer
     Expected<std::unique_ptr<exec::ParamStore>> created =
         exec::ParamStore::create(b, hopts);
     if (!created)
@@ -803,12 +830,19 @@ private:
     // they can be asynchronous on a GPU (best effort).
     if (b.step)
       store->pin(&unpinned);
+    if (shard)
+      sharded = std::make_unique<ShardedOptimizer>(rank, ranks, *store);
     if (ckDir.empty()) {
       store->initialize(opts.seed);
       return Status::success();
     }
+    // A sharded optimizer reads the whole moments, then keeps its part.
+    if (sharded)
+      (void)sharded->gatherMoments(*opts.world, /*gather=*/false);
     Expected<TrainerState> state =
         readCheckpoint(ckDir, b, *store, &notes, opts.allowModelChange);
+    if (sharded)
+      state ? sharded->keepShards() : sharded->releaseMoments();
     if (!state)
       return state.status();
     startStep = state->step;
@@ -1029,9 +1063,14 @@ private:
           << "\n";
     if (dp)
       out << "data parallel: " << ranks << " ranks over " << opts.world->name()
-          << ", " << localBatch
-          << " rows of every micro-batch each; gradients summed per layer "
-             "instance while the backward runs\n";
+          << ", " << localBatch << " rows of every micro-batch each; gradients "
+          << (sharded ? "reduce-scattered" : "summed")
+          << " per layer instance while the backward runs\n";
+    if (sharded)
+      out << "optimizer: sharded (each rank: AdamW m, v and the summed "
+             "gradient of 1/"
+          << ranks << " of every tensor, " << sharded->hostBytes()
+          << " bytes; updated values all-gathered)\n";
     for (const std::string &n : notes)
       out << "note: " << n << "\n";
     if (startStep > 0)
@@ -1041,7 +1080,7 @@ private:
 
     in.assign(opts.batch * opts.seq, 0);
     tg.assign(opts.batch * opts.seq, 0);
-    hostBytes = store->hostBytes();
+    hostBytes = store->hostBytes() + (sharded ? sharded->hostBytes() : 0);
     if (streamer) {
       streamIn.assign(opts.microBatches, in);
       streamTg.assign(opts.microBatches, tg);
@@ -1067,14 +1106,15 @@ private:
             << " bytes; in use on the device " << total - free << " of "
             << total << "\n";
       }
-      out << "optimizer: "
-          << (immediate ? "immediate (AdamW as soon as a layer's gradient is "
-                          "final; gradients through a ring of " +
-                              std::to_string(streamer->gradRingSlots()) +
-                              " slots in host memory)"
-                        : std::string("deferred (AdamW of each layer just "
-                                      "before its next load)"))
-          << "\n";
+      if (!sharded)
+        out << "optimizer: "
+            << (immediate ? "immediate (AdamW as soon as a layer's gradient is "
+                            "final; gradients through a ring of " +
+                                std::to_string(streamer->gradRingSlots()) +
+                                " slots in host memory)"
+                          : std::string("deferred (AdamW of each layer just "
+                                        "before its next load)"))
+            << "\n";
     }
     if (streamer || store->fileBacked()) {
       out << "host state: " << store->hostBytes() << " bytes";
@@ -1140,7 +1180,13 @@ private:
     double loss = *stepLoss;
     // Summed in the store's order whichever placement computed the parts.
     double sumsq = 0;
-    if (immediate)
+    if (sharded) {
+      // Each rank's parts, summed over the ranks.
+      Expected<double> all = dp->sum(sharded->sumOfSquares());
+      if (!all)
+        return all.status();
+      sumsq = *all;
+    } else if (immediate)
       for (double s : slotSumsq)
         sumsq += s;
     else
@@ -1185,7 +1231,9 @@ private:
       if (*any && !stoppedBy)
         stoppedBy = SIGINT;
     }
-    bool saveNow = !outDir.empty() &&
+    // Every rank takes part in a save (a sharded optimizer gathers the
+    // moments); rank 0 writes it.
+    bool saveNow = !opts.outDir.empty() &&
                    ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
                     step == lastStep || stoppedBy != 0);
     // The host executor and checkpoints read updated weights.
@@ -1275,6 +1323,9 @@ private:
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
     const double n = static_cast<double>(opts.microBatches * ranks);
+    if (sharded)
+      return dp->shardedUpdate(*adamw, step, static_cast<float>(lr),
+                               static_cast<float>(scale / n));
     if (!streamer) {
       adamw->step(tensors, step, static_cast<float>(lr),
                   static_cast<float>(scale / n));
@@ -1352,6 +1403,8 @@ private:
       f.push_back({"ranks", static_cast<int64_t>(ranks)});
       f.push_back({"allreduce_bytes", dp->allreduceBytes()});
       f.push_back({"allreduce_exposed_s", dp->exposedSeconds()});
+      f.push_back({"host_state_bytes",
+                   store->hostBytes() + (sharded ? sharded->hostBytes() : 0)});
       if (!streamer)
         f.push_back({"host_bytes", hostBytes});
     }
@@ -1376,8 +1429,15 @@ private:
           "parameter '" + bad + "' holds a NaN or an infinity after step " +
           std::to_string(step) + "; not saving it" + untouched());
     }
+    if (sharded)
+      if (Status st = dp->gatherMoments(/*gather=*/true); !st)
+        return st;
     TrainerState state{step, loss, lastVal, lastValStep, opts, dataId};
-    if (Status st = writeCheckpoint(outDir, b, *store, state); !st.ok())
+    Status st = rank == 0 ? writeCheckpoint(outDir, b, *store, state)
+                          : Status::success();
+    if (sharded)
+      sharded->releaseMoments();
+    if (!st.ok())
       return Status::error("saving the checkpoint: " + st.message());
     savedStep = step;
     return Status::success();
@@ -1495,6 +1555,10 @@ private:
   int rank = 0, ranks = 1;
   int64_t localBatch = opts.batch;
   std::unique_ptr<DataParallel> dp;
+  /// --shard-optimizer: the update waits for the backward; gradients leave
+  /// the device through the plan's ring when it has one.
+  bool shard = false, ringGrads = false;
+  std::unique_ptr<ShardedOptimizer> sharded;
   struct CloseFile {
     void operator()(FILE *f) const { std::fclose(f); }
   };

@@ -98,11 +98,18 @@ struct TrainOptions {
   /// batch; each rank trains on batch / size of its rows.
   std::string dataParallel = "auto";
   std::shared_ptr<dist::Communicator> world;
+  /// --shard-optimizer auto|on|off: each rank keeps the AdamW state and the
+  /// summed gradient of 1/N of every tensor (driver/ShardedOptimizer.h);
+  /// auto: on with more than one rank.
+  std::string shardOptimizer = "auto";
 };
 
 /// The rows of every micro-batch this rank trains on: the global --batch
 /// divided among the ranks of opts.world.
 int64_t rankBatch(const TrainOptions &opts);
+/// Whether this run shards the optimizer state among its ranks
+/// (--shard-optimizer on, or auto with more than one rank).
+bool shardsOptimizer(const TrainOptions &opts);
 
 /// Trains \p b and returns a process exit code (errors are printed to
 /// \p err with what to do about them).

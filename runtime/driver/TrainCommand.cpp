@@ -33,7 +33,7 @@ std::string trainUsage(const Tool &tool) {
       "FILE.safetensors|DIR] [--stop-after N] "
       "[--metrics FILE.jsonl] [--threads N] [--sample-prompt "
       "TEXT] [--sample-tokens N] [--kernels on|off] "
-      "[--data-parallel auto|mpi|off] ";
+      "[--data-parallel auto|mpi|off] [--shard-optimizer auto|on|off] ";
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
@@ -219,7 +219,8 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::String, "--tokenizer", &opts.tokenizer},
            {Flag::String, "--host-state-file", &opts.hostStateFile},
            {Flag::String, "--device", &opts.device},
-           {Flag::String, "--data-parallel", &opts.dataParallel}},
+           {Flag::String, "--data-parallel", &opts.dataParallel},
+           {Flag::String, "--shard-optimizer", &opts.shardOptimizer}},
           pos, &cmd.given);
       !st.ok())
     return st;

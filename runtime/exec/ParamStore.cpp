@@ -63,7 +63,10 @@ ParamStore::ParamStore(const bundle::Bundle &b) : bundle(b) {
 
 Status ParamStore::allocate(const HostStateOptions &options) {
   size_t blockBytes = elements * sizeof(float);
-  auto allocated = [&](int k) { return options.gradients || k != 1; };
+  auto allocated = [&](int k) {
+    return k == 0 || (k == 1 && options.gradients) ||
+           (k > 1 && options.moments);
+  };
   if (options.file.empty()) {
     for (int k = 0; k < 4; ++k) {
       if (!allocated(k))
@@ -85,7 +88,7 @@ Status ParamStore::allocate(const HostStateOptions &options) {
           "removed as soon as it is mapped)");
     size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     size_t stride = roundUp(blockBytes, page);
-    const int blocks = options.gradients ? 4 : 3;
+    const int blocks = 1 + options.gradients + 2 * options.moments;
     Expected<device::HostBuffer> buf = host.allocateFileBacked(
         statePath, static_cast<int64_t>(blocks * stride), "parameter state");
     if (!buf)
@@ -107,8 +110,8 @@ Status ParamStore::allocate(const HostStateOptions &options) {
       at[k] = base[k] ? base[k] + s.offset : nullptr;
     s.value = HostArray(at[0], n);
     s.grad = HostArray(at[1], at[1] ? n : 0);
-    s.m = HostArray(at[2], n);
-    s.v = HostArray(at[3], n);
+    s.m = HostArray(at[2], at[2] ? n : 0);
+    s.v = HostArray(at[3], at[3] ? n : 0);
   }
   return Status::success();
 }

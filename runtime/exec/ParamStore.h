@@ -82,6 +82,10 @@ struct HostStateOptions {
   /// placement, whose gradients pass through the stream executor's
   /// `grads.host` ring). Every slot's `grad` is then empty (null data).
   bool gradients = true;
+  /// false: no AdamW m and v blocks (a sharded optimizer keeps its part of
+  /// them elsewhere, docs/distributed.md). Every slot's `m` and `v` is then
+  /// empty (null data).
+  bool moments = true;
 };
 
 class ParamStore {

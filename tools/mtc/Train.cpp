@@ -60,9 +60,13 @@ int runTrain(const std::vector<std::string> &args) {
   copts.stream.microBatches = opts.microBatches;
   // Without clipping AdamW can run as soon as each layer's gradient is
   // final: the plan then carries the gradient ring (12 B/param).
+  // A sharded optimizer (data parallel) reduce-scatters each group's
+  // gradients out of the same ring, so no model-sized gradient buffer
+  // exists either.
   copts.stream.immediateOptimizer =
       opts.optimizerPlacement == "immediate" ||
-      (opts.optimizerPlacement == "auto" && opts.clip == 0);
+      (opts.optimizerPlacement == "auto" && opts.clip == 0) ||
+      mtc::driver::shardsOptimizer(opts);
   // Without a device budget and without --recompute, keep the activations
   // (recompute none: no forward recomputed in the backward, as PyTorch eager
   // does) when that fits comfortably in host memory; else keep the matmul

@@ -133,7 +133,13 @@ int mpiAllgatherv(int h, const void *send, void *recv, const int64_t *counts) {
     displs[r] = static_cast<int>(at);
     at += counts[r];
   }
-  return MPI_Allgatherv(send, n[rank], MPI_BYTE, recv, n.data(), displs.data(),
+  // This rank's part already in place in recv: MPI_IN_PLACE (MPI forbids
+  // overlapping send and receive buffers).
+  const void *src = send;
+  if (static_cast<const char *>(send) ==
+      static_cast<const char *>(recv) + displs[rank])
+    src = MPI_IN_PLACE;
+  return MPI_Allgatherv(src, n[rank], MPI_BYTE, recv, n.data(), displs.data(),
                         MPI_BYTE, c);
 }
 

@@ -1,12 +1,13 @@
 """Checks the data-parallel fields of an `mtc train --metrics` file.
 
 usage: check-dp-metrics.py FILE.jsonl --ranks N --allreduce-bytes B
-       [--max-host-bytes-per-param X --params P]
+       [--max-state-bytes-per-param X --params P]
 
 Every record must carry `ranks` N, `allreduce_bytes` B (the bytes of the
-gradients summed over the ranks in that step), a finite `allreduce_exposed_s`
-and `host_bytes`; with --max-host-bytes-per-param, host_bytes / P must not
-exceed X. Prints one line (what held) or the first violation (exit 1).
+gradients reduced over the ranks in that step, and of the values gathered
+with a sharded optimizer), a finite `allreduce_exposed_s`, `host_bytes` and
+`host_state_bytes`; with --max-state-bytes-per-param, host_state_bytes / P
+(this rank's parameters, gradients and AdamW state) must not exceed X. Prints one line (what held) or the first violation (exit 1).
 Standard library only.
 """
 import json
@@ -24,7 +25,7 @@ def main():
     worst = 0.0
     for r in recs:
         for key in ("ranks", "allreduce_bytes", "allreduce_exposed_s",
-                    "host_bytes"):
+                    "host_bytes", "host_state_bytes"):
             if key not in r:
                 print(f"step {r['step']}: no '{key}'")
                 return 1
@@ -36,15 +37,15 @@ def main():
             print(f"step {r['step']}: allreduce_exposed_s not finite")
             return 1
         if "--params" in opts:
-            per = r["host_bytes"] / int(opts["--params"])
+            per = r["host_state_bytes"] / int(opts["--params"])
             worst = max(worst, per)
-            if per > float(opts["--max-host-bytes-per-param"]):
-                print(f"step {r['step']}: host_bytes {r['host_bytes']} is "
-                      f"{per:.2f} B/param")
+            if per > float(opts["--max-state-bytes-per-param"]):
+                print(f"step {r['step']}: host_state_bytes "
+                      f"{r['host_state_bytes']} is {per:.2f} B/param")
                 return 1
     line = f"{len(recs)} steps: ranks {ranks}, allreduce_bytes {want}"
     if "--params" in opts:
-        line += f", host bytes/param <= {opts['--max-host-bytes-per-param']}"
+        line += f", host state {worst:.2f} B/param"
     print(line)
     return 0
 
