@@ -819,6 +819,9 @@ private:
   Status createState() {
     exec::HostStateOptions hopts;
     hopts.file = opts.hostStateFile;
+    // Ranks on one node map files of their own (PATH.rank1, ...).
+    if (rank > 0 && !hopts.file.empty())
+      hopts.file += ".rank" + std::to_string(rank);
     hopts.gradients = !immediate && !(shard && ringGrads); // through the ring
     hopts.moments = !shard; // each rank's part: ShardedOptimizer
     Expected<std::unique_ptr<exec::ParamStore>> created =
@@ -1446,7 +1449,7 @@ private:
   /// The trace, the summary, how the run stopped and the sample; returns
   /// the exit code.
   int finish() {
-    if (!opts.trace.empty() && streamDevice) {
+    if (!opts.trace.empty() && streamDevice && rank == 0) {
       if (Status st = trace.write(opts.trace); !st)
         return fail(st);
       out << "trace: " << opts.trace << "\n";
