@@ -913,8 +913,12 @@ private:
                      : std::string()) +
           " / " + std::to_string(opts.seq) + " / " +
           std::to_string(opts.microBatches) +
-          "; pass those or recompile the plan (mtc compile "
-          "--device-memory ...)");
+          (ranks > 1
+               ? "; with " + std::to_string(ranks) + " ranks pass --batch " +
+                     std::to_string(plan.batch * ranks) +
+                     " (each rank runs the plan's batch)"
+               : std::string("; pass those")) +
+          " or recompile the plan (mtc compile --device-memory ...)");
     if (!opts.useKernels)
       return Status::error(
           "--kernels off cannot run a step plan: interpreted "
