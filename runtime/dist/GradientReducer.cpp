@@ -55,8 +55,11 @@ GradientReducer::Job sumJob(GradientReducer::Buffers bufs) {
 
 Status GradientReducer::run(const Job &job) {
   double t0 = now();
+  auto begin = std::chrono::steady_clock::now();
   int64_t n = 0;
   Status st = job(*comm, n);
+  if (observer)
+    observer(begin, std::chrono::steady_clock::now(), n);
   std::lock_guard<std::mutex> g(mu);
   bytes_ += n;
   busy_ += now() - t0;

@@ -21,6 +21,7 @@
 
 #include "runtime/dist/Communicator.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -60,6 +61,12 @@ public:
   /// Bytes summed and seconds wait() blocked since the last resetStats().
   int64_t bytes() const { return bytes_; }
   double exposedSeconds() const { return exposed; }
+  /// Called on the running thread after each job with its start, end and
+  /// bytes (a timeline, --trace); null: none. Set before enqueueing.
+  using Observer =
+      std::function<void(std::chrono::steady_clock::time_point,
+                         std::chrono::steady_clock::time_point, int64_t)>;
+  void setObserver(Observer fn) { observer = std::move(fn); }
   /// Seconds the reducer's collectives ran since the last resetStats().
   double busySeconds() const;
   void resetStats();
@@ -76,6 +83,7 @@ private:
   std::deque<Job> queue;
   bool busy = false, stopping = false;
   Status firstError = Status::success();
+  Observer observer;
   int64_t bytes_ = 0;
   double exposed = 0, busy_ = 0;
 };

@@ -232,6 +232,17 @@ Status DataParallel::reduceNow(const std::vector<exec::ParamSlot *> &slots,
   return reducer->reduceNow(bufs);
 }
 
+void DataParallel::setTrace(device::Trace *trace) {
+  // One span per job of the reducer: an instance's gradients summed (or
+  // reduce-scattered), and with a sharded optimizer the step's update and
+  // all-gather.
+  const int track = trace->track("reduce");
+  reducer->setObserver([trace, track](auto begin, auto end, int64_t bytes) {
+    trace->span(track, "collectives " + std::to_string(bytes) + " bytes", begin,
+                end, "reduce");
+  });
+}
+
 Expected<double> DataParallel::sum(double v) {
   if (Status st = world->allreduceSum(&v, 1); !st)
     return st;

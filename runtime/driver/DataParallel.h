@@ -14,6 +14,7 @@
 #define MTC_RUNTIME_DRIVER_DATAPARALLEL_H
 
 #include "lib/Bundle/Bundle.h"
+#include "runtime/device/Trace.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/GradientReducer.h"
 #include "runtime/driver/ShardedOptimizer.h"
@@ -78,6 +79,11 @@ public:
   Status shardedUpdate(train::AdamW &adamw, int64_t step, float lr,
                        float gradScale);
   Status gatherMoments(bool gather);
+
+  /// Records each job of the gradient reducer (its collectives: an
+  /// instance's gradients, the sharded update's gather) as a span on the
+  /// "reduce" track of \p trace.
+  void setTrace(device::Trace *trace);
 
   /// The sum of \p v over the ranks.
   Expected<double> sum(double v);

@@ -617,6 +617,8 @@ private:
       return d.status();
     dp = std::move(*d);
     dp->setSharded(sharded.get());
+    if (!opts.trace.empty() && streamDevice)
+      dp->setTrace(&trace);
     if (streamer && shard && ringGrads)
       // Each group's gradients are reduce-scattered out of the ring slot on
       // the optimizer stream, as soon as they are there.
