@@ -43,6 +43,56 @@ public:
 
 } // namespace
 
+namespace {
+template <typename T>
+Status gatherAll(Communicator &c, const T *send, int64_t n,
+                 std::vector<T> &all) {
+  all.resize(static_cast<size_t>(n) * c.size());
+  return c.allgather(send, all.data(),
+                     std::vector<int64_t>(c.size(), n * sizeof(T)));
+}
+
+template <typename T> Status ordered(Communicator &c, T *buf, int64_t n) {
+  std::vector<T> all;
+  if (Status st = gatherAll(c, buf, n, all); !st)
+    return st;
+  for (int64_t i = 0; i < n; ++i) {
+    T s = all[i];
+    for (int r = 1; r < c.size(); ++r)
+      s += all[static_cast<size_t>(r) * n + i];
+    buf[i] = s;
+  }
+  return Status::success();
+}
+} // namespace
+
+Status orderedSum(Communicator &c, float *buf, int64_t n) {
+  return ordered(c, buf, n);
+}
+Status orderedSum(Communicator &c, double *buf, int64_t n) {
+  return ordered(c, buf, n);
+}
+
+Status orderedReduceScatter(Communicator &c, const float *send, float *recv,
+                            const std::vector<int64_t> &counts) {
+  int64_t n = 0, off = 0;
+  for (int r = 0; r < c.size(); ++r) {
+    if (r < c.rank())
+      off += counts[r];
+    n += counts[r];
+  }
+  std::vector<float> all;
+  if (Status st = gatherAll(c, send, n, all); !st)
+    return st;
+  for (int64_t i = 0; i < counts[c.rank()]; ++i) {
+    float s = all[off + i];
+    for (int r = 1; r < c.size(); ++r)
+      s += all[static_cast<size_t>(r) * n + off + i];
+    recv[i] = s;
+  }
+  return Status::success();
+}
+
 std::unique_ptr<Communicator> singleProcess() {
   return std::make_unique<SingleProcess>();
 }

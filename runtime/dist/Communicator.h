@@ -55,6 +55,18 @@ public:
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
+/// The sum over the ranks of \p buf (\p n elements) added in rank order,
+/// ((rank 0's + rank 1's) + rank 2's) + ..., on every rank: the same bits
+/// whatever the MPI library's reduction algorithm (--deterministic-reduce).
+/// Gathers every rank's buffer (N x n elements of transient memory).
+Status orderedSum(Communicator &c, float *buf, int64_t n);
+Status orderedSum(Communicator &c, double *buf, int64_t n);
+/// This rank's part (counts[rank] elements, after the parts of the ranks
+/// before it) of the rank-ordered sum of every rank's \p send, into \p recv:
+/// a reduce-scatter with orderedSum's bits.
+Status orderedReduceScatter(Communicator &c, const float *send, float *recv,
+                            const std::vector<int64_t> &counts);
+
 /// The communicator of a run that is not data parallel: rank 0 of 1.
 std::unique_ptr<Communicator> singleProcess();
 

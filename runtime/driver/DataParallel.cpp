@@ -122,7 +122,7 @@ uint64_t optionsHash(const TrainOptions &o) {
     << o.valFraction << '|' << o.saveEvery << '|' << o.useKernels << '|'
     << o.initFrom << '|' << o.resume << '|' << o.stopAfter << '|'
     << o.deviceMemory << '|' << o.device << '|' << o.hfWeights << '|'
-    << o.tokenizer;
+    << o.tokenizer << '|' << o.shardOptimizer << '|' << o.deterministicReduce;
   std::string t = s.str();
   return xxh64(t.data(), t.size());
 }
@@ -179,13 +179,27 @@ void DataParallel::enqueue(const std::vector<exec::ParamSlot *> &slots) {
   if (bufs.empty())
     return;
   if (!sharded) {
-    reducer->enqueue(std::move(bufs));
+    reducer->enqueue(sumJob(std::move(bufs)));
     return;
   }
   reducer->enqueue([this, todo = std::move(todo), grads = std::move(grads)](
                        dist::Communicator &c, int64_t &bytes) {
     return sharded->scatter(c, todo, grads, bytes);
   });
+}
+
+dist::GradientReducer::Job
+DataParallel::sumJob(dist::GradientReducer::Buffers bufs) const {
+  return [bufs = std::move(bufs), det = deterministic](dist::Communicator &c,
+                                                       int64_t &bytes) {
+    for (const auto &[p, n] : bufs) {
+      if (Status st = det ? dist::orderedSum(c, p, n) : c.allreduceSum(p, n);
+          !st)
+        return st;
+      bytes += 4 * n;
+    }
+    return Status::success();
+  };
 }
 
 Status DataParallel::scatterNow(const std::vector<exec::ParamSlot *> &slots,
@@ -229,7 +243,7 @@ Status DataParallel::reduceNow(const std::vector<exec::ParamSlot *> &slots,
   for (size_t i = 0; i < slots.size(); ++i)
     bufs.push_back({const_cast<float *>(grads[i]),
                     static_cast<int64_t>(slots[i]->value.size())});
-  return reducer->reduceNow(bufs);
+  return reducer->runNow(sumJob(bufs));
 }
 
 void DataParallel::setTrace(device::Trace *trace) {
@@ -244,13 +258,17 @@ void DataParallel::setTrace(device::Trace *trace) {
 }
 
 Expected<double> DataParallel::sum(double v) {
-  if (Status st = world->allreduceSum(&v, 1); !st)
+  if (Status st = deterministic ? dist::orderedSum(*world, &v, 1)
+                                : world->allreduceSum(&v, 1);
+      !st)
     return st;
   return v;
 }
 
 Expected<double> DataParallel::mean(double v) {
-  if (Status st = world->allreduceSum(&v, 1); !st)
+  if (Status st = deterministic ? dist::orderedSum(*world, &v, 1)
+                                : world->allreduceSum(&v, 1);
+      !st)
     return st;
   return v / size();
 }

@@ -71,6 +71,9 @@ public:
   /// With a sharded optimizer the gradients are reduce-scattered into
   /// \p sharded's ranges instead of summed whole (null: summed whole).
   void setSharded(ShardedOptimizer *sharded) { this->sharded = sharded; }
+  /// --deterministic-reduce: every sum in rank order (dist::orderedSum),
+  /// the same bits whatever the MPI library's algorithm.
+  void setDeterministic(bool on) { deterministic = on; }
   /// Reduce-scatters \p grads (of \p slots) now, on the calling thread.
   Status scatterNow(const std::vector<exec::ParamSlot *> &slots,
                     const std::vector<const float *> &grads);
@@ -106,6 +109,9 @@ private:
   std::shared_ptr<dist::Communicator> world;
   std::unique_ptr<dist::GradientReducer> reducer;
   ShardedOptimizer *sharded = nullptr;
+  bool deterministic = false;
+  /// The job that sums \p bufs (in rank order when deterministic).
+  dist::GradientReducer::Job sumJob(dist::GradientReducer::Buffers bufs) const;
   std::vector<exec::ParamSlot *> all;
   std::map<std::pair<std::string, int64_t>, std::vector<exec::ParamSlot *>>
       instances;

@@ -41,7 +41,11 @@ Status ShardedOptimizer::scatter(dist::Communicator &c,
                                  int64_t &bytes) {
   for (size_t i = 0; i < slots.size(); ++i) {
     Shard &sh = shards[index.at(slots[i])];
-    if (Status st = c.reduceScatterSum(grads[i], sh.g, sh.counts); !st)
+    if (Status st =
+            deterministic
+                ? dist::orderedReduceScatter(c, grads[i], sh.g, sh.counts)
+                : c.reduceScatterSum(grads[i], sh.g, sh.counts);
+        !st)
       return st;
     bytes += 4 * static_cast<int64_t>(slots[i]->value.size());
     sh.sumsq = train::sumOfSquares(sh.g, sh.n);

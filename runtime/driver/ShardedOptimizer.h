@@ -51,6 +51,8 @@ public:
   Status scatter(dist::Communicator &c,
                  const std::vector<exec::ParamSlot *> &slots,
                  const std::vector<const float *> &grads, int64_t &bytes);
+  /// Reduce-scatters in rank order (dist::orderedReduceScatter).
+  void setDeterministic(bool on) { deterministic = on; }
   /// This rank's sum of squares of its summed gradients (every tensor, in
   /// the store's order), of the last scatter() of each.
   double sumOfSquares() const;
@@ -79,6 +81,7 @@ private:
     double sumsq = 0;
   };
   int rank, size;
+  bool deterministic = false;
   exec::ParamStore &store;
   std::vector<Shard> shards; ///< one per slot of the store, in its order
   std::map<const exec::ParamSlot *, size_t> index;

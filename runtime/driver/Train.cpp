@@ -617,6 +617,9 @@ private:
       return d.status();
     dp = std::move(*d);
     dp->setSharded(sharded.get());
+    dp->setDeterministic(opts.deterministicReduce);
+    if (sharded)
+      sharded->setDeterministic(opts.deterministicReduce);
     if (!opts.trace.empty() && streamDevice)
       dp->setTrace(&trace);
     if (streamer && shard && ringGrads)

@@ -102,6 +102,9 @@ struct TrainOptions {
   /// summed gradient of 1/N of every tensor (driver/ShardedOptimizer.h);
   /// auto: on with more than one rank.
   std::string shardOptimizer = "auto";
+  /// --deterministic-reduce: every sum over the ranks in rank order
+  /// (dist::orderedSum): the same bits whatever the MPI library's algorithm.
+  bool deterministicReduce = false;
 };
 
 /// The rows of every micro-batch this rank trains on: the global --batch

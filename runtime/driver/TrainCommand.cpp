@@ -33,7 +33,8 @@ std::string trainUsage(const Tool &tool) {
       "FILE.safetensors|DIR] [--stop-after N] "
       "[--metrics FILE.jsonl] [--threads N] [--sample-prompt "
       "TEXT] [--sample-tokens N] [--kernels on|off] "
-      "[--data-parallel auto|mpi|off] [--shard-optimizer auto|on|off] ";
+      "[--data-parallel auto|mpi|off] [--shard-optimizer auto|on|off] "
+      "[--deterministic-reduce] ";
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
@@ -172,6 +173,8 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
   for (const std::string &a : args) {
     if (a == "--allow-model-change")
       opts.allowModelChange = true;
+    else if (a == "--deterministic-reduce")
+      opts.deterministicReduce = true;
     else
       valued.push_back(a);
   }

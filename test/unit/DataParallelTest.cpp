@@ -207,6 +207,27 @@ TEST(GradientReducerTest, SumsInOrderAndReportsErrors) {
   });
 }
 
+TEST(CommunicatorTest, OrderedSumAddsInRankOrder) {
+  // 1 + 1e8 rounds to 1e8 in float: in rank order the sum is 0 on every
+  // rank; any other order (say rank 1's and 2's first) gives 1.
+  onRanks(3, [](int r, std::shared_ptr<ThreadComm> comm) {
+    const float mine[3] = {1.0f, 1e8f, -1e8f};
+    float x[2] = {mine[r], 2.0f * mine[r]};
+    must(dist::orderedSum(*comm, x, 2));
+    if (x[0] != 0.0f || x[1] != 0.0f)
+      throw std::runtime_error("ordered sum " + std::to_string(x[0]));
+    double d = mine[r];
+    must(dist::orderedSum(*comm, &d, 1));
+    if (d != 1.0)
+      throw std::runtime_error("ordered double sum " + std::to_string(d));
+    // Three elements, one per rank: each receives its element's sum.
+    float send[3] = {mine[r], mine[r], mine[r]}, got = -1;
+    must(dist::orderedReduceScatter(*comm, send, &got, {1, 1, 1}));
+    if (got != 0.0f)
+      throw std::runtime_error("ordered reduce-scatter " + std::to_string(got));
+  });
+}
+
 /// The tiny bundle with two Block instances of an odd-sized weight (15
 /// elements: shards of 7 and 8).
 bundle::Bundle shardBundle() {
