@@ -177,6 +177,7 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     sopts.precision = options.stream.precision;
     sopts.hostBudget = options.stream.hostMemory;
     sopts.immediateOptimizer = options.stream.immediateOptimizer;
+    sopts.gradDType = options.stream.gradDType;
     buildStreamingPipeline(pm, sopts);
   }
   return mlir::succeeded(pm.run(module));

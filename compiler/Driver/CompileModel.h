@@ -55,6 +55,11 @@ struct StreamOptions {
   /// gradient clipping): the plan adds the `grads.host` ring and the state
   /// is 12 B/param (`--optimizer-placement`, docs/training.md).
   bool immediateOptimizer = false;
+  /// How the deferred optimizer's gradients are kept in host memory
+  /// (`--grad-dtype`): bf16 counts 14 B/param of state instead of 16 in the
+  /// host budget (docs/training.md, "Gradient dtype"). The bundle does not
+  /// record it: train chooses it (as it does --clip).
+  bundle::GradDType gradDType = bundle::GradDType::F32;
 };
 
 /// What the compiler is asked for besides the source.

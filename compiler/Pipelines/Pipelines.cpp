@@ -34,7 +34,8 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         CheckpointPlacement checkpoints,
                         const std::string &budget, const std::string &precision,
                         const std::string &hostBudget,
-                        const std::string &optimizerPlacement) {
+                        const std::string &optimizerPlacement,
+                        const std::string &gradDType) {
   MtcBuildStepOptions build;
   build.batch = batch;
   build.seq = seq;
@@ -57,6 +58,7 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
   plan.budget = budget;
   plan.hostBudget = hostBudget;
   plan.optimizerPlacement = optimizerPlacement;
+  plan.gradDType = gradDType;
   pm.addPass(createMtcPlanMemory(plan));
 }
 
@@ -71,7 +73,8 @@ void buildStreamingPipeline(mlir::OpPassManager &pm,
       bundle::precisionName(options.precision),
       options.hostBudget > 0 ? std::to_string(options.hostBudget)
                              : std::string(),
-      options.immediateOptimizer ? "immediate" : "deferred");
+      options.immediateOptimizer ? "immediate" : "deferred",
+      bundle::gradDTypeName(options.gradDType));
 }
 
 namespace {
@@ -109,6 +112,11 @@ struct StreamingPipelineCLOptions
   Option<std::string> hostBudget{
       *this, "host-budget",
       llvm::cl::desc("host memory: bytes or a size such as 2048GiB")};
+  Option<std::string> gradDType{
+      *this, "grad-dtype",
+      llvm::cl::desc("the deferred optimizer's host gradients: fp32 "
+                     "(16 B/param) or bf16 (14 B/param)"),
+      llvm::cl::init("fp32")};
 };
 
 } // namespace
@@ -124,7 +132,7 @@ void registerMtcPipelines() {
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
                            cl.prefetchDepth, cl.recompute, cl.checkpoints,
                            cl.budget, cl.precision, cl.hostBudget,
-                           cl.optimizerPlacement);
+                           cl.optimizerPlacement, cl.gradDType);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

@@ -46,6 +46,8 @@ struct StreamingPipelineOptions {
   /// AdamW as soon as each layer instance's gradient is final (a
   /// `grads.host` ring, 12 B/param) instead of after the backward.
   bool immediateOptimizer = false;
+  /// The deferred placement's host gradients: bf16 counts 14 B/param.
+  bundle::GradDType gradDType = bundle::GradDType::F32;
   /// How tensors are stored on the device (docs/streaming.md, "Byte rule").
   bundle::Precision precision = bundle::Precision::F32;
 };

@@ -438,7 +438,10 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
     `host-budget`; that error names what is short, by how much, and the
     options that would fit. With `optimizer-placement=immediate` the plan
     adds `grads.host`, a host ring of two slots of the largest gradient
-    group, and the state counts 12 B/param (value, m, v):
+    group, and the state counts 12 B/param (value, m, v); otherwise
+    `grad-dtype=bf16` counts 14 B/param (value, m, v and a bf16 gradient),
+    and a host-budget error with fp32 gradients names `--grad-dtype bf16`
+    when that would fit:
 
         needs 412 MiB of device memory, budget is 256 MiB; smallest feasible
         budget with these options is 301 MiB
@@ -487,7 +490,11 @@ def MtcPlanMemory : Pass<"mtc-plan-memory", "::mlir::ModuleOp"> {
            "deferred: AdamW after the step's backward (gradients in a "
            "model-sized host buffer, 16 B/param); immediate: as soon as a "
            "layer instance's gradient is final (a `grads.host` ring, "
-           "12 B/param)">
+           "12 B/param)">,
+    Option<"gradDType", "grad-dtype", "std::string", /*default=*/"\"fp32\"",
+           "How the deferred placement keeps its model-sized gradient "
+           "buffer in host memory: fp32 (16 B/param) or bf16 (14 B/param: "
+           "`--grad-dtype bf16`); no effect with the immediate placement">
   ];
 }
 

@@ -43,6 +43,11 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
       return signalPassFailure();
     }
     choices.immediateOptimizer = optimizerPlacement == "immediate";
+    if (!bundle::parseGradDType(gradDType, grads)) {
+      step.emitOpError() << "grad-dtype must be fp32 or bf16, got '"
+                         << gradDType << "'";
+      return signalPassFailure();
+    }
     analysis::MemoryPlan plan = analysis::planMemory(cost, choices);
 
     // Replace the buffers.
@@ -80,18 +85,26 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
                         budgetBytes);
   }
 
+  /// The `grad-dtype` option, parsed.
+  bundle::GradDType grads = bundle::GradDType::F32;
+
   /// Host memory of a plan: the training state plus its host buffers.
-  static int64_t hostNeed(const analysis::ModelCost &cost,
-                          const analysis::MemoryPlan &plan) {
+  int64_t hostNeed(const analysis::ModelCost &cost,
+                   const analysis::MemoryPlan &plan) const {
     return stateBytesPerParam(plan) * cost.totalParams() + plan.hostBytes;
   }
 
-  /// 12 B/param with the immediate placement's gradient ring, else 16.
-  static int64_t stateBytesPerParam(const analysis::MemoryPlan &plan) {
+  /// 12 B/param with the immediate placement's gradient ring, else 16 (14
+  /// with bf16 gradients).
+  int64_t stateBytesPerParam(const analysis::MemoryPlan &plan) const {
+    return stateBytesPerParam(plan, grads);
+  }
+  static int64_t stateBytesPerParam(const analysis::MemoryPlan &plan,
+                                    bundle::GradDType g) {
+    bool ring = false;
     for (const bundle::PlanBuffer &b : plan.buffers)
-      if (b.name == "grads.host")
-        return bundle::kImmediateStateBytesPerParam;
-    return bundle::kStateBytesPerParam;
+      ring = ring || b.name == "grads.host";
+    return bundle::stateBytesPerParam(ring, g);
   }
 
   /// The host-budget error: what is short, by how much, and the options
@@ -137,6 +150,17 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
                        " of host memory, " +
                        formatByteSize(onDevice.devicePeak, true) +
                        " of device memory)");
+    }
+    // bf16 gradients: 2 B/param less, the same buffers.
+    if (!choices.immediateOptimizer && grads == bundle::GradDType::F32) {
+      int64_t total = stateBytesPerParam(plan, bundle::GradDType::BF16) *
+                          cost.totalParams() +
+                      plan.hostBytes;
+      if (total <= budget)
+        fits.push_back("--grad-dtype bf16 (the deferred optimizer's "
+                       "gradients as bf16 in host memory, " +
+                       std::to_string(bundle::kBf16GradStateBytesPerParam) +
+                       " B/param; " + formatByteSize(total, true) + ")");
     }
     // Without clipping AdamW can run as soon as a layer's gradient is final:
     // no model-sized gradient block (12 B/param) and a ring instead.

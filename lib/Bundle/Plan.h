@@ -94,6 +94,41 @@ constexpr int64_t kStateBytesPerParam = 16;
 /// "Optimizer placement"): value, m and v; the gradients pass through the
 /// plan's `grads.host` ring instead of a model-sized buffer.
 constexpr int64_t kImmediateStateBytesPerParam = 12;
+/// The same with bf16 gradients in host memory (`--grad-dtype bf16`,
+/// docs/training.md, "Gradient dtype"): the fp32 value, m and v, and the
+/// deferred optimizer's gradient rounded to bf16 on its way from the device.
+constexpr int64_t kBf16GradStateBytesPerParam = 14;
+
+/// How the deferred optimizer's model-sized gradient buffer is kept in host
+/// memory (`--grad-dtype`): F32, or BF16 (rounded to nearest even from the
+/// fp32 sums the device accumulates).
+enum class GradDType { F32, BF16 };
+
+/// "fp32" or "bf16" (the `--grad-dtype` spelling).
+inline const char *gradDTypeName(GradDType g) {
+  return g == GradDType::BF16 ? "bf16" : "fp32";
+}
+
+/// Parses "fp32" or "bf16"; false for anything else.
+inline bool parseGradDType(const std::string &text, GradDType &out) {
+  if (text == "fp32")
+    out = GradDType::F32;
+  else if (text == "bf16")
+    out = GradDType::BF16;
+  else
+    return false;
+  return true;
+}
+
+/// Host bytes of training state per parameter: 12 with the immediate
+/// placement (no gradient buffer, whatever \p grads), else 16 with fp32
+/// gradients and 14 with bf16 ones.
+constexpr int64_t stateBytesPerParam(bool immediateOptimizer, GradDType grads) {
+  return immediateOptimizer         ? kImmediateStateBytesPerParam
+         : grads == GradDType::BF16 ? kBf16GradStateBytesPerParam
+                                    : kStateBytesPerParam;
+}
+
 /// Slots of the `grads.host` ring: the d2h copy of one layer instance's
 /// gradients fills one while AdamW reads the other.
 constexpr int64_t kGradRingSlots = 2;

@@ -218,14 +218,20 @@ Status CpuDevice::copyToDevice(Stream s, int64_t dst, const void *src,
 }
 
 Status CpuDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                             const std::string &label) {
+                             const std::string &label, Convert c) {
   Command cmd;
   cmd.kind = Kind::CopyD2H;
-  cmd.label =
-      label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
+  cmd.label = label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" +
+                                  (c == Convert::F32ToBF16 ? " f32->bf16" : "")
+                            : label;
   std::string what = "copyToHost" + (label.empty() ? "" : " '" + label + "'");
   if (Status st = checkRange(what, src, bytes); !st)
     return st;
+  if (c == Convert::F32ToBF16 && bytes % 4 != 0)
+    return Status::error("cpu device: " + what + " f32->bf16 of " +
+                         std::to_string(bytes) +
+                         " bytes: not a whole number of fp32 values");
+  cmd.convert = c;
   if (!dst && bytes > 0)
     return Status::error("cpu device: " + what + ": null host destination");
   cmd.host = dst;
@@ -457,7 +463,9 @@ void CpuDevice::execute(StreamState &st, Command &cmd) {
       std::memcpy(base + cmd.offset, cmd.hostSrc, cmd.bytes);
     break;
   case Kind::CopyD2H:
-    if (cmd.bytes > 0)
+    if (cmd.convert == Convert::F32ToBF16)
+      convertF32ToBF16(base + cmd.offset, cmd.host, cmd.bytes / 4);
+    else if (cmd.bytes > 0)
       std::memcpy(cmd.host, base + cmd.offset, cmd.bytes);
     break;
   case Kind::Launch:

@@ -71,7 +71,8 @@ public:
                       Convert c = Convert::None,
                       const std::string &label = "") override;
   Status copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                    const std::string &label = "") override;
+                    const std::string &label = "",
+                    Convert c = Convert::None) override;
   Status launch(Stream s, std::function<void()> fn,
                 const std::string &label = "") override;
   Status record(Event e, Stream s) override;

@@ -13,8 +13,11 @@
 #include "runtime/device/CpuDevice.h"
 #include "runtime/device/Trace.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 namespace mtc::device {
 
@@ -56,6 +59,17 @@ CudaDevice::CudaDevice(std::shared_ptr<const cuda::CudaDriverApi> driverApi,
     : api(std::move(driverApi)), capacityBytes(capacity),
       statsOrigin(Clock::now()) {
   deviceName = "cuda:" + std::to_string(ordinal);
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads = std::clamp(cores / 2, 1u, 8u);
+  if (const char *env = std::getenv("MTC_CONVERT_THREADS")) {
+    char *end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (!*env || *end || v < 1 || v > 1024)
+      raise("MTC_CONVERT_THREADS='" + std::string(env) +
+            "': expected a number of threads from 1 to 1024");
+    threads = static_cast<unsigned>(v);
+  }
+  convertPool.setNumThreads(threads);
   if (capacity < 0)
     raise(deviceName + ": negative arena capacity " + std::to_string(capacity));
   int count = 0;
@@ -366,6 +380,18 @@ void CudaDevice::giveStaging(void *b) const {
   stagingFree[stagingSize.at(b)].push_back(b);
 }
 
+void CudaDevice::convert(const void *src, void *dst, int64_t n) {
+  // Fixed 256K-value chunks: the result does not depend on the threads (the
+  // conversion is elementwise anyway).
+  constexpr int64_t chunk = 1 << 18;
+  size_t tasks = static_cast<size_t>((n + chunk - 1) / chunk);
+  convertPool.parallelFor(tasks, [&](size_t t) {
+    int64_t b = static_cast<int64_t>(t) * chunk;
+    convertF32ToBF16(static_cast<const float *>(src) + b,
+                     static_cast<uint16_t *>(dst) + b, std::min(chunk, n - b));
+  });
+}
+
 Status CudaDevice::copyToDevice(Stream s, int64_t dst, const void *src,
                                 int64_t bytes, Convert c,
                                 const std::string &label) {
@@ -415,7 +441,7 @@ void CudaDevice::copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
     if (c == Convert::F32ToBF16)
       enqueueHostJob(
           *st,
-          [src, staging, bytes] { convertF32ToBF16(src, staging, bytes / 4); },
+          [this, src, staging, bytes] { convert(src, staging, bytes / 4); },
           nullptr);
     else
       enqueueHostJob(
@@ -431,14 +457,18 @@ void CudaDevice::copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
 }
 
 Status CudaDevice::copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                              const std::string &label) {
-  return guarded([&] { copyToHostOrRaise(s, dst, src, bytes, label); });
+                              const std::string &label, Convert c) {
+  return guarded([&] { copyToHostOrRaise(s, dst, src, bytes, label, c); });
 }
 
 void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
-                                   int64_t bytes, const std::string &label) {
+                                   int64_t bytes, const std::string &label,
+                                   Convert c) {
   std::string what = "copyToHost" + (label.empty() ? "" : " '" + label + "'");
   checkRange(what, src, bytes);
+  if (c == Convert::F32ToBF16 && bytes % 4 != 0)
+    raise(deviceName + ": " + what + " f32->bf16 of " + std::to_string(bytes) +
+          " bytes: not a whole number of fp32 values");
   if (!dst && bytes > 0)
     raise(deviceName + ": " + what + ": null host destination");
   api->cuCtxSetCurrent(context);
@@ -448,14 +478,15 @@ void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
   {
     std::lock_guard<std::mutex> lock(mu);
     st = &streamLocked(s, "copyToHost");
-    pinned = isPinnedLocked(dst, bytes);
+    pinned = c == Convert::None && isPinnedLocked(dst, bytes);
   }
   auto p = std::make_shared<Pending>();
   p->stream = st->id;
   p->kind = Kind::CopyD2H;
   p->bytes = bytes;
-  p->label =
-      label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" : label;
+  p->label = label.empty() ? "copy d2h " + std::to_string(bytes) + " bytes" +
+                                 (c == Convert::F32ToBF16 ? " f32->bf16" : "")
+                           : label;
   if (queueIfNothingToDo(p, bytes))
     return;
   void *to = dst;
@@ -463,9 +494,10 @@ void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
     p->staging = takeStaging(bytes);
     to = p->staging;
   }
-  // Pageable destination: the stream's host thread copies the staging
-  // buffer out once the DMA is done (the driver's own pageable path would
-  // block this thread until then); harvest() waits for that too.
+  // Pageable destination (or a conversion): the stream's host thread copies
+  // (converts) the staging buffer out once the DMA is done (the driver's own
+  // pageable path would block this thread until then); harvest() waits for
+  // that too.
   p->needsHost = !pinned;
   issueTimed(*st, p, [&] {
     check(api->cuMemcpyDtoHAsync_v2(to, arena + static_cast<uint64_t>(src),
@@ -474,8 +506,13 @@ void CudaDevice::copyToHostOrRaise(Stream s, void *dst, int64_t src,
   });
   if (!pinned) {
     void *staging = p->staging;
-    enqueueHostJob(
-        *st, [dst, staging, bytes] { std::memcpy(dst, staging, bytes); }, p);
+    if (c == Convert::F32ToBF16)
+      enqueueHostJob(
+          *st,
+          [this, dst, staging, bytes] { convert(staging, dst, bytes / 4); }, p);
+    else
+      enqueueHostJob(
+          *st, [dst, staging, bytes] { std::memcpy(dst, staging, bytes); }, p);
   }
 }
 

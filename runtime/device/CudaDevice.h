@@ -24,8 +24,13 @@
 //             (cuStreamWaitValue32 on a pinned counter) -- no driver host
 //             function runs user code, so closures of different streams
 //             never wait for each other and may call the driver
-//   F32ToBF16 the fp32 source is converted on the stream's host thread, in
-//             stream order, into a pinned staging buffer, then copied
+//   F32ToBF16 the fp32 source is converted in stream order, into a pinned
+//             staging buffer, then copied: the stream's host thread splits
+//             the conversion over the device's conversion pool
+//             (MTC_CONVERT_THREADS threads, default min(8, cores / 2)), so a
+//             weight load converts at the host's memory bandwidth, not one
+//             core's; a converting copyToHost (bf16 gradients) copies fp32
+//             into staging and converts from there on the same pool
 //   timing    CUDA events around every copy and host clocks around every
 //             launch, harvested into DeviceStats and the trace at
 //             synchronize() and stats()
@@ -44,6 +49,7 @@
 #define MTC_RUNTIME_DEVICE_CUDADEVICE_H
 
 #include "lib/Support/Status.h"
+#include "lib/Support/ThreadPool.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/device/Device.h"
 #include "runtime/device/Timeline.h"
@@ -84,7 +90,8 @@ public:
                       Convert c = Convert::None,
                       const std::string &label = "") override;
   Status copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                    const std::string &label = "") override;
+                    const std::string &label = "",
+                    Convert c = Convert::None) override;
   Status launch(Stream s, std::function<void()> fn,
                 const std::string &label = "") override;
   Status record(Event e, Stream s) override;
@@ -140,7 +147,7 @@ private:
   void copyToDeviceOrRaise(Stream s, int64_t dst, const void *src,
                            int64_t bytes, Convert c, const std::string &label);
   void copyToHostOrRaise(Stream s, void *dst, int64_t src, int64_t bytes,
-                         const std::string &label);
+                         const std::string &label, Convert c);
   void launchOrRaise(Stream s, std::function<void()> fn,
                      const std::string &label);
   Status computeOrRaise(Stream s, const std::function<Status(void *)> &fn,
@@ -239,6 +246,10 @@ private:
   std::mutex issueMu;
   mutable std::mutex mu;
   mutable std::mutex stagingMu;
+  /// Converts the fp32 sources of F32ToBF16 copies (see the file comment).
+  ThreadPool convertPool;
+  /// Converts \p n fp32 values at \p src to bf16 at \p dst on convertPool.
+  void convert(const void *src, void *dst, int64_t n);
   mutable std::map<size_t, std::vector<void *>> stagingFree;
   std::map<void *, size_t> stagingSize;
   std::vector<std::unique_ptr<StreamState>> streams;

@@ -153,9 +153,13 @@ public:
                               const std::string &label = "") = 0;
   /// Queues a copy of \p bytes arena bytes at \p src to host memory \p dst,
   /// written when the copy runs: a later command of the stream (or one
-  /// ordered after it by an event) sees the bytes.
+  /// ordered after it by an event) sees the bytes. With
+  /// Convert::F32ToBF16 the arena holds fp32 values and \p dst receives
+  /// bytes / 2 bytes of bf16 (the bf16 gradients of `--grad-dtype bf16`);
+  /// DeviceStats::d2hBytes counts the arena's bytes.
   virtual Status copyToHost(Stream s, void *dst, int64_t src, int64_t bytes,
-                            const std::string &label = "") = 0;
+                            const std::string &label = "",
+                            Convert c = Convert::None) = 0;
   /// Queues a host closure: \p fn runs after every command queued before it
   /// on \p s and before every command queued after it (see "Launches" in the
   /// file comment for what it means on a GPU). Closures of different streams

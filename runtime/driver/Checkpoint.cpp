@@ -194,7 +194,8 @@ ojson optionsJson(const TrainOptions &o) {
                {"val_fraction", o.valFraction},
                {"save_every", o.saveEvery},
                {"kernels", o.useKernels},
-               {"data_format", o.dataFormat}};
+               {"data_format", o.dataFormat},
+               {"grad_dtype", o.gradDtype}};
 }
 
 /// A field error of trainer_state.json.
@@ -295,6 +296,12 @@ TrainOptions parseOptions(const Fields &f) {
   // Checkpoints written before --data-format existed: auto.
   if (f.raw().contains("data_format"))
     o.dataFormat = f.string("data_format");
+  // Checkpoints written before --grad-dtype existed: fp32.
+  if (f.raw().contains("grad_dtype")) {
+    o.gradDtype = f.string("grad_dtype");
+    if (o.gradDtype != "fp32" && o.gradDtype != "bf16")
+      throw StateError{"'options.grad_dtype' must be \"fp32\" or \"bf16\""};
+  }
   if (o.steps < 1 || o.batch < 1 || o.seq < 1 || o.microBatches < 1)
     throw StateError{"'options' has a step count, batch, seq or "
                      "micro-batch count below 1"};
@@ -831,6 +838,9 @@ Status checkResume(const TrainerState &ck, const std::string &dir,
                     " (checkpoint: " + (c.useKernels ? "on" : "off") +
                     "): losses may differ in the last bits from an "
                     "uninterrupted run");
+  if (opts.gradDtype != c.gradDtype)
+    notes.push_back("--grad-dtype " + opts.gradDtype +
+                    " (checkpoint: " + c.gradDtype + ")" + diverges);
   if (opts.eps != c.eps)
     notes.push_back("AdamW eps " + showNumber(opts.eps) +
                     " (checkpoint: " + showNumber(c.eps) + ")" + diverges);
@@ -856,6 +866,7 @@ void inheritOptions(const TrainOptions &recorded,
   take("--beta1", opts.beta1, recorded.beta1);
   take("--beta2", opts.beta2, recorded.beta2);
   take("--clip", opts.clip, recorded.clip);
+  take("--grad-dtype", opts.gradDtype, recorded.gradDtype);
   take("--seed", opts.seed, recorded.seed);
   take("--eval-every", opts.evalEvery, recorded.evalEvery);
   take("--eval-batches", opts.evalBatches, recorded.evalBatches);

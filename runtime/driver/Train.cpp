@@ -509,6 +509,14 @@ double trainingHostBytes(const bundle::Bundle &b, int64_t batch, int64_t seq) {
 
 double hostMemoryAvailable() { return availableHostBytes(); }
 
+std::string gradDtypeImmediateConflict() {
+  return "--grad-dtype bf16 rounds the model-sized gradient buffer of the "
+         "deferred optimizer placement, and the immediate placement (--clip 0) "
+         "has none (12 B/param: its gradients pass through the grads.host "
+         "ring in fp32); drop --grad-dtype bf16, or keep it with "
+         "--optimizer-placement deferred";
+}
+
 namespace {
 
 /// One `train` run, as the steps it takes in order: the model, the outputs,
@@ -588,6 +596,10 @@ private:
     rank = opts.world->rank();
     ranks = opts.world->size();
     localBatch = rankBatch(opts);
+    if (opts.gradDtype == "bf16")
+      return Status::error(
+          "--grad-dtype bf16 is not supported with several ranks yet (the "
+          "gradients are summed over the ranks in fp32); leave it out");
     if (shardsOptimizer(opts)) {
       if (opts.optimizerPlacement == "immediate")
         return Status::error(
@@ -658,6 +670,12 @@ private:
                      "(--device-memory SIZE)");
     }
     immediate = ring && opts.clip == 0 && opts.optimizerPlacement != "deferred";
+    bf16Grads = opts.gradDtype == "bf16";
+    if (bf16Grads && immediate)
+      return Status::error(gradDtypeImmediateConflict());
+    // Under a step plan the device accumulates and the store keeps bf16; the
+    // plain executor accumulates in the store's fp32 block and rounds it.
+    bf16Store = bf16Grads && b.step;
     vocab = b.vocabulary();
     if (vocab <= 0)
       return Status::error(
@@ -772,10 +790,12 @@ private:
                        params * (4.0 + (ringGrads ? 0 : 4) + 12.0 / ranks)});
     else if (opts.hostStateFile.empty())
       parts.push_back(
-          {immediate ? "parameters and AdamW state"
-                     : "parameters, gradients and AdamW state",
-           params * (immediate ? bundle::kImmediateStateBytesPerParam
-                               : exec::ParamStore::kBytesPerParam)});
+          {immediate   ? "parameters and AdamW state"
+           : bf16Store ? "parameters, bf16 gradients and AdamW state"
+                       : "parameters, gradients and AdamW state",
+           params * bundle::stateBytesPerParam(
+                        immediate, bf16Store ? bundle::GradDType::BF16
+                                             : bundle::GradDType::F32)});
     parts.push_back({mb, stepBytes(b, opts.batch, opts.seq)});
     if (b.step) {
       parts.push_back(
@@ -829,6 +849,7 @@ private:
       hopts.file += ".rank" + std::to_string(rank);
     hopts.gradients = !immediate && !(shard && ringGrads); // through the ring
     hopts.moments = !shard; // each rank's part: ShardedOptimizer
+    hopts.bf16Gradients = bf16Store;
     Expected<std::unique_ptr<exec::ParamStore>> created =
         exec::ParamStore::create(b, hopts);
     if (!created)
@@ -940,7 +961,7 @@ private:
     if (!opts.trace.empty())
       streamDevice->setTrace(&trace);
     Expected<std::unique_ptr<exec::Executor>> onDevice = exec::Executor::create(
-        b, *store, backend ? *backend : exec::cpuBackend());
+        b, *store, backend ? *backend : exec::cpuDeviceBackend());
     if (!onDevice)
       return onDevice.status().withPrefix("--device " + opts.device);
     streamEx = std::move(*onDevice);
@@ -1127,7 +1148,14 @@ private:
                           : std::string("deferred (AdamW of each layer just "
                                         "before its next load)"))
             << "\n";
+      if (bf16Store)
+        out << "gradients: bf16 in host memory (--grad-dtype bf16: rounded "
+               "from the device's fp32 sums as they are copied back; "
+            << bundle::kBf16GradStateBytesPerParam << " B/param of state)\n";
     }
+    if (bf16Grads && !streamer)
+      out << "gradients: accumulated in fp32, rounded to bf16 before the "
+             "norm and AdamW (--grad-dtype bf16)\n";
     if (streamer || store->fileBacked()) {
       out << "host state: " << store->hostBytes() << " bytes";
       if (store->fileBacked())
@@ -1203,7 +1231,11 @@ private:
         sumsq += s;
     else
       for (const exec::ParamSlot &s : store->slots())
-        sumsq += train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
+        sumsq +=
+            s.gradBf16
+                ? train::sumOfSquaresBf16(s.gradBf16, s.value.size(),
+                                          pool.get())
+                : train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
     // The gradients hold the sum over micro-batches (and ranks) of each
     // one's mean.
     double norm = std::sqrt(sumsq) / (opts.microBatches * ranks);
@@ -1317,6 +1349,10 @@ private:
         }
         loss += *l;
       }
+      // --grad-dtype bf16: the sums, rounded as a device's copy rounds them.
+      if (bf16Grads)
+        for (exec::ParamSlot &s : store->slots())
+          train::roundToBf16(s.grad.data(), s.grad.size(), pool.get());
     }
     loss /= opts.microBatches;
     if (!dp)
@@ -1351,7 +1387,8 @@ private:
       for (exec::ParamSlot *s : ss)
         deferred.step(train::AdamWTensor{s->value.data(), s->m.data(),
                                          s->v.data(), s->grad.data(),
-                                         s->value.size(), s->decay()},
+                                         s->value.size(), s->decay(),
+                                         s->gradBf16},
                       step, flr, fscale);
     });
   }
@@ -1542,6 +1579,9 @@ private:
   /// The immediate optimizer placement (checkModel): per tensor of the
   /// store, its index and this step's gradient sum of squares.
   bool immediate = false;
+  /// --grad-dtype bf16, and whether the store keeps the gradients as bf16
+  /// (under a step plan; the plain executor rounds its fp32 sums in place).
+  bool bf16Grads = false, bf16Store = false;
   std::map<const exec::ParamSlot *, size_t> slotIndex;
   std::vector<double> slotSumsq;
   std::atomic<bool> nonFinite{false};

@@ -41,6 +41,12 @@ struct TrainOptions {
   /// final, through the plan's `grads.host` ring; 12 B/param; needs clip 0
   /// and a plan compiled with it) or "auto" (immediate when both hold).
   std::string optimizerPlacement = "auto";
+  /// How the deferred optimizer's gradients are kept in host memory
+  /// (docs/training.md, "Gradient dtype"): "fp32" (16 B/param of state) or
+  /// "bf16" (rounded to nearest even from the device's fp32 sums; 14
+  /// B/param under a step plan). The global norm is that of the rounded
+  /// values. Refused with the immediate placement, which keeps none.
+  std::string gradDtype = "fp32";
   uint64_t seed = 1;
   int64_t evalEvery = 50; ///< 0: only at the end
   int64_t evalBatches = 8;
@@ -113,6 +119,10 @@ int64_t rankBatch(const TrainOptions &opts);
 /// Whether this run shards the optimizer state among its ranks
 /// (--shard-optimizer on, or auto with more than one rank).
 bool shardsOptimizer(const TrainOptions &opts);
+/// The refusal of `--grad-dtype bf16` with the immediate optimizer
+/// placement (explicit, or auto with --clip 0), shared by train, plan and
+/// compile.
+std::string gradDtypeImmediateConflict();
 
 /// Trains \p b and returns a process exit code (errors are printed to
 /// \p err with what to do about them).

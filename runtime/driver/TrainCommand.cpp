@@ -27,7 +27,7 @@ std::string trainUsage(const Tool &tool) {
       "[--lr X] [--warmup N] [--min-lr-ratio X] "
       "[--weight-decay X] [--beta1 X] [--beta2 X] [--clip X] "
       "[--optimizer-placement auto|deferred|immediate] "
-      "[--seed N] [--eval-every N] [--eval-batches N] "
+      "[--grad-dtype fp32|bf16] [--seed N] [--eval-every N] [--eval-batches N] "
       "[--val-fraction X] [--save-every N] [--out DIR] "
       "[--resume DIR [--allow-model-change]] [--init-from "
       "FILE.safetensors|DIR] [--stop-after N] "
@@ -81,11 +81,16 @@ const char *trainDetails() {
          "--micro-batches,\n"
          "  --seed, --val-fraction, the data file. May change (with a note):\n"
          "  --steps, --lr, --warmup, --min-lr-ratio, --weight-decay, --beta1,\n"
-         "  --beta2, --clip.\n"
+         "  --beta2, --clip, --grad-dtype.\n"
          "--optimizer-placement auto|deferred|immediate: immediate runs AdamW\n"
          "  as soon as a layer's gradient is final (12 B/param of host state\n"
          "  instead of 16; only with --clip 0 and a step plan); auto picks it\n"
          "  when --clip is 0 and the plan has its gradient ring.\n"
+         "--grad-dtype fp32|bf16: bf16 keeps the deferred optimizer's\n"
+         "  gradients as bf16 in host memory (rounded from the device's fp32\n"
+         "  sums; 14 B/param of state under a step plan instead of 16); the\n"
+         "  global norm is that of the rounded values. Not with the\n"
+         "  immediate placement, which keeps no gradient buffer.\n"
          "--init-from FILE.safetensors|DIR starts from the weights of tensors\n"
          "  named as the model's parameters (tok_emb, Block.0.wq, ...: "
          "another\n"
@@ -194,6 +199,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::Double, "--beta2", &opts.beta2, 0},
            {Flag::Double, "--clip", &opts.clip, 0},
            {Flag::String, "--optimizer-placement", &opts.optimizerPlacement},
+           {Flag::String, "--grad-dtype", &opts.gradDtype},
            {Flag::Uint, "--seed", &opts.seed, 0},
            {Flag::Int, "--eval-every", &opts.evalEvery, 0},
            {Flag::Int, "--eval-batches", &opts.evalBatches, 1},
@@ -293,6 +299,11 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
         "train: --optimizer-placement immediate updates each layer before the "
         "global gradient norm is known, so it cannot clip; add --clip 0 or "
         "use --optimizer-placement deferred");
+  if (opts.gradDtype != "fp32" && opts.gradDtype != "bf16")
+    return Status::error("train: --grad-dtype expects fp32 or bf16, got '" +
+                         opts.gradDtype + "'");
+  if (opts.gradDtype == "bf16" && opts.optimizerPlacement == "immediate")
+    return Status::error("train: " + gradDtypeImmediateConflict());
   if (opts.beta1 >= 1 || opts.beta2 >= 1)
     return Status::error("train: --beta1 and --beta2 must be below 1");
   if (opts.valFraction >= 1)

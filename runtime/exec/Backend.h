@@ -8,7 +8,8 @@
 //
 //   CPU    values are host memory (the heap, or CpuDevice's arena, which is
 //          host memory too); kernels run on the calling thread; zero/copy
-//          are memset/memcpy
+//          are memset/memcpy; on the CPU device (cpuDeviceBackend) a bf16
+//          plan's values are bf16 there, converted around the fp32 kernels
 //   CUDA   values are device memory of a CudaDevice's arena; the kernels
 //          and the executor's own memory operations are queued on the
 //          device's compute stream by the thread running the executor, in
@@ -49,6 +50,12 @@ public:
   /// Whether values are host memory the executor may read and write
   /// directly (CPU); false for device memory (CUDA).
   virtual bool hostMemory() const = 0;
+  /// Whether values are stored as the step plan's precision lays them out
+  /// (bf16 weights and activations under a bf16 plan): the device backends
+  /// and the CPU device's backend (cpuDeviceBackend). False for the host
+  /// executor's CPU backend, which runs every bundle in fp32 on the master
+  /// weights.
+  virtual bool planStorage() const { return !hostMemory(); }
 
   /// \p bytes of zeros at value memory \p p.
   virtual void zero(void *p, int64_t bytes) = 0;
@@ -91,8 +98,13 @@ public:
   }
 };
 
-/// The CPU backend: the CPU kernel table over host memory.
+/// The CPU backend: the CPU kernel table over host memory, every value
+/// fp32.
 Backend &cpuBackend();
+/// The CPU device's backend: as cpuBackend, but values are stored as the
+/// step plan's precision says (bf16 plans: the conversion layer,
+/// cpuBf16KernelTable).
+Backend &cpuDeviceBackend();
 
 } // namespace mtc::exec
 

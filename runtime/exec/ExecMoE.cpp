@@ -16,23 +16,64 @@
 
 #include "runtime/exec/OpContext.h"
 
+#include "runtime/cpu/Bf16.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace mtc::exec {
 
 namespace {
 
-/// Rows \p slots[j].first of src [N, D], stacked: [slots.size(), D].
+/// Rows \p slots[j].first of src [N, D], stacked: [slots.size(), D], stored
+/// as \p type (an expert function's argument: bf16 under a bf16 plan).
 Tensor gatherRows(const float *src, int64_t D,
-                  const std::vector<std::pair<int64_t, int64_t>> &slots) {
-  Tensor x = Tensor::empty({static_cast<int64_t>(slots.size()), D});
-  for (size_t j = 0; j < slots.size(); ++j)
-    std::copy(src + slots[j].first * D, src + (slots[j].first + 1) * D,
-              x.data() + static_cast<int64_t>(j) * D);
+                  const std::vector<std::pair<int64_t, int64_t>> &slots,
+                  DType type) {
+  Tensor x = Tensor::empty({static_cast<int64_t>(slots.size()), D}, type);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    const float *row = src + slots[j].first * D;
+    if (type == DType::BF16)
+      cpu::narrowToBF16(row, reinterpret_cast<uint16_t *>(x.data()) + j * D, D);
+    else
+      std::copy(row, row + D, x.data() + static_cast<int64_t>(j) * D);
+  }
   return x;
+}
+
+/// How argument \p i of function \p fn of \p expert is stored.
+DType argStorage(
+    const bundle::Op &op, const bundle::Expert &expert, const std::string &fn,
+    size_t i,
+    const std::function<DType(const bundle::Function &, int)> &storageOf) {
+  auto it = expert.functions.find(fn);
+  if (it == expert.functions.end() || i >= it->second.args.size())
+    failOp(op, "expert '" + expert.name + "' has no " + fn +
+                   " function taking argument " + std::to_string(i));
+  return storageOf(it->second, it->second.args[i]);
+}
+
+/// A zero-filled fp32 accumulator for result \p r of \p c: in the op's
+/// scratch where the result is stored f32, in host memory where it is bf16
+/// (storeResult rounds it into place).
+Tensor accumulator(OpContext &c, size_t r) {
+  if (c.resultType(r) == DType::F32)
+    return Tensor::zeros(c.resultShape(r));
+  Workspace::Scope onHost(nullptr);
+  return Tensor::zeros(c.resultShape(r));
+}
+
+/// Sets result \p r of \p c from its accumulator \p acc.
+void storeResult(OpContext &c, size_t r, Tensor acc) {
+  if (c.resultType(r) == DType::F32) {
+    c.setResult(std::move(acc), r);
+    return;
+  }
+  Tensor out = c.newOutput(r);
+  storeNarrowed(acc, out);
+  c.setResult(std::move(out), r);
 }
 
 } // namespace
@@ -137,8 +178,14 @@ void Executor::moe(OpContext &c) {
   const Scope &scope = c.scope;
   const MoeAttrs &a = c.attrs<MoeAttrs>();
   const bundle::Expert &expert = c.expert();
-  const Tensor &h = c.in(0);
-  const Tensor &router = c.in(1);
+  // Under a bf16 plan: routing on the widened (exact) inputs, the rows
+  // handed to the experts as their forward stores them, the sum in fp32.
+  const Tensor h = widened(c.in(0));
+  const Tensor router = widened(c.in(1));
+  auto storage = [this](const bundle::Function &f, int v) {
+    return storageOf(f, v);
+  };
+  const DType xT = argStorage(op, expert, "forward", 0, storage);
   Routing r = route(op, a.topK, h, router, expert.count);
   if (!scope.backward) {
     // A recomputation inside a layer's backward counts nothing twice.
@@ -156,7 +203,7 @@ void Executor::moe(OpContext &c) {
   }
   assign(r, a.normalize);
   const int64_t D = r.D, K = r.K;
-  Tensor y = Tensor::zeros(c.resultShape(0));
+  Tensor y = accumulator(c, 0);
   if (y.numel() != r.N * D)
     failOp(op, "result shape does not match the input");
   for (int64_t e = 0; e < r.E; ++e) {
@@ -166,9 +213,9 @@ void Executor::moe(OpContext &c) {
     int64_t Te = static_cast<int64_t>(slots.size());
     // Each expert's temporaries are released once its output is added in.
     WorkspaceRelease release;
-    Tensor out = runExpert(op, expert, "forward", e,
-                           {gatherRows(h.data(), D, slots)}, scope)
-                     .at(0);
+    Tensor out = widened(runExpert(op, expert, "forward", e,
+                                   {gatherRows(h.data(), D, slots, xT)}, scope)
+                             .at(0));
     if (out.numel() != Te * D)
       failOp(op, "expert '" + expert.name + "' returned a wrong shape");
     for (int64_t j = 0; j < Te; ++j) {
@@ -194,7 +241,7 @@ void Executor::moe(OpContext &c) {
       aux.host += coef * r.E * balance;
     }
   }
-  c.setResult(std::move(y));
+  storeResult(c, 0, std::move(y));
 }
 
 void Executor::moeGrad(OpContext &c) {
@@ -202,15 +249,26 @@ void Executor::moeGrad(OpContext &c) {
   const Scope &scope = c.scope;
   const MoeAttrs &a = c.attrs<MoeAttrs>();
   const bundle::Expert &expert = c.expert();
-  const Tensor &h = c.in(0);
-  const Tensor &router = c.in(1);
-  const Tensor &dy = c.in(2);
+  const Tensor h = widened(c.in(0));
+  const Tensor router = widened(c.in(1));
+  const Tensor dy = widened(c.in(2));
+  // As moe; the backward takes the forward's rows and the output gradient's
+  // rows as it stores them.
+  auto storage = [this](const bundle::Function &f, int v) {
+    return storageOf(f, v);
+  };
+  const DType xT = argStorage(op, expert, "forward", 0, storage),
+              dyeT = argStorage(op, expert, "backward", 1, storage);
+  if (argStorage(op, expert, "backward", 0, storage) != xT)
+    failOp(op, "expert '" + expert.name +
+                   "': its forward and backward functions store their input "
+                   "rows differently");
   // The same inputs as the forward pass, so the same choices.
   Routing r = route(op, a.topK, h, router, expert.count);
   assign(r, a.normalize);
   const int64_t N = r.N, D = r.D, E = r.E, K = r.K;
-  Tensor dh = Tensor::zeros(c.resultShape(0));
-  Tensor drouter = Tensor::zeros(c.resultShape(1));
+  Tensor dh = accumulator(c, 0);
+  Tensor drouter = accumulator(c, 1);
   if (dy.numel() != N * D || dh.numel() != N * D || drouter.numel() != D * E)
     failOp(op, "operand and result shapes do not match");
 
@@ -222,16 +280,22 @@ void Executor::moeGrad(OpContext &c) {
       continue;
     int64_t Te = static_cast<int64_t>(slots.size());
     WorkspaceRelease release;
-    Tensor xe = gatherRows(h.data(), D, slots);
-    Tensor out = runExpert(op, expert, "forward", e, {xe}, scope).at(0);
+    Tensor xe = gatherRows(h.data(), D, slots, xT);
+    Tensor out =
+        widened(runExpert(op, expert, "forward", e, {xe}, scope).at(0));
     if (out.numel() != Te * D)
       failOp(op, "expert '" + expert.name + "' returned a wrong shape");
-    Tensor dye = Tensor::empty({Te, D});
+    Tensor dye = Tensor::empty({Te, D}, dyeT);
+    Tensor dye32 = dye;
+    if (dyeT != DType::F32) {
+      Workspace::Scope onHost(nullptr);
+      dye32 = Tensor::empty({Te, D});
+    }
     for (int64_t j = 0; j < Te; ++j) {
       auto [t, k] = slots[j];
       float g = r.gate[t * K + k];
       const float *dyt = dy.data() + t * D, *oj = out.data() + j * D;
-      float *dj = dye.data() + j * D;
+      float *dj = dye32.data() + j * D;
       double dot = 0;
       for (int64_t d = 0; d < D; ++d) {
         dj[d] = g * dyt[d];
@@ -239,9 +303,11 @@ void Executor::moeGrad(OpContext &c) {
       }
       dg[t * K + k] = dot;
     }
-    Tensor dxe = runExpert(op, expert, "backward", e,
-                           {std::move(xe), std::move(dye)}, scope)
-                     .at(0);
+    if (dye32.data() != dye.data())
+      storeNarrowed(dye32, dye);
+    Tensor dxe = widened(runExpert(op, expert, "backward", e,
+                                   {std::move(xe), std::move(dye)}, scope)
+                             .at(0));
     if (dxe.numel() != Te * D)
       failOp(op,
              "expert '" + expert.name + "' backward returned a wrong shape");
@@ -288,8 +354,8 @@ void Executor::moeGrad(OpContext &c) {
   cpu::gemm(false, true, N, D, E, 1.0f, dr.data(), router.data(), 1.0f,
             dh.data());
   cpu::matmulGradWeightAcc(h.data(), dr.data(), drouter.data(), N, D, E);
-  c.setResult(std::move(dh), 0);
-  c.setResult(std::move(drouter), 1);
+  storeResult(c, 0, std::move(dh));
+  storeResult(c, 1, std::move(drouter));
 }
 
 void addMoeKernels(KernelTable &t) {

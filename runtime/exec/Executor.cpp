@@ -79,8 +79,11 @@ namespace {
 
 class CpuBackend final : public Backend {
 public:
+  /// \p device: the CPU device's backend (values as the plan stores them).
+  explicit CpuBackend(bool device) : device(device) {}
   const KernelTable &table() const override { return cpuKernelTable(); }
   bool hostMemory() const override { return true; }
+  bool planStorage() const override { return device; }
   void zero(void *p, int64_t bytes) override {
     if (bytes > 0)
       std::memset(p, 0, static_cast<size_t>(bytes));
@@ -95,12 +98,20 @@ public:
   void download(void *dst, const void *src, int64_t bytes) override {
     copy(dst, src, bytes);
   }
+
+private:
+  bool device;
 };
 
 } // namespace
 
 Backend &cpuBackend() {
-  static CpuBackend backend;
+  static CpuBackend backend(false);
+  return backend;
+}
+
+Backend &cpuDeviceBackend() {
+  static CpuBackend backend(true);
   return backend;
 }
 
@@ -145,11 +156,12 @@ void keepFreedMemory() {
 
 } // namespace
 
-/// \p t in host memory: itself on a host-memory backend, else an f32 copy
-/// brought back from the device (which must hold f32).
+/// \p t in host memory: itself on a host-memory backend (an fp32 copy of
+/// a bf16 one), else an f32 copy brought back from the device (which must
+/// hold f32).
 Tensor Executor::hostCopy(const Tensor &t) const {
   if (backend->hostMemory() || !t.f)
-    return t;
+    return widened(t);
   if (t.dtype != DType::F32)
     raise("internal error: logits to bring back from the device "
           "are not f32");
@@ -163,12 +175,12 @@ Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend,
                    DecodedProgram decoded)
     : bundle(b), store(store), program(std::move(decoded)), backend(&backend),
       table(&backend.table()) {
-  // A bf16 plan's storage types are the device's: a host-memory backend
-  // (the CPU kernels, fp32 only) runs the bundle's functions in fp32, as
-  // the host executor that validates and samples a bf16 run does; the
-  // streaming runtime refuses bf16 plans on the CPU device.
+  // A bf16 plan's storage types are the device's (a device backend, or the
+  // CPU device's backend: its fp32 kernels then run through the conversion
+  // layer, ExecConvert.cpp); the host executor that validates and samples
+  // a bf16 run (cpuBackend) runs the bundle's functions in fp32.
   if (bundle::Precision p = bundle::planPrecision(b);
-      p != bundle::Precision::F32 && !backend.hostMemory()) {
+      p != bundle::Precision::F32 && backend.planStorage()) {
     auto add = [&](const bundle::Function &fn) {
       valueTypes[&fn] = bundle::valueStorage(fn, p);
     };
@@ -181,6 +193,8 @@ Executor::Executor(const bundle::Bundle &b, ParamStore &store, Backend &backend,
         for (const auto &[name, fn] : x.functions)
           add(fn);
     }
+    if (backend.hostMemory())
+      table = &cpuBf16KernelTable();
   }
   keepFreedMemory();
 }

@@ -52,6 +52,10 @@ private:
 
 /// The CPU backend's table (runtime/cpu kernels), filled once.
 const KernelTable &cpuKernelTable();
+/// The CPU kernels over a bf16 plan's storage (the CPU device under
+/// `--precision bf16`): each runs on fp32 copies of its bf16 operands and
+/// rounds its bf16 results into place (ExecConvert.cpp).
+const KernelTable &cpuBf16KernelTable();
 
 } // namespace mtc::exec
 

@@ -117,6 +117,10 @@ public:
     return pre.f ? pre : Tensor::empty(resultShape(i), resultType(i));
   }
   [[noreturn]] void fail(const std::string &msg) const { failOp(op, msg); }
+  /// The value slots of operand \p i and result \p i: the conversion layer
+  /// (ExecConvert.cpp) swaps fp32 copies in and out around a kernel.
+  Tensor &operandSlot(size_t i) { return vals[op.operands.at(i)]; }
+  Tensor &resultSlot(size_t i) { return vals[op.results.at(i)]; }
 
   /// Whether the executor is decoding with its KV cache (Executor::decode),
   /// and the absolute position of the first new token.
@@ -175,6 +179,13 @@ private:
   const bundle::Function &fn;
   const Executor::Scope &scope;
 };
+
+/// \p t with fp32 elements: itself unless it is stored as bf16, else an
+/// exact fp32 copy in host memory outside any Workspace (ExecConvert.cpp).
+Tensor widened(const Tensor &t);
+/// The fp32 tensor \p src stored into \p dst of as many elements: rounded
+/// to nearest even where \p dst is bf16, copied where it is f32.
+void storeNarrowed(const Tensor &src, Tensor &dst);
 
 /// The CPU kernels of each op family (Exec*.cpp) enter themselves into
 /// \p t.

@@ -62,21 +62,33 @@ ParamStore::ParamStore(const bundle::Bundle &b) : bundle(b) {
 }
 
 Status ParamStore::allocate(const HostStateOptions &options) {
-  size_t blockBytes = elements * sizeof(float);
+  const bool bf16 = options.gradients && options.bf16Gradients;
+  // The gradient block holds 2-byte elements when they are bf16.
+  auto blockBytesOf = [&](int k) {
+    return elements * (k == 1 && bf16 ? sizeof(uint16_t) : sizeof(float));
+  };
   auto allocated = [&](int k) {
     return k == 0 || (k == 1 && options.gradients) ||
            (k > 1 && options.moments);
+  };
+  // Where block k starts (char *) into base[] or, bf16 gradients, bf16Grads.
+  auto place = [&](int k, char *at) {
+    if (k == 1 && bf16)
+      bf16Grads = reinterpret_cast<uint16_t *>(at);
+    else
+      base[k] = reinterpret_cast<float *>(at);
   };
   if (options.file.empty()) {
     for (int k = 0; k < 4; ++k) {
       if (!allocated(k))
         continue;
       Expected<device::HostBuffer> buf =
-          host.allocate(static_cast<int64_t>(blockBytes), kKindNames[k]);
+          host.allocate(static_cast<int64_t>(blockBytesOf(k)),
+                        k == 1 && bf16 ? "bf16 gradients" : kKindNames[k]);
       if (!buf)
         return buf.status();
       buffers.push_back(std::move(*buf));
-      base[k] = buffers.back().as<float>();
+      place(k, buffers.back().as<char>());
     }
   } else {
     statePath = options.file;
@@ -87,10 +99,12 @@ Status ParamStore::allocate(const HostStateOptions &options) {
           "' exists; give a path that does not (the file is scratch space, "
           "removed as soon as it is mapped)");
     size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    size_t stride = roundUp(blockBytes, page);
-    const int blocks = 1 + options.gradients + 2 * options.moments;
+    size_t total = 0;
+    for (int k = 0; k < 4; ++k)
+      if (allocated(k))
+        total += roundUp(blockBytesOf(k), page);
     Expected<device::HostBuffer> buf = host.allocateFileBacked(
-        statePath, static_cast<int64_t>(blocks * stride), "parameter state");
+        statePath, static_cast<int64_t>(total), "parameter state");
     if (!buf)
       return buf.status();
     buffers.push_back(std::move(*buf));
@@ -99,9 +113,11 @@ Status ParamStore::allocate(const HostStateOptions &options) {
           "host state file '" + statePath +
           "': cannot remove it after mapping: " + std::strerror(errno));
     char *p = buffers.back().as<char>();
-    for (int k = 0, at = 0; k < 4; ++k)
-      base[k] = p && allocated(k) ? reinterpret_cast<float *>(p + at++ * stride)
-                                  : nullptr;
+    for (int k = 0; k < 4 && p; ++k)
+      if (allocated(k)) {
+        place(k, p);
+        p += roundUp(blockBytesOf(k), page);
+      }
   }
   for (ParamSlot &s : all) {
     size_t n = static_cast<size_t>(s.decl->numel());
@@ -112,6 +128,7 @@ Status ParamStore::allocate(const HostStateOptions &options) {
     s.grad = HostArray(at[1], at[1] ? n : 0);
     s.m = HostArray(at[2], at[2] ? n : 0);
     s.v = HostArray(at[3], at[3] ? n : 0);
+    s.gradBf16 = bf16Grads ? bf16Grads + s.offset : nullptr;
   }
   return Status::success();
 }
@@ -169,6 +186,8 @@ ParamSlot *ParamStore::expert(const std::string &layer, int64_t instance,
 void ParamStore::zeroGrads() {
   if (float *g = block(Kind::Grad))
     std::fill(g, g + elements, 0.0f);
+  if (bf16Grads)
+    std::fill(bf16Grads, bf16Grads + elements, uint16_t(0));
 }
 
 int64_t ParamStore::totalParams() const {

@@ -63,6 +63,10 @@ struct ParamSlot {
   const bundle::Param *decl = nullptr;
   /// Views into the store's four blocks, all at element `offset`.
   HostArray value, grad, m, v;
+  /// With HostStateOptions::bf16Gradients: this tensor's bf16 gradients
+  /// (raw bits, value.size() of them, at element `offset` of the bf16
+  /// gradient block); `grad` is then empty. nullptr otherwise.
+  uint16_t *gradBf16 = nullptr;
   /// Element offset of this tensor in each block (a multiple of
   /// ParamStore::kAlignFloats).
   size_t offset = 0;
@@ -82,6 +86,11 @@ struct HostStateOptions {
   /// placement, whose gradients pass through the stream executor's
   /// `grads.host` ring). Every slot's `grad` is then empty (null data).
   bool gradients = true;
+  /// With gradients: keep them as bf16 (2 B/param, 14 B/param in all;
+  /// `--grad-dtype bf16`, docs/training.md): the gradient block holds
+  /// uint16_t bf16 bits, written by a converting device copy, and every
+  /// slot's `gradBf16` points into it.
+  bool bf16Gradients = false;
   /// false: no AdamW m and v blocks (a sharded optimizer keeps its part of
   /// them elsewhere, docs/distributed.md). Every slot's `m` and `v` is then
   /// empty (null data).
@@ -123,10 +132,14 @@ public:
 
   enum class Kind { Value, Grad, M, V };
   /// Start of the block of \p kind (page-aligned; nullptr without
-  /// parameters); blockElements() floats, padding included (zero).
+  /// parameters, and for Kind::Grad without fp32 gradients); blockElements()
+  /// floats, padding included (zero).
   float *block(Kind kind) { return base[static_cast<int>(kind)]; }
   const float *block(Kind kind) const { return base[static_cast<int>(kind)]; }
   size_t blockElements() const { return elements; }
+  /// The bf16 gradient block (HostStateOptions::bf16Gradients; else
+  /// nullptr): blockElements() bf16 values.
+  uint16_t *gradBf16Block() { return bf16Grads; }
 
   /// Bytes allocated for the four blocks (4 x 4 x blockElements()), in RAM or
   /// in the file.
@@ -155,6 +168,7 @@ private:
   /// the four blocks, each starting on a page boundary.
   std::vector<device::HostBuffer> buffers;
   float *base[4] = {nullptr, nullptr, nullptr, nullptr};
+  uint16_t *bf16Grads = nullptr; ///< the gradient block when it is bf16
   size_t elements = 0;
   std::string statePath; ///< HostStateOptions::file ("" : anonymous)
 };

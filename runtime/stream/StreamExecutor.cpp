@@ -205,12 +205,13 @@ void StreamExecutor::validate() {
               " bytes of device memory; the device has " +
               std::to_string(device.capacity()));
   // A bf16 plan stores weights and activations as bf16 on the device
-  // (lib/Bundle/Plan.h, Precision); the CPU device computes and stores fp32.
+  // (lib/Bundle/Plan.h, Precision): the executor must store its values as
+  // the plan does (a device backend, or exec::cpuDeviceBackend()).
   const bundle::Precision precision = bundle::planPrecision(b);
-  if (precision != bundle::Precision::F32 && mem.hostMemory())
+  if (precision != bundle::Precision::F32 && !mem.planStorage())
     planError(std::string("precision ") + p.precision +
-              ": the CPU device runs fp32 plans only (compile with "
-              "--precision fp32)");
+              ": the executor's backend runs every plan in fp32 (the CPU "
+              "device's executor runs on exec::cpuDeviceBackend())");
   paramType = bundle::deviceParamDType(precision);
   if (p.recompute != "full" && p.recompute != "none" &&
       p.recompute != "selective")
@@ -527,11 +528,20 @@ Status StreamExecutor::updateImmediately(ImmediateFn fn) {
 
 void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
   if (!immediateFn) {
-    for (size_t q = 0; q < g.slots.size(); ++q)
-      deviceCheck(device.copyToHost(
-          d2h, g.slots[q]->grad.data(), devOff + g.gradOffsets[q],
-          4 * static_cast<int64_t>(g.slots[q]->grad.size()),
-          "grads " + g.slots[q]->name));
+    // Into the store's gradient block: fp32 as accumulated, or rounded to
+    // bf16 on the way (--grad-dtype bf16).
+    for (size_t q = 0; q < g.slots.size(); ++q) {
+      ParamSlot &s = *g.slots[q];
+      const int64_t bytes = 4 * static_cast<int64_t>(s.value.size());
+      if (s.gradBf16)
+        deviceCheck(device.copyToHost(
+            d2h, s.gradBf16, devOff + g.gradOffsets[q], bytes,
+            "grads " + s.name + " (to bf16)", device::Convert::F32ToBF16));
+      else
+        deviceCheck(device.copyToHost(d2h, s.grad.data(),
+                                      devOff + g.gradOffsets[q], bytes,
+                                      "grads " + s.name));
+    }
     if (gradsReady)
       launchWork(
           d2h, [fn = gradsReady, slots = g.slots] { fn(slots); },

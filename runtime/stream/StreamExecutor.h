@@ -68,7 +68,8 @@ public:
 
   /// One optimizer step's forward and backward over plan().microBatches
   /// micro-batches, each [batch, seq] tokens and targets. Gradients (of the
-  /// sum over micro-batches) land in the store's grad buffers; returns each
+  /// sum over micro-batches) land in the store's grad buffers (rounded to
+  /// bf16 by the copy when the store keeps bf16 gradients); returns each
   /// micro-batch's loss (aux losses included). Errors: an op's (naming its
   /// source location), the device's (a failed command fails its stream and
   /// the device; the step's synchronisation returns the first error), or a

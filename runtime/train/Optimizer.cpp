@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace mtc::train {
 
@@ -62,23 +63,35 @@ void AdamW::step(const std::vector<AdamWTensor> &tensors, int64_t s, float lr,
       task(k);
 }
 
-static double chunkSumOfSquares(const float *__restrict x, size_t n) {
+namespace {
+
+inline double widenToDouble(float x) { return static_cast<double>(x); }
+inline double widenToDouble(uint16_t x) {
+  uint32_t bits = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return static_cast<double>(f);
+}
+
+template <typename T>
+double chunkSumOfSquares(const T *__restrict x, size_t n) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int k = 0; k < 8; ++k) {
-      double d = static_cast<double>(x[i + k]);
+      double d = widenToDouble(x[i + k]);
       acc[k] += d * d;
     }
   for (int k = 0; i < n; ++i, ++k) {
-    double d = static_cast<double>(x[i]);
+    double d = widenToDouble(x[i]);
     acc[k] += d * d;
   }
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
          ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-double sumOfSquares(const float *x, size_t n, ThreadPool *pool) {
+template <typename T>
+double sumOfSquaresOf(const T *x, size_t n, ThreadPool *pool) {
   size_t chunks = numChunks(n, kSumChunk);
   if (chunks <= 1)
     return chunkSumOfSquares(x, n);
@@ -96,6 +109,46 @@ double sumOfSquares(const float *x, size_t n, ThreadPool *pool) {
   for (double d : partial)
     total += d;
   return total;
+}
+
+/// Round to nearest even, as device::convertF32ToBF16 (a NaN stays a quiet
+/// NaN with its sign), widened back.
+inline float roundOne(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  uint32_t h;
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    h = (u >> 16) | 0x0040u;
+  else
+    h = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t w = (h & 0xffffu) << 16;
+  float r;
+  std::memcpy(&r, &w, sizeof r);
+  return r;
+}
+
+} // namespace
+
+double sumOfSquares(const float *x, size_t n, ThreadPool *pool) {
+  return sumOfSquaresOf(x, n, pool);
+}
+
+double sumOfSquaresBf16(const uint16_t *x, size_t n, ThreadPool *pool) {
+  return sumOfSquaresOf(x, n, pool);
+}
+
+void roundToBf16(float *x, size_t n, ThreadPool *pool) {
+  size_t chunks = numChunks(n, kSumChunk);
+  auto task = [&](size_t c) {
+    size_t b = c * kSumChunk, e = std::min(n, b + kSumChunk);
+    for (size_t i = b; i < e; ++i)
+      x[i] = roundOne(x[i]);
+  };
+  if (pool && chunks > 1)
+    pool->parallelFor(chunks, task);
+  else
+    for (size_t c = 0; c < chunks; ++c)
+      task(c);
 }
 
 double globalNorm(const std::vector<double> &sumsOfSquares) {

@@ -77,6 +77,18 @@ private:
 double sumOfSquares(const float *x, size_t n, ThreadPool *pool = nullptr);
 constexpr size_t kSumChunk = 1u << 16;
 
+/// The same over bf16 values (raw bits, each widened exactly to fp32): equal
+/// bit for bit to sumOfSquares over the widened values, so the global norm of
+/// bf16 gradients is the norm of exactly what AdamW reads.
+double sumOfSquaresBf16(const uint16_t *x, size_t n,
+                        ThreadPool *pool = nullptr);
+
+/// Rounds \p n fp32 values in place to the nearest bf16 (ties to even; the
+/// conversion of device::convertF32ToBF16), each kept as the fp32 that the
+/// bf16 widens to: bf16 gradients where the fp32 sums live on the host (the
+/// plain executor). Deterministic, elementwise.
+void roundToBf16(float *x, size_t n, ThreadPool *pool = nullptr);
+
 /// sqrt(sum of per-tensor sums of squares), summed in the given order.
 double globalNorm(const std::vector<double> &sumsOfSquares);
 

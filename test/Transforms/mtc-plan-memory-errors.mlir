@@ -1,6 +1,18 @@
 // RUN: split-file %s %t
 // RUN: mtc-opt %t/structure.mlir -split-input-file --verify-diagnostics --mtc-plan-memory
 // RUN: mtc-opt %t/bad-budget.mlir --verify-diagnostics --mtc-plan-memory="budget=lots"
+// RUN: not mtc-opt %t/bad-budget.mlir --mtc-plan-memory="grad-dtype=fp8" 2>&1 | FileCheck %s --check-prefix=DTYPE
+// RUN: not mtc-opt %t/bad-budget.mlir --mtc-plan-memory="host-budget=4000" 2>&1 | FileCheck %s --check-prefix=HOST16
+// RUN: mtc-opt %t/bad-budget.mlir --mtc-plan-memory="host-budget=4000 grad-dtype=bf16" | FileCheck %s --check-prefix=HOST14
+
+// grad-dtype: bf16 host gradients count 14 B/param of state instead of 16;
+// bad-budget.mlir's 256 parameters need 4096 bytes of state with fp32
+// gradients and 3584 with bf16 ones, and a 4000-byte host budget names the
+// latter among the options that fit.
+// DTYPE: error: 'stream.step' op grad-dtype must be fp32 or bf16, got 'fp8'
+// HOST16: error: needs 4 KiB of host memory (training state 4 KiB (16 B/param)), host budget is 3.9 KiB: short by 96 B; options that fit: --grad-dtype bf16 (the deferred optimizer's gradients as bf16 in host memory, 14 B/param; 3.5 KiB), --clip 0
+// HOST14: stream.step @Tiny
+// HOST14: stream.buffer @workspace
 
 // Every error of mtc-plan-memory. An infeasible budget names the smallest
 // feasible one. With device checkpoints the plan needs 4864 bytes, with host

@@ -12,10 +12,12 @@
 
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/emu/EmulatedDriver.h"
+#include "runtime/device/CpuDevice.h"
 #include "runtime/device/CudaDevice.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 using namespace mtc;
@@ -89,5 +91,48 @@ TEST(CudaDeviceEmulated, ArenaTooLargeNamesTheSizes) {
             std::string::npos)
       << dev.message();
   EXPECT_NE(dev.message().find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos)
+      << dev.message();
+}
+
+namespace {
+
+/// Sets MTC_CONVERT_THREADS for one device's construction.
+struct ConvertThreadsEnv {
+  explicit ConvertThreadsEnv(const char *v) {
+    setenv("MTC_CONVERT_THREADS", v, 1);
+  }
+  ~ConvertThreadsEnv() { unsetenv("MTC_CONVERT_THREADS"); }
+};
+
+} // namespace
+
+TEST(CudaDeviceEmulated, F32ToBF16OverSeveralThreadsEqualsOneThread) {
+  // Three full 256K-value chunks and a partial one, converted by a pool of 4
+  // threads: the same bits as the reference conversion of the whole source.
+  const int64_t n = 3 * (int64_t(1) << 18) + 5;
+  std::vector<float> src(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    src[i] = static_cast<float>(i % 9973) * 1.0009765625f - 4000.3f;
+  std::vector<uint16_t> want(src.size()), got(src.size());
+  convertF32ToBF16(src.data(), want.data(), n);
+  std::string none;
+  std::unique_ptr<Device> dev;
+  {
+    ConvertThreadsEnv env("4");
+    dev = must(makeEmulated(2 * n, none));
+  }
+  Stream s = must(dev->createStream("copy"));
+  must(dev->copyToDevice(s, 0, src.data(), 4 * n, Convert::F32ToBF16));
+  must(dev->copyToHost(s, got.data(), 0, 2 * n));
+  must(dev->synchronize(s));
+  EXPECT_EQ(got, want);
+}
+
+TEST(CudaDeviceEmulated, BadConvertThreadsIsAnError) {
+  ConvertThreadsEnv env("four");
+  std::string none;
+  Expected<std::unique_ptr<Device>> dev = makeEmulated(64, none);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(dev.message().find("MTC_CONVERT_THREADS='four'"), std::string::npos)
       << dev.message();
 }

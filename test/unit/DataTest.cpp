@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -21,10 +23,11 @@ using namespace mtc::train;
 namespace {
 
 std::string tempPath(const std::string &name) {
-  static int counter = 0;
-  std::string d = ::testing::TempDir() + "/mtc-data-" +
-                  std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  ::mkdir(d.c_str(), 0755);
+  // mkdtemp: a directory left behind by an earlier process with the same
+  // pid is never reused.
+  std::string d = ::testing::TempDir() + "/mtc-data-XXXXXX";
+  if (!::mkdtemp(d.data()))
+    ADD_FAILURE() << "mkdtemp " << d << " failed";
   return d + "/" + name;
 }
 

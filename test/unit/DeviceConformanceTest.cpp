@@ -751,6 +751,58 @@ TEST_P(DeviceTest, F32ToBF16WritesHalfTheBytes) {
   EXPECT_EQ(bf16Reference(f32Bits(1.0f)), 0x3f80); // the reference agrees
 }
 
+TEST_P(DeviceTest, CopyToHostF32ToBF16MatchesTheReference) {
+  // The gradient copy of --grad-dtype bf16: fp32 in the arena, bf16 in host
+  // memory, rounded as copyToDevice rounds (every upper half with the lower
+  // halves around the rounding point, and random bit patterns).
+  std::vector<uint32_t> bits;
+  for (uint32_t hi = 0; hi < 0x10000u; hi += 3)
+    for (uint32_t lo : {0x0000u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      bits.push_back(hi << 16 | lo);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 4096; ++i)
+    bits.push_back(static_cast<uint32_t>(rng()));
+  const int64_t n = static_cast<int64_t>(bits.size());
+  Device &dev = device(4 * n + 64);
+  Stream s = must(dev.createStream("copy"));
+  must(dev.copyToDevice(s, 64, bits.data(), 4 * n));
+  must(dev.synchronize(s));
+  dev.resetStats();
+  const size_t guard = 16;
+  std::vector<uint16_t> back(static_cast<size_t>(n) + 2 * guard, 0xABCD);
+  must(dev.copyToHost(s, back.data() + guard, 64, 4 * n, "grads",
+                      Convert::F32ToBF16));
+  must(dev.synchronize(s));
+  EXPECT_EQ(dev.stats().d2hBytes, 4 * n); // the arena's bytes
+  for (size_t i = 0; i < guard; ++i) {
+    ASSERT_EQ(back[i], 0xABCD) << i;
+    ASSERT_EQ(back[guard + static_cast<size_t>(n) + i], 0xABCD) << i;
+  }
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h = back[guard + static_cast<size_t>(i)];
+    uint32_t u = bits[static_cast<size_t>(i)];
+    bool ok = isNaNBits(u) ? (h & 0x7fc0u) == 0x7fc0u &&
+                                 (h & 0x8000u) == ((u >> 16) & 0x8000u)
+                           : h == bf16Reference(u);
+    if (!ok && ++wrong <= 10)
+      ADD_FAILURE() << std::hex << "fp32 0x" << u << " gave bf16 0x" << h
+                    << ", want 0x" << bf16Reference(u);
+  }
+  EXPECT_EQ(wrong, 0);
+  // Not a whole number of fp32 values, or outside the arena: errors.
+  EXPECT_NE(deviceErrorOf([&] {
+              return dev.copyToHost(s, back.data(), 0, 6, "",
+                                    Convert::F32ToBF16);
+            }),
+            "");
+  EXPECT_NE(deviceErrorOf([&] {
+              return dev.copyToHost(s, back.data(), 64, 4 * n + 4, "",
+                                    Convert::F32ToBF16);
+            }),
+            "");
+}
+
 //===----------------------------------------------------------------------===//
 // Errors in launched work
 //===----------------------------------------------------------------------===//

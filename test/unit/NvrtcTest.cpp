@@ -48,10 +48,11 @@ std::shared_ptr<const Nvrtc> nvrtcOrSkip() {
     GTEST_SKIP() << "NVRTC not available: " << Nvrtc::load().message();
 
 std::string tempDir() {
-  static int counter = 0;
-  std::string d = ::testing::TempDir() + "mtc-nvrtc-" +
-                  std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  std::filesystem::create_directories(d);
+  // mkdtemp: a directory left behind by an earlier process with the same
+  // pid is never reused.
+  std::string d = ::testing::TempDir() + "mtc-nvrtc-XXXXXX";
+  if (!::mkdtemp(d.data()))
+    ADD_FAILURE() << "mkdtemp " << d << " failed";
   return d;
 }
 

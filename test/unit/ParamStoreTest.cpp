@@ -359,3 +359,56 @@ TEST_F(ParamStoreFileTest, MissingDirectoryIsAnError) {
   });
   EXPECT_NE(m.find(path), std::string::npos) << m;
 }
+
+TEST(ParamStore, Bf16GradientsAreTwoBytesPerParameter) {
+  // --grad-dtype bf16 under a step plan: value, m, v fp32 and the gradient
+  // block bf16, 14 bytes per parameter before padding.
+  bundle::Bundle b = mixedBundle();
+  exec::HostStateOptions options;
+  options.bf16Gradients = true;
+  std::unique_ptr<exec::ParamStore> store =
+      must(exec::ParamStore::create(b, options));
+  const size_t elements = store->blockElements();
+  EXPECT_EQ(store->hostBytes(), static_cast<int64_t>((3 * 4 + 2) * elements));
+  EXPECT_EQ(store->block(exec::ParamStore::Kind::Grad), nullptr);
+  ASSERT_NE(store->gradBf16Block(), nullptr);
+  for (const exec::ParamSlot &s : store->slots()) {
+    EXPECT_TRUE(s.grad.empty()) << s.name;
+    EXPECT_EQ(s.gradBf16, store->gradBf16Block() + s.offset) << s.name;
+  }
+  // zeroGrads clears the bf16 block; the values are distinct memory.
+  store->initialize(1234);
+  EXPECT_EQ(valueChecksum(*store), kMixedChecksum);
+  for (exec::ParamSlot &s : store->slots())
+    std::fill(s.gradBf16, s.gradBf16 + s.value.size(), uint16_t(0x4020));
+  EXPECT_EQ(valueChecksum(*store), kMixedChecksum);
+  store->zeroGrads();
+  for (size_t i = 0; i < elements; ++i)
+    ASSERT_EQ(store->gradBf16Block()[i], 0) << i;
+  // Without gradients (the immediate placement) the option changes nothing.
+  options.gradients = false;
+  std::unique_ptr<exec::ParamStore> none =
+      must(exec::ParamStore::create(b, options));
+  EXPECT_EQ(none->gradBf16Block(), nullptr);
+  EXPECT_EQ(none->hostBytes(), static_cast<int64_t>(3 * 4 * elements));
+}
+
+TEST_F(ParamStoreFileTest, FileBackedBf16Gradients) {
+  bundle::Bundle b = mixedBundle();
+  exec::HostStateOptions options;
+  options.file = root + "/state";
+  options.bf16Gradients = true;
+  std::unique_ptr<exec::ParamStore> store =
+      must(exec::ParamStore::create(b, options));
+  const int64_t page = 4096;
+  auto pages = [&](int64_t bytes) { return (bytes + page - 1) / page * page; };
+  const int64_t n = static_cast<int64_t>(store->blockElements());
+  EXPECT_EQ(store->hostBytes(), 3 * pages(4 * n) + pages(2 * n));
+  // Four distinct blocks: writing the gradients leaves the others alone.
+  store->initialize(1234);
+  for (exec::ParamSlot &s : store->slots())
+    std::fill(s.gradBf16, s.gradBf16 + s.value.size(), uint16_t(0xffff));
+  EXPECT_EQ(valueChecksum(*store), kMixedChecksum);
+  EXPECT_TRUE(allZero(store->block(exec::ParamStore::Kind::M), n));
+  EXPECT_TRUE(allZero(store->block(exec::ParamStore::Kind::V), n));
+}

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,11 +22,12 @@ using namespace mtc;
 
 namespace {
 
+/// A new, empty directory: mkdtemp, so a directory left behind by an earlier
+/// process with the same pid can never be reused.
 std::string tempDir() {
-  static int counter = 0;
-  std::string d = ::testing::TempDir() + "/mtc-st-" +
-                  std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  ::mkdir(d.c_str(), 0755);
+  std::string d = ::testing::TempDir() + "/mtc-st-XXXXXX";
+  if (!::mkdtemp(d.data()))
+    ADD_FAILURE() << "mkdtemp " << d << " failed";
   return d;
 }
 

@@ -14,6 +14,8 @@
 #include "runtime/train/Data.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -39,10 +41,11 @@ std::string readFile(const std::string &path) {
 }
 
 std::string tempPath(const std::string &name) {
-  static int counter = 0;
-  std::string d = ::testing::TempDir() + "/mtc-tok-" +
-                  std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  ::mkdir(d.c_str(), 0755);
+  // mkdtemp: a directory left behind by an earlier process with the same
+  // pid is never reused.
+  std::string d = ::testing::TempDir() + "/mtc-tok-XXXXXX";
+  if (!::mkdtemp(d.data()))
+    ADD_FAILURE() << "mkdtemp " << d << " failed";
   return d + "/" + name;
 }
 

@@ -193,6 +193,17 @@ bool finishOptimizerFlags(const char *command, const OptimizerFlags &flags,
   }
   stream.immediateOptimizer =
       p == "immediate" || (p == "auto" && flags.clip == 0);
+  if (!mtc::bundle::parseGradDType(flags.gradDType, stream.gradDType)) {
+    error(std::string(command) + ": --grad-dtype expects fp32 or bf16, got '" +
+          flags.gradDType + "'");
+    return false;
+  }
+  if (stream.immediateOptimizer &&
+      stream.gradDType == mtc::bundle::GradDType::BF16) {
+    error(std::string(command) + ": " +
+          mtc::driver::gradDtypeImmediateConflict());
+    return false;
+  }
   return true;
 }
 
@@ -205,6 +216,7 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back({Flag::Double, "--clip", &optimizer.clip, 0});
   flags.push_back(
       {Flag::String, "--optimizer-placement", &optimizer.placement});
+  flags.push_back({Flag::String, "--grad-dtype", &optimizer.gradDType});
   flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
   flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});

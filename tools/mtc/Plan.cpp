@@ -188,8 +188,10 @@ int runPlan(const std::vector<std::string> &args) {
      << formatByteSize(cost.modelWeightBytes) << " model-level\n";
   // Host memory: the training state and every host buffer of the plan.
   const bool ring = step.buffer("grads.host") != nullptr;
-  const int64_t perParam = ring ? mtc::bundle::kImmediateStateBytesPerParam
-                                : mtc::bundle::kStateBytesPerParam;
+  const bool bf16Grads =
+      !ring && copts.stream.gradDType == mtc::bundle::GradDType::BF16;
+  const int64_t perParam =
+      mtc::bundle::stateBytesPerParam(ring, copts.stream.gradDType);
   // A sharded data-parallel rank (docs/distributed.md): the whole fp32
   // values, and m, v and the summed gradient of 1/N of every tensor.
   const int64_t state =
@@ -203,9 +205,11 @@ int runPlan(const std::vector<std::string> &args) {
        << formatByteSize(state) << "\n";
   else
     os << "host memory: state " << perParam
-       << (ring ? " B/param (fp32 value, AdamW m and v; optimizer placement "
-                  "immediate) x "
-                : " B/param (fp32 value, gradient, AdamW m and v) x ")
+       << (ring ? " B/param (fp32 value, AdamW m and v; optimizer "
+                  "placement immediate) x "
+           : bf16Grads
+               ? " B/param (fp32 value, bf16 gradient, AdamW m and v) x "
+               : " B/param (fp32 value, gradient, AdamW m and v) x ")
        << withCommas(params) << " = " << formatByteSize(state) << "\n";
   for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
     if (buf.space != "host")

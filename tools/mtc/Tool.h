@@ -96,10 +96,13 @@ bool parsePrecisionFlag(const char *command, const std::string &text,
 struct OptimizerFlags {
   double clip = 1.0;
   std::string placement = "auto";
+  /// `--grad-dtype fp32|bf16`: the deferred placement's host gradients.
+  std::string gradDType = "fp32";
 };
 
 /// Resolves \p flags into \p stream (immediate: explicit, or auto with
-/// --clip 0); immediate with clipping is an error. Prints the error and
+/// --clip 0; the gradient dtype); immediate with clipping, or with
+/// --grad-dtype bf16, is an error. Prints the error and
 /// returns false on bad input.
 bool finishOptimizerFlags(const char *command, const OptimizerFlags &flags,
                           mtc::StreamOptions &stream);
@@ -156,6 +159,7 @@ int runGenerate(const std::vector<std::string> &args);
 int runImportHF(const std::vector<std::string> &args);
 int runExportHF(const std::vector<std::string> &args);
 int runPlan(const std::vector<std::string> &args);
+int runSimulate(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
 
 } // namespace mtc::cli

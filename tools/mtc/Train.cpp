@@ -41,10 +41,12 @@ int runTrain(const std::vector<std::string> &args) {
     return 1;
   if (!parsePrecisionFlag("train", cmd.precision, copts.stream))
     return 1;
+  // The precision is the step plan's: bf16 storage needs one on every
+  // device (the CPU device converts around its fp32 kernels, docs/runtime.md).
   if (copts.stream.precision == mtc::bundle::Precision::BF16 &&
-      opts.device == "cpu")
-    return error("train: --precision bf16 runs on --device cuda or cuda-emu; "
-                 "the CPU device computes and stores fp32 (--precision fp32)");
+      deviceMemory.empty())
+    return error("train: --precision bf16 runs a streaming step plan: give "
+                 "its budget with --device-memory SIZE");
   if (opts.device != "cpu") {
     if (deviceMemory.empty())
       return error("train: --device " + opts.device +
@@ -67,6 +69,9 @@ int runTrain(const std::vector<std::string> &args) {
       opts.optimizerPlacement == "immediate" ||
       (opts.optimizerPlacement == "auto" && opts.clip == 0) ||
       mtc::driver::shardsOptimizer(opts);
+  // --host-memory counts 14 B/param with bf16 gradients (value checked by
+  // parseTrainCommand).
+  mtc::bundle::parseGradDType(opts.gradDtype, copts.stream.gradDType);
   // Without a device budget and without --recompute, keep the activations
   // (recompute none: no forward recomputed in the backward, as PyTorch eager
   // does) when that fits comfortably in host memory; else keep the matmul

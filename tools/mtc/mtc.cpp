@@ -55,6 +55,31 @@ const Command kCommands[] = {
      "every host buffer, host_memory_bytes); with --ranks N, one rank's plan "
      "of a data-parallel run and its reductions (allreduce_bytes)",
      runPlan},
+    {"simulate",
+     "mtc simulate MODEL.mt|--hf DIR --gpu NAME|FILE.json --batch N --seq N "
+     "[--micro-batches N] [--device-memory SIZE|auto] [--host-memory SIZE] "
+     "[--prefetch-depth N] [--recompute auto|full|selective|none] "
+     "[--checkpoints device|host|auto] [--precision bf16|fp32] [--clip X] "
+     "[--optimizer-placement auto|deferred|immediate] [--set NAME=VALUE]... "
+     "[--timeline FILE.json] [--sweep] [--host-convert on|off]",
+     "predict one training step on a GPU from a hardware profile: the plan "
+     "`mtc train` would run, replayed as an event simulation (step time, "
+     "tokens/s, MFU, link traffic, exposed copies and optimizer, "
+     "bottleneck)",
+     runSimulate,
+     "--gpu names a built-in profile (a100-80gb, b200, gh200, h100-pcie,\n"
+     "  h100-sxm, h200, rtx4090) or a JSON file (docs/simulate.md).\n"
+     "--device-memory defaults to auto: the profile's memory less the CUDA\n"
+     "  backend's allocations and margin. --precision defaults to bf16.\n"
+     "  Without --host-memory no host budget is checked.\n"
+     "--timeline FILE.json writes the simulated step as a Chrome trace.\n"
+     "--host-convert off: what if bf16 weight loads were not converted on\n"
+     "  a host thread before their DMA (the CUDA backend does it today).\n"
+     "--sweep keeps the tokens per step (batch x micro-batches x seq) and\n"
+     "  searches the micro-batch size and count, the prefetch depth (2, 3)\n"
+     "  and the recompute policy; it prints the fastest configurations.\n"
+     "The figures are predictions of an uncalibrated model: see\n"
+     "  docs/simulate.md."},
     {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
      runTrain, mtc::driver::trainDetails()},
     {"generate", mtc::driver::generateUsage(kTool),

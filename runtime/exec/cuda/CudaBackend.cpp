@@ -131,9 +131,22 @@ std::string CudaBackend::fusedModuleName(const bundle::CudaKernels &kernels) {
          ".cu";
 }
 
+const std::string &
+CudaBackend::fusedModule(const bundle::CudaKernels &kernels) {
+  auto &last = lastFusedModule;
+  if (last.kernels != &kernels || last.data != kernels.source.data() ||
+      last.size != kernels.source.size()) {
+    last.kernels = &kernels;
+    last.data = kernels.source.data();
+    last.size = kernels.source.size();
+    last.name = fusedModuleName(kernels);
+  }
+  return last.name;
+}
+
 Expected<void *> CudaBackend::fusedFunction(const bundle::CudaKernels &kernels,
                                             const std::string &entry) {
-  std::string module = fusedModuleName(kernels);
+  const std::string &module = fusedModule(kernels);
   auto key = std::make_pair(module, entry);
   if (auto it = fusedFunctions.find(key); it != fusedFunctions.end())
     return it->second;

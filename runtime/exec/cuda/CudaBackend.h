@@ -122,6 +122,9 @@ public:
                                  const std::string &entry);
   /// "fused-<xxh64 of the source>.cu": one module per distinct source.
   static std::string fusedModuleName(const bundle::CudaKernels &kernels);
+  /// fusedModuleName(kernels), hashed once per bundle rather than once per
+  /// launch (the source is the whole bundle's CUDA C).
+  const std::string &fusedModule(const bundle::CudaKernels &kernels);
   /// "cuBLASLt 130001", "cpu (emulated)": for messages and reports.
   std::string gemmName() const { return gemm->name(); }
 
@@ -144,6 +147,13 @@ private:
   std::unique_ptr<cuda::KernelLoader> loader;
   /// fusedFunction's functions by (module, entry).
   std::map<std::pair<std::string, std::string>, void *> fusedFunctions;
+  /// fusedModule's last answer and the source it was computed for.
+  struct {
+    const bundle::CudaKernels *kernels = nullptr;
+    const char *data = nullptr;
+    size_t size = 0;
+    std::string name;
+  } lastFusedModule;
   std::unique_ptr<cuda::ops::KernelFunctions> functions;
   std::unique_ptr<cuda::GemmEngine> gemm;
   /// The CUstream and stream id issue() is running for (null and -1

@@ -83,10 +83,7 @@ void fused(OpContext &c) {
     ops::Dim3 g, blk;
     g.x = static_cast<unsigned>(grid);
     blk.x = static_cast<unsigned>(e->block);
-    check(c, L.launchFunction(*fn,
-                              "'" + e->entry + "' (" +
-                                  CudaBackend::fusedModuleName(ck) + ")",
-                              g, blk, 0, args));
+    check(c, L.launchFunction(*fn, e->entry, g, blk, 0, args));
   }
   for (size_t r = 0; r < outs.size(); ++r)
     c.setResult(std::move(outs[r]), r);
