@@ -11,7 +11,10 @@ PKGS=(
   "clang-${LLVM_MAJOR}" "libclang-rt-${LLVM_MAJOR}-dev" "lld-${LLVM_MAJOR}"
   antlr4 libantlr4-runtime-dev
   libgtest-dev libopenblas-dev nlohmann-json3-dev
+  openmpi-bin libopenmpi-dev
 )
+# Open MPI builds libmtc-mpi.so and runs the data-parallel tests (mpirun -np
+# 2); mtc and mtc-run never link it (docs/distributed.md).
 # Not needed: zlib, zstd, libedit, libxml2 and curl headers (LLVM's CMake
 # package looks for them but mtc links only the shared libLLVM and libMLIR,
 # which carry their own dependencies), fmt (unused).

@@ -26,6 +26,20 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.mtc_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["mtc", "mtc-run", "mtc-opt", "mtc-parity"], tool_dirs)
 
+# Data-parallel tests (REQUIRES: mpi) run two ranks with Open MPI's mpirun
+# where libmtc-mpi.so was built; %mpirun2 oversubscribes (two ranks on any
+# machine) and allows root (CI containers run as root).
+if config.mpi_found in ("TRUE", "ON", "1", "True"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.substitutions.append(
+        ("%mpirun2", "mpirun --oversubscribe --bind-to none -np 2"))
+else:
+    lit_config.note("MPI was not found at build time: the data-parallel "
+                    "tests (test/dist, REQUIRES: mpi) are skipped; "
+                    "scripts/install-deps.sh installs Open MPI")
+
 if config.cuda_found in ("TRUE", "ON", "1", "True"):
     config.available_features.add("cuda")
 

@@ -27,7 +27,9 @@
 #include "runtime/device/CpuDevice.h"
 #include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
+#include "runtime/dist/Communicator.h"
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DataParallel.h"
 #include "runtime/driver/DeviceModel.h"
 #include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
@@ -534,9 +536,9 @@ public:
     if (opts.threads > 0)
       cpu::setThreads(opts.threads);
     for (Status (TrainRun::*stage)() :
-         {&TrainRun::checkModel, &TrainRun::claimOutputs, &TrainRun::openData,
-          &TrainRun::checkResume, &TrainRun::checkHostMemory,
-          &TrainRun::createState}) {
+         {&TrainRun::checkModel, &TrainRun::checkRanks, &TrainRun::claimOutputs,
+          &TrainRun::openData, &TrainRun::checkResume,
+          &TrainRun::checkHostMemory, &TrainRun::createState}) {
       if (Status st = (this->*stage)(); !st.ok())
         return fail(st);
       if (nothingToTrain)
@@ -544,7 +546,8 @@ public:
     }
     for (Status (TrainRun::*stage)() :
          {&TrainRun::initializeWeights, &TrainRun::createExecutors,
-          &TrainRun::createOptimizer, &TrainRun::openMetrics})
+          &TrainRun::createDataParallel, &TrainRun::createOptimizer,
+          &TrainRun::openMetrics})
       if (Status st = (this->*stage)(); !st.ok())
         return fail(st);
     if (Status st = printHeader(); !st.ok())
@@ -557,8 +560,95 @@ public:
 private:
   /// Prints "TOOL: error: MESSAGE" and returns 1.
   int fail(const Status &st) {
-    err << opts.toolName << ": error: " << st.message() << "\n";
+    // One write: the ranks' lines do not interleave.
+    err << (opts.toolName + ": error: " + rankTag() + st.message() + "\n");
+    err.flush();
     return 1;
+  }
+
+  /// Test hook MTC_TEST_KILL_RANK=R@N: rank R of a data-parallel run is
+  /// killed (SIGKILL, no cleanup) at the start of step N, as a crashed node
+  /// would stop (docs/distributed.md, "Faults").
+  void testKillHook(int64_t step) const {
+    const char *env = std::getenv("MTC_TEST_KILL_RANK");
+    if (!env || ranks == 1)
+      return;
+    char *end = nullptr;
+    long r = std::strtol(env, &end, 10);
+    if (*end == '@' && r == rank && std::strtoll(end + 1, nullptr, 10) == step)
+      std::raise(SIGKILL);
+  }
+
+  /// "rank R of N: " in a data-parallel run ("" otherwise).
+  std::string rankTag() const {
+    if (ranks == 1)
+      return "";
+    return "rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
+           ": ";
+  }
+
+  /// Data parallelism (docs/distributed.md): this rank and the ranks, and
+  /// before anything is allocated, every rank's binary, model and options
+  /// against rank 0's.
+  Status checkRanks() {
+    if (!opts.world || opts.world->size() == 1)
+      return Status::success();
+    rank = opts.world->rank();
+    ranks = opts.world->size();
+    localBatch = rankBatch(opts);
+    if (opts.gradDtype == "bf16")
+      return Status::error(
+          "--grad-dtype bf16 is not supported with several ranks yet (the "
+          "gradients are summed over the ranks in fp32); leave it out");
+    if (shardsOptimizer(opts)) {
+      if (opts.optimizerPlacement == "immediate")
+        return Status::error(
+            "--optimizer-placement immediate updates whole tensors on every "
+            "rank; the sharded optimizer (the default with several ranks) "
+            "updates each rank's part after the backward: add "
+            "--shard-optimizer off, or leave out --optimizer-placement");
+      // The update waits for the backward; gradients still leave the device
+      // through the plan's ring when it has one (no model-sized buffer).
+      shard = true;
+      ringGrads = immediate || (b.step && b.step->buffer("grads.host"));
+      immediate = false;
+    }
+    return DataParallel::checkConsistent(*opts.world, b, opts);
+  }
+
+  /// The gradient sums over the ranks, started as each layer instance's
+  /// gradients are final: by the host executor after each instance's
+  /// backward (in the last micro-batch), by the stream executor after each
+  /// group's gradients reach host memory.
+  Status createDataParallel() {
+    if (ranks == 1)
+      return Status::success();
+    Expected<std::unique_ptr<DataParallel>> d =
+        DataParallel::create(opts.world, b, *store);
+    if (!d)
+      return d.status();
+    dp = std::move(*d);
+    dp->setSharded(sharded.get());
+    dp->setDeterministic(opts.deterministicReduce);
+    if (sharded)
+      sharded->setDeterministic(opts.deterministicReduce);
+    if (!opts.trace.empty() && streamDevice)
+      dp->setTrace(&trace);
+    if (streamer && shard && ringGrads)
+      // Each group's gradients are reduce-scattered out of the ring slot on
+      // the optimizer stream, as soon as they are there.
+      return streamer->updateImmediately(
+          [this](const std::vector<exec::ParamSlot *> &ss,
+                 const std::vector<const float *> &grads) {
+            if (Status st = dp->scatterNow(ss, grads); !st)
+              throw std::runtime_error(st.message());
+          });
+    if (streamer)
+      streamer->setGradsReadyHook(
+          [this](const std::vector<exec::ParamSlot *> &ss) {
+            dp->slotsDone(ss);
+          });
+    return Status::success();
   }
 
   /// The model can be trained at --batch and --seq; the optimizer
@@ -597,7 +687,7 @@ private:
           "--seq " + std::to_string(opts.seq) +
           " exceeds the model's max_seq " +
           std::to_string(static_cast<int64_t>(maxSeq->second)));
-    return bundle::checkTokenShapes(b, opts.batch, opts.seq);
+    return bundle::checkTokenShapes(b, rankBatch(opts), opts.seq);
   }
 
   /// Outputs against inputs first (nothing is touched yet), then the one
@@ -605,7 +695,8 @@ private:
   Status claimOutputs() {
     if (Status st = checkTrainPaths(opts, opts.outDir); !st.ok())
       return st;
-    if (!opts.outDir.empty()) {
+    // Rank 0 alone writes checkpoints (the ranks hold the same state).
+    if (!opts.outDir.empty() && rank == 0) {
       Expected<CheckpointLock> l = CheckpointLock::acquire(opts.outDir);
       if (!l)
         return l.status();
@@ -694,7 +785,10 @@ private:
                      std::to_string(opts.seq) + " micro-batch";
     std::vector<std::pair<std::string, double>> parts;
     // A file-backed state is paged to its file, not held in RAM.
-    if (opts.hostStateFile.empty())
+    if (opts.hostStateFile.empty() && shard)
+      parts.push_back({"parameters and this rank's shard of the AdamW state",
+                       params * (4.0 + (ringGrads ? 0 : 4) + 12.0 / ranks)});
+    else if (opts.hostStateFile.empty())
       parts.push_back(
           {immediate   ? "parameters and AdamW state"
            : bf16Store ? "parameters, bf16 gradients and AdamW state"
@@ -750,7 +844,11 @@ private:
   Status createState() {
     exec::HostStateOptions hopts;
     hopts.file = opts.hostStateFile;
-    hopts.gradients = !immediate; // they pass through the plan's ring
+    // Ranks on one node map files of their own (PATH.rank1, ...).
+    if (rank > 0 && !hopts.file.empty())
+      hopts.file += ".rank" + std::to_string(rank);
+    hopts.gradients = !immediate && !(shard && ringGrads); // through the ring
+    hopts.moments = !shard; // each rank's part: ShardedOptimizer
     hopts.bf16Gradients = bf16Store;
     Expected<std::unique_ptr<exec::ParamStore>> created =
         exec::ParamStore::create(b, hopts);
@@ -761,12 +859,19 @@ private:
     // they can be asynchronous on a GPU (best effort).
     if (b.step)
       store->pin(&unpinned);
+    if (shard)
+      sharded = std::make_unique<ShardedOptimizer>(rank, ranks, *store);
     if (ckDir.empty()) {
       store->initialize(opts.seed);
       return Status::success();
     }
+    // A sharded optimizer reads the whole moments, then keeps its part.
+    if (sharded)
+      (void)sharded->gatherMoments(*opts.world, /*gather=*/false);
     Expected<TrainerState> state =
         readCheckpoint(ckDir, b, *store, &notes, opts.allowModelChange);
+    if (sharded)
+      state ? sharded->keepShards() : sharded->releaseMoments();
     if (!state)
       return state.status();
     startStep = state->step;
@@ -822,16 +927,24 @@ private:
   /// CPU device, or a CudaDevice with the CUDA backend).
   Status createStreaming() {
     const bundle::StepPlan &plan = *b.step;
-    if (plan.batch != opts.batch || plan.seq != opts.seq ||
+    if (plan.batch != localBatch || plan.seq != opts.seq ||
         plan.microBatches != opts.microBatches)
       return Status::error(
           "the bundle's step plan is for --batch " +
           std::to_string(plan.batch) + " --seq " + std::to_string(plan.seq) +
           " --micro-batches " + std::to_string(plan.microBatches) + ", not " +
-          std::to_string(opts.batch) + " / " + std::to_string(opts.seq) +
-          " / " + std::to_string(opts.microBatches) +
-          "; pass those or recompile the plan (mtc compile "
-          "--device-memory ...)");
+          std::to_string(localBatch) +
+          (ranks > 1 ? " (--batch " + std::to_string(opts.batch) + " over " +
+                           std::to_string(ranks) + " ranks)"
+                     : std::string()) +
+          " / " + std::to_string(opts.seq) + " / " +
+          std::to_string(opts.microBatches) +
+          (ranks > 1
+               ? "; with " + std::to_string(ranks) + " ranks pass --batch " +
+                     std::to_string(plan.batch * ranks) +
+                     " (each rank runs the plan's batch)"
+               : std::string("; pass those")) +
+          " or recompile the plan (mtc compile --device-memory ...)");
     if (!opts.useKernels)
       return Status::error(
           "--kernels off cannot run a step plan: interpreted "
@@ -939,7 +1052,7 @@ private:
   /// --metrics: resuming appends, after dropping the records of steps after
   /// the checkpoint (an interrupted run may have logged them).
   Status openMetrics() {
-    if (opts.metrics.empty())
+    if (opts.metrics.empty() || rank != 0)
       return Status::success();
     Status trimmed = startStep > 0 ? trimMetrics(opts.metrics, startStep)
                                    : Status::success();
@@ -981,6 +1094,16 @@ private:
                   ? std::string("interpreted")
                   : "compiled for " + b.cpuKernelsTarget)
           << "\n";
+    if (dp)
+      out << "data parallel: " << ranks << " ranks over " << opts.world->name()
+          << ", " << localBatch << " rows of every micro-batch each; gradients "
+          << (sharded ? "reduce-scattered" : "summed")
+          << " per layer instance while the backward runs\n";
+    if (sharded)
+      out << "optimizer: sharded (each rank: AdamW m, v and the summed "
+             "gradient of 1/"
+          << ranks << " of every tensor, " << sharded->hostBytes()
+          << " bytes; updated values all-gathered)\n";
     for (const std::string &n : notes)
       out << "note: " << n << "\n";
     if (startStep > 0)
@@ -990,7 +1113,7 @@ private:
 
     in.assign(opts.batch * opts.seq, 0);
     tg.assign(opts.batch * opts.seq, 0);
-    hostBytes = store->hostBytes();
+    hostBytes = store->hostBytes() + (sharded ? sharded->hostBytes() : 0);
     if (streamer) {
       streamIn.assign(opts.microBatches, in);
       streamTg.assign(opts.microBatches, tg);
@@ -1020,14 +1143,15 @@ private:
             << " bytes; in use on the device " << total - free << " of "
             << total << "\n";
       }
-      out << "optimizer: "
-          << (immediate ? "immediate (AdamW as soon as a layer's gradient is "
-                          "final; gradients through a ring of " +
-                              std::to_string(streamer->gradRingSlots()) +
-                              " slots in host memory)"
-                        : std::string("deferred (AdamW of each layer just "
-                                      "before its next load)"))
-          << "\n";
+      if (!sharded)
+        out << "optimizer: "
+            << (immediate ? "immediate (AdamW as soon as a layer's gradient is "
+                            "final; gradients through a ring of " +
+                                std::to_string(streamer->gradRingSlots()) +
+                                " slots in host memory)"
+                          : std::string("deferred (AdamW of each layer just "
+                                        "before its next load)"))
+            << "\n";
       if (bf16Store)
         out << "gradients: bf16 in host memory (--grad-dtype bf16: rounded "
                "from the device's fp32 sums as they are copied back; "
@@ -1057,7 +1181,10 @@ private:
 
   /// The step loop, to --steps, --stop-after or a stop signal.
   Status runSteps() {
-    progress.emplace(opts.steps, stdout, 10);
+    // Rank 0 alone prints progress.
+    if (rank != 0)
+      quiet.reset(std::fopen("/dev/null", "w"));
+    progress.emplace(opts.steps, quiet ? quiet.get() : stdout, 10);
     start = nowSeconds();
     lastStep =
         opts.stopAfter > 0 ? std::min(opts.stopAfter, opts.steps) : opts.steps;
@@ -1085,6 +1212,7 @@ private:
   /// One step: forward and backward over every micro-batch, the update,
   /// then metrics, evaluation and saving as due.
   Status runStep(int64_t step) {
+    testKillHook(step);
     double t0 = nowSeconds();
     double lr = sched.at(step);
     if (immediate)
@@ -1096,7 +1224,13 @@ private:
     double loss = *stepLoss;
     // Summed in the store's order whichever placement computed the parts.
     double sumsq = 0;
-    if (immediate)
+    if (sharded) {
+      // Each rank's parts, summed over the ranks.
+      Expected<double> all = dp->sum(sharded->sumOfSquares());
+      if (!all)
+        return all.status();
+      sumsq = *all;
+    } else if (immediate)
       for (double s : slotSumsq)
         sumsq += s;
     else
@@ -1106,7 +1240,9 @@ private:
                 ? train::sumOfSquaresBf16(s.gradBf16, s.value.size(),
                                           pool.get())
                 : train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
-    double norm = std::sqrt(sumsq) / opts.microBatches;
+    // The gradients hold the sum over micro-batches (and ranks) of each
+    // one's mean.
+    double norm = std::sqrt(sumsq) / (opts.microBatches * ranks);
     // A diverged step is never applied: the weights (and every checkpoint)
     // stay those of the last good step.
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -1135,7 +1271,17 @@ private:
                    step == opts.steps;
     // SIGINT/SIGTERM: this step is the last; it is saved like the end.
     stoppedBy = signals->received();
-    bool saveNow = !outDir.empty() &&
+    if (dp) {
+      // Every rank stops after the same step.
+      Expected<bool> any = dp->any(stoppedBy != 0);
+      if (!any)
+        return any.status();
+      if (*any && !stoppedBy)
+        stoppedBy = SIGINT;
+    }
+    // Every rank takes part in a save (a sharded optimizer gathers the
+    // moments); rank 0 writes it.
+    bool saveNow = !opts.outDir.empty() &&
                    ((opts.saveEvery > 0 && step % opts.saveEvery == 0) ||
                     step == lastStep || stoppedBy != 0);
     // The host executor and checkpoints read updated weights.
@@ -1143,7 +1289,7 @@ private:
       if (Status st = streamer->flush(); !st.ok())
         return st;
     double valLoss = std::nan("");
-    if (evalNow) {
+    if (evalNow && rank == 0) {
       Expected<double> v =
           evaluate(*ex, *data, opts.batch, opts.seq, opts.evalBatches);
       if (!v)
@@ -1170,13 +1316,17 @@ private:
   /// their sum.
   Expected<double> forwardBackward(int64_t step) {
     double loss = 0;
+    // Data parallel: the windows one process would draw; this rank's rows.
+    const int64_t rows = rank * localBatch * opts.seq;
+    if (dp)
+      dp->beginStep();
     if (streamer) {
       // Layer-major: every micro-batch's tokens at once.
       std::vector<const int32_t *> ins, tgs;
       for (int64_t m = 0; m < opts.microBatches; ++m) {
         sampler->sample(step - 1, m, streamIn[m].data(), streamTg[m].data());
-        ins.push_back(streamIn[m].data());
-        tgs.push_back(streamTg[m].data());
+        ins.push_back(streamIn[m].data() + rows);
+        tgs.push_back(streamTg[m].data() + rows);
       }
       Expected<std::vector<double>> losses = streamer->step(ins, tgs);
       if (!losses)
@@ -1187,10 +1337,20 @@ private:
       store->zeroGrads();
       for (int64_t m = 0; m < opts.microBatches; ++m) {
         sampler->sample(step - 1, m, in.data(), tg.data());
-        Expected<double> l =
-            ex->forwardBackward(in.data(), tg.data(), opts.batch, opts.seq);
-        if (!l)
+        // In the last micro-batch each instance's gradient is final after
+        // its backward: its sum over the ranks starts then.
+        if (dp && m + 1 == opts.microBatches)
+          ex->setInstanceGradHook([this](const std::string &l, int64_t i) {
+            dp->instanceDone(l, i);
+          });
+        Expected<double> l = ex->forwardBackward(
+            in.data() + rows, tg.data() + rows, localBatch, opts.seq);
+        ex->setInstanceGradHook(nullptr);
+        if (!l) {
+          if (dp)
+            (void)dp->finishGradients();
           return l.status();
+        }
         loss += *l;
       }
       // --grad-dtype bf16: the sums, rounded as a device's copy rounds them.
@@ -1198,7 +1358,13 @@ private:
         for (exec::ParamSlot &s : store->slots())
           train::roundToBf16(s.grad.data(), s.grad.size(), pool.get());
     }
-    return loss / opts.microBatches;
+    loss /= opts.microBatches;
+    if (!dp)
+      return loss;
+    if (!immediate)
+      if (Status st = dp->finishGradients(); !st)
+        return st;
+    return dp->mean(loss);
   }
 
   /// AdamW at \p lr with the gradients clipped to --clip by their global
@@ -1208,13 +1374,17 @@ private:
     double scale = 1.0;
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
+    const double n = static_cast<double>(opts.microBatches * ranks);
+    if (sharded)
+      return dp->shardedUpdate(*adamw, step, static_cast<float>(lr),
+                               static_cast<float>(scale / n));
     if (!streamer) {
       adamw->step(tensors, step, static_cast<float>(lr),
-                  static_cast<float>(scale / opts.microBatches));
+                  static_cast<float>(scale / n));
       return Status::success();
     }
     float flr = static_cast<float>(lr);
-    float fscale = static_cast<float>(scale / opts.microBatches);
+    float fscale = static_cast<float>(scale / n);
     train::AdamW &deferred = *deferredAdamW;
     return streamer->deferUpdate([&deferred, step, flr, fscale](
                                      const std::vector<exec::ParamSlot *> &ss) {
@@ -1239,10 +1409,16 @@ private:
     slotSumsq.assign(store->slots().size(), 0.0);
     nonFinite = false;
     float flr = static_cast<float>(lr);
-    float fscale = static_cast<float>(1.0 / opts.microBatches);
+    float fscale = static_cast<float>(
+        1.0 / static_cast<double>(opts.microBatches * ranks));
     return streamer->updateImmediately(
         [this, step, flr, fscale](const std::vector<exec::ParamSlot *> &ss,
                                   const std::vector<const float *> &grads) {
+          // Data parallel: the ring slot's gradients summed over the ranks
+          // first, on this (the optimizer stream's) thread.
+          if (dp)
+            if (Status st = dp->reduceNow(ss, grads); !st)
+              throw std::runtime_error(st.message());
           bool finite = true;
           for (size_t i = 0; i < ss.size(); ++i) {
             double s = train::sumOfSquares(grads[i], ss[i]->value.size(),
@@ -1276,6 +1452,15 @@ private:
         {"step_time_s", dt}};
     if (evalNow && std::isfinite(valLoss))
       f.push_back({"val_loss", valLoss});
+    if (dp) {
+      f.push_back({"ranks", static_cast<int64_t>(ranks)});
+      f.push_back({"allreduce_bytes", dp->allreduceBytes()});
+      f.push_back({"allreduce_exposed_s", dp->exposedSeconds()});
+      f.push_back({"host_state_bytes",
+                   store->hostBytes() + (sharded ? sharded->hostBytes() : 0)});
+      if (!streamer)
+        f.push_back({"host_bytes", hostBytes});
+    }
     if (streamer) {
       const stream::StepStats &ss = streamer->lastStats();
       f.push_back({"h2d_bytes", ss.h2dBytes});
@@ -1297,8 +1482,15 @@ private:
           "parameter '" + bad + "' holds a NaN or an infinity after step " +
           std::to_string(step) + "; not saving it" + untouched());
     }
+    if (sharded)
+      if (Status st = dp->gatherMoments(/*gather=*/true); !st)
+        return st;
     TrainerState state{step, loss, lastVal, lastValStep, opts, dataId};
-    if (Status st = writeCheckpoint(outDir, b, *store, state); !st.ok())
+    Status st = rank == 0 ? writeCheckpoint(outDir, b, *store, state)
+                          : Status::success();
+    if (sharded)
+      sharded->releaseMoments();
+    if (!st.ok())
       return Status::error("saving the checkpoint: " + st.message());
     savedStep = step;
     return Status::success();
@@ -1307,7 +1499,7 @@ private:
   /// The trace, the summary, how the run stopped and the sample; returns
   /// the exit code.
   int finish() {
-    if (!opts.trace.empty() && streamDevice) {
+    if (!opts.trace.empty() && streamDevice && rank == 0) {
       if (Status st = trace.write(opts.trace); !st)
         return fail(st);
       out << "trace: " << opts.trace << "\n";
@@ -1321,6 +1513,8 @@ private:
         << std::defaultfloat << "\n";
     if (!opts.outDir.empty())
       out << "checkpoint: " << opts.outDir << " (step " << lastStep << ")\n";
+    if (stoppedBy && rank != 0)
+      return 128 + stoppedBy;
     if (stoppedBy) {
       out.flush();
       err << opts.toolName << ": stopped by "
@@ -1334,7 +1528,7 @@ private:
     if (lastStep < opts.steps)
       out << "stopped after step " << lastStep << " of " << opts.steps
           << " (--stop-after); continue with --resume\n";
-    if (opts.sampleTokens > 0) {
+    if (opts.sampleTokens > 0 && rank == 0) {
       train::Rng rng(opts.seed, 99);
       Expected<std::vector<int32_t>> prompt =
           encodeText(tok.get(), opts.samplePrompt);
@@ -1411,6 +1605,20 @@ private:
   int64_t lastStep = 0, lastValStep = 0, savedStep = 0;
   double lastVal = 0;
   int stoppedBy = 0; ///< the signal that stopped the run
+
+  // Data parallelism: this rank, the ranks, this rank's rows of every
+  // micro-batch, the gradient sums; /dev/null for the other ranks' progress.
+  int rank = 0, ranks = 1;
+  int64_t localBatch = opts.batch;
+  std::unique_ptr<DataParallel> dp;
+  /// --shard-optimizer: the update waits for the backward; gradients leave
+  /// the device through the plan's ring when it has one.
+  bool shard = false, ringGrads = false;
+  std::unique_ptr<ShardedOptimizer> sharded;
+  struct CloseFile {
+    void operator()(FILE *f) const { std::fclose(f); }
+  };
+  std::unique_ptr<FILE, CloseFile> quiet;
 };
 
 int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
@@ -1526,15 +1734,31 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
 
 int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
           std::ostream &err) {
+  // Data parallel: rank 0 alone prints; every rank's errors are printed, and
+  // a rank that fails ends every rank (the others would wait for it in
+  // their next collective).
+  dist::Communicator *world =
+      opts.world && opts.world->size() > 1 ? opts.world.get() : nullptr;
+  std::ostream discard(nullptr);
+  std::ostream &o = world && world->rank() != 0 ? discard : out;
+  std::string tag = world ? "rank " + std::to_string(world->rank()) + " of " +
+                                std::to_string(world->size()) + ": "
+                          : "";
+  int code = 1;
   try {
-    return TrainRun(b, opts, out, err).run();
+    code = TrainRun(b, opts, o, err).run();
   } catch (const std::bad_alloc &) {
-    err << opts.toolName << ": error: out of host memory (batch " << opts.batch
-        << " x seq " << opts.seq << "); lower --batch or --seq\n";
+    err << opts.toolName << ": error: " << tag << "out of host memory (batch "
+        << opts.batch << " x seq " << opts.seq << "); lower --batch or --seq\n";
   } catch (const std::exception &e) {
-    err << opts.toolName << ": error: " << e.what() << "\n";
+    err << opts.toolName << ": error: " << tag << e.what() << "\n";
   }
-  return 1;
+  if (world && code != 0 && code < 128) {
+    err.flush();
+    out.flush();
+    world->abort(code);
+  }
+  return code;
 }
 
 int generate(const std::string &dir, const GenerateOptions &opts,

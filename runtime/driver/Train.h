@@ -10,9 +10,14 @@
 #include "lib/Bundle/Bundle.h"
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
+
+namespace mtc::dist {
+class Communicator;
+} // namespace mtc::dist
 
 namespace mtc::driver {
 
@@ -94,8 +99,26 @@ struct TrainOptions {
   /// The program the user ran ("mtc", "mtc-run"): messages start with it
   /// ("mtc-run: error: ...").
   std::string toolName = "mtc";
+  /// Data parallelism (docs/distributed.md): --data-parallel auto|mpi|off,
+  /// and the ranks it opened (null: one process). `batch` stays the global
+  /// batch; each rank trains on batch / size of its rows.
+  std::string dataParallel = "auto";
+  std::shared_ptr<dist::Communicator> world;
+  /// --shard-optimizer auto|on|off: each rank keeps the AdamW state and the
+  /// summed gradient of 1/N of every tensor (driver/ShardedOptimizer.h);
+  /// auto: on with more than one rank.
+  std::string shardOptimizer = "auto";
+  /// --deterministic-reduce: every sum over the ranks in rank order
+  /// (dist::orderedSum): the same bits whatever the MPI library's algorithm.
+  bool deterministicReduce = false;
 };
 
+/// The rows of every micro-batch this rank trains on: the global --batch
+/// divided among the ranks of opts.world.
+int64_t rankBatch(const TrainOptions &opts);
+/// Whether this run shards the optimizer state among its ranks
+/// (--shard-optimizer on, or auto with more than one rank).
+bool shardsOptimizer(const TrainOptions &opts);
 /// The refusal of `--grad-dtype bf16` with the immediate optimizer
 /// placement (explicit, or auto with --clip 0), shared by train, plan and
 /// compile.

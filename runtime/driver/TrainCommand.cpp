@@ -11,6 +11,7 @@
 #include "lib/Support/ByteSize.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/CommandLine.h"
+#include "runtime/driver/DataParallel.h"
 #include "runtime/driver/DeviceSelect.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
@@ -31,7 +32,9 @@ std::string trainUsage(const Tool &tool) {
       "[--resume DIR [--allow-model-change]] [--init-from "
       "FILE.safetensors|DIR] [--stop-after N] "
       "[--metrics FILE.jsonl] [--threads N] [--sample-prompt "
-      "TEXT] [--sample-tokens N] [--kernels on|off] ";
+      "TEXT] [--sample-tokens N] [--kernels on|off] "
+      "[--data-parallel auto|mpi|off] [--shard-optimizer auto|on|off] "
+      "[--deterministic-reduce] ";
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
@@ -103,6 +106,11 @@ const char *trainDetails() {
          "  first Ctrl-C or SIGTERM finishes the step, saves a checkpoint and\n"
          "  exits 130/143; a second one stops at once. A step whose loss or\n"
          "  gradient norm is not finite is never applied or saved.\n"
+         "Under mpirun (or --data-parallel mpi) the ranks train data "
+         "parallel:\n"
+         "  each its share of --batch, gradients summed over the ranks while\n"
+         "  the backward runs; rank 0 prints and saves. See\n"
+         "  docs/distributed.md.\n"
          "--device cuda|cuda-emu runs a step plan (a bundle compiled with\n"
          "  --device-memory, or .mt with --device-memory) through the CUDA\n"
          "  backend; --device-memory sizes the device (default: the plan's\n"
@@ -171,6 +179,8 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
   for (const std::string &a : args) {
     if (a == "--allow-model-change")
       opts.allowModelChange = true;
+    else if (a == "--deterministic-reduce")
+      opts.deterministicReduce = true;
     else
       valued.push_back(a);
   }
@@ -219,7 +229,9 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::String, "--trace", &opts.trace},
            {Flag::String, "--tokenizer", &opts.tokenizer},
            {Flag::String, "--host-state-file", &opts.hostStateFile},
-           {Flag::String, "--device", &opts.device}},
+           {Flag::String, "--device", &opts.device},
+           {Flag::String, "--data-parallel", &opts.dataParallel},
+           {Flag::String, "--shard-optimizer", &opts.shardOptimizer}},
           pos, &cmd.given);
       !st.ok())
     return st;
@@ -298,7 +310,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     return Status::error("train: --beta1 and --beta2 must be below 1");
   if (opts.valFraction >= 1)
     return Status::error("train: --val-fraction must be below 1");
-  return Status::success();
+  return openDataParallel(opts);
 }
 
 int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,

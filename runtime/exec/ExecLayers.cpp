@@ -54,6 +54,8 @@ void Executor::applyLayersGrad(OpContext &c) {
     dy = run(layer->functions.at("backward"), std::move(args), inner).at(0);
     checkpoints.erase(it);
     ++backwardRuns;
+    if (instanceGradHook)
+      instanceGradHook(op.symbol, i);
   }
   c.setResult(std::move(dy));
 }

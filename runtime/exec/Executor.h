@@ -251,6 +251,13 @@ public:
   /// forward once, each apply_layers_grad its backward once).
   int64_t layerForwardRuns() const { return forwardRuns; }
   int64_t layerBackwardRuns() const { return backwardRuns; }
+  /// Called after each layer instance's backward (apply_layers_grad) with
+  /// the layer and the instance: its gradients of this call are complete
+  /// (data-parallel training starts their sum over the ranks). Null: none.
+  using InstanceGradHook = std::function<void(const std::string &, int64_t)>;
+  void setInstanceGradHook(InstanceGradHook fn) {
+    instanceGradHook = std::move(fn);
+  }
   /// The aux (load-balancing) losses of the moe ops the last call ran,
   /// already included in the loss it returned (device terms unread: the
   /// streaming executor reads them after its step's synchronisation).
@@ -358,6 +365,7 @@ private:
   /// instead of recomputing them).
   std::map<std::pair<std::string, int64_t>, std::vector<Tensor>> checkpoints;
   int64_t forwardRuns = 0, backwardRuns = 0;
+  InstanceGradHook instanceGradHook;
   /// The last loss computed by a cross_entropy op, in double precision.
   double lastLoss = 0;
 

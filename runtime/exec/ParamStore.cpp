@@ -67,7 +67,10 @@ Status ParamStore::allocate(const HostStateOptions &options) {
   auto blockBytesOf = [&](int k) {
     return elements * (k == 1 && bf16 ? sizeof(uint16_t) : sizeof(float));
   };
-  auto allocated = [&](int k) { return options.gradients || k != 1; };
+  auto allocated = [&](int k) {
+    return k == 0 || (k == 1 && options.gradients) ||
+           (k > 1 && options.moments);
+  };
   // Where block k starts (char *) into base[] or, bf16 gradients, bf16Grads.
   auto place = [&](int k, char *at) {
     if (k == 1 && bf16)
@@ -123,8 +126,8 @@ Status ParamStore::allocate(const HostStateOptions &options) {
       at[k] = base[k] ? base[k] + s.offset : nullptr;
     s.value = HostArray(at[0], n);
     s.grad = HostArray(at[1], at[1] ? n : 0);
-    s.m = HostArray(at[2], n);
-    s.v = HostArray(at[3], n);
+    s.m = HostArray(at[2], at[2] ? n : 0);
+    s.v = HostArray(at[3], at[3] ? n : 0);
     s.gradBf16 = bf16Grads ? bf16Grads + s.offset : nullptr;
   }
   return Status::success();

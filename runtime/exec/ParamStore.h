@@ -91,6 +91,10 @@ struct HostStateOptions {
   /// uint16_t bf16 bits, written by a converting device copy, and every
   /// slot's `gradBf16` points into it.
   bool bf16Gradients = false;
+  /// false: no AdamW m and v blocks (a sharded optimizer keeps its part of
+  /// them elsewhere, docs/distributed.md). Every slot's `m` and `v` is then
+  /// empty (null data).
+  bool moments = true;
 };
 
 class ParamStore {

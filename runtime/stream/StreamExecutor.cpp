@@ -560,6 +560,10 @@ void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
                                       devOff + g.gradOffsets[q], bytes,
                                       "grads " + s.name));
     }
+    if (gradsReady)
+      launchWork(
+          d2h, [fn = gradsReady, slots = g.slots] { fn(slots); },
+          "grads ready");
     return;
   }
   const size_t r = static_cast<size_t>(ringNext++ % ringSlots);

@@ -108,6 +108,13 @@ public:
   /// returns when every update is done. Needs hasGradRing() and no pending
   /// deferred update (it flushes them: the error of that flush()).
   Status updateImmediately(ImmediateFn fn);
+  /// Called on the d2h stream once a group's gradients (of the sum over
+  /// micro-batches) are in the store's grad buffers, before the step ends
+  /// (data-parallel training starts their sum over the ranks). Not called
+  /// under the immediate placement, whose gradients pass through the ring.
+  using GradsReadyFn =
+      std::function<void(const std::vector<exec::ParamSlot *> &)>;
+  void setGradsReadyHook(GradsReadyFn fn) { gradsReady = std::move(fn); }
   bool hasPendingUpdates() const { return !pendingGroups.empty(); }
 
   const StepStats &lastStats() const { return stats; }
@@ -329,6 +336,7 @@ private:
   std::unique_ptr<char[]> ring;
   std::vector<device::Event> evRingFull, evRingFree;
   ImmediateFn immediateFn;
+  GradsReadyFn gradsReady;
   std::set<std::pair<std::string, int64_t>> pendingGroups;
   bool modelPending = false;
 

@@ -30,12 +30,15 @@ int runPlan(const std::vector<std::string> &args) {
   std::string recompute, hf, input, deviceMemory, checkpoints, hostMemory;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
-  std::string device = "cpu", precision;
+  std::string device = "cpu", precision, shardFlag = "auto";
+  int64_t ranks = 1;
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device},
-                             {Flag::String, "--precision", &precision}};
+                             {Flag::String, "--precision", &precision},
+                             {Flag::Int, "--ranks", &ranks, 1},
+                             {Flag::String, "--shard-optimizer", &shardFlag}};
   OptimizerFlags optimizer;
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
                  optimizer);
@@ -50,6 +53,23 @@ int runPlan(const std::vector<std::string> &args) {
       !finishOptimizerFlags("plan", optimizer, copts.stream) ||
       !parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
+  // Data parallel (docs/distributed.md): the plan is one rank's, for its
+  // share of every micro-batch; a sharded optimizer takes the gradients out
+  // of the plan's ring.
+  if (shardFlag != "auto" && shardFlag != "on" && shardFlag != "off")
+    return error("plan: --shard-optimizer expects auto, on or off, got '" +
+                 shardFlag + "'");
+  const bool sharded = ranks > 1 && shardFlag != "off";
+  const int64_t globalBatch = copts.stream.batch;
+  if (ranks > 1) {
+    if (globalBatch % ranks != 0)
+      return error("plan: --batch " + std::to_string(globalBatch) +
+                   " (the global batch) is not divisible by --ranks " +
+                   std::to_string(ranks));
+    copts.stream.batch = globalBatch / ranks;
+    if (sharded)
+      copts.stream.immediateOptimizer = true;
+  }
   std::string source, name;
   if (!hf.empty()) {
     if (!mtc::importHFModel(hf, source, name, std::cerr))
@@ -198,19 +218,30 @@ int runPlan(const std::vector<std::string> &args) {
       !ring && copts.stream.gradDType == mtc::bundle::GradDType::BF16;
   const int64_t perParam =
       mtc::bundle::stateBytesPerParam(ring, copts.stream.gradDType);
-  const int64_t state = perParam * params;
+  // A sharded data-parallel rank (docs/distributed.md): the whole fp32
+  // values, and m, v and the summed gradient of 1/N of every tensor.
+  const int64_t state =
+      sharded ? 4 * params + 12 * params / ranks : perParam * params;
   const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
   int64_t hostCkpt = host ? host->bytes : 0, hostTotal = state;
-  os << "host memory: state " << perParam
-     << (ring        ? " B/param (fp32 value, AdamW m and v; optimizer "
-                       "placement immediate) x "
-         : bf16Grads ? " B/param (fp32 value, bf16 gradient, AdamW m and v) x "
-                     : " B/param (fp32 value, gradient, AdamW m and v) x ")
-     << withCommas(params) << " = " << formatByteSize(state) << "\n";
+  if (sharded)
+    os << "host memory: state per rank 4 + 12/" << ranks
+       << " B/param (fp32 values; AdamW m, v and the summed gradient of 1/"
+       << ranks << " of every tensor) x " << withCommas(params) << " = "
+       << formatByteSize(state) << "\n";
+  else
+    os << "host memory: state " << perParam
+       << (ring ? " B/param (fp32 value, AdamW m and v; optimizer "
+                  "placement immediate) x "
+           : bf16Grads
+               ? " B/param (fp32 value, bf16 gradient, AdamW m and v) x "
+               : " B/param (fp32 value, gradient, AdamW m and v) x ")
+       << withCommas(params) << " = " << formatByteSize(state) << "\n";
   for (const mtc::bundle::PlanBuffer &buf : step.buffers) {
     if (buf.space != "host")
       continue;
     if (buf.kind == "grads") {
+      // (sharded: the ring feeds the reduce-scatter instead of AdamW)
       os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
          << mtc::bundle::kGradRingSlots
          << " slots of the largest layer's gradients; AdamW reads one while "
@@ -233,16 +264,38 @@ int runPlan(const std::vector<std::string> &args) {
     os << " of " << formatByteSize(copts.stream.hostMemory)
        << (hostMemory.empty() ? " available" : "");
   os << "\n";
+  int64_t allreduceBytes = 0, rankStateBytes = 0;
+  if (ranks > 1) {
+    // Sharded: 4 B/param reduce-scattered and 4 B/param gathered per step;
+    // the state per rank: the whole fp32 values, 12/N of m, v and the
+    // summed gradient (ShardedOptimizer.h). Unsharded: every gradient
+    // summed whole, the state of one process.
+    allreduceBytes = (sharded ? 8 : 4) * params;
+    rankStateBytes = state;
+    os << "data parallel: " << ranks << " ranks of [" << step.batch << ", "
+       << step.seq << "] rows of every --batch " << globalBatch
+       << " micro-batch (the plan above is one rank's); gradients "
+       << (sharded ? "reduce-scattered and values all-gathered"
+                   : "summed whole")
+       << " per step: " << formatByteSize(allreduceBytes) << "\n";
+  }
   os << "smallest feasible device memory with these options: "
      << formatByteSize(smallest, true) << "\n\n";
   os << "device_peak_bytes: " << step.devicePeak << "\n";
   os << "min_device_memory: " << smallest << "\n";
-  os << "host_bytes_per_param: " << perParam << "\n";
+  os << "host_bytes_per_param: "
+     << (sharded ? static_cast<double>(state) / static_cast<double>(params)
+                 : static_cast<double>(perParam))
+     << "\n";
   os << "host_checkpoint_bytes: " << hostCkpt << "\n";
   os << "host_memory_bytes: " << hostTotal << "\n";
   os << "recompute: " << step.recompute << "\n";
   os << "checkpoint_every: " << step.checkpointEvery << "\n";
   os << "checkpoint_bytes: " << ckptBytes << "\n";
+  if (ranks > 1) {
+    os << "allreduce_bytes: " << allreduceBytes << "\n";
+    os << "host_state_bytes_per_rank: " << rankStateBytes << "\n";
+  }
   return 0;
 }
 

@@ -56,15 +56,20 @@ int runTrain(const std::vector<std::string> &args) {
     // The CUDA backend runs the fused regions as CUDA C (docs/cuda.md).
     copts.cudaKernels = true;
   }
-  // Streaming: the step plan is compiled for this run's micro-batch shape.
-  copts.stream.batch = opts.batch;
+  // Streaming: the step plan is compiled for this run's micro-batch shape
+  // (data parallel: this rank's rows of it).
+  copts.stream.batch = mtc::driver::rankBatch(opts);
   copts.stream.seq = opts.seq;
   copts.stream.microBatches = opts.microBatches;
   // Without clipping AdamW can run as soon as each layer's gradient is
   // final: the plan then carries the gradient ring (12 B/param).
+  // A sharded optimizer (data parallel) reduce-scatters each group's
+  // gradients out of the same ring, so no model-sized gradient buffer
+  // exists either.
   copts.stream.immediateOptimizer =
       opts.optimizerPlacement == "immediate" ||
-      (opts.optimizerPlacement == "auto" && opts.clip == 0);
+      (opts.optimizerPlacement == "auto" && opts.clip == 0) ||
+      mtc::driver::shardsOptimizer(opts);
   // --host-memory counts 14 B/param with bf16 gradients (value checked by
   // parseTrainCommand).
   mtc::bundle::parseGradDType(opts.gradDtype, copts.stream.gradDType);

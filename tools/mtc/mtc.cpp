@@ -48,10 +48,12 @@ const Command kCommands[] = {
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] [--checkpoint-every K] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
-     "NAME=VALUE]... [--device cpu|cuda|cuda-emu]",
+     "NAME=VALUE]... [--device cpu|cuda|cuda-emu] [--ranks N "
+     "[--shard-optimizer auto|on|off]]",
      "print the streaming memory plan of a model: device buffers, peak, "
      "smallest feasible budget, host memory (state bytes per parameter, "
-     "every host buffer, host_memory_bytes)",
+     "every host buffer, host_memory_bytes); with --ranks N, one rank's plan "
+     "of a data-parallel run and its reductions (allreduce_bytes)",
      runPlan},
     {"simulate",
      "mtc simulate MODEL.mt|--hf DIR --gpu NAME|FILE.json --batch N --seq N "

@@ -1,0 +1,124 @@
+//===- DataParallel.h - A training run's share among its ranks --*- C++ -*-===//
+//
+// Part of mtc. What `train` does differently when several ranks train one
+// model data parallel (docs/distributed.md): each rank runs its share of
+// every micro-batch's rows (the windows one process would draw), each layer
+// instance's gradient is summed over the ranks as soon as it is final, on the
+// gradient reducer's thread while the backward goes on, the losses are
+// averaged, and at start every rank's binary, model and options are checked
+// against rank 0's. The training loop (Train.cpp) calls these few hooks; a run
+// of one process has none of this.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_DRIVER_DATAPARALLEL_H
+#define MTC_RUNTIME_DRIVER_DATAPARALLEL_H
+
+#include "lib/Bundle/Bundle.h"
+#include "runtime/device/Trace.h"
+#include "runtime/dist/Communicator.h"
+#include "runtime/dist/GradientReducer.h"
+#include "runtime/driver/ShardedOptimizer.h"
+#include "runtime/driver/Train.h"
+#include "runtime/exec/ParamStore.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mtc::driver {
+
+/// Opens opts.world for opts.dataParallel (dist::openWorld) and checks that
+/// the ranks divide --batch. The error names the flag.
+Status openDataParallel(TrainOptions &opts);
+
+class DataParallel {
+public:
+  /// For the parameters of \p store (laid out as \p b declares them), over
+  /// \p world (size > 1).
+  static Expected<std::unique_ptr<DataParallel>>
+  create(std::shared_ptr<dist::Communicator> world, const bundle::Bundle &b,
+         exec::ParamStore &store);
+
+  int rank() const { return world->rank(); }
+  int size() const { return world->size(); }
+  dist::Communicator &communicator() { return *world; }
+
+  /// Every rank of \p world: its executable, model and training options
+  /// against rank 0's; an error on every rank naming the first rank that
+  /// differs and what.
+  static Status checkConsistent(dist::Communicator &world,
+                                const bundle::Bundle &b,
+                                const TrainOptions &opts);
+
+  /// A new step: no gradient has been summed yet.
+  void beginStep();
+  /// The gradients of layer instance \p instance of \p layer are final:
+  /// their sum over the ranks starts on the reducer's thread.
+  void instanceDone(const std::string &layer, int64_t instance);
+  /// The same for the gradients of \p slots.
+  void slotsDone(const std::vector<exec::ParamSlot *> &slots);
+  /// Sums every gradient not summed yet (the model-level parameters) and
+  /// waits for all: then every rank's store holds the sum of the ranks'
+  /// gradients.
+  Status finishGradients();
+  /// Sums \p grads (of \p slots, elsewhere than in the store) over the ranks
+  /// on the calling thread, now.
+  Status reduceNow(const std::vector<exec::ParamSlot *> &slots,
+                   const std::vector<const float *> &grads);
+
+  /// With a sharded optimizer the gradients are reduce-scattered into
+  /// \p sharded's ranges instead of summed whole (null: summed whole).
+  void setSharded(ShardedOptimizer *sharded) { this->sharded = sharded; }
+  /// --deterministic-reduce: every sum in rank order (dist::orderedSum),
+  /// the same bits whatever the MPI library's algorithm.
+  void setDeterministic(bool on) { deterministic = on; }
+  /// Reduce-scatters \p grads (of \p slots) now, on the calling thread.
+  Status scatterNow(const std::vector<exec::ParamSlot *> &slots,
+                    const std::vector<const float *> &grads);
+  /// The sharded optimizer's update (ShardedOptimizer::update) and moments
+  /// (gatherMoments), over the reducer's communicator (nothing enqueued).
+  Status shardedUpdate(train::AdamW &adamw, int64_t step, float lr,
+                       float gradScale);
+  Status gatherMoments(bool gather);
+
+  /// Records each job of the gradient reducer (its collectives: an
+  /// instance's gradients, the sharded update's gather) as a span on the
+  /// "reduce" track of \p trace.
+  void setTrace(device::Trace *trace);
+
+  /// The sum of \p v over the ranks.
+  Expected<double> sum(double v);
+  /// The mean of \p v over the ranks.
+  Expected<double> mean(double v);
+  /// Whether \p v is non-zero on any rank.
+  Expected<bool> any(bool v);
+
+  /// Bytes summed over the ranks in the last step, and the seconds the step
+  /// waited for sums the backward did not hide.
+  int64_t allreduceBytes() const { return reducer->bytes(); }
+  double exposedSeconds() const { return reducer->exposedSeconds(); }
+
+private:
+  DataParallel(std::shared_ptr<dist::Communicator> world,
+               std::unique_ptr<dist::GradientReducer> reducer)
+      : world(std::move(world)), reducer(std::move(reducer)) {}
+  void enqueue(const std::vector<exec::ParamSlot *> &slots);
+
+  std::shared_ptr<dist::Communicator> world;
+  std::unique_ptr<dist::GradientReducer> reducer;
+  ShardedOptimizer *sharded = nullptr;
+  bool deterministic = false;
+  /// The job that sums \p bufs (in rank order when deterministic).
+  dist::GradientReducer::Job sumJob(dist::GradientReducer::Buffers bufs) const;
+  std::vector<exec::ParamSlot *> all;
+  std::map<std::pair<std::string, int64_t>, std::vector<exec::ParamSlot *>>
+      instances;
+  std::mutex mu; ///< guards summed (slotsDone runs on a device stream)
+  std::map<const exec::ParamSlot *, bool> summed;
+};
+
+} // namespace mtc::driver
+
+#endif // MTC_RUNTIME_DRIVER_DATAPARALLEL_H
