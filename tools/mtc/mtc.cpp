@@ -114,6 +114,15 @@ const Command kCommands[] = {
      "  overrides it) or mtc's default template (docs/hf.md). -o also writes\n"
      "  OUT.bin.mask, the loss mask: only assistant tokens are trained.\n"
      "  --print shows one example a line, masked ids in brackets."},
+    {"simulate", calibrateUsage(),
+     "measure this machine's CPU device into a hardware profile for the "
+     "step simulator",
+     runSimulate,
+     "--calibrate measures GEMMs, attention, memory-bound kernels, per-op\n"
+     "  dispatch, CpuDevice copies and AdamW with the runtime's own code\n"
+     "  and writes them as a profile (docs/simulate.md, \"Calibration\").\n"
+     "  --threads N: kernel threads (as mtc train --threads); --quick: small\n"
+     "  shapes, two repetitions; --repeats N: timed repetitions (5)."},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
 };
