@@ -156,8 +156,8 @@ int runGenerate(const std::vector<std::string> &args);
 int runImportHF(const std::vector<std::string> &args);
 int runExportHF(const std::vector<std::string> &args);
 int runPlan(const std::vector<std::string> &args);
-int runTokenize(const std::vector<std::string> &args);
 int runSimulate(const std::vector<std::string> &args);
+int runTokenize(const std::vector<std::string> &args);
 /// `mtc simulate --calibrate ...` (Calibrate.cpp), and its usage line.
 int runCalibrate(const std::vector<std::string> &args);
 const char *calibrateUsage();

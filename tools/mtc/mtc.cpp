@@ -53,6 +53,37 @@ const Command kCommands[] = {
      "smallest feasible budget, host memory (state bytes per parameter, "
      "every host buffer, host_memory_bytes)",
      runPlan},
+    {"simulate",
+     "mtc simulate MODEL.mt|--hf DIR --gpu NAME|FILE.json --batch N --seq N "
+     "[--micro-batches N] [--device-memory SIZE|auto] [--host-memory SIZE] "
+     "[--prefetch-depth N] [--recompute auto|full|selective|none] "
+     "[--checkpoints device|host|auto] [--precision bf16|fp32] [--clip X] "
+     "[--optimizer-placement auto|deferred|immediate] [--set NAME=VALUE]... "
+     "[--timeline FILE.json] [--sweep]\n"
+     "       " +
+         std::string(calibrateUsage()),
+     "predict one training step on a GPU from a hardware profile: the plan "
+     "`mtc train` would run, replayed as an event simulation (step time, "
+     "tokens/s, MFU, link traffic, exposed copies and optimizer, "
+     "bottleneck)",
+     runSimulate,
+     "--gpu names a built-in profile (a100-80gb, b200, gh200, h100-pcie,\n"
+     "  h100-sxm, h200, rtx4090) or a JSON file (docs/simulate.md).\n"
+     "--device-memory defaults to auto: the profile's memory less the CUDA\n"
+     "  backend's allocations and margin. --precision defaults to bf16.\n"
+     "  Without --host-memory no host budget is checked.\n"
+     "--timeline FILE.json writes the simulated step as a Chrome trace.\n"
+     "--sweep keeps the tokens per step (batch x micro-batches x seq) and\n"
+     "  searches the micro-batch size and count, the prefetch depth (2, 3)\n"
+     "  and the recompute policy; it prints the fastest configurations.\n"
+     "The figures are predictions of an uncalibrated model: see\n"
+     "  docs/simulate.md.\n"
+     "--calibrate measures this machine's CPU device (GEMMs, attention,\n"
+     "  memory-bound kernels, per-op dispatch, CpuDevice copies, AdamW) with\n"
+     "  the runtime's own code and writes the figures as a profile -o\n"
+     "  FILE.json for --gpu FILE.json (docs/simulate.md, \"Calibration\");\n"
+     "  --threads N: kernel threads (as mtc train --threads); --quick: small\n"
+     "  shapes, two repetitions; --repeats N: timed repetitions (5)."},
     {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
      runTrain, mtc::driver::trainDetails()},
     {"generate", mtc::driver::generateUsage(kTool),
@@ -114,15 +145,6 @@ const Command kCommands[] = {
      "  overrides it) or mtc's default template (docs/hf.md). -o also writes\n"
      "  OUT.bin.mask, the loss mask: only assistant tokens are trained.\n"
      "  --print shows one example a line, masked ids in brackets."},
-    {"simulate", calibrateUsage(),
-     "measure this machine's CPU device into a hardware profile for the "
-     "step simulator",
-     runSimulate,
-     "--calibrate measures GEMMs, attention, memory-bound kernels, per-op\n"
-     "  dispatch, CpuDevice copies and AdamW with the runtime's own code\n"
-     "  and writes them as a profile (docs/simulate.md, \"Calibration\").\n"
-     "  --threads N: kernel threads (as mtc train --threads); --quick: small\n"
-     "  shapes, two repetitions; --repeats N: timed repetitions (5)."},
     {"help", "mtc help [COMMAND]", "show this list, or one command's usage",
      runHelp},
 };

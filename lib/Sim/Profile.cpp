@@ -1,0 +1,298 @@
+//===- Profile.cpp - Hardware profiles for the step simulator ---*- C++ -*-===//
+//
+// Part of mtc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Sim/Profile.h"
+
+#include "lib/Sim/BuiltinProfiles.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace mtc::sim {
+
+double EfficiencyCurve::at(double flops) const {
+  if (points.empty())
+    return 1.0;
+  if (flops <= points.front().flops)
+    return points.front().efficiency;
+  if (flops >= points.back().flops)
+    return points.back().efficiency;
+  for (size_t i = 1; i < points.size(); ++i) {
+    const EfficiencyPoint &a = points[i - 1], &b = points[i];
+    if (flops > b.flops)
+      continue;
+    double t = (std::log(flops) - std::log(a.flops)) /
+               (std::log(b.flops) - std::log(a.flops));
+    return a.efficiency + t * (b.efficiency - a.efficiency);
+  }
+  return points.back().efficiency;
+}
+
+namespace {
+
+using Json = nlohmann::json;
+
+/// Reads the fields of one JSON object, recording the first error with the
+/// field's dotted path; unknown fields are errors.
+class Reader {
+public:
+  explicit Reader(std::string origin) : origin(std::move(origin)) {}
+
+  bool failed() const { return !problem.empty(); }
+  Status status() const {
+    return failed() ? Status::error(origin + ": " + problem)
+                    : Status::success();
+  }
+
+  void fail(const std::string &path, const std::string &what) {
+    if (problem.empty())
+      problem = path.empty() ? what : "field '" + path + "': " + what;
+  }
+
+  /// The object at \p path in \p parent (required), with its known keys.
+  const Json *object(const Json &parent, const std::string &key,
+                     const std::string &path,
+                     const std::set<std::string> &known) {
+    const Json *v = field(parent, key, path);
+    if (!v)
+      return nullptr;
+    if (!v->is_object()) {
+      fail(path, "expected an object, got " + typeOf(*v));
+      return nullptr;
+    }
+    checkKnown(*v, path, known);
+    return v;
+  }
+
+  void checkKnown(const Json &obj, const std::string &path,
+                  const std::set<std::string> &known) {
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+      if (!known.count(it.key())) {
+        std::string list;
+        for (const std::string &k : known)
+          list += (list.empty() ? "" : ", ") + k;
+        fail(join(path, it.key()), "unknown field (known: " + list + ")");
+      }
+  }
+
+  std::string string(const Json &obj, const std::string &key,
+                     const std::string &path, bool required = true) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required)
+        fail(join(path, key), "missing");
+      return "";
+    }
+    if (!it->is_string()) {
+      fail(join(path, key), "expected a string, got " + typeOf(*it));
+      return "";
+    }
+    return it->get<std::string>();
+  }
+
+  /// A number in [lo, hi] (\p positive: > lo); \p dflt when absent and not
+  /// required.
+  double number(const Json &obj, const std::string &key,
+                const std::string &path, double lo, double hi, bool positive,
+                bool required = true, double dflt = 0) {
+    std::string p = join(path, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required)
+        fail(p, "missing");
+      return dflt;
+    }
+    if (!it->is_number()) {
+      fail(p, "expected a number, got " + typeOf(*it));
+      return dflt;
+    }
+    double v = it->get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi || (positive && v <= lo)) {
+      std::ostringstream os;
+      os << "expected a number " << (positive ? "> " : ">= ") << lo;
+      if (std::isfinite(hi))
+        os << " and <= " << hi;
+      os << ", got " << it->dump();
+      fail(p, os.str());
+      return dflt;
+    }
+    return v;
+  }
+
+  EfficiencyCurve curve(const Json &obj, const std::string &key,
+                        const std::string &path) {
+    EfficiencyCurve c;
+    std::string p = join(path, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      fail(p, "missing");
+      return c;
+    }
+    if (!it->is_array() || it->empty()) {
+      fail(p, "expected a non-empty array of {\"flops\": F, \"efficiency\": "
+              "E} points, got " +
+                  typeOf(*it));
+      return c;
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json &pt = (*it)[i];
+      std::string pp = p + "[" + std::to_string(i) + "]";
+      if (!pt.is_object()) {
+        fail(pp, "expected an object, got " + typeOf(pt));
+        return c;
+      }
+      checkKnown(pt, pp, {"flops", "efficiency"});
+      EfficiencyPoint e;
+      e.flops = number(pt, "flops", pp, 0, INFINITY, true);
+      e.efficiency = number(pt, "efficiency", pp, 0, 1, true);
+      if (failed())
+        return c;
+      if (!c.points.empty() && e.flops <= c.points.back().flops) {
+        fail(pp + ".flops", "points must have increasing flops (" +
+                                pt["flops"].dump() + " after " +
+                                Json(c.points.back().flops).dump() + ")");
+        return c;
+      }
+      c.points.push_back(e);
+    }
+    return c;
+  }
+
+private:
+  static std::string join(const std::string &path, const std::string &key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static std::string typeOf(const Json &v) {
+    std::string t = v.type_name();
+    return t == "null" ? "null" : t + " " + v.dump();
+  }
+  const Json *field(const Json &parent, const std::string &key,
+                    const std::string &path) {
+    auto it = parent.find(key);
+    if (it == parent.end()) {
+      fail(path, "missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  std::string origin, problem;
+};
+
+} // namespace
+
+Expected<Profile> parseProfile(const std::string &text,
+                               const std::string &origin) {
+  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false,
+                         /*ignore_comments=*/false);
+  if (doc.is_discarded()) {
+    // Parse again with exceptions for the position of the error.
+    try {
+      (void)Json::parse(text);
+    } catch (const Json::parse_error &e) {
+      return Status::error(origin + ": not valid JSON: " + e.what());
+    }
+    return Status::error(origin + ": not valid JSON");
+  }
+  if (!doc.is_object())
+    return Status::error(origin + ": expected a JSON object");
+  Reader r(origin);
+  Profile p;
+  const double inf = INFINITY;
+  r.checkKnown(doc, "",
+               {"name", "description", "source", "device", "link", "host"});
+  p.name = r.string(doc, "name", "");
+  p.description = r.string(doc, "description", "", false);
+  p.source = r.string(doc, "source", "");
+  if (const Json *d = r.object(doc, "device", "device",
+                               {"memory_bytes", "peak_flops", "gemm_efficiency",
+                                "attention_efficiency", "memory_bandwidth",
+                                "launch_latency_s"})) {
+    p.device.memoryBytes = static_cast<int64_t>(
+        r.number(*d, "memory_bytes", "device", 0, 1e18, true));
+    if (const Json *f =
+            r.object(*d, "peak_flops", "device.peak_flops", {"bf16", "fp32"})) {
+      p.device.peakFlopsBF16 =
+          r.number(*f, "bf16", "device.peak_flops", 0, inf, true);
+      p.device.peakFlopsFP32 =
+          r.number(*f, "fp32", "device.peak_flops", 0, inf, true);
+    }
+    p.device.gemmEfficiency = r.curve(*d, "gemm_efficiency", "device");
+    p.device.attentionEfficiency =
+        r.curve(*d, "attention_efficiency", "device");
+    p.device.memoryBandwidth =
+        r.number(*d, "memory_bandwidth", "device", 0, inf, true);
+    p.device.launchLatency =
+        r.number(*d, "launch_latency_s", "device", 0, 1, false);
+  }
+  if (const Json *l = r.object(doc, "link", "link",
+                               {"h2d_bandwidth", "d2h_bandwidth",
+                                "duplex_factor", "copy_latency_s"})) {
+    p.link.h2dBandwidth = r.number(*l, "h2d_bandwidth", "link", 0, inf, true);
+    p.link.d2hBandwidth = r.number(*l, "d2h_bandwidth", "link", 0, inf, true);
+    p.link.duplexFactor = r.number(*l, "duplex_factor", "link", 0.5, 1, false);
+    p.link.copyLatency = r.number(*l, "copy_latency_s", "link", 0, 1, false);
+  }
+  if (const Json *h = r.object(doc, "host", "host",
+                               {"cores", "memory_bandwidth",
+                                "adamw_bytes_per_s", "convert_bytes_per_s"})) {
+    p.host.cores =
+        static_cast<int64_t>(r.number(*h, "cores", "host", 1, 1e6, false));
+    p.host.memoryBandwidth =
+        r.number(*h, "memory_bandwidth", "host", 0, inf, true);
+    p.host.adamwBytesPerS =
+        r.number(*h, "adamw_bytes_per_s", "host", 0, inf, true);
+    p.host.convertBytesPerS = r.number(
+        *h, "convert_bytes_per_s", "host", 0, inf, true, /*required=*/false,
+        p.host.memoryBandwidth / static_cast<double>(p.host.cores));
+    if (doc["host"].contains("cores") && doc["host"]["cores"].is_number() &&
+        doc["host"]["cores"].get<double>() !=
+            std::floor(doc["host"]["cores"].get<double>()))
+      r.fail("host.cores",
+             "expected a whole number, got " + doc["host"]["cores"].dump());
+  }
+  if (r.failed())
+    return r.status();
+  return p;
+}
+
+std::vector<std::string> builtinProfileNames() {
+  std::vector<std::string> names;
+  for (const BuiltinProfile &b : builtinProfiles())
+    names.push_back(b.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Expected<Profile> loadProfile(const std::string &nameOrFile) {
+  bool file = nameOrFile.find('/') != std::string::npos ||
+              (nameOrFile.size() > 5 &&
+               nameOrFile.compare(nameOrFile.size() - 5, 5, ".json") == 0);
+  if (!file) {
+    for (const BuiltinProfile &b : builtinProfiles())
+      if (nameOrFile == b.name)
+        return parseProfile(b.text, "profile '" + nameOrFile + "'");
+    std::string list;
+    for (const std::string &n : builtinProfileNames())
+      list += (list.empty() ? "" : ", ") + n;
+    return Status::error("unknown hardware profile '" + nameOrFile +
+                         "' (built in: " + list +
+                         "; or give a FILE.json, docs/simulate.md)");
+  }
+  std::ifstream in(nameOrFile, std::ios::binary);
+  if (!in)
+    return Status::error(nameOrFile + ": cannot open the hardware profile");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parseProfile(ss.str(), nameOrFile);
+}
+
+} // namespace mtc::sim
