@@ -398,7 +398,7 @@ Status Calibrator::copies() {
   // Each direction's rate while both run, over its rate alone.
   double share = 0.5 * duplex;
   c.duplexFactor = std::clamp(
-      0.5 * (share / c.h2dBandwidth + share / c.d2hBandwidth), 0.05, 1.0);
+      0.5 * (share / c.h2dBandwidth + share / c.d2hBandwidth), 0.5, 1.0);
   const int64_t small = 64, count = opts.quick ? 200 : 2000;
   Timing tl = time([&] {
     for (int64_t i = 0; i < count; ++i)

@@ -79,7 +79,7 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
   EXPECT_LT(c.launchLatency, 0.01);
   EXPECT_TRUE(positive(c.h2dBandwidth));
   EXPECT_TRUE(positive(c.d2hBandwidth));
-  EXPECT_GE(c.duplexFactor, 0.05);
+  EXPECT_GE(c.duplexFactor, 0.5);
   EXPECT_LE(c.duplexFactor, 1.0);
   EXPECT_TRUE(positive(c.copyLatency));
   EXPECT_TRUE(positive(c.hostMemoryBandwidth));
