@@ -4,10 +4,10 @@
 //
 // Algorithm
 // 1. Every measurement times a closure: one untimed warm-up call sizes the
-//    batch (enough calls to last kMinSeconds, at least one), then `repeats`
-//    batches are timed; the figure is the median per-call time, the spread
-//    (max - min) / median. Inputs are filled with small non-zero values
-//    once, so no kernel meets denormals or NaNs.
+//    batch (enough calls to last 10 ms, at least one), then `repeats`
+//    batches are timed; the figure is the best (or the median) batch's
+//    per-call time, the spread (max - min) / median. Inputs are filled with
+//    small non-zero values once, so no kernel meets denormals or NaNs.
 // 2. GEMMs: each shape in the forward (x @ w), input-gradient (dy @ wᵀ) and
 //    weight-gradient (xᵀ @ dy) forms, as the executor calls them. The peak is
 //    the best rate of any call; a shape's efficiency is its three calls'
@@ -28,6 +28,8 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/device/CpuDevice.h"
 #include "runtime/driver/DeviceSelect.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/ParamStore.h"
 #include "runtime/train/Optimizer.h"
 
 #include "lib/Support/ThreadPool.h"
@@ -58,9 +60,11 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-/// A timed closure's per-call median and spread.
+/// A timed closure's per-call time: the statistic the profile uses
+/// (\c value: the best or the median repetition), both, and the spread.
 struct Timing {
-  double median = 0;
+  double value = 0;
+  double median = 0, best = 0;
   double spread = 0;
 };
 
@@ -82,6 +86,7 @@ private:
   void attention();
   void memoryBound();
   void latencies();
+  Status dispatch();
   Status copies();
   void host();
 
@@ -116,6 +121,9 @@ Timing Calibrator::time(const std::function<void()> &fn) {
   size_t n = per.size();
   Timing t;
   t.median = n % 2 ? per[n / 2] : 0.5 * (per[n / 2 - 1] + per[n / 2]);
+  t.best = per.front();
+  t.value =
+      opts.statistic == CalibrateOptions::Statistic::Best ? t.best : t.median;
   t.spread = t.median > 0 ? (per.back() - per.front()) / t.median : 0;
   return t;
 }
@@ -126,7 +134,9 @@ double Calibrator::record(const std::string &name, const std::string &unit,
   m.name = name;
   m.unit = unit;
   m.work = work;
-  m.value = work > 0 ? work / t.median : t.median;
+  m.value = work > 0 ? work / t.value : t.value;
+  m.median = work > 0 ? work / t.median : t.median;
+  m.best = work > 0 ? work / t.best : t.best;
   m.spread = t.spread;
   c.measurements.push_back(m);
   if (opts.log) {
@@ -193,7 +203,7 @@ void Calibrator::gemms() {
         std::max(peak, record("gemm " + shape + " xT@dy", "flop/s", flops, tn));
     auto &acc = byFlops[flops];
     acc.first += 3 * flops;
-    acc.second += nn.median + nt.median + tn.median;
+    acc.second += nn.value + nt.value + tn.value;
   }
   c.peakFlops = peak;
   for (const auto &[flops, acc] : byFlops)
@@ -249,9 +259,9 @@ void Calibrator::attention() {
     record("attention " + shape + " forward", "flop/s", ff, fwd);
     record("attention " + shape + " backward", "flop/s", fb, bwd);
     byFlops[ff].first += ff;
-    byFlops[ff].second += fwd.median;
+    byFlops[ff].second += fwd.value;
     byFlops[fb].first += fb;
-    byFlops[fb].second += bwd.median;
+    byFlops[fb].second += bwd.value;
   }
   for (const auto &[flops, acc] : byFlops)
     c.attentionEfficiency.push_back(
@@ -278,7 +288,7 @@ void Calibrator::memoryBound() {
       Timing t = this->time(fn);
       record(name + sz, "B/s", b, t);
       bytes += b;
-      time += t.median;
+      time += t.value;
     };
     double f = 4.0 * n;
     measure("rmsnorm", 2 * f, [&] {
@@ -315,9 +325,61 @@ void Calibrator::memoryBound() {
 // Per-op dispatch
 //===----------------------------------------------------------------------===//
 
+/// A model-level function of \p ops chained adds over x [1, 1, 16]: what
+/// the executor does per op (decode, result allocation, dispatch through
+/// the kernel table) with nothing to compute.
+bundle::Bundle dispatchProbe(int ops) {
+  bundle::Bundle b;
+  b.model = "DispatchProbe";
+  bundle::Function fn;
+  bundle::ValueType x{{1, 1, 16}, DType::F32};
+  fn.values.assign(static_cast<size_t>(ops) + 1, x);
+  fn.args = {0};
+  for (int i = 0; i < ops; ++i) {
+    bundle::Op o;
+    o.name = "add";
+    o.operands = {i, 0};
+    o.results = {i + 1};
+    o.loc = "calibrate:1:1";
+    fn.ops.push_back(o);
+  }
+  fn.results = {ops};
+  b.functions["forward"] = fn;
+  return b;
+}
+
+Status Calibrator::dispatch() {
+  const int ops = 256;
+  bundle::Bundle b = dispatchProbe(ops);
+  Expected<std::unique_ptr<exec::ParamStore>> store =
+      exec::ParamStore::create(b);
+  if (!store)
+    return store.status();
+  Expected<std::unique_ptr<exec::Executor>> ex =
+      exec::Executor::create(b, **store);
+  if (!ex)
+    return ex.status();
+  const bundle::Function &fn = b.functions.at("forward");
+  std::vector<float> x = filled(16, 0.5f);
+  Status failed = Status::success();
+  Timing t = time([&] {
+    (*ex)->beginStep(1, 1);
+    std::vector<exec::Tensor> values(fn.values.size());
+    values[0] = exec::Tensor::view({1, 1, 16}, x.data());
+    if (Status st = (*ex)->runOps(fn, values, 0, fn.ops.size()); !st && failed)
+      failed = st;
+  });
+  t.value /= ops;
+  t.median /= ops;
+  t.best /= ops;
+  c.launchLatency = record("executor op dispatch (add of 16)", "s", 0, t);
+  return failed;
+}
+
 void Calibrator::latencies() {
-  // The executor's per-op cost with nothing to compute: small calls of the
-  // kernels it dispatches most (each goes through the pool's parallelFor).
+  // Small calls of the kernels the executor dispatches most (each goes
+  // through the pool's parallelFor): the kernels' share of an op's fixed
+  // cost (reported; the executor's dispatch below includes it).
   const int64_t n = 64;
   std::vector<float> x = filled(n, 0.5f), y(n), w = filled(n, 1.0f), dw(n);
   std::vector<Timing> ts;
@@ -335,10 +397,6 @@ void Calibrator::latencies() {
   ts.push_back(time(
       [&] { cpu::matmul(x.data(), w.data(), nullptr, y.data(), 8, 8, 8); }));
   record("small gemm (8x8x8)", "s", 0, ts.back());
-  double sum = 0;
-  for (const Timing &t : ts)
-    sum += t.median;
-  c.launchLatency = sum / static_cast<double>(ts.size());
 }
 
 //===----------------------------------------------------------------------===//
@@ -346,8 +404,10 @@ void Calibrator::latencies() {
 //===----------------------------------------------------------------------===//
 
 Status Calibrator::copies() {
-  const int64_t chunk = 1 << 20;
-  const int64_t chunks = opts.quick ? 8 : 32;
+  // A layer's weights at the examples' sizes (a few MiB in tensors of
+  // 64 KiB to 1 MiB), not a bulk copy: what a weight load does.
+  const int64_t chunk = 512 << 10;
+  const int64_t chunks = opts.quick ? 4 : 8;
   const int64_t total = chunk * chunks;
   Expected<std::unique_ptr<device::CpuDevice>> created =
       device::CpuDevice::create(2 * total);
@@ -392,8 +452,8 @@ Status Calibrator::copies() {
     toHost();
     check(dev.synchronize());
   });
-  c.h2dBandwidth = record("copy h2d 1 MiB chunks", "B/s", double(total), th);
-  c.d2hBandwidth = record("copy d2h 1 MiB chunks", "B/s", double(total), td);
+  c.h2dBandwidth = record("copy h2d 512 KiB chunks", "B/s", double(total), th);
+  c.d2hBandwidth = record("copy d2h 512 KiB chunks", "B/s", double(total), td);
   double duplex = record("copy both at once", "B/s", 2.0 * total, both);
   // Each direction's rate while both run, over its rate alone.
   double share = 0.5 * duplex;
@@ -405,14 +465,18 @@ Status Calibrator::copies() {
       check(dev.copyToDevice(*h2d, i % 64 * small, src.data(), small));
     check(dev.synchronize());
   });
+  tl.value /= static_cast<double>(count);
   tl.median /= static_cast<double>(count);
+  tl.best /= static_cast<double>(count);
   c.copyLatency = record("copy latency (64 B)", "s", 0, tl);
   Timing tlaunch = time([&] {
     for (int64_t i = 0; i < count; ++i)
       check(dev.launch(*h2d, [] {}));
     check(dev.synchronize());
   });
+  tlaunch.value /= static_cast<double>(count);
   tlaunch.median /= static_cast<double>(count);
+  tlaunch.best /= static_cast<double>(count);
   record("device launch (empty closure)", "s", 0, tlaunch);
   if (!failed)
     return failed;
@@ -448,7 +512,9 @@ void Calibrator::host() {
     pool =
         std::make_unique<ThreadPool>(static_cast<unsigned>(c.optimizerThreads));
   train::AdamW adamw(train::AdamWConfig{}, pool.get());
-  const size_t n = opts.quick ? (1u << 19) : (1u << 22);
+  // One layer's parameters at the examples' sizes (1M: 16 MiB of state),
+  // as the deferred update runs them, one group at a time.
+  const size_t n = opts.quick ? (1u << 18) : (1u << 20);
   std::vector<float> p = filled(n), m(n, 0.0f), v(n, 0.0f), g = filled(n);
   train::AdamWTensor tensor;
   tensor.param = p.data();
@@ -467,11 +533,15 @@ Status Calibrator::run() {
     cpu::setThreads(opts.threads);
   c.threads = cpu::threads();
   c.quick = opts.quick;
-  c.repeats = opts.repeats > 0 ? opts.repeats : (opts.quick ? 2 : 5);
+  c.repeats = opts.repeats > 0 ? opts.repeats : (opts.quick ? 2 : 7);
+  c.statistic =
+      opts.statistic == CalibrateOptions::Statistic::Best ? "best" : "median";
   gemms();
   attention();
   memoryBound();
   latencies();
+  if (Status st = dispatch(); !st)
+    return st.withPrefix("calibrating the executor's dispatch");
   if (Status st = copies(); !st)
     return st.withPrefix("calibrating copies");
   host();
@@ -573,14 +643,15 @@ std::string calibrationProfileJson(const Calibration &c,
     ms.push_back({{"name", m.name},
                   {"unit", m.unit},
                   {"value", m.value},
+                  {"median", m.median},
+                  {"best", m.best},
                   {"spread", m.spread},
                   {"work", m.work}});
-  j["calibration"] = {{"quick", c.quick},
-                      {"repeats", c.repeats},
-                      {"seconds", c.seconds},
-                      {"threads", c.threads},
-                      {"optimizer_threads", c.optimizerThreads},
-                      {"measurements", ms}};
+  j["calibration"] = {
+      {"quick", c.quick},     {"statistic", c.statistic},
+      {"repeats", c.repeats}, {"seconds", c.seconds},
+      {"threads", c.threads}, {"optimizer_threads", c.optimizerThreads},
+      {"measurements", ms}};
   return j.dump(2) + "\n";
 }
 
@@ -604,8 +675,9 @@ void printCalibration(std::ostream &os, const Calibration &c) {
     << "host_memory_bandwidth: " << c.hostMemoryBandwidth << "\n"
     << "adamw_bytes_per_s: " << c.adamwBytesPerSecond << "\n"
     << "measurements: " << c.measurements.size() << " x " << c.repeats
-    << " repetitions in " << std::fixed << std::setprecision(1) << c.seconds
-    << " s; largest spread " << 100 * worst << "% (" << worstName << ")\n";
+    << " repetitions (" << c.statistic << " kept) in " << std::fixed
+    << std::setprecision(1) << c.seconds << " s; largest spread " << 100 * worst
+    << "% (" << worstName << ")\n";
   os << s.str();
 }
 

@@ -17,9 +17,10 @@
 //   device.memory_bandwidth  bytes (operands + results) per second of the
 //                            memory-bound kernels: norms, elementwise,
 //                            softmax, rope, and their gradients
-//   device.launch_latency_s  the cost of one small kernel call (the
-//                            executor's per-op dispatch: a parallelFor over
-//                            the pool, nothing to compute)
+//   device.launch_latency_s  the executor's fixed cost per op: a chain of
+//                            small adds run through exec::Executor (decode,
+//                            result allocation, the kernel table, the
+//                            pool's parallelFor), nothing to compute
 //   link.*                   CpuDevice copies (memcpy on the h2d / d2h
 //                            stream threads): each direction alone, both at
 //                            once (duplex_factor = alone / together), and a
@@ -31,9 +32,10 @@
 //   device.memory_bytes      what `--device-memory auto` gives the CPU
 //                            device (half of MemAvailable)
 //
-// Every figure is the median of `repeats` timed repetitions after a warm-up;
-// its spread ((max - min) / median) is kept beside it, in the profile's
-// "calibration" object, so a noisy machine shows.
+// Every figure is the best (by default; or the median) of `repeats` timed
+// repetitions after a warm-up; the median, the best and the spread ((max -
+// min) / median) are kept beside it, in the profile's "calibration" object,
+// so a noisy machine shows.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_DRIVER_CALIBRATE_H
@@ -55,18 +57,24 @@ struct CalibrateOptions {
   /// Small shapes and sizes, two repetitions: seconds instead of tens of
   /// seconds, for tests (the figures are rougher).
   bool quick = false;
-  /// Timed repetitions of each measurement (0: 5, or 2 with quick).
+  /// Timed repetitions of each measurement (0: 7, or 2 with quick).
   int repeats = 0;
+  /// Which repetition a figure keeps: the best (the machine's speed when
+  /// nothing else takes its cores: the most repeatable figure on a shared
+  /// machine) or the median.
+  enum class Statistic { Best, Median } statistic = Statistic::Best;
   /// One line per measurement as it completes (nullptr: quiet).
   std::ostream *log = nullptr;
 };
 
 /// One measured figure: the median over the repetitions and its spread.
 struct Measurement {
-  std::string name; ///< e.g. "gemm 1024x256x688 nn"
-  std::string unit; ///< "flop/s", "B/s", "s"
-  double value = 0;
-  double spread = 0; ///< (max - min) / median of the repetitions
+  std::string name;  ///< e.g. "gemm 1024x256x688 nn"
+  std::string unit;  ///< "flop/s", "B/s", "s"
+  double value = 0;  ///< the kept statistic (CalibrateOptions::statistic)
+  double median = 0; ///< the median repetition's figure
+  double best = 0;   ///< the best repetition's figure
+  double spread = 0; ///< (max - min) / median of the repetitions' times
   double work = 0;   ///< FLOPs or bytes of one call (0 for latencies)
 };
 
@@ -91,6 +99,7 @@ struct Calibration {
   int64_t memoryBytes = 0;
 
   int repeats = 0;
+  std::string statistic; ///< "best" or "median"
   bool quick = false;
   double seconds = 0; ///< wall time of the whole calibration
   std::vector<Measurement> measurements;

@@ -86,8 +86,16 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
   EXPECT_TRUE(positive(c.adamwBytesPerSecond));
   EXPECT_GT(c.memoryBytes, 0);
   EXPECT_TRUE(positive(c.seconds));
+  EXPECT_EQ(c.statistic, "best");
   for (const Measurement &m : c.measurements) {
     EXPECT_TRUE(positive(m.value)) << m.name;
+    EXPECT_EQ(m.value, m.best) << m.name;
+    // The best repetition is the fastest: the highest rate, or the
+    // shortest latency.
+    if (m.unit == "s")
+      EXPECT_LE(m.best, m.median) << m.name;
+    else
+      EXPECT_GE(m.best, m.median) << m.name;
     EXPECT_GE(m.spread, 0) << m.name;
     EXPECT_FALSE(m.unit.empty()) << m.name;
   }
@@ -125,11 +133,14 @@ TEST(Calibrate, ProfileJsonHasTheSchemaFields) {
   EXPECT_EQ(h["adamw_bytes_per_s"].get<double>(), c.adamwBytesPerSecond);
   const nlohmann::json &cal = j["calibration"];
   EXPECT_EQ(cal["repeats"].get<int>(), 2);
+  EXPECT_EQ(cal["statistic"], "best");
   ASSERT_EQ(cal["measurements"].size(), c.measurements.size());
   std::set<std::string> names;
   for (const nlohmann::json &m : cal["measurements"]) {
     names.insert(m["name"].get<std::string>());
     EXPECT_TRUE(m.contains("spread"));
+    EXPECT_TRUE(m.contains("median"));
+    EXPECT_TRUE(m.contains("best"));
   }
   EXPECT_EQ(names.size(), c.measurements.size()) << "names are unique";
 }

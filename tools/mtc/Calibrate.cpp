@@ -1,9 +1,9 @@
 //===- Calibrate.cpp - mtc simulate --calibrate -----------------*- C++ -*-===//
 //
 // Part of mtc. `mtc simulate --calibrate -o FILE.json [--threads N]
-// [--quick] [--repeats N]`: measures this machine's CPU device with the
-// runtime's kernels (runtime/driver/Calibrate.h) and writes the figures as a
-// hardware profile that `mtc simulate --gpu FILE.json` reads
+// [--quick] [--repeats N] [--statistic best|median]`: measures this machine's
+// CPU device with the runtime's kernels (runtime/driver/Calibrate.h) and writes
+// the figures as a hardware profile that `mtc simulate --gpu FILE.json` reads
 // (docs/simulate.md, "Calibration").
 //
 //===----------------------------------------------------------------------===//
@@ -24,7 +24,7 @@ namespace mtc::cli {
 
 const char *calibrateUsage() {
   return "mtc simulate --calibrate -o FILE.json [--threads N] [--quick] "
-         "[--repeats N]";
+         "[--repeats N] [--statistic best|median]";
 }
 
 int runCalibrate(const std::vector<std::string> &args) {
@@ -38,12 +38,13 @@ int runCalibrate(const std::vector<std::string> &args) {
     else
       valued.push_back(a == "-o" ? "--output" : a);
   }
-  std::string output;
+  std::string output, statistic = "best";
   int64_t threads = 0, repeats = 0;
   if (!parseArgs("simulate --calibrate", valued,
                  {{Flag::String, "--output", &output},
                   {Flag::Int, "--threads", &threads, 1},
-                  {Flag::Int, "--repeats", &repeats, 1}},
+                  {Flag::Int, "--repeats", &repeats, 1},
+                  {Flag::String, "--statistic", &statistic}},
                  pos))
     return 1;
   if (!pos.empty())
@@ -64,6 +65,14 @@ int runCalibrate(const std::vector<std::string> &args) {
     probe.close();
     std::remove((output + ".tmp").c_str());
   }
+  if (statistic == "best")
+    opts.statistic = driver::CalibrateOptions::Statistic::Best;
+  else if (statistic == "median")
+    opts.statistic = driver::CalibrateOptions::Statistic::Median;
+  else
+    return error("simulate --calibrate: --statistic expects best or median, "
+                 "got '" +
+                 statistic + "'");
   opts.threads = static_cast<int>(threads);
   opts.repeats = static_cast<int>(repeats);
   opts.log = &log;
