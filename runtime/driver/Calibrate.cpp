@@ -263,6 +263,15 @@ void Calibrator::attention() {
     byFlops[fb].first += fb;
     byFlops[fb].second += bwd.value;
   }
+  // The peak is the best rate of any GEMM or attention call (an attention
+  // shape may beat the GEMMs on a noisy machine); the GEMM curve is
+  // rescaled to it.
+  double peak = c.peakFlops;
+  for (const auto &[flops, acc] : byFlops)
+    peak = std::max(peak, acc.first / acc.second);
+  for (EfficiencyPoint &e : c.gemmEfficiency)
+    e.efficiency *= c.peakFlops / peak;
+  c.peakFlops = peak;
   for (const auto &[flops, acc] : byFlops)
     c.attentionEfficiency.push_back(
         {flops, acc.first / acc.second / c.peakFlops});
