@@ -132,8 +132,9 @@ STEP_TIME = re.compile(r"^step_time_s:\s*([0-9.eE+-]+)", re.M)
 BOTTLENECK = re.compile(r"^bottleneck:\s*(\S+)", re.M)
 
 
-def predict(args, cfg):
-    cmd = [args.mtc, "simulate"] + plan_flags(cfg) + ["--gpu", args.profile]
+def predict(args, cfg, profile):
+    cmd = [args.mtc, "simulate"] + plan_flags(cfg) + [
+        "--gpu", profile, "--precision", "fp32"]
     out = run(cmd, timeout=args.timeout)
     m = STEP_TIME.search(out)
     if not m:
@@ -150,6 +151,11 @@ def main():
                          "temporary directory, written by --calibrate)")
     ap.add_argument("--calibrate", action="store_true",
                     help="run mtc simulate --calibrate first")
+    ap.add_argument("--recalibrate", action="store_true",
+                    help="calibrate again right before each configuration "
+                         "(3 repetitions; the load of a shared machine "
+                         "drifts within minutes) and predict it from that "
+                         "profile")
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "corpus.txt"))
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--skip", type=int, default=2,
@@ -199,19 +205,28 @@ def main():
     load0 = load_average()
     started = time.time()
     try:
-        if args.calibrate:
-            cmd = [args.mtc, "simulate", "--calibrate", "-o", args.profile,
+        def calibrate(path, repeats=None):
+            cmd = [args.mtc, "simulate", "--calibrate", "-o", path,
                    "--statistic", args.statistic]
             if args.threads:
                 cmd += ["--threads", str(args.threads)]
-            out = run(cmd, timeout=args.timeout)
+            if repeats:
+                cmd += ["--repeats", str(repeats)]
+            return run(cmd, timeout=args.timeout)
+
+        if args.calibrate:
+            out = calibrate(args.profile)
             print("".join(l + "\n" for l in out.splitlines()
                           if not l.startswith("  ")), end="")
-        if not os.path.exists(args.profile):
+        if not os.path.exists(args.profile) and not args.recalibrate:
             ap.error("no profile '%s' (give --profile or --calibrate)" %
                      args.profile)
         results = []
         for cfg in configs:
+            profile = args.profile
+            if args.recalibrate:
+                profile = os.path.join(tmpdir, cfg[0] + ".json")
+                calibrate(profile, repeats=3)
             meds, all_times = [], []
             for _ in range(args.repeat):
                 med, times = measure(args, cfg)
@@ -219,7 +234,7 @@ def main():
                 all_times += times
             measured = statistics.median(meds)
             median_step = statistics.median(all_times)
-            predicted, bottleneck = predict(args, cfg)
+            predicted, bottleneck = predict(args, cfg, profile)
             err = 100.0 * (predicted - measured) / measured
             spread = 100.0 * (max(all_times) - min(all_times)) / measured
             r = {"name": cfg[0], "flags": " ".join(plan_flags(cfg)),

@@ -40,6 +40,9 @@ struct Outcome {
   mtc::bundle::Bundle bundle;
   mtc::sim::SimResult sim;
   int64_t params = 0;
+  /// Parameters one token passes through: an MoE layer's experts count
+  /// top_k times, not every expert (equal to params for dense models).
+  int64_t activeParams = 0;
   int64_t hostBytes = 0;
   int64_t hostPerParam = 0;
   double tokens = 0;
@@ -59,7 +62,9 @@ int64_t hostBytesOf(const mtc::bundle::StepPlan &step, int64_t params,
   return total;
 }
 
-int64_t paramCount(const mtc::bundle::Bundle &b) {
+/// Every parameter of \p b, or (\p active) those one token uses: the
+/// experts of a moe op top_k times each instead of count times.
+int64_t paramCount(const mtc::bundle::Bundle &b, bool active = false) {
   int64_t n = 0;
   for (const mtc::bundle::Param &p : b.params)
     n += p.numel();
@@ -67,9 +72,16 @@ int64_t paramCount(const mtc::bundle::Bundle &b) {
     int64_t one = 0;
     for (const mtc::bundle::Param &p : l.params)
       one += p.numel();
-    for (const mtc::bundle::Expert &e : l.experts)
+    for (const mtc::bundle::Expert &e : l.experts) {
+      int64_t uses = e.count;
+      auto f = l.functions.find("forward");
+      if (active && f != l.functions.end())
+        for (const mtc::bundle::Op &op : f->second.ops)
+          if (op.name == "moe" && op.symbol == e.name)
+            uses = std::min(e.count, op.intAttr("top_k", e.count));
       for (const mtc::bundle::Param &p : e.params)
-        one += p.numel() * e.count;
+        one += p.numel() * uses;
+    }
     n += one * l.count;
   }
   return n;
@@ -108,6 +120,7 @@ bool planAndSimulate(const std::string &source, const std::string &name,
   }
   out.sim = std::move(*r);
   out.params = paramCount(out.bundle);
+  out.activeParams = paramCount(out.bundle, /*active=*/true);
   out.hostBytes = hostBytesOf(step, out.params, out.hostPerParam);
   out.tokens = static_cast<double>(step.batch * step.seq * step.microBatches);
   return true;
@@ -124,14 +137,18 @@ void printOutcome(std::ostream &os, const Outcome &o,
   const mtc::bundle::StepPlan &step = *o.bundle.step;
   const mtc::sim::SimResult &r = o.sim;
   const double t = r.stepSeconds;
-  const double model = 6.0 * static_cast<double>(o.params) * o.tokens / t;
+  const double model = 6.0 * static_cast<double>(o.activeParams) * o.tokens / t;
   const double peak = profile.peakFlops(step.precision);
   using mtc::formatBytes;
   auto gib = [](int64_t b) {
     return formatBytes(b, mtc::ByteFormat::approx());
   };
   os << "model " << o.bundle.model << ": " << withCommas(o.params)
-     << " parameters\n";
+     << " parameters";
+  if (o.activeParams != o.params)
+    os << ", " << withCommas(o.activeParams)
+       << " active per token (model FLOPs count these)";
+  os << "\n";
   os << "hardware: " << profile.name << " (" << profile.description << ")\n";
   os << "step: " << step.microBatches << " micro-batch"
      << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
@@ -185,7 +202,7 @@ int runSimulate(const std::vector<std::string> &args) {
     return runCalibrate(args);
   std::string recompute, hf, input, deviceMemory = "auto", checkpoints,
                                     hostMemory, gpu, timeline;
-  std::string precision = "bf16";
+  std::string precision = "bf16", hostConvert = "on";
   bool sweep = false;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
@@ -194,6 +211,7 @@ int runSimulate(const std::vector<std::string> &args) {
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--gpu", &gpu},
                              {Flag::String, "--timeline", &timeline},
+                             {Flag::String, "--host-convert", &hostConvert},
                              {Flag::String, "--precision", &precision}};
   OptimizerFlags optimizer;
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
@@ -254,6 +272,10 @@ int runSimulate(const std::vector<std::string> &args) {
   mtc::sim::SimOptions simOpts;
   simOpts.clip = optimizer.clip > 0;
   simOpts.keepSpans = !timeline.empty();
+  if (hostConvert != "on" && hostConvert != "off")
+    return error("simulate: --host-convert expects on or off, got '" +
+                 hostConvert + "'");
+  simOpts.convertOnHost = hostConvert == "on";
 
   if (!sweep) {
     Outcome o;
@@ -338,7 +360,7 @@ int runSimulate(const std::vector<std::string> &args) {
         i + 1, (long long)s.batch, (long long)s.microBatches,
         (long long)s.prefetchDepth, s.recompute.c_str(), s.checkpoints.c_str(),
         t, r.o.tokens / t,
-        6.0 * static_cast<double>(r.o.params) * r.o.tokens / t / peak,
+        6.0 * static_cast<double>(r.o.activeParams) * r.o.tokens / t / peak,
         mtc::formatBytes(s.devicePeak, mtc::ByteFormat::approx()).c_str(),
         mtc::formatBytes(r.o.hostBytes, mtc::ByteFormat::approx()).c_str(),
         r.o.sim.bottleneck.c_str());

@@ -59,7 +59,7 @@ const Command kCommands[] = {
      "[--prefetch-depth N] [--recompute auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--precision bf16|fp32] [--clip X] "
      "[--optimizer-placement auto|deferred|immediate] [--set NAME=VALUE]... "
-     "[--timeline FILE.json] [--sweep]\n"
+     "[--timeline FILE.json] [--sweep] [--host-convert on|off]\n"
      "       " +
          std::string(calibrateUsage()),
      "predict one training step on a GPU from a hardware profile: the plan "
@@ -73,6 +73,8 @@ const Command kCommands[] = {
      "  backend's allocations and margin. --precision defaults to bf16.\n"
      "  Without --host-memory no host budget is checked.\n"
      "--timeline FILE.json writes the simulated step as a Chrome trace.\n"
+     "--host-convert off: what if bf16 weight loads were not converted on\n"
+     "  a host thread before their DMA (the CUDA backend does it today).\n"
      "--sweep keeps the tokens per step (batch x micro-batches x seq) and\n"
      "  searches the micro-batch size and count, the prefetch depth (2, 3)\n"
      "  and the recompute policy; it prints the fastest configurations.\n"

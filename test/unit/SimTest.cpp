@@ -1,0 +1,397 @@
+//===- SimTest.cpp - The step simulator (lib/Sim) ---------------*- C++ -*-===//
+//
+// Part of mtc. Hardware profiles (parsing, errors, the built-in ones, the
+// efficiency curves) and the event simulation on toy step plans whose
+// timelines are computed by hand in the comments: a copy hidden under
+// compute, copies exposed, an optimizer-bound step, the duplex penalty; and
+// monotonicity over random profiles (a faster link or device is never
+// slower).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lib/Bundle/Bundle.h"
+#include "lib/Sim/Profile.h"
+#include "lib/Sim/Simulator.h"
+#include "lib/Sim/Timeline.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <string>
+
+namespace mtc::sim {
+namespace {
+
+using bundle::Bundle;
+using bundle::Function;
+using bundle::Op;
+using bundle::PlanCommand;
+
+const char *kProfile = R"({
+  "name": "toy", "description": "round numbers", "source": "test",
+  "device": {"memory_bytes": 1000000000,
+             "peak_flops": {"bf16": 2e9, "fp32": 1e9},
+             "gemm_efficiency": [{"flops": 1, "efficiency": 1}],
+             "attention_efficiency": [{"flops": 1, "efficiency": 1}],
+             "memory_bandwidth": 1e18, "launch_latency_s": 0},
+  "link": {"h2d_bandwidth": 4e7, "d2h_bandwidth": 4e7, "duplex_factor": 1,
+           "copy_latency_s": 0},
+  "host": {"cores": 4, "memory_bandwidth": 1e18, "adamw_bytes_per_s": 1e18}
+})";
+
+Profile toyProfile() {
+  Expected<Profile> p = parseProfile(kProfile, "toy.json");
+  EXPECT_TRUE(p.ok()) << p.message();
+  return *p;
+}
+
+Op op(std::string name, std::vector<int> operands, std::vector<int> results,
+      std::string symbol = "") {
+  Op o;
+  o.name = std::move(name);
+  o.operands = std::move(operands);
+  o.results = std::move(results);
+  o.symbol = std::move(symbol);
+  return o;
+}
+
+PlanCommand cmd(std::string name, std::map<std::string, bundle::Attr> attrs,
+                std::vector<PlanCommand> body = {}) {
+  PlanCommand c;
+  c.op = std::move(name);
+  c.attrs = std::move(attrs);
+  c.body = std::move(body);
+  return c;
+}
+
+/// `count` instances of a layer of one [100, 100] fp32 weight (10,000
+/// params: 40,000 bytes per load) on micro-batches of [1, 50]: its forward
+/// is one matmul (2 x 50 x 100 x 100 = 1 MFLOP: 1 ms at 1 GFLOP/s), its
+/// backward a matmul and a weight_grad (2 ms). No model-level parameters,
+/// no stages: the program is the two loops.
+Bundle toyBundle(int64_t count, int64_t micro = 1, int64_t depth = 2) {
+  Bundle b;
+  b.model = "Toy";
+  bundle::Layer l;
+  l.name = "Block";
+  l.count = count;
+  l.params = {bundle::Param{"w", {100, 100}, DType::F32, "normal", {0.02}}};
+  Function f;
+  f.values = {{{kDimB, kDimS, 100}, DType::F32},
+              {{100, 100}, DType::F32},
+              {{kDimB, kDimS, 100}, DType::F32}};
+  f.args = {0};
+  f.ops = {op("param_ref", {}, {1}, "w"), op("matmul", {0, 1}, {2})};
+  f.results = {2};
+  l.functions["forward"] = f;
+  Function g;
+  g.values = {{{kDimB, kDimS, 100}, DType::F32},
+              {{kDimB, kDimS, 100}, DType::F32},
+              {{100, 100}, DType::F32},
+              {{kDimB, kDimS, 100}, DType::F32},
+              {{100, 100}, DType::F32}};
+  g.args = {0, 1};
+  g.ops = {op("param_ref", {}, {2}, "w"), op("matmul", {1, 2}, {3}),
+           op("weight_grad", {0, 1}, {4}), op("param_grad", {4}, {}, "w")};
+  g.results = {3};
+  l.functions["backward"] = g;
+  b.layers.push_back(l);
+  Function fb;
+  fb.values = {{{kDimB, kDimS, 100}, DType::F32},
+               {{kDimB, kDimS, 100}, DType::F32},
+               {{kDimB, kDimS, 100}, DType::F32}};
+  fb.args = {0};
+  fb.ops = {op("apply_layers", {0}, {1}, "Block"),
+            op("apply_layers_grad", {1}, {2}, "Block")};
+  fb.ops[0].attrs = fb.ops[1].attrs = {{"first", int64_t(0)}, {"count", count}};
+  fb.results = {2};
+  b.functions["forward_backward"] = fb;
+  auto step = std::make_shared<bundle::StepPlan>();
+  step->batch = 1;
+  step->seq = 50;
+  step->microBatches = micro;
+  step->prefetchDepth = depth;
+  step->precision = "fp32";
+  const int64_t ahead = depth - 1;
+  step->program = {cmd("load_model_weights", {}),
+                   cmd("layers",
+                       {{"layer", std::string("Block")},
+                        {"first", int64_t(0)},
+                        {"count", count},
+                        {"direction", std::string("forward")},
+                        {"op_index", int64_t(0)}},
+                       {cmd("optimizer_update", {{"ahead", ahead}}),
+                        cmd("prefetch", {{"ahead", ahead}}),
+                        cmd("save", {{"to", std::string("device")}}),
+                        cmd("wait_weights", {}), cmd("compute", {})}),
+                   cmd("layers",
+                       {{"layer", std::string("Block")},
+                        {"first", int64_t(0)},
+                        {"count", count},
+                        {"direction", std::string("backward")},
+                        {"op_index", int64_t(1)}},
+                       {cmd("prefetch", {{"ahead", ahead}}),
+                        cmd("restore", {{"from", std::string("device")}}),
+                        cmd("wait_weights", {}), cmd("compute", {}),
+                        cmd("grad_return", {})}),
+                   cmd("return_model_grads", {})};
+  b.step = step;
+  return b;
+}
+
+SimResult simulate(const Bundle &b, const Profile &p, bool spans = false) {
+  SimOptions o;
+  o.clip = false;
+  o.keepSpans = spans;
+  Expected<SimResult> r = simulateStep(b, p, o);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return r.ok() ? *r : SimResult{};
+}
+
+TEST(SimProfile, ParsesEveryField) {
+  Profile p = toyProfile();
+  EXPECT_EQ(p.name, "toy");
+  EXPECT_EQ(p.device.memoryBytes, 1000000000);
+  EXPECT_DOUBLE_EQ(p.peakFlops("bf16"), 2e9);
+  EXPECT_DOUBLE_EQ(p.peakFlops("fp32"), 1e9);
+  EXPECT_DOUBLE_EQ(p.link.h2dBandwidth, 4e7);
+  EXPECT_EQ(p.host.cores, 4);
+  // convert_bytes_per_s defaults to memory_bandwidth / cores.
+  EXPECT_DOUBLE_EQ(p.host.convertBytesPerS, 1e18 / 4);
+}
+
+TEST(SimProfile, EfficiencyIsLogLinearAndClamped) {
+  EfficiencyCurve c;
+  c.points = {{1e6, 0.1}, {1e8, 0.5}, {1e12, 0.9}};
+  EXPECT_DOUBLE_EQ(c.at(1), 0.1);
+  EXPECT_DOUBLE_EQ(c.at(1e6), 0.1);
+  EXPECT_NEAR(c.at(1e7), 0.3, 1e-12); // halfway in log10
+  EXPECT_NEAR(c.at(1e10), 0.7, 1e-12);
+  EXPECT_DOUBLE_EQ(c.at(1e15), 0.9);
+}
+
+/// parseProfile of kProfile with \p from replaced by \p to.
+std::string profileError(const std::string &from, const std::string &to) {
+  std::string text = kProfile;
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  Expected<Profile> p = parseProfile(text, "bad.json");
+  EXPECT_FALSE(p.ok());
+  return p.ok() ? "" : p.message();
+}
+
+TEST(SimProfile, ErrorsNameTheFileTheFieldAndTheProblem) {
+  EXPECT_EQ(profileError("\"fp32\": 1e9", "\"fp32\": -1"),
+            "bad.json: field 'device.peak_flops.fp32': expected a number > "
+            "0, got -1");
+  EXPECT_EQ(profileError("\"name\": \"toy\", ", ""),
+            "bad.json: field 'name': missing");
+  EXPECT_EQ(profileError("\"duplex_factor\": 1", "\"duplex_factor\": 0.2"),
+            "bad.json: field 'link.duplex_factor': expected a number >= 0.5 "
+            "and <= 1, got 0.2");
+  EXPECT_EQ(profileError("\"cores\": 4", "\"cores\": \"four\""),
+            "bad.json: field 'host.cores': expected a number, got string "
+            "\"four\"");
+  EXPECT_NE(profileError("\"launch_latency_s\": 0", "\"launch_latency\": 0")
+                .find("field 'device.launch_latency': unknown field"),
+            std::string::npos);
+  EXPECT_EQ(profileError("[{\"flops\": 1, \"efficiency\": 1}],\n             "
+                         "\"attention",
+                         "[{\"flops\": 1, \"efficiency\": 1}, {\"flops\": 1, "
+                         "\"efficiency\": 1}], \"attention"),
+            "bad.json: field 'device.gemm_efficiency[1].flops': points must "
+            "have increasing flops (1 after 1.0)");
+  EXPECT_EQ(profileError("\"efficiency\": 1}],\n             \"attention",
+                         "\"efficiency\": 1.5}], \"attention"),
+            "bad.json: field 'device.gemm_efficiency[0].efficiency': expected "
+            "a number > 0 and <= 1, got 1.5");
+  Expected<Profile> notJson = parseProfile("{\"name\": ", "x.json");
+  ASSERT_FALSE(notJson.ok());
+  EXPECT_EQ(notJson.message().rfind("x.json: not valid JSON: ", 0), 0u);
+  Expected<Profile> missing = loadProfile("/nonexistent/gpu.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.message(),
+            "/nonexistent/gpu.json: cannot open the hardware profile");
+  Expected<Profile> unknown = loadProfile("h300");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("unknown hardware profile 'h300' (built "
+                                   "in: a100-80gb, b200, gh200, h100-pcie, "
+                                   "h100-sxm, h200, rtx4090"),
+            std::string::npos);
+}
+
+TEST(SimProfile, BuiltinProfilesParse) {
+  std::vector<std::string> names = builtinProfileNames();
+  EXPECT_EQ(names.size(), 7u);
+  for (const std::string &n : names) {
+    Expected<Profile> p = loadProfile(n);
+    ASSERT_TRUE(p.ok()) << p.message();
+    EXPECT_EQ(p->name, n);
+    EXPECT_FALSE(p->source.empty());
+    EXPECT_GT(p->peakFlops("bf16"), p->peakFlops("fp32"));
+  }
+}
+
+// Loads of 1 ms (40,000 bytes at 40 MB/s), forward 1 ms, backward 2 ms,
+// gradient returns 1 ms; three instances, two slots:
+//   h2d      load0 [0,1] load1 [1,2] load2 [2,3] (slot 0 after fwd0)
+//            load0 [6,7] (slot 0 after bwd2; 1 and 2 are still resident)
+//   compute  fwd0 [1,2] fwd1 [2,3] fwd2 [3,4] bwd2 [4,6] bwd1 [6,8]
+//            bwd0 [8,10]
+//   d2h      g2 [6,7] g1 [8,9] g0 [10,11]
+// Step 11 ms; exposed: the first load (1 ms) and the last return (1 ms).
+TEST(SimStep, CopyHiddenUnderCompute) {
+  SimResult r = simulate(toyBundle(3), toyProfile());
+  EXPECT_NEAR(r.stepSeconds, 11e-3, 1e-9);
+  EXPECT_NEAR(r.computeSeconds, 9e-3, 1e-9);
+  EXPECT_EQ(r.weightLoads, 4); // 2 N - depth
+  EXPECT_NEAR(r.exposed["h2d"], 1e-3, 1e-9);
+  EXPECT_NEAR(r.exposed["d2h"], 1e-3, 1e-9);
+  EXPECT_NEAR(r.exposedCopySeconds, 2e-3, 1e-9);
+  EXPECT_DOUBLE_EQ(r.h2dBytes, 4 * 40000.0);
+  EXPECT_DOUBLE_EQ(r.d2hBytes, 3 * 40000.0);
+  EXPECT_NEAR(r.hardwareFlops, 9e6, 1e-3);
+  EXPECT_EQ(r.bottleneck, "h2d");
+}
+
+// Loads and returns of 10 ms (4 MB/s), two instances: both stay resident
+// for the backward.
+//   h2d      load0 [0,10] load1 [10,20]
+//   compute  fwd0 [10,11] fwd1 [20,21] bwd1 [21,23] bwd0 [23,25]
+//   d2h      g1 [23,33] g0 [33,43]
+// Step 43 ms: 19 ms waiting for loads, 18 ms for returns.
+TEST(SimStep, CopyExposed) {
+  Profile p = toyProfile();
+  p.link.h2dBandwidth = p.link.d2hBandwidth = 4e6;
+  SimResult r = simulate(toyBundle(2), p);
+  EXPECT_NEAR(r.stepSeconds, 43e-3, 1e-9);
+  EXPECT_EQ(r.weightLoads, 2);
+  EXPECT_NEAR(r.exposed["h2d"], 19e-3, 1e-9);
+  EXPECT_NEAR(r.exposed["d2h"], 18e-3, 1e-9);
+  EXPECT_EQ(r.bottleneck, "h2d");
+}
+
+// AdamW of one instance takes 10 ms (10,000 params x 28 B at 28 MB/s);
+// all three are pending (the previous step's, deferred):
+//   optimizer adam0 [0,10] adam1 [10,20] adam2 [20,30]
+//   h2d      load0 [20,21] load1 [21,22] load2 [30,31] load0 [34,35]
+//   compute  fwd0 [21,22] fwd1 [22,23] fwd2 [31,32] bwd2 [32,34]
+//            bwd1 [34,36] bwd0 [36,38]
+//   d2h      g2 [34,35] g1 [36,37] g0 [38,39]
+// Step 39 ms; the optimizer's 30 ms are hidden for 3 ms only.
+TEST(SimStep, OptimizerBound) {
+  Profile p = toyProfile();
+  p.host.adamwBytesPerS = 2.8e7;
+  SimResult r = simulate(toyBundle(3), p);
+  EXPECT_NEAR(r.stepSeconds, 39e-3, 1e-9);
+  EXPECT_NEAR(r.optimizerSeconds, 30e-3, 1e-9);
+  EXPECT_NEAR(r.exposed["optimizer"], 27e-3, 1e-9);
+  EXPECT_NEAR(r.optimizerHiddenSeconds, 3e-3, 1e-9);
+  EXPECT_NEAR(r.exposed["h2d"], 2e-3, 1e-9);
+  EXPECT_EQ(r.bottleneck, "optimizer");
+}
+
+// In CopyHiddenUnderCompute the backward's load0 [6,7] overlaps the return
+// g2 [6,7]: at a duplex factor of 0.5 both take 2 ms ([6,8]), then g1 runs
+// alone [8,9].
+TEST(SimStep, DuplexPenaltyWhileBothDirectionsCopy) {
+  Profile p = toyProfile();
+  p.link.duplexFactor = 0.5;
+  SimResult r = simulate(toyBundle(3), p, /*spans=*/true);
+  int found = 0;
+  for (const SimSpan &s : r.spans) {
+    if (s.label == "weights Block.0" && s.start > 5e-3) {
+      EXPECT_NEAR(s.start, 6e-3, 1e-9);
+      EXPECT_NEAR(s.end, 8e-3, 1e-9);
+      ++found;
+    }
+    if (s.label == "grads Block.2") {
+      EXPECT_NEAR(s.end, 8e-3, 1e-9);
+      ++found;
+    }
+    if (s.label == "grads Block.1") {
+      EXPECT_NEAR(s.start, 8e-3, 1e-9);
+      EXPECT_NEAR(s.end, 9e-3, 1e-9);
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, 3);
+  EXPECT_NEAR(r.stepSeconds, 11e-3, 1e-9);
+}
+
+TEST(SimStep, TimelineIsAChromeTrace) {
+  SimResult r = simulate(toyBundle(3), toyProfile(), /*spans=*/true);
+  nlohmann::json j = nlohmann::json::parse(timelineJson(r));
+  std::set<std::string> tracks;
+  int spans = 0;
+  for (const nlohmann::json &e : j["traceEvents"]) {
+    if (e["name"] == "thread_name")
+      tracks.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X")
+      ++spans;
+  }
+  EXPECT_EQ(tracks,
+            (std::set<std::string>{"compute", "h2d", "d2h", "optimizer"}));
+  EXPECT_EQ(spans, static_cast<int>(r.spans.size()));
+  EXPECT_EQ(spans, r.commands);
+}
+
+TEST(SimStep, NoStepPlanIsAnError) {
+  Bundle b = toyBundle(2);
+  b.step.reset();
+  Expected<SimResult> r = simulateStep(b, toyProfile());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "the bundle has no step plan (compile it with "
+                         "--device-memory)");
+}
+
+// Property: over random profiles, a faster link (either direction) or a
+// faster device (peak FLOP/s, memory bandwidth) never makes the step
+// slower, and neither does a faster optimizer.
+TEST(SimStep, MonotoneInEveryRate) {
+  std::mt19937_64 rng(15);
+  auto uni = [&](double lo, double hi) {
+    return std::exp(std::uniform_real_distribution<double>(std::log(lo),
+                                                           std::log(hi))(rng));
+  };
+  Bundle b = toyBundle(5, /*micro=*/2, /*depth=*/2);
+  Bundle b3 = toyBundle(4, /*micro=*/3, /*depth=*/3);
+  for (int trial = 0; trial < 200; ++trial) {
+    Profile p = toyProfile();
+    p.device.peakFlopsFP32 = uni(1e8, 1e10);
+    p.device.memoryBandwidth = uni(1e8, 1e11);
+    p.device.launchLatency = uni(1e-7, 1e-4);
+    p.device.gemmEfficiency.points = {{1e5, uni(0.01, 0.3)},
+                                      {1e7, uni(0.3, 1.0)}};
+    p.link.h2dBandwidth = uni(1e6, 1e9);
+    p.link.d2hBandwidth = uni(1e6, 1e9);
+    p.link.duplexFactor = uni(0.5, 1.0);
+    p.link.copyLatency = uni(1e-7, 1e-4);
+    p.host.adamwBytesPerS = uni(1e6, 1e10);
+    const Bundle &bb = trial % 2 ? b : b3;
+    double base = simulate(bb, p).stepSeconds;
+    ASSERT_GT(base, 0);
+    for (int k = 0; k < 5; ++k) {
+      Profile q = p;
+      double f = uni(1.01, 8);
+      if (k == 0)
+        q.link.h2dBandwidth *= f;
+      if (k == 1)
+        q.link.d2hBandwidth *= f;
+      if (k == 2)
+        q.device.peakFlopsFP32 *= f;
+      if (k == 3)
+        q.device.memoryBandwidth *= f;
+      if (k == 4)
+        q.host.adamwBytesPerS *= f;
+      double t = simulate(bb, q).stepSeconds;
+      EXPECT_LE(t, base * (1 + 1e-9))
+          << "trial " << trial << " rate " << k << " x" << f;
+    }
+  }
+}
+
+} // namespace
+} // namespace mtc::sim
