@@ -4,9 +4,12 @@
 //
 // Algorithm
 // 1. Every measurement times a closure: one untimed warm-up call sizes the
-//    batch (enough calls to last 10 ms, at least one), then `repeats`
-//    batches are timed; the figure is the best (or the median) batch's
-//    per-call time, the spread (max - min) / median. Inputs are filled with
+//    batch (enough calls to last 2 ms for the best, 10 ms for the median,
+//    at least one), then `repeats` batches are timed; the figure is the
+//    best (or the median) batch's per-call time, the spread (max - min) /
+//    median. On a shared machine the best of many short batches is the
+//    machine's own speed, repeatable to a few percent where medians move by
+//    2x with the load. Inputs are filled with
 //    small non-zero values once, so no kernel meets denormals or NaNs.
 // 2. GEMMs: each shape in the forward (x @ w), input-gradient (dy @ wᵀ) and
 //    weight-gradient (xᵀ @ dy) forms, as the executor calls them. The peak is
@@ -71,7 +74,14 @@ struct Timing {
 class Calibrator {
 public:
   Calibrator(const CalibrateOptions &opts, Calibration &c)
-      : opts(opts), c(c), minSeconds(opts.quick ? 0.002 : 0.02) {}
+      : opts(opts), c(c),
+        // The best of many short batches finds the windows in which nothing
+        // else ran (on a shared machine they are short); a median wants
+        // batches long enough to average the interference.
+        minSeconds(opts.quick ||
+                           opts.statistic == CalibrateOptions::Statistic::Best
+                       ? 0.002
+                       : 0.01) {}
 
   Status run();
 
@@ -542,7 +552,11 @@ Status Calibrator::run() {
     cpu::setThreads(opts.threads);
   c.threads = cpu::threads();
   c.quick = opts.quick;
-  c.repeats = opts.repeats > 0 ? opts.repeats : (opts.quick ? 2 : 7);
+  bool best = opts.statistic == CalibrateOptions::Statistic::Best;
+  c.repeats = opts.repeats > 0 ? opts.repeats
+                               : (opts.quick ? 2
+                                  : best     ? 21
+                                             : 7);
   c.statistic =
       opts.statistic == CalibrateOptions::Statistic::Best ? "best" : "median";
   gemms();

@@ -57,7 +57,8 @@ struct CalibrateOptions {
   /// Small shapes and sizes, two repetitions: seconds instead of tens of
   /// seconds, for tests (the figures are rougher).
   bool quick = false;
-  /// Timed repetitions of each measurement (0: 7, or 2 with quick).
+  /// Timed repetitions of each measurement (0: 21 for the best, 7 for the
+  /// median, 2 with quick).
   int repeats = 0;
   /// Which repetition a figure keeps: the best (the machine's speed when
   /// nothing else takes its cores: the most repeatable figure on a shared

@@ -85,7 +85,8 @@ const Command kCommands[] = {
      "  the runtime's own code and writes the figures as a profile -o\n"
      "  FILE.json for --gpu FILE.json (docs/simulate.md, \"Calibration\");\n"
      "  --threads N: kernel threads (as mtc train --threads); --quick: small\n"
-     "  shapes, two repetitions; --repeats N: timed repetitions (7);\n"
+     "  shapes, two repetitions; --repeats N: timed repetitions (21, or 7\n"
+     "  for the median);\n"
      "  --statistic best|median: which repetition each figure keeps (best:\n"
      "  the most repeatable on a shared machine)."},
     {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
