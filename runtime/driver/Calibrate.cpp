@@ -11,11 +11,11 @@
 //    machine's own speed, repeatable to a few percent where medians move by
 //    2x with the load. Inputs are filled with
 //    small non-zero values once, so no kernel meets denormals or NaNs.
-// 2. GEMMs: each shape in the forward (x @ w), input-gradient (dy @ wᵀ) and
-//    weight-gradient (xᵀ @ dy) forms, as the executor calls them. The peak is
-//    the best rate of any call; a shape's efficiency is its three calls'
-//    FLOPs over their time, over the peak. Points with the same FLOP count
-//    are merged the same way.
+// 2. GEMMs: the examples' weight shapes at 64 to 2048 rows, each in the
+//    matmul (x @ w) and weight-gradient (xᵀ @ dy) forms, as the executor
+//    calls them. The peak is the best rate of any call; a FLOP count's
+//    efficiency is its calls' FLOPs over their time, over the peak (shapes
+//    of equal FLOPs are merged).
 // 3. Attention: forward, then backward from the forward's lse, per shape;
 //    efficiency against the GEMM peak, FLOPs by attentionFlops.
 // 4. Memory-bound kernels at two sizes: the bandwidth is their bytes over
@@ -168,39 +168,46 @@ struct GemmShape {
   int64_t rows, K, N;
 };
 
-/// The examples' layer products at their token counts (rows = batch · seq:
-/// 64 to 4096): attention projections (dim to heads · head_dim), the MLP
-/// (dim to ffn and back) and the LM head (dim to the 256-entry vocabulary).
-const GemmShape kGemmShapes[] = {
-    {64, 128, 128},    {64, 256, 256},    {256, 128, 384},   {256, 256, 128},
-    {256, 256, 688},   {256, 688, 256},   {1024, 128, 512},  {1024, 256, 256},
-    {1024, 256, 688},  {1024, 688, 256},  {1024, 320, 1280}, {4096, 256, 688},
-    {4096, 256, 1408}, {4096, 1408, 256},
+/// The examples' layer products (K x N of a weight; larger products keep
+/// the 1024-row efficiency): tiny-llama and
+/// qwen2-small (dim 256: q/k/v/o and their MLPs of 688 and 1408),
+/// gemma2-small (dim 320, heads of 64, MLP 1280), gpt2-small (dim 128: qkv,
+/// o, MLP 512), mixtral-small's experts (256 to 512 and back), and the LM
+/// heads (to the 256-entry vocabulary).
+const int64_t kGemmWeights[][2] = {
+    {256, 256},  {256, 128}, {256, 688}, {688, 256}, {256, 1408},
+    {1408, 256}, {320, 256}, {256, 320}, {320, 128}, {320, 1280},
+    {1280, 320}, {128, 384}, {128, 128}, {128, 512}, {512, 128},
+    {256, 512},  {512, 256}, {128, 256}, {320, 64},
 };
-const GemmShape kQuickGemmShapes[] = {
-    {64, 128, 128}, {256, 256, 688}, {1024, 256, 688}};
+/// Token counts (batch · seq of a micro-batch, or an expert's share).
+const int64_t kGemmRows[] = {64, 128, 256, 512, 1024};
+
+std::vector<GemmShape> gemmShapes(bool quick) {
+  if (quick)
+    return {{64, 128, 128}, {256, 256, 688}, {1024, 256, 688}};
+  std::vector<GemmShape> shapes;
+  for (int64_t rows : kGemmRows)
+    for (const auto &w : kGemmWeights)
+      shapes.push_back({rows, w[0], w[1]});
+  return shapes;
+}
 
 void Calibrator::gemms() {
-  std::vector<GemmShape> shapes;
-  if (opts.quick)
-    shapes.assign(std::begin(kQuickGemmShapes), std::end(kQuickGemmShapes));
-  else
-    shapes.assign(std::begin(kGemmShapes), std::end(kGemmShapes));
+  // The executor runs a matmul as x @ w (cpu::matmul; the backward's
+  // input gradient is a transpose and another x @ w) and a weight_grad as
+  // xᵀ @ dy (cpu::matmulGradWeight): both forms, every shape.
   // flops -> (flops summed, seconds summed) of every call at that count
   std::map<double, std::pair<double, double>> byFlops;
   double peak = 0;
-  for (const GemmShape &s : shapes) {
+  for (const GemmShape &s : gemmShapes(opts.quick)) {
     std::vector<float> x = filled(s.rows * s.K), w = filled(s.K * s.N),
-                       y = filled(s.rows * s.N), dx(s.rows * s.K),
-                       dw(s.K * s.N);
+                       y = filled(s.rows * s.N), dw(s.K * s.N);
     double flops = 2.0 * s.rows * s.K * s.N;
     std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.K) +
                         "x" + std::to_string(s.N);
     Timing nn = time([&] {
       cpu::matmul(x.data(), w.data(), nullptr, y.data(), s.rows, s.K, s.N);
-    });
-    Timing nt = time([&] {
-      cpu::matmulGradInput(y.data(), w.data(), dx.data(), s.rows, s.K, s.N);
     });
     Timing tn = time([&] {
       cpu::matmulGradWeight(x.data(), y.data(), dw.data(), s.rows, s.K, s.N);
@@ -208,12 +215,10 @@ void Calibrator::gemms() {
     peak =
         std::max(peak, record("gemm " + shape + " x@w", "flop/s", flops, nn));
     peak =
-        std::max(peak, record("gemm " + shape + " dy@wT", "flop/s", flops, nt));
-    peak =
         std::max(peak, record("gemm " + shape + " xT@dy", "flop/s", flops, tn));
     auto &acc = byFlops[flops];
-    acc.first += 3 * flops;
-    acc.second += nn.value + nt.value + tn.value;
+    acc.first += 2 * flops;
+    acc.second += nn.value + tn.value;
   }
   c.peakFlops = peak;
   for (const auto &[flops, acc] : byFlops)
@@ -299,7 +304,7 @@ void Calibrator::memoryBound() {
   double bytes = 0, time = 0;
   for (int64_t n : sizes) {
     std::vector<float> x = filled(n, 0.5f), dy = filled(n), y(n), dx(n),
-                       w = filled(D, 1.0f), dw(D);
+                       w = filled(D, 1.0f), dw(D), db(D);
     int64_t rows = n / D;
     std::string sz = " " + std::to_string(n * 4 / 1024) + " KiB";
     auto measure = [&](const std::string &name, double b,
@@ -335,6 +340,22 @@ void Calibrator::memoryBound() {
     cpu::RopeParams rp;
     measure("rope", 2 * f, [&] {
       cpu::rope(x.data(), y.data(), rows / 8, 8, 8, D / 8, rp, false);
+    });
+    // The backward's weight transposes ([K, N] -> [N, K]) and the
+    // activations' ([B, S, H, D] -> [B, H, S, D]).
+    measure("transpose", 2 * f, [&] {
+      cpu::transpose(x.data(), {rows, D}, {1, 0}, y.data());
+    });
+    measure("transpose 0213", 2 * f, [&] {
+      cpu::transpose(x.data(), {rows / 64, 64, 8, D / 8}, {0, 2, 1, 3},
+                     y.data());
+    });
+    measure("layernorm", 2 * f, [&] {
+      cpu::layernorm(x.data(), w.data(), w.data(), y.data(), rows, D, 1e-5f);
+    });
+    measure("layernorm grad", 3 * f, [&] {
+      cpu::layernormGrad(x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+                         db.data(), rows, D, 1e-5f);
     });
   }
   c.memoryBandwidth = bytes / time;

@@ -9,14 +9,15 @@
 //                            (runtime/cpu gemm: OpenBLAS sgemm blocks on
 //                            the kernels' thread pool); bf16 = fp32 (the
 //                            CPU device computes in fp32)
-//   device.gemm_efficiency   each measured shape's rate / peak, by 2·m·n·k:
-//                            the forward, input-gradient and weight-gradient
-//                            products of the examples' layers, small to large
+//   device.gemm_efficiency   each FLOP count's (2·m·n·k) rate / peak: the
+//                            matmul (x @ w) and weight-gradient (xᵀ @ dy)
+//                            products of the examples' layers at 64 to 2048
+//                            rows
 //   device.attention_efficiency  cpu::attention and attentionGrad at the
 //                            examples' head shapes, FLOPs by attentionFlops
 //   device.memory_bandwidth  bytes (operands + results) per second of the
 //                            memory-bound kernels: norms, elementwise,
-//                            softmax, rope, and their gradients
+//                            softmax, rope, transposes, and their gradients
 //   device.launch_latency_s  the executor's fixed cost per op: a chain of
 //                            small adds run through exec::Executor (decode,
 //                            result allocation, the kernel table, the
