@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/driver/Calibrate.h"
 
+#include "lib/Sim/Profile.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -143,4 +144,25 @@ TEST(Calibrate, ProfileJsonHasTheSchemaFields) {
     EXPECT_TRUE(m.contains("best"));
   }
   EXPECT_EQ(names.size(), c.measurements.size()) << "names are unique";
+}
+
+TEST(Calibrate, TheSimulatorReadsTheProfile) {
+  // The profile the simulator loads (lib/Sim/Profile.h) carries the
+  // calibration's figures unchanged.
+  const Calibration &c = quick();
+  mtc::Expected<mtc::sim::Profile> p = mtc::sim::parseProfile(
+      calibrationProfileJson(c, calibrationSource(c)), "calibration");
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->name, "cpu-device");
+  EXPECT_EQ(p->device.peakFlopsFP32, c.peakFlops);
+  EXPECT_EQ(p->device.memoryBandwidth, c.memoryBandwidth);
+  EXPECT_EQ(p->device.launchLatency, c.launchLatency);
+  EXPECT_EQ(p->link.h2dBandwidth, c.h2dBandwidth);
+  EXPECT_EQ(p->link.duplexFactor, c.duplexFactor);
+  EXPECT_EQ(p->host.adamwBytesPerS, c.adamwBytesPerSecond);
+  EXPECT_EQ(p->host.cores, c.cores);
+  ASSERT_EQ(p->device.gemmEfficiency.points.size(), c.gemmEfficiency.size());
+  // The curve answers the measured points exactly.
+  for (const EfficiencyPoint &e : c.gemmEfficiency)
+    EXPECT_DOUBLE_EQ(p->device.gemmEfficiency.at(e.flops), e.efficiency);
 }
