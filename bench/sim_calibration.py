@@ -73,6 +73,33 @@ CONFIGS = [
 ]
 
 
+def cpu_idle_fraction(seconds):
+    """The machine's idle fraction over `seconds` (/proc/stat), or None."""
+    def sample():
+        try:
+            with open("/proc/stat") as f:
+                v = [int(x) for x in f.readline().split()[1:]]
+            return sum(v), v[3] + (v[4] if len(v) > 4 else 0)
+        except (OSError, ValueError, IndexError):
+            return None
+    a = sample()
+    time.sleep(seconds)
+    b = sample()
+    if a is None or b is None or b[0] == a[0]:
+        return None
+    return (b[1] - a[1]) / float(b[0] - a[0])
+
+
+def wait_quiet(max_wait, threshold=0.9):
+    """Waits (at most max_wait seconds) until the machine was at least
+    `threshold` idle over 2 s; returns the idle fraction last seen."""
+    end = time.time() + max_wait
+    while True:
+        idle = cpu_idle_fraction(2.0)
+        if idle is None or idle >= threshold or time.time() >= end:
+            return idle
+
+
 def load_average():
     try:
         return os.getloadavg()[0]
@@ -175,6 +202,9 @@ def main():
     ap.add_argument("--target", type=float, default=15.0,
                     help="error bound in percent")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
+                    help="before every round, wait up to SECONDS until the "
+                         "machine was >= 90%% idle over 2 s")
     ap.add_argument("--nice", type=int, default=0,
                     help="run every mtc command at this niceness (a negative "
                          "one, as root, keeps other work on a shared machine "
@@ -227,6 +257,11 @@ def main():
         for cfg in configs:
             rounds = []
             for _ in range(args.repeat):
+                if args.wait_quiet > 0:
+                    idle = wait_quiet(args.wait_quiet)
+                    if idle is not None and idle < 0.9:
+                        print("  (machine still busy before %s: %.0f %% "
+                              "idle)" % (cfg[0], 100 * idle), flush=True)
                 profile = args.profile
                 if args.recalibrate:
                     profile = os.path.join(tmpdir, cfg[0] + ".json")
