@@ -18,8 +18,10 @@
 //    of equal FLOPs are merged).
 // 3. Attention: forward, then backward from the forward's lse, per shape;
 //    efficiency against the GEMM peak, FLOPs by attentionFlops.
-// 4. Memory-bound kernels at two sizes: the bandwidth is their bytes over
-//    their time, all together (the rate a mix of them sees).
+// 4. Memory-bound kernels at two sizes, each call on the next of several
+//    copies of its tensors (about 32 MiB in all: the last-level cache, as in
+//    a step, not the core's own): the bandwidth is their bytes over their
+//    time, all together (the rate a mix of them sees).
 // 5. Copies through a CpuDevice: each direction alone, both at once on two
 //    streams, and a run of small copies for the per-copy latency.
 // 6. Host: STREAM triad on a pool of every core; AdamW::step on the
@@ -303,59 +305,67 @@ void Calibrator::memoryBound() {
                                    : std::vector<int64_t>{1 << 18, 1 << 21};
   double bytes = 0, time = 0;
   for (int64_t n : sizes) {
-    std::vector<float> x = filled(n, 0.5f), dy = filled(n), y(n), dx(n),
-                       w = filled(D, 1.0f), dw(D), db(D);
+    // In a step an op reads what other ops wrote, from the last-level cache
+    // more than from the core's own: each call takes the next of `sets`
+    // copies of its tensors, about 32 MiB of them in all.
+    const int64_t sets =
+        std::clamp<int64_t>((32 << 20) / (16 * n), int64_t(1), int64_t(16));
+    std::vector<std::vector<float>> xs(sets, filled(n, 0.5f)),
+        dys(sets, filled(n)), ys(sets, std::vector<float>(n)),
+        dxs(sets, std::vector<float>(n));
+    std::vector<float> w = filled(D, 1.0f), dw(D), db(D);
+    int64_t k = 0;
+    auto x = [&] { return xs[k].data(); };
+    auto dy = [&] { return dys[k].data(); };
+    auto y = [&] { return ys[k].data(); };
+    auto dx = [&] { return dxs[k].data(); };
     int64_t rows = n / D;
     std::string sz = " " + std::to_string(n * 4 / 1024) + " KiB";
     auto measure = [&](const std::string &name, double b,
                        const std::function<void()> &fn) {
-      Timing t = this->time(fn);
+      Timing t = this->time([&] {
+        fn();
+        k = (k + 1) % sets;
+      });
       record(name + sz, "B/s", b, t);
       bytes += b;
       time += t.value;
     };
     double f = 4.0 * n;
-    measure("rmsnorm", 2 * f, [&] {
-      cpu::rmsnorm(x.data(), w.data(), y.data(), rows, D, 1e-5f, 0);
-    });
+    measure("rmsnorm", 2 * f,
+            [&] { cpu::rmsnorm(x(), w.data(), y(), rows, D, 1e-5f, 0); });
     measure("rmsnorm grad", 3 * f, [&] {
-      cpu::rmsnormGrad(x.data(), w.data(), dy.data(), dx.data(), dw.data(),
-                       rows, D, 1e-5f, 0);
+      cpu::rmsnormGrad(x(), w.data(), dy(), dx(), dw.data(), rows, D, 1e-5f, 0);
     });
     measure("add", 3 * f, [&] {
-      cpu::binary(cpu::Binary::Add, x.data(), {rows, D}, dy.data(), {rows, D},
-                  y.data(), {rows, D});
+      cpu::binary(cpu::Binary::Add, x(), {rows, D}, dy(), {rows, D}, y(),
+                  {rows, D});
     });
     measure("mul", 3 * f, [&] {
-      cpu::binary(cpu::Binary::Mul, x.data(), {rows, D}, dy.data(), {rows, D},
-                  y.data(), {rows, D});
+      cpu::binary(cpu::Binary::Mul, x(), {rows, D}, dy(), {rows, D}, y(),
+                  {rows, D});
     });
-    measure("silu", 2 * f,
-            [&] { cpu::unary(cpu::Unary::Silu, x.data(), y.data(), n); });
-    measure("silu grad", 3 * f, [&] {
-      cpu::unaryGrad(cpu::Unary::Silu, x.data(), dy.data(), dx.data(), n);
-    });
-    measure("softmax", 2 * f,
-            [&] { cpu::softmax(x.data(), y.data(), rows, D, 1); });
+    measure("silu", 2 * f, [&] { cpu::unary(cpu::Unary::Silu, x(), y(), n); });
+    measure("silu grad", 3 * f,
+            [&] { cpu::unaryGrad(cpu::Unary::Silu, x(), dy(), dx(), n); });
+    measure("softmax", 2 * f, [&] { cpu::softmax(x(), y(), rows, D, 1); });
     cpu::RopeParams rp;
-    measure("rope", 2 * f, [&] {
-      cpu::rope(x.data(), y.data(), rows / 8, 8, 8, D / 8, rp, false);
-    });
+    measure("rope", 2 * f,
+            [&] { cpu::rope(x(), y(), rows / 8, 8, 8, D / 8, rp, false); });
     // The backward's weight transposes ([K, N] -> [N, K]) and the
     // activations' ([B, S, H, D] -> [B, H, S, D]).
     measure("transpose", 2 * f, [&] {
-      cpu::transpose(x.data(), {rows, D}, {1, 0}, y.data());
+      cpu::transpose(x(), {rows, D}, {1, 0}, y());
     });
     measure("transpose 0213", 2 * f, [&] {
-      cpu::transpose(x.data(), {rows / 64, 64, 8, D / 8}, {0, 2, 1, 3},
-                     y.data());
+      cpu::transpose(x(), {rows / 64, 64, 8, D / 8}, {0, 2, 1, 3}, y());
     });
     measure("layernorm", 2 * f, [&] {
-      cpu::layernorm(x.data(), w.data(), w.data(), y.data(), rows, D, 1e-5f);
+      cpu::layernorm(x(), w.data(), w.data(), y(), rows, D, 1e-5f);
     });
     measure("layernorm grad", 3 * f, [&] {
-      cpu::layernormGrad(x.data(), w.data(), dy.data(), dx.data(), dw.data(),
-                         db.data(), rows, D, 1e-5f);
+      cpu::layernormGrad(x(), w.data(), dy(), dx(), dw.data(), db.data(), rows,
+                         D, 1e-5f);
     });
   }
   c.memoryBandwidth = bytes / time;
