@@ -273,6 +273,9 @@ def main():
                                "median_step_s": statistics.median(times),
                                "error_pct": 100.0 * (predicted - measured) /
                                measured,
+                               "median_error_pct": 100.0 * (
+                                   predicted - statistics.median(times)) /
+                               statistics.median(times),
                                "step_spread_pct": 100.0 * (max(times) -
                                                            min(times)) /
                                measured,
@@ -304,12 +307,15 @@ def main():
     print()
     if args.markdown:
         print("| configuration | tokens/step | predicted s | measured s (%s) "
-              "| error | median step s | bottleneck |" % args.statistic)
-        print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+              "| error | median step s | error vs median | bottleneck |" %
+              args.statistic)
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for r in results:
-            print("| `%s` | %d | %.4f | %.4f | %+.1f %% | %.4f | %s |" % (
-                r["name"], r["tokens"], r["predicted_s"], r["measured_s"],
-                r["error_pct"], r["median_step_s"], r["bottleneck"]))
+            print("| `%s` | %d | %.4f | %.4f | %+.1f %% | %.4f | %+.1f %% | "
+                  "%s |" % (r["name"], r["tokens"], r["predicted_s"],
+                            r["measured_s"], r["error_pct"],
+                            r["median_step_s"], r["median_error_pct"],
+                            r["bottleneck"]))
     else:
         print("%-22s %7s %11s %11s %8s %11s  %s" % (
             "configuration", "tokens", "predicted", "measured", "error",
