@@ -203,7 +203,6 @@ Status Engine::run() {
         }
         k.remaining = 0;
       }
-      t += 0; // finished at t + dt below
       still.push_back(~id);
     }
     t += dt;
@@ -229,9 +228,6 @@ public:
   SimResult result();
 
 private:
-  struct Group {
-    int64_t params = 0;
-  };
   struct LayerInfo {
     int64_t params = 0;     ///< one instance's, experts included
     Cost forward, backward; ///< one micro-batch
@@ -270,8 +266,10 @@ private:
   void loadWeights(const std::string &layer, int64_t j);
   void gradsToHost(int64_t params, const std::string &label);
   Status runLoop(const bundle::PlanCommand &c);
-  void hostActivationCompute(const bundle::PlanCommand &loop,
-                             const LayerInfo &li, const std::string &layer,
+  /// The compute command of instance step \p k with host activations:
+  /// per micro-batch its input, checkpoint and output copies on h2d.act /
+  /// d2h.act around one launch (StreamExecutor::computeHostActivations).
+  void hostActivationCompute(const LayerInfo &li, const std::string &layer,
                              int64_t k, int64_t count, int64_t i, size_t slot,
                              bool forward, bool saveHost, bool restoreHost,
                              int64_t ckpt, double boundary);
@@ -524,7 +522,7 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
         returnGrads = true;
       } else if (x.op == "compute") {
         if (hostActivations) {
-          hostActivationCompute(c, li, layer, k, count, i, s, forward, saveHost,
+          hostActivationCompute(li, layer, k, count, i, s, forward, saveHost,
                                 restoreHost, ckpt, boundary);
         } else if (forward) {
           if (saveHost)
@@ -564,10 +562,12 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
   return Status::success();
 }
 
-void Walker::hostActivationCompute(
-    const bundle::PlanCommand &, const LayerInfo &li, const std::string &layer,
-    int64_t k, int64_t count, int64_t i, size_t slot, bool forward,
-    bool saveHost, bool restoreHost, int64_t ckpt, double boundary) {
+void Walker::hostActivationCompute(const LayerInfo &li,
+                                   const std::string &layer, int64_t k,
+                                   int64_t count, int64_t i, size_t slot,
+                                   bool forward, bool saveHost,
+                                   bool restoreHost, int64_t ckpt,
+                                   double boundary) {
   const int64_t M = p.microBatches;
   const bool first = k == 0, last = k + 1 == count;
   const std::string gs = std::to_string(k % 2);
@@ -657,7 +657,6 @@ SimResult Walker::result() {
     }
   };
   double prevEnd = 0;
-  int prevId = -1;
   for (int id : e.streams[static_cast<size_t>(sCompute)].queue) {
     const Task &k = e.tasks[static_cast<size_t>(id)];
     if (k.category != "compute")
@@ -665,9 +664,7 @@ SimResult Walker::result() {
     if (k.start > prevEnd)
       charge(k.blocker, prevEnd, k.start);
     prevEnd = std::max(prevEnd, k.end);
-    prevId = id;
   }
-  (void)prevId;
   // The tail after the last device work: the latest-ending command.
   int lastId = -1;
   for (size_t id = 0; id < e.tasks.size(); ++id)

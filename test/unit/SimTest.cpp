@@ -293,6 +293,57 @@ TEST(SimStep, OptimizerBound) {
   EXPECT_EQ(r.bottleneck, "optimizer");
 }
 
+// The immediate placement (the plan's grads.host ring): nothing is pending
+// when the step starts; each instance's AdamW (10 ms) follows its gradients
+// into a ring slot, and a slot is refilled only after the update that read
+// it:
+//   d2h      g2 [6,7] (slot 0) g1 [8,9] (slot 1) g0 [17,18] (slot 0, free
+//            once adam2 is done)
+//   optimizer adam2 [7,17] adam1 [17,27] adam0 [27,37]
+// Step 37 ms: the device is done at 10 ms, 27 ms of AdamW remain.
+TEST(SimStep, ImmediateOptimizerFollowsTheGradientRing) {
+  Bundle b = toyBundle(3);
+  b.step->buffers.push_back({"grads.host", "grads", "host", 80000, -1});
+  Profile p = toyProfile();
+  p.host.adamwBytesPerS = 2.8e7;
+  SimResult r = simulate(b, p, /*spans=*/true);
+  EXPECT_NEAR(r.stepSeconds, 37e-3, 1e-9);
+  EXPECT_NEAR(r.optimizerSeconds, 30e-3, 1e-9);
+  EXPECT_NEAR(r.exposed["optimizer"], 27e-3, 1e-9);
+  EXPECT_NEAR(r.optimizerHiddenSeconds, 3e-3, 1e-9);
+  for (const SimSpan &s : r.spans)
+    if (s.label == "grads Block.0") {
+      EXPECT_NEAR(s.start, 17e-3, 1e-9);
+      EXPECT_NEAR(s.end, 18e-3, 1e-9);
+    }
+  EXPECT_EQ(r.bottleneck, "optimizer");
+}
+
+// A bf16 plan's weight loads are converted on a host thread before their
+// DMA (6 bytes per parameter at convert_bytes_per_s), in the h2d stream's
+// order; without the conversion only the DMA of 2 bytes per parameter runs.
+TEST(SimStep, HostConversionOfBf16Weights) {
+  Bundle b = toyBundle(3);
+  b.step->precision = "bf16";
+  Profile p = toyProfile();
+  p.host.convertBytesPerS = 6e7; // 10,000 params x 6 B: 1 ms
+  SimOptions o;
+  o.clip = false;
+  Expected<SimResult> with = simulateStep(b, p, o);
+  o.convertOnHost = false;
+  Expected<SimResult> without = simulateStep(b, p, o);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_DOUBLE_EQ(with->h2dBytes, 4 * 20000.0);
+  EXPECT_DOUBLE_EQ(without->h2dBytes, 4 * 20000.0);
+  // bf16 GEMMs at 2 GFLOP/s: forward 0.5 ms, backward 1 ms; a load is
+  // 1 ms of conversion then 0.5 ms of DMA. The first load is exposed
+  // (1.5 ms with the conversion, 0.5 ms without), and so is the third
+  // (its slot frees at 2 ms, it is needed from 2.5 ms on).
+  EXPECT_GT(with->stepSeconds, without->stepSeconds);
+  EXPECT_GT(with->exposed["host-memory"], 0.9e-3);
+  EXPECT_DOUBLE_EQ(without->exposed["host-memory"], 0);
+}
+
 // In CopyHiddenUnderCompute the backward's load0 [6,7] overlaps the return
 // g2 [6,7]: at a duplex factor of 0.5 both take 2 ms ([6,8]), then g1 runs
 // alone [8,9].

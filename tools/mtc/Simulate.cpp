@@ -291,16 +291,21 @@ int runSimulate(const std::vector<std::string> &args) {
   }
 
   // --sweep: the tokens per step of the flags stay; the micro-batch size
-  // (a power of two dividing them), the count, the prefetch depth and the
+  // (a power of two dividing batch x micro-batches, or all of them), the
+  // count, the prefetch depth and the
   // recompute policy vary. Configurations that do not fit are skipped.
   const int64_t rows = copts.stream.batch * copts.stream.microBatches;
   std::vector<Candidate> candidates;
   std::vector<std::string> policies = {"full", "selective", "none"};
   if (!recompute.empty() && recompute != "auto")
     policies = {recompute};
-  for (int64_t b = 1; b <= rows; b *= 2) {
-    if (rows % b != 0)
-      continue;
+  std::vector<int64_t> sizes;
+  for (int64_t b = 1; b <= rows; b *= 2)
+    if (rows % b == 0)
+      sizes.push_back(b);
+  if (sizes.back() != rows)
+    sizes.push_back(rows); // one micro-batch of all the rows
+  for (int64_t b : sizes) {
     for (int64_t depth : {2, 3})
       for (const std::string &pol : policies)
         candidates.push_back({b, rows / b, depth, pol});
