@@ -431,22 +431,19 @@ void Calibrator::latencies() {
   // through the pool's parallelFor): the kernels' share of an op's fixed
   // cost (reported; the executor's dispatch below includes it).
   const int64_t n = 64;
-  std::vector<float> x = filled(n, 0.5f), y(n), w = filled(n, 1.0f), dw(n);
-  std::vector<Timing> ts;
-  ts.push_back(time([&] {
-    cpu::binary(cpu::Binary::Add, x.data(), {1, n}, w.data(), {1, n}, y.data(),
-                {1, n});
-  }));
-  record("small add (64)", "s", 0, ts.back());
-  ts.push_back(
-      time([&] { cpu::unary(cpu::Unary::Silu, x.data(), y.data(), n); }));
-  record("small silu (64)", "s", 0, ts.back());
-  ts.push_back(time(
-      [&] { cpu::rmsnorm(x.data(), w.data(), y.data(), 1, n, 1e-5f, 0); }));
-  record("small rmsnorm (64)", "s", 0, ts.back());
-  ts.push_back(time(
-      [&] { cpu::matmul(x.data(), w.data(), nullptr, y.data(), 8, 8, 8); }));
-  record("small gemm (8x8x8)", "s", 0, ts.back());
+  std::vector<float> x = filled(n, 0.5f), y(n), w = filled(n, 1.0f);
+  record("small add (64)", "s", 0, time([&] {
+           cpu::binary(cpu::Binary::Add, x.data(), {1, n}, w.data(), {1, n},
+                       y.data(), {1, n});
+         }));
+  record("small silu (64)", "s", 0,
+         time([&] { cpu::unary(cpu::Unary::Silu, x.data(), y.data(), n); }));
+  record("small rmsnorm (64)", "s", 0, time([&] {
+           cpu::rmsnorm(x.data(), w.data(), y.data(), 1, n, 1e-5f, 0);
+         }));
+  record("small gemm (8x8x8)", "s", 0, time([&] {
+           cpu::matmul(x.data(), w.data(), nullptr, y.data(), 8, 8, 8);
+         }));
 }
 
 //===----------------------------------------------------------------------===//
