@@ -179,10 +179,9 @@ def main():
     ap.add_argument("--calibrate", action="store_true",
                     help="run mtc simulate --calibrate first")
     ap.add_argument("--recalibrate", action="store_true",
-                    help="calibrate again right before each configuration "
-                         "(3 repetitions; the load of a shared machine "
-                         "drifts within minutes) and predict it from that "
-                         "profile")
+                    help="calibrate again right before each round and "
+                         "predict it from that profile (a shared machine's "
+                         "speed drifts within minutes)")
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "corpus.txt"))
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--skip", type=int, default=2,
@@ -265,7 +264,10 @@ def main():
                 profile = args.profile
                 if args.recalibrate:
                     profile = os.path.join(tmpdir, cfg[0] + ".json")
-                    calibrate(profile, repeats=3)
+                    # The best of 21 short batches needs them all; a median
+                    # of 3 long ones is enough for a paired round.
+                    calibrate(profile, repeats=3 if args.statistic == "median"
+                              else None)
                 measured, times = measure(args, cfg)
                 predicted, bottleneck = predict(args, cfg, profile)
                 rounds.append({"predicted_s": predicted,
