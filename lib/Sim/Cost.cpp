@@ -48,8 +48,8 @@ Cost CostModel::op(const bundle::Function &fn,
                    int64_t tokens) const {
   Cost c;
   const std::string &n = op.name;
-  if (n == "param_ref" || n == "reshape" || n == "param_grad" ||
-      n == "apply_layers" || n == "apply_layers_grad")
+  if (n == "param_ref" || n == "reshape" || n == "apply_layers" ||
+      n == "apply_layers_grad")
     return c;
   auto numel = [&](int v) {
     return static_cast<double>(
@@ -150,6 +150,10 @@ Cost CostModel::op(const bundle::Function &fn,
     }
     return c;
   }
+  if (n == "param_grad")
+    // Adds the gradient into the parameter's gradient buffer: reads both,
+    // writes one (the operand's bytes three times).
+    return memory(3 * ioBytes);
   if (n == "fused" && op.region) {
     // One kernel: its operands in, its results out.
     return memory(ioBytes);

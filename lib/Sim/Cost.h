@@ -8,7 +8,8 @@
 // under the plan's precision) at the device's memory bandwidth, and every
 // kernel a launch latency. A moe op runs each expert's function on the
 // tokens routed to it on average (tokens x top_k / experts). Views
-// (param_ref, reshape) and param_grad cost nothing.
+// (param_ref, reshape) cost nothing; param_grad accumulates a gradient into
+// its buffer (a memory-bound kernel of three times the gradient's bytes).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_SIM_COST_H

@@ -207,8 +207,14 @@ Expected<Profile> parseProfile(const std::string &text,
   Reader r(origin);
   Profile p;
   const double inf = INFINITY;
+  // "calibration" (written by `mtc simulate --calibrate`: the raw
+  // measurements and their spreads) is documentation for the reader; the
+  // simulator does not use it.
   r.checkKnown(doc, "",
-               {"name", "description", "source", "device", "link", "host"});
+               {"name", "description", "source", "device", "link", "host",
+                "calibration"});
+  if (doc.contains("calibration") && !doc["calibration"].is_object())
+    r.fail("calibration", "expected an object");
   p.name = r.string(doc, "name", "");
   p.description = r.string(doc, "description", "", false);
   p.source = r.string(doc, "source", "");

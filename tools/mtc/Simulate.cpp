@@ -198,6 +198,8 @@ struct Candidate {
 int runSimulate(const std::vector<std::string> &args) {
   if (wantsHelp("simulate", args))
     return 0;
+  if (std::find(args.begin(), args.end(), "--calibrate") != args.end())
+    return runCalibrate(args);
   std::string recompute, hf, input, deviceMemory = "auto", checkpoints,
                                     hostMemory, gpu, timeline;
   std::string precision = "bf16", hostConvert = "on";

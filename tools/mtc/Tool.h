@@ -161,6 +161,9 @@ int runExportHF(const std::vector<std::string> &args);
 int runPlan(const std::vector<std::string> &args);
 int runSimulate(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
+/// `mtc simulate --calibrate ...` (Calibrate.cpp), and its usage line.
+int runCalibrate(const std::vector<std::string> &args);
+const char *calibrateUsage();
 
 } // namespace mtc::cli
 

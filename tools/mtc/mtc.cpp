@@ -61,7 +61,9 @@ const Command kCommands[] = {
      "[--prefetch-depth N] [--recompute auto|full|selective|none] "
      "[--checkpoints device|host|auto] [--precision bf16|fp32] [--clip X] "
      "[--optimizer-placement auto|deferred|immediate] [--set NAME=VALUE]... "
-     "[--timeline FILE.json] [--sweep] [--host-convert on|off]",
+     "[--timeline FILE.json] [--sweep] [--host-convert on|off]\n"
+     "       " +
+         std::string(calibrateUsage()),
      "predict one training step on a GPU from a hardware profile: the plan "
      "`mtc train` would run, replayed as an event simulation (step time, "
      "tokens/s, MFU, link traffic, exposed copies and optimizer, "
@@ -79,7 +81,16 @@ const Command kCommands[] = {
      "  searches the micro-batch size and count, the prefetch depth (2, 3)\n"
      "  and the recompute policy; it prints the fastest configurations.\n"
      "The figures are predictions of an uncalibrated model: see\n"
-     "  docs/simulate.md."},
+     "  docs/simulate.md.\n"
+     "--calibrate measures this machine's CPU device (GEMMs, attention,\n"
+     "  memory-bound kernels, per-op dispatch, CpuDevice copies, AdamW) with\n"
+     "  the runtime's own code and writes the figures as a profile -o\n"
+     "  FILE.json for --gpu FILE.json (docs/simulate.md, \"Calibration\");\n"
+     "  --threads N: kernel threads (as mtc train --threads); --quick: small\n"
+     "  shapes, two repetitions; --repeats N: timed repetitions (21, or 7\n"
+     "  for the median);\n"
+     "  --statistic best|median: which repetition each figure keeps (best:\n"
+     "  the most repeatable on a shared machine)."},
     {"train", mtc::driver::trainUsage(kTool), mtc::driver::trainSummary(kTool),
      runTrain, mtc::driver::trainDetails()},
     {"generate", mtc::driver::generateUsage(kTool),

@@ -1,0 +1,735 @@
+//===- Calibrate.cpp - The CPU device measured into a profile -------------===//
+//
+// Part of mtc.
+//
+// Algorithm
+// 1. Every measurement times a closure: one untimed warm-up call sizes the
+//    batch (enough calls to last 2 ms for the best, 10 ms for the median,
+//    at least one), then `repeats` batches are timed; the figure is the
+//    best (or the median) batch's per-call time, the spread (max - min) /
+//    median. On a shared machine the best of many short batches is the
+//    machine's own speed, repeatable to a few percent where medians move by
+//    2x with the load. Inputs are filled with
+//    small non-zero values once, so no kernel meets denormals or NaNs.
+// 2. GEMMs: the examples' weight shapes at 64 to 2048 rows, each in the
+//    matmul (x @ w) and weight-gradient (xᵀ @ dy) forms, as the executor
+//    calls them. The peak is the best rate of any call; a FLOP count's
+//    efficiency is its calls' FLOPs over their time, over the peak (shapes
+//    of equal FLOPs are merged).
+// 3. Attention: forward, then backward from the forward's lse, per shape;
+//    efficiency against the GEMM peak, FLOPs by attentionFlops.
+// 4. Memory-bound kernels at two sizes, each call on the next of several
+//    copies of its tensors (about 32 MiB in all: the last-level cache, as in
+//    a step, not the core's own): the bandwidth is their bytes over their
+//    time, all together (the rate a mix of them sees).
+// 5. Copies through a CpuDevice: each direction alone, both at once on two
+//    streams, and a run of small copies for the per-copy latency.
+// 6. Host: STREAM triad on a pool of every core; AdamW::step on the
+//    optimizer's pool.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/driver/Calibrate.h"
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/device/CpuDevice.h"
+#include "runtime/driver/DeviceSelect.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/ParamStore.h"
+#include "runtime/train/Optimizer.h"
+
+#include "lib/Support/ThreadPool.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace mtc::driver {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// A timed closure's per-call time: the statistic the profile uses
+/// (\c value: the best or the median repetition), both, and the spread.
+struct Timing {
+  double value = 0;
+  double median = 0, best = 0;
+  double spread = 0;
+};
+
+class Calibrator {
+public:
+  Calibrator(const CalibrateOptions &opts, Calibration &c)
+      : opts(opts), c(c),
+        // The best of many short batches finds the windows in which nothing
+        // else ran (on a shared machine they are short); a median wants
+        // batches long enough to average the interference.
+        minSeconds(opts.quick ||
+                           opts.statistic == CalibrateOptions::Statistic::Best
+                       ? 0.002
+                       : 0.01) {}
+
+  Status run();
+
+private:
+  Timing time(const std::function<void()> &fn);
+  /// Records a measurement of \p work units per call (rate = work / time),
+  /// or a latency when \p work is 0; returns the rate (or the seconds).
+  double record(const std::string &name, const std::string &unit, double work,
+                const Timing &t);
+
+  void gemms();
+  void attention();
+  void memoryBound();
+  void latencies();
+  Status dispatch();
+  Status copies();
+  void host();
+
+  const CalibrateOptions &opts;
+  Calibration &c;
+  double minSeconds;
+};
+
+/// n floats of small non-zero values (deterministic).
+std::vector<float> filled(size_t n, float scale = 0.01f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = scale * static_cast<float>(static_cast<int>(i % 97) - 48) / 48.0f +
+           scale * 0.5f;
+  return v;
+}
+
+Timing Calibrator::time(const std::function<void()> &fn) {
+  Clock::time_point t0 = Clock::now();
+  fn(); // warm-up: caches, pages, the pool's threads
+  double once = std::max(1e-9, seconds(t0, Clock::now()));
+  int64_t calls =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(minSeconds / once)));
+  std::vector<double> per;
+  for (int r = 0; r < c.repeats; ++r) {
+    Clock::time_point a = Clock::now();
+    for (int64_t i = 0; i < calls; ++i)
+      fn();
+    per.push_back(seconds(a, Clock::now()) / static_cast<double>(calls));
+  }
+  std::sort(per.begin(), per.end());
+  size_t n = per.size();
+  Timing t;
+  t.median = n % 2 ? per[n / 2] : 0.5 * (per[n / 2 - 1] + per[n / 2]);
+  t.best = per.front();
+  t.value =
+      opts.statistic == CalibrateOptions::Statistic::Best ? t.best : t.median;
+  t.spread = t.median > 0 ? (per.back() - per.front()) / t.median : 0;
+  return t;
+}
+
+double Calibrator::record(const std::string &name, const std::string &unit,
+                          double work, const Timing &t) {
+  Measurement m;
+  m.name = name;
+  m.unit = unit;
+  m.work = work;
+  m.value = work > 0 ? work / t.value : t.value;
+  m.median = work > 0 ? work / t.median : t.median;
+  m.best = work > 0 ? work / t.best : t.best;
+  m.spread = t.spread;
+  c.measurements.push_back(m);
+  if (opts.log) {
+    std::ostringstream line;
+    line << "  " << std::left << std::setw(40) << name << std::right
+         << std::setw(12) << std::setprecision(4) << m.value << " " << unit
+         << "  (spread " << std::fixed << std::setprecision(1) << 100 * m.spread
+         << "%)\n";
+    *opts.log << line.str() << std::flush;
+  }
+  return m.value;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+struct GemmShape {
+  int64_t rows, K, N;
+};
+
+/// The examples' layer products (K x N of a weight; larger products keep
+/// the 1024-row efficiency): tiny-llama and
+/// qwen2-small (dim 256: q/k/v/o and their MLPs of 688 and 1408),
+/// gemma2-small (dim 320, heads of 64, MLP 1280), gpt2-small (dim 128: qkv,
+/// o, MLP 512), mixtral-small's experts (256 to 512 and back), and the LM
+/// heads (to the 256-entry vocabulary).
+const int64_t kGemmWeights[][2] = {
+    {256, 256},  {256, 128}, {256, 688}, {688, 256}, {256, 1408},
+    {1408, 256}, {320, 256}, {256, 320}, {320, 128}, {320, 1280},
+    {1280, 320}, {128, 384}, {128, 128}, {128, 512}, {512, 128},
+    {256, 512},  {512, 256}, {128, 256}, {320, 64},
+};
+/// Token counts (batch · seq of a micro-batch, or an expert's share).
+const int64_t kGemmRows[] = {64, 128, 256, 512, 1024};
+
+std::vector<GemmShape> gemmShapes(bool quick) {
+  if (quick)
+    return {{64, 128, 128}, {256, 256, 688}, {1024, 256, 688}};
+  std::vector<GemmShape> shapes;
+  for (int64_t rows : kGemmRows)
+    for (const auto &w : kGemmWeights)
+      shapes.push_back({rows, w[0], w[1]});
+  return shapes;
+}
+
+void Calibrator::gemms() {
+  // The executor runs a matmul as x @ w (cpu::matmul; the backward's
+  // input gradient is a transpose and another x @ w) and a weight_grad as
+  // xᵀ @ dy (cpu::matmulGradWeight): both forms, every shape.
+  // flops -> (flops summed, seconds summed) of every call at that count
+  std::map<double, std::pair<double, double>> byFlops;
+  double peak = 0;
+  for (const GemmShape &s : gemmShapes(opts.quick)) {
+    std::vector<float> x = filled(s.rows * s.K), w = filled(s.K * s.N),
+                       y = filled(s.rows * s.N), dw(s.K * s.N);
+    double flops = 2.0 * s.rows * s.K * s.N;
+    std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.K) +
+                        "x" + std::to_string(s.N);
+    Timing nn = time([&] {
+      cpu::matmul(x.data(), w.data(), nullptr, y.data(), s.rows, s.K, s.N);
+    });
+    Timing tn = time([&] {
+      cpu::matmulGradWeight(x.data(), y.data(), dw.data(), s.rows, s.K, s.N);
+    });
+    peak =
+        std::max(peak, record("gemm " + shape + " x@w", "flop/s", flops, nn));
+    peak =
+        std::max(peak, record("gemm " + shape + " xT@dy", "flop/s", flops, tn));
+    auto &acc = byFlops[flops];
+    acc.first += 2 * flops;
+    acc.second += nn.value + tn.value;
+  }
+  c.peakFlops = peak;
+  for (const auto &[flops, acc] : byFlops)
+    c.gemmEfficiency.push_back({flops, acc.first / acc.second / peak});
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+struct AttentionShape {
+  int64_t B, S, Hq, Hkv, D;
+};
+
+/// The examples' heads (tiny-llama 8 x 32 over 4 kv heads, qwen2-small and
+/// gemma2 4 x 64 over 2) at their sequence lengths.
+const AttentionShape kAttentionShapes[] = {
+    {1, 64, 4, 4, 32},  {4, 64, 8, 4, 32},  {4, 128, 4, 2, 64},
+    {8, 128, 8, 4, 32}, {4, 256, 8, 4, 32}, {2, 512, 4, 2, 64},
+};
+const AttentionShape kQuickAttentionShapes[] = {{1, 64, 4, 4, 32},
+                                                {4, 128, 8, 4, 32}};
+
+void Calibrator::attention() {
+  std::vector<AttentionShape> shapes;
+  if (opts.quick)
+    shapes.assign(std::begin(kQuickAttentionShapes),
+                  std::end(kQuickAttentionShapes));
+  else
+    shapes.assign(std::begin(kAttentionShapes), std::end(kAttentionShapes));
+  std::map<double, std::pair<double, double>> byFlops;
+  for (const AttentionShape &s : shapes) {
+    int64_t qn = s.B * s.S * s.Hq * s.D, kn = s.B * s.S * s.Hkv * s.D;
+    std::vector<float> q = filled(qn, 0.5f), k = filled(kn, 0.5f),
+                       v = filled(kn, 0.5f), o(qn), lse(s.B * s.Hq * s.S),
+                       dO = filled(qn), dq(qn), dk(kn), dv(kn);
+    cpu::AttentionParams p;
+    p.causal = true;
+    std::string shape = std::to_string(s.B) + "x" + std::to_string(s.S) + "x" +
+                        std::to_string(s.Hq) + "/" + std::to_string(s.Hkv) +
+                        "x" + std::to_string(s.D);
+    double ff = attentionFlops(s.B, s.S, s.S, s.Hq, s.D, true, false);
+    double fb = attentionFlops(s.B, s.S, s.S, s.Hq, s.D, true, true);
+    Timing fwd = time([&] {
+      cpu::attention(q.data(), k.data(), v.data(), o.data(), lse.data(), s.B,
+                     s.S, s.S, s.Hq, s.Hkv, s.D, p);
+    });
+    Timing bwd = time([&] {
+      cpu::attentionGrad(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                         dO.data(), dq.data(), dk.data(), dv.data(), s.B, s.S,
+                         s.Hq, s.Hkv, s.D, p);
+    });
+    record("attention " + shape + " forward", "flop/s", ff, fwd);
+    record("attention " + shape + " backward", "flop/s", fb, bwd);
+    byFlops[ff].first += ff;
+    byFlops[ff].second += fwd.value;
+    byFlops[fb].first += fb;
+    byFlops[fb].second += bwd.value;
+  }
+  // The peak is the best rate of any GEMM or attention call (an attention
+  // shape may beat the GEMMs on a noisy machine); the GEMM curve is
+  // rescaled to it.
+  double peak = c.peakFlops;
+  for (const auto &[flops, acc] : byFlops)
+    peak = std::max(peak, acc.first / acc.second);
+  for (EfficiencyPoint &e : c.gemmEfficiency)
+    e.efficiency *= c.peakFlops / peak;
+  c.peakFlops = peak;
+  for (const auto &[flops, acc] : byFlops)
+    c.attentionEfficiency.push_back(
+        {flops, acc.first / acc.second / c.peakFlops});
+}
+
+//===----------------------------------------------------------------------===//
+// Memory-bound kernels
+//===----------------------------------------------------------------------===//
+
+void Calibrator::memoryBound() {
+  const int64_t D = 256;
+  std::vector<int64_t> sizes = opts.quick
+                                   ? std::vector<int64_t>{1 << 16}
+                                   : std::vector<int64_t>{1 << 18, 1 << 21};
+  double bytes = 0, time = 0;
+  for (int64_t n : sizes) {
+    // In a step an op reads what other ops wrote, from the last-level cache
+    // more than from the core's own: each call takes the next of `sets`
+    // copies of its tensors, about 32 MiB of them in all.
+    const int64_t sets =
+        std::clamp<int64_t>((32 << 20) / (16 * n), int64_t(1), int64_t(16));
+    std::vector<std::vector<float>> xs(sets, filled(n, 0.5f)),
+        dys(sets, filled(n)), ys(sets, std::vector<float>(n)),
+        dxs(sets, std::vector<float>(n));
+    std::vector<float> w = filled(D, 1.0f), dw(D), db(D);
+    int64_t k = 0;
+    auto x = [&] { return xs[k].data(); };
+    auto dy = [&] { return dys[k].data(); };
+    auto y = [&] { return ys[k].data(); };
+    auto dx = [&] { return dxs[k].data(); };
+    int64_t rows = n / D;
+    std::string sz = " " + std::to_string(n * 4 / 1024) + " KiB";
+    auto measure = [&](const std::string &name, double b,
+                       const std::function<void()> &fn) {
+      Timing t = this->time([&] {
+        fn();
+        k = (k + 1) % sets;
+      });
+      record(name + sz, "B/s", b, t);
+      bytes += b;
+      time += t.value;
+    };
+    double f = 4.0 * n;
+    measure("rmsnorm", 2 * f,
+            [&] { cpu::rmsnorm(x(), w.data(), y(), rows, D, 1e-5f, 0); });
+    measure("rmsnorm grad", 3 * f, [&] {
+      cpu::rmsnormGrad(x(), w.data(), dy(), dx(), dw.data(), rows, D, 1e-5f, 0);
+    });
+    measure("add", 3 * f, [&] {
+      cpu::binary(cpu::Binary::Add, x(), {rows, D}, dy(), {rows, D}, y(),
+                  {rows, D});
+    });
+    measure("mul", 3 * f, [&] {
+      cpu::binary(cpu::Binary::Mul, x(), {rows, D}, dy(), {rows, D}, y(),
+                  {rows, D});
+    });
+    measure("silu", 2 * f, [&] { cpu::unary(cpu::Unary::Silu, x(), y(), n); });
+    measure("silu grad", 3 * f,
+            [&] { cpu::unaryGrad(cpu::Unary::Silu, x(), dy(), dx(), n); });
+    measure("softmax", 2 * f, [&] { cpu::softmax(x(), y(), rows, D, 1); });
+    cpu::RopeParams rp;
+    measure("rope", 2 * f,
+            [&] { cpu::rope(x(), y(), rows / 8, 8, 8, D / 8, rp, false); });
+    // The backward's weight transposes ([K, N] -> [N, K]) and the
+    // activations' ([B, S, H, D] -> [B, H, S, D]).
+    measure("transpose", 2 * f, [&] {
+      cpu::transpose(x(), {rows, D}, {1, 0}, y());
+    });
+    measure("transpose 0213", 2 * f, [&] {
+      cpu::transpose(x(), {rows / 64, 64, 8, D / 8}, {0, 2, 1, 3}, y());
+    });
+    measure("layernorm", 2 * f, [&] {
+      cpu::layernorm(x(), w.data(), w.data(), y(), rows, D, 1e-5f);
+    });
+    measure("layernorm grad", 3 * f, [&] {
+      cpu::layernormGrad(x(), w.data(), dy(), dx(), dw.data(), db.data(), rows,
+                         D, 1e-5f);
+    });
+  }
+  c.memoryBandwidth = bytes / time;
+}
+
+//===----------------------------------------------------------------------===//
+// Per-op dispatch
+//===----------------------------------------------------------------------===//
+
+/// A model-level function of \p ops chained adds over x [1, 1, 16]: what
+/// the executor does per op (decode, result allocation, dispatch through
+/// the kernel table) with nothing to compute.
+bundle::Bundle dispatchProbe(int ops) {
+  bundle::Bundle b;
+  b.model = "DispatchProbe";
+  bundle::Function fn;
+  bundle::ValueType x{{1, 1, 16}, DType::F32};
+  fn.values.assign(static_cast<size_t>(ops) + 1, x);
+  fn.args = {0};
+  for (int i = 0; i < ops; ++i) {
+    bundle::Op o;
+    o.name = "add";
+    o.operands = {i, 0};
+    o.results = {i + 1};
+    o.loc = "calibrate:1:1";
+    fn.ops.push_back(o);
+  }
+  fn.results = {ops};
+  b.functions["forward"] = fn;
+  return b;
+}
+
+Status Calibrator::dispatch() {
+  const int ops = 256;
+  bundle::Bundle b = dispatchProbe(ops);
+  Expected<std::unique_ptr<exec::ParamStore>> store =
+      exec::ParamStore::create(b);
+  if (!store)
+    return store.status();
+  Expected<std::unique_ptr<exec::Executor>> ex =
+      exec::Executor::create(b, **store);
+  if (!ex)
+    return ex.status();
+  const bundle::Function &fn = b.functions.at("forward");
+  std::vector<float> x = filled(16, 0.5f);
+  Status failed = Status::success();
+  Timing t = time([&] {
+    (*ex)->beginStep(1, 1);
+    std::vector<exec::Tensor> values(fn.values.size());
+    values[0] = exec::Tensor::view({1, 1, 16}, x.data());
+    if (Status st = (*ex)->runOps(fn, values, 0, fn.ops.size()); !st && failed)
+      failed = st;
+  });
+  t.value /= ops;
+  t.median /= ops;
+  t.best /= ops;
+  c.launchLatency = record("executor op dispatch (add of 16)", "s", 0, t);
+  return failed;
+}
+
+void Calibrator::latencies() {
+  // Small calls of the kernels the executor dispatches most (each goes
+  // through the pool's parallelFor): the kernels' share of an op's fixed
+  // cost (reported; the executor's dispatch below includes it).
+  const int64_t n = 64;
+  std::vector<float> x = filled(n, 0.5f), y(n), w = filled(n, 1.0f);
+  record("small add (64)", "s", 0, time([&] {
+           cpu::binary(cpu::Binary::Add, x.data(), {1, n}, w.data(), {1, n},
+                       y.data(), {1, n});
+         }));
+  record("small silu (64)", "s", 0,
+         time([&] { cpu::unary(cpu::Unary::Silu, x.data(), y.data(), n); }));
+  record("small rmsnorm (64)", "s", 0, time([&] {
+           cpu::rmsnorm(x.data(), w.data(), y.data(), 1, n, 1e-5f, 0);
+         }));
+  record("small gemm (8x8x8)", "s", 0, time([&] {
+           cpu::matmul(x.data(), w.data(), nullptr, y.data(), 8, 8, 8);
+         }));
+}
+
+//===----------------------------------------------------------------------===//
+// Copies
+//===----------------------------------------------------------------------===//
+
+Status Calibrator::copies() {
+  // A layer's weights at the examples' sizes (a few MiB in tensors of
+  // 64 KiB to 1 MiB), not a bulk copy: what a weight load does.
+  const int64_t chunk = 512 << 10;
+  const int64_t chunks = opts.quick ? 4 : 8;
+  const int64_t total = chunk * chunks;
+  Expected<std::unique_ptr<device::CpuDevice>> created =
+      device::CpuDevice::create(2 * total);
+  if (!created)
+    return created.status();
+  device::CpuDevice &dev = **created;
+  Expected<device::Stream> h2d = dev.createStream("h2d");
+  Expected<device::Stream> d2h = dev.createStream("d2h");
+  if (!h2d)
+    return h2d.status();
+  if (!d2h)
+    return d2h.status();
+  std::vector<char> src(total, 1), dst(total, 0);
+  Expected<void *> arena = dev.at(0, 2 * total);
+  if (!arena)
+    return arena.status();
+  std::memset(*arena, 2, 2 * total); // commit the arena's pages
+  Status failed = Status::success();
+  auto check = [&](Status st) {
+    if (!st && failed)
+      failed = st;
+  };
+  auto toDevice = [&] {
+    for (int64_t i = 0; i < chunks; ++i)
+      check(dev.copyToDevice(*h2d, i * chunk, src.data() + i * chunk, chunk));
+  };
+  auto toHost = [&] {
+    for (int64_t i = 0; i < chunks; ++i)
+      check(dev.copyToHost(*d2h, dst.data() + i * chunk, total + i * chunk,
+                           chunk));
+  };
+  Timing th = time([&] {
+    toDevice();
+    check(dev.synchronize());
+  });
+  Timing td = time([&] {
+    toHost();
+    check(dev.synchronize());
+  });
+  Timing both = time([&] {
+    toDevice();
+    toHost();
+    check(dev.synchronize());
+  });
+  c.h2dBandwidth = record("copy h2d 512 KiB chunks", "B/s", double(total), th);
+  c.d2hBandwidth = record("copy d2h 512 KiB chunks", "B/s", double(total), td);
+  double duplex = record("copy both at once", "B/s", 2.0 * total, both);
+  // Each direction's rate while both run, over its rate alone.
+  double share = 0.5 * duplex;
+  c.duplexFactor = std::clamp(
+      0.5 * (share / c.h2dBandwidth + share / c.d2hBandwidth), 0.5, 1.0);
+  const int64_t small = 64, count = opts.quick ? 200 : 2000;
+  Timing tl = time([&] {
+    for (int64_t i = 0; i < count; ++i)
+      check(dev.copyToDevice(*h2d, i % 64 * small, src.data(), small));
+    check(dev.synchronize());
+  });
+  tl.value /= static_cast<double>(count);
+  tl.median /= static_cast<double>(count);
+  tl.best /= static_cast<double>(count);
+  c.copyLatency = record("copy latency (64 B)", "s", 0, tl);
+  Timing tlaunch = time([&] {
+    for (int64_t i = 0; i < count; ++i)
+      check(dev.launch(*h2d, [] {}));
+    check(dev.synchronize());
+  });
+  tlaunch.value /= static_cast<double>(count);
+  tlaunch.median /= static_cast<double>(count);
+  tlaunch.best /= static_cast<double>(count);
+  record("device launch (empty closure)", "s", 0, tlaunch);
+  if (!failed)
+    return failed;
+  return dev.synchronize();
+}
+
+//===----------------------------------------------------------------------===//
+// Host
+//===----------------------------------------------------------------------===//
+
+void Calibrator::host() {
+  c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  {
+    ThreadPool pool(static_cast<unsigned>(c.cores));
+    const size_t n = opts.quick ? (1u << 20) : (1u << 23);
+    std::vector<float> a(n), b = filled(n), cc = filled(n);
+    const size_t tasks = static_cast<size_t>(c.cores);
+    Timing t = time([&] {
+      pool.parallelFor(tasks, [&](size_t k) {
+        size_t lo = n * k / tasks, hi = n * (k + 1) / tasks;
+        for (size_t i = lo; i < hi; ++i)
+          a[i] = b[i] + 3.0f * cc[i];
+      });
+    });
+    c.hostMemoryBandwidth = record("host triad", "B/s", 12.0 * n, t);
+  }
+  // The optimizer's pool as `mtc train` sizes it under a step plan: the
+  // cores the kernels leave free, at least one.
+  int kernels = std::max(1, cpu::threads());
+  c.optimizerThreads = c.cores > kernels ? c.cores - kernels : 1;
+  std::unique_ptr<ThreadPool> pool;
+  if (c.optimizerThreads > 1)
+    pool =
+        std::make_unique<ThreadPool>(static_cast<unsigned>(c.optimizerThreads));
+  train::AdamW adamw(train::AdamWConfig{}, pool.get());
+  // One layer's parameters at the examples' sizes (1M: 16 MiB of state),
+  // as the deferred update runs them, one group at a time.
+  const size_t n = opts.quick ? (1u << 18) : (1u << 20);
+  std::vector<float> p = filled(n), m(n, 0.0f), v(n, 0.0f), g = filled(n);
+  train::AdamWTensor tensor;
+  tensor.param = p.data();
+  tensor.m = m.data();
+  tensor.v = v.data();
+  tensor.grad = g.data();
+  tensor.n = n;
+  int64_t step = 0;
+  Timing t = time([&] { adamw.step(tensor, ++step, 1e-4f, 1.0f); });
+  c.adamwBytesPerSecond = record("adamw (28 B/param)", "B/s", 28.0 * n, t);
+}
+
+Status Calibrator::run() {
+  Clock::time_point start = Clock::now();
+  if (opts.threads > 0)
+    cpu::setThreads(opts.threads);
+  c.threads = cpu::threads();
+  c.quick = opts.quick;
+  bool best = opts.statistic == CalibrateOptions::Statistic::Best;
+  c.repeats = opts.repeats > 0 ? opts.repeats
+                               : (opts.quick ? 2
+                                  : best     ? 21
+                                             : 7);
+  c.statistic =
+      opts.statistic == CalibrateOptions::Statistic::Best ? "best" : "median";
+  gemms();
+  attention();
+  memoryBound();
+  latencies();
+  if (Status st = dispatch(); !st)
+    return st.withPrefix("calibrating the executor's dispatch");
+  if (Status st = copies(); !st)
+    return st.withPrefix("calibrating copies");
+  host();
+  Expected<AutoDeviceMemory> mem = autoDeviceMemory("cpu");
+  c.memoryBytes = mem ? mem->bytes : 0;
+  c.seconds = seconds(start, Clock::now());
+  return Status::success();
+}
+
+std::string utcDate() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+/// The CPU's model name from /proc/cpuinfo ("" when unknown).
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string m = line.substr(colon + 1);
+        size_t b = m.find_first_not_of(" \t");
+        return b == std::string::npos ? "" : m.substr(b);
+      }
+    }
+  return "";
+}
+
+nlohmann::json curve(const std::vector<EfficiencyPoint> &points) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const EfficiencyPoint &p : points)
+    a.push_back({{"flops", p.flops}, {"efficiency", p.efficiency}});
+  return a;
+}
+
+} // namespace
+
+double attentionFlops(int64_t B, int64_t S, int64_t Sk, int64_t Hq, int64_t D,
+                      bool causal, bool backward) {
+  double f = 4.0 * double(B) * double(Hq) * double(S) * double(Sk) * double(D);
+  if (causal && S == Sk)
+    f *= 0.5;
+  return backward ? 2.5 * f : f;
+}
+
+Expected<Calibration> calibrate(const CalibrateOptions &opts) {
+  Calibration c;
+  Calibrator cal(opts, c);
+  if (Status st = cal.run(); !st)
+    return st;
+  return c;
+}
+
+std::string calibrationSource(const Calibration &c) {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::strcpy(host, "unknown host");
+  std::string cpu = cpuModel();
+  return "measured by mtc simulate --calibrate" +
+         std::string(c.quick ? " --quick" : "") + " on " + utcDate() +
+         " UTC on " + host + (cpu.empty() ? "" : ": " + cpu) + ", " +
+         std::to_string(c.cores) + " cores, " + std::to_string(c.threads) +
+         " kernel threads, " + std::to_string(c.optimizerThreads) +
+         " optimizer threads";
+}
+
+std::string calibrationProfileJson(const Calibration &c,
+                                   const std::string &source) {
+  nlohmann::json j;
+  j["name"] = "cpu-device";
+  j["description"] =
+      "The CPU device of this machine (mtc train --device cpu): the "
+      "runtime's CPU kernels on " +
+      std::to_string(c.threads) +
+      " threads, copies as memcpy on the stream threads, AdamW on " +
+      std::to_string(c.optimizerThreads) + " optimizer thread(s)";
+  j["source"] = source;
+  j["device"] = {{"memory_bytes", c.memoryBytes},
+                 {"peak_flops", {{"bf16", c.peakFlops}, {"fp32", c.peakFlops}}},
+                 {"gemm_efficiency", curve(c.gemmEfficiency)},
+                 {"attention_efficiency", curve(c.attentionEfficiency)},
+                 {"memory_bandwidth", c.memoryBandwidth},
+                 {"launch_latency_s", c.launchLatency}};
+  j["link"] = {{"h2d_bandwidth", c.h2dBandwidth},
+               {"d2h_bandwidth", c.d2hBandwidth},
+               {"duplex_factor", c.duplexFactor},
+               {"copy_latency_s", c.copyLatency}};
+  j["host"] = {{"cores", c.cores},
+               {"memory_bandwidth", c.hostMemoryBandwidth},
+               {"adamw_bytes_per_s", c.adamwBytesPerSecond}};
+  nlohmann::json ms = nlohmann::json::array();
+  for (const Measurement &m : c.measurements)
+    ms.push_back({{"name", m.name},
+                  {"unit", m.unit},
+                  {"value", m.value},
+                  {"median", m.median},
+                  {"best", m.best},
+                  {"spread", m.spread},
+                  {"work", m.work}});
+  j["calibration"] = {
+      {"quick", c.quick},     {"statistic", c.statistic},
+      {"repeats", c.repeats}, {"seconds", c.seconds},
+      {"threads", c.threads}, {"optimizer_threads", c.optimizerThreads},
+      {"measurements", ms}};
+  return j.dump(2) + "\n";
+}
+
+void printCalibration(std::ostream &os, const Calibration &c) {
+  double worst = 0;
+  std::string worstName;
+  for (const Measurement &m : c.measurements)
+    if (m.spread > worst) {
+      worst = m.spread;
+      worstName = m.name;
+    }
+  std::ostringstream s;
+  s << std::setprecision(4);
+  s << "peak_flops_fp32: " << c.peakFlops << "\n"
+    << "memory_bandwidth: " << c.memoryBandwidth << "\n"
+    << "launch_latency_s: " << c.launchLatency << "\n"
+    << "h2d_bandwidth: " << c.h2dBandwidth << "\n"
+    << "d2h_bandwidth: " << c.d2hBandwidth << "\n"
+    << "duplex_factor: " << c.duplexFactor << "\n"
+    << "copy_latency_s: " << c.copyLatency << "\n"
+    << "host_memory_bandwidth: " << c.hostMemoryBandwidth << "\n"
+    << "adamw_bytes_per_s: " << c.adamwBytesPerSecond << "\n"
+    << "measurements: " << c.measurements.size() << " x " << c.repeats
+    << " repetitions (" << c.statistic << " kept) in " << std::fixed
+    << std::setprecision(1) << c.seconds << " s; largest spread " << 100 * worst
+    << "% (" << worstName << ")\n";
+  os << s.str();
+}
+
+} // namespace mtc::driver

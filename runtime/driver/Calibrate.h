@@ -1,0 +1,136 @@
+//===- Calibrate.h - The CPU device measured into a profile ---*- C++ -*-===//
+//
+// Part of mtc. `mtc simulate --calibrate` measures what the CPU device of
+// this machine does with the runtime's own code, and writes the figures as a
+// hardware profile (docs/simulate.md, "Calibration"), so that the simulator
+// predicts `mtc train --device cpu` step times:
+//
+//   device.peak_flops        the best GEMM rate over the measured shapes
+//                            (runtime/cpu gemm: OpenBLAS sgemm blocks on
+//                            the kernels' thread pool); bf16 = fp32 (the
+//                            CPU device computes in fp32)
+//   device.gemm_efficiency   each FLOP count's (2·m·n·k) rate / peak: the
+//                            matmul (x @ w) and weight-gradient (xᵀ @ dy)
+//                            products of the examples' layers at 64 to 2048
+//                            rows
+//   device.attention_efficiency  cpu::attention and attentionGrad at the
+//                            examples' head shapes, FLOPs by attentionFlops
+//   device.memory_bandwidth  bytes (operands + results) per second of the
+//                            memory-bound kernels: norms, elementwise,
+//                            softmax, rope, transposes, and their gradients
+//   device.launch_latency_s  the executor's fixed cost per op: a chain of
+//                            small adds run through exec::Executor (decode,
+//                            result allocation, the kernel table, the
+//                            pool's parallelFor), nothing to compute
+//   link.*                   CpuDevice copies (memcpy on the h2d / d2h
+//                            stream threads): each direction alone, both at
+//                            once (duplex_factor = alone / together), and a
+//                            small copy's latency
+//   host.*                   cores, a STREAM triad over all cores, and
+//                            train::AdamW::step on the optimizer's threads
+//                            (the cores the kernels leave free, at least
+//                            one; 28 bytes per parameter)
+//   device.memory_bytes      what `--device-memory auto` gives the CPU
+//                            device (half of MemAvailable)
+//
+// Every figure is the best (by default; or the median) of `repeats` timed
+// repetitions after a warm-up; the median, the best and the spread ((max -
+// min) / median) are kept beside it, in the profile's "calibration" object,
+// so a noisy machine shows.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MTC_RUNTIME_DRIVER_CALIBRATE_H
+#define MTC_RUNTIME_DRIVER_CALIBRATE_H
+
+#include "lib/Support/Status.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mtc::driver {
+
+struct CalibrateOptions {
+  /// Kernel threads (cpu::setThreads); 0: the default (all cores, or
+  /// MTC_NUM_THREADS), as `mtc train --threads` takes it.
+  int threads = 0;
+  /// Small shapes and sizes, two repetitions: seconds instead of tens of
+  /// seconds, for tests (the figures are rougher).
+  bool quick = false;
+  /// Timed repetitions of each measurement (0: 21 for the best, 7 for the
+  /// median, 2 with quick).
+  int repeats = 0;
+  /// Which repetition a figure keeps: the best (the machine's speed when
+  /// nothing else takes its cores: the most repeatable figure on a shared
+  /// machine) or the median.
+  enum class Statistic { Best, Median } statistic = Statistic::Best;
+  /// One line per measurement as it completes (nullptr: quiet).
+  std::ostream *log = nullptr;
+};
+
+/// One measured figure: the median over the repetitions and its spread.
+struct Measurement {
+  std::string name;  ///< e.g. "gemm 1024x256x688 nn"
+  std::string unit;  ///< "flop/s", "B/s", "s"
+  double value = 0;  ///< the kept statistic (CalibrateOptions::statistic)
+  double median = 0; ///< the median repetition's figure
+  double best = 0;   ///< the best repetition's figure
+  double spread = 0; ///< (max - min) / median of the repetitions' times
+  double work = 0;   ///< FLOPs or bytes of one call (0 for latencies)
+};
+
+/// A point of an efficiency curve: efficiency at a FLOP count.
+struct EfficiencyPoint {
+  double flops = 0;
+  double efficiency = 0;
+};
+
+/// The figures of a profile (see the file comment), and what they came from.
+struct Calibration {
+  double peakFlops = 0;
+  std::vector<EfficiencyPoint> gemmEfficiency, attentionEfficiency;
+  double memoryBandwidth = 0;
+  double launchLatency = 0;
+  double h2dBandwidth = 0, d2hBandwidth = 0, duplexFactor = 1;
+  double copyLatency = 0;
+  int cores = 0;
+  int threads = 0, optimizerThreads = 0;
+  double hostMemoryBandwidth = 0;
+  double adamwBytesPerSecond = 0;
+  int64_t memoryBytes = 0;
+
+  int repeats = 0;
+  std::string statistic; ///< "best" or "median"
+  bool quick = false;
+  double seconds = 0; ///< wall time of the whole calibration
+  std::vector<Measurement> measurements;
+};
+
+/// The FLOPs the profile's attention efficiency counts for one attention
+/// call over q [B, S, Hq, D] and keys [B, Sk, Hkv, D]: 4·B·Hq·S·Sk·D (the
+/// two products QKᵀ and PV), halved when causal with S == Sk (the blocks
+/// above the diagonal are skipped); the backward 2.5 times the forward (five
+/// products instead of two).
+double attentionFlops(int64_t B, int64_t S, int64_t Sk, int64_t Hq, int64_t D,
+                      bool causal, bool backward);
+
+/// Measures this machine (see the file comment). Errors: the CPU device's
+/// arena or a host buffer cannot be allocated.
+Expected<Calibration> calibrate(const CalibrateOptions &opts);
+
+/// The profile JSON (the schema of docs/simulate.md) of \p c, named
+/// "cpu-device"; \p source says where and when it was measured.
+std::string calibrationProfileJson(const Calibration &c,
+                                   const std::string &source);
+
+/// "measured by mtc simulate --calibrate on DATE (UTC) on HOST: CPU, N
+/// cores, T kernel threads" for the profile's "source".
+std::string calibrationSource(const Calibration &c);
+
+/// A table of \p c's measurements (name, value, spread) for the terminal.
+void printCalibration(std::ostream &os, const Calibration &c);
+
+} // namespace mtc::driver
+
+#endif // MTC_RUNTIME_DRIVER_CALIBRATE_H

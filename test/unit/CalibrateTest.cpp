@@ -1,0 +1,168 @@
+//===- CalibrateTest.cpp - mtc simulate --calibrate's measurements --------===//
+//
+// Part of mtc. A quick calibration of this machine's CPU device: every figure
+// a profile needs is measured (positive, finite), the efficiency curves are
+// well formed, and the JSON carries them under the schema's names with the
+// measurements' spreads.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/driver/Calibrate.h"
+
+#include "lib/Sim/Profile.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+using namespace mtc::driver;
+
+namespace {
+
+/// One quick calibration shared by the tests (about a second).
+const Calibration &quick() {
+  static const Calibration c = [] {
+    CalibrateOptions opts;
+    opts.quick = true;
+    opts.threads = 1;
+    mtc::Expected<Calibration> r = calibrate(opts);
+    EXPECT_TRUE(r.ok()) << r.message();
+    mtc::cpu::setThreads(0);
+    return r.ok() ? *r : Calibration{};
+  }();
+  return c;
+}
+
+bool positive(double x) { return std::isfinite(x) && x > 0; }
+
+void expectCurve(const std::vector<EfficiencyPoint> &curve, size_t minPoints) {
+  ASSERT_GE(curve.size(), minPoints);
+  for (size_t i = 0; i < curve.size(); ++i) {
+    EXPECT_TRUE(positive(curve[i].flops));
+    EXPECT_GT(curve[i].efficiency, 0);
+    EXPECT_LE(curve[i].efficiency, 1.0);
+    if (i > 0)
+      EXPECT_GT(curve[i].flops, curve[i - 1].flops);
+  }
+}
+
+} // namespace
+
+TEST(Calibrate, AttentionFlopsCountTheTwoProducts) {
+  // q [2, 8, 4, 16], 8 keys: 4 B Hq S Sk D = 4 * 2 * 4 * 8 * 8 * 16.
+  EXPECT_DOUBLE_EQ(attentionFlops(2, 8, 8, 4, 16, false, false), 32768.0);
+  EXPECT_DOUBLE_EQ(attentionFlops(2, 8, 8, 4, 16, true, false), 16384.0);
+  EXPECT_DOUBLE_EQ(attentionFlops(2, 8, 8, 4, 16, true, true), 40960.0);
+  // A query block against a longer cache is not halved.
+  EXPECT_DOUBLE_EQ(attentionFlops(1, 4, 16, 1, 8, true, false), 2048.0);
+}
+
+TEST(Calibrate, QuickMeasuresEveryFigure) {
+  const Calibration &c = quick();
+  EXPECT_TRUE(c.quick);
+  EXPECT_EQ(c.repeats, 2);
+  EXPECT_EQ(c.threads, 1);
+  EXPECT_GE(c.optimizerThreads, 1);
+  EXPECT_GE(c.cores, 1);
+  EXPECT_TRUE(positive(c.peakFlops));
+  expectCurve(c.gemmEfficiency, 3);
+  expectCurve(c.attentionEfficiency, 2);
+  // The best GEMM defines the peak: some point of the curve reaches it
+  // within the merging of the three forms of a shape.
+  double best = 0;
+  for (const EfficiencyPoint &p : c.gemmEfficiency)
+    best = std::max(best, p.efficiency);
+  EXPECT_GT(best, 0.3);
+  EXPECT_TRUE(positive(c.memoryBandwidth));
+  EXPECT_TRUE(positive(c.launchLatency));
+  EXPECT_LT(c.launchLatency, 0.01);
+  EXPECT_TRUE(positive(c.h2dBandwidth));
+  EXPECT_TRUE(positive(c.d2hBandwidth));
+  EXPECT_GE(c.duplexFactor, 0.5);
+  EXPECT_LE(c.duplexFactor, 1.0);
+  EXPECT_TRUE(positive(c.copyLatency));
+  EXPECT_TRUE(positive(c.hostMemoryBandwidth));
+  EXPECT_TRUE(positive(c.adamwBytesPerSecond));
+  EXPECT_GT(c.memoryBytes, 0);
+  EXPECT_TRUE(positive(c.seconds));
+  EXPECT_EQ(c.statistic, "best");
+  for (const Measurement &m : c.measurements) {
+    EXPECT_TRUE(positive(m.value)) << m.name;
+    EXPECT_EQ(m.value, m.best) << m.name;
+    // The best repetition is the fastest: the highest rate, or the
+    // shortest latency.
+    if (m.unit == "s")
+      EXPECT_LE(m.best, m.median) << m.name;
+    else
+      EXPECT_GE(m.best, m.median) << m.name;
+    EXPECT_GE(m.spread, 0) << m.name;
+    EXPECT_FALSE(m.unit.empty()) << m.name;
+  }
+}
+
+TEST(Calibrate, ProfileJsonHasTheSchemaFields) {
+  const Calibration &c = quick();
+  std::string source = calibrationSource(c);
+  EXPECT_NE(source.find("mtc simulate --calibrate --quick on "),
+            std::string::npos)
+      << source;
+  nlohmann::json j = nlohmann::json::parse(calibrationProfileJson(c, source));
+  EXPECT_EQ(j["name"], "cpu-device");
+  EXPECT_EQ(j["source"], source);
+  const nlohmann::json &d = j["device"];
+  EXPECT_EQ(d["memory_bytes"].get<int64_t>(), c.memoryBytes);
+  EXPECT_EQ(d["peak_flops"]["fp32"].get<double>(), c.peakFlops);
+  EXPECT_EQ(d["peak_flops"]["bf16"].get<double>(), c.peakFlops);
+  ASSERT_EQ(d["gemm_efficiency"].size(), c.gemmEfficiency.size());
+  EXPECT_EQ(d["gemm_efficiency"][0]["flops"].get<double>(),
+            c.gemmEfficiency[0].flops);
+  EXPECT_EQ(d["gemm_efficiency"][0]["efficiency"].get<double>(),
+            c.gemmEfficiency[0].efficiency);
+  EXPECT_EQ(d["attention_efficiency"].size(), c.attentionEfficiency.size());
+  EXPECT_EQ(d["memory_bandwidth"].get<double>(), c.memoryBandwidth);
+  EXPECT_EQ(d["launch_latency_s"].get<double>(), c.launchLatency);
+  const nlohmann::json &l = j["link"];
+  EXPECT_EQ(l["h2d_bandwidth"].get<double>(), c.h2dBandwidth);
+  EXPECT_EQ(l["d2h_bandwidth"].get<double>(), c.d2hBandwidth);
+  EXPECT_EQ(l["duplex_factor"].get<double>(), c.duplexFactor);
+  EXPECT_EQ(l["copy_latency_s"].get<double>(), c.copyLatency);
+  const nlohmann::json &h = j["host"];
+  EXPECT_EQ(h["cores"].get<int>(), c.cores);
+  EXPECT_EQ(h["memory_bandwidth"].get<double>(), c.hostMemoryBandwidth);
+  EXPECT_EQ(h["adamw_bytes_per_s"].get<double>(), c.adamwBytesPerSecond);
+  const nlohmann::json &cal = j["calibration"];
+  EXPECT_EQ(cal["repeats"].get<int>(), 2);
+  EXPECT_EQ(cal["statistic"], "best");
+  ASSERT_EQ(cal["measurements"].size(), c.measurements.size());
+  std::set<std::string> names;
+  for (const nlohmann::json &m : cal["measurements"]) {
+    names.insert(m["name"].get<std::string>());
+    EXPECT_TRUE(m.contains("spread"));
+    EXPECT_TRUE(m.contains("median"));
+    EXPECT_TRUE(m.contains("best"));
+  }
+  EXPECT_EQ(names.size(), c.measurements.size()) << "names are unique";
+}
+
+TEST(Calibrate, TheSimulatorReadsTheProfile) {
+  // The profile the simulator loads (lib/Sim/Profile.h) carries the
+  // calibration's figures unchanged.
+  const Calibration &c = quick();
+  mtc::Expected<mtc::sim::Profile> p = mtc::sim::parseProfile(
+      calibrationProfileJson(c, calibrationSource(c)), "calibration");
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->name, "cpu-device");
+  EXPECT_EQ(p->device.peakFlopsFP32, c.peakFlops);
+  EXPECT_EQ(p->device.memoryBandwidth, c.memoryBandwidth);
+  EXPECT_EQ(p->device.launchLatency, c.launchLatency);
+  EXPECT_EQ(p->link.h2dBandwidth, c.h2dBandwidth);
+  EXPECT_EQ(p->link.duplexFactor, c.duplexFactor);
+  EXPECT_EQ(p->host.adamwBytesPerS, c.adamwBytesPerSecond);
+  EXPECT_EQ(p->host.cores, c.cores);
+  ASSERT_EQ(p->device.gemmEfficiency.points.size(), c.gemmEfficiency.size());
+  // The curve answers the measured points exactly.
+  for (const EfficiencyPoint &e : c.gemmEfficiency)
+    EXPECT_DOUBLE_EQ(p->device.gemmEfficiency.at(e.flops), e.efficiency);
+}
