@@ -329,6 +329,7 @@ TEST(SimStep, HostConversionOfBf16Weights) {
   p.host.convertBytesPerS = 6e7; // 10,000 params x 6 B: 1 ms
   SimOptions o;
   o.clip = false;
+  o.convertThreads = 1;
   Expected<SimResult> with = simulateStep(b, p, o);
   o.convertOnHost = false;
   Expected<SimResult> without = simulateStep(b, p, o);
