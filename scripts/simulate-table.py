@@ -10,10 +10,12 @@ GPU profile (data/hardware) it runs
 (64k tokens per step; --sweep searches the micro-batch size and count at
 those tokens, the prefetch depth and the recompute policy) and prints one
 markdown row per pair with the best configuration's figures. When no
-configuration fits the host memory with gradient clipping (16 B/param of
-state) the row is the --clip 0 plan (12 B/param: the immediate optimizer
+configuration fits the host memory with gradient clipping and fp32 gradients
+(16 B/param of state) the row is the --grad-dtype bf16 plan (14 B/param,
+clipping kept), else the --clip 0 plan (12 B/param: the immediate optimizer
 placement), marked so. A second tokens/s column is the same plan with
---host-convert off (bf16 weight loads not converted on a host thread).
+--host-convert off (fp32 -> bf16 conversions on the device instead of the
+host's conversion pool).
 
 These are predictions of an uncalibrated model, not measurements.
 
@@ -72,12 +74,12 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, model in MODELS:
         for gpu in GPUS:
-            note = ""
-            p, secs = simulate(args.mtc, model, gpu, args.host, ["--sweep"])
-            if p.returncode != 0:
+            for extra in ([], ["--grad-dtype", "bf16"], ["--clip", "0"]):
                 p, secs = simulate(args.mtc, model, gpu, args.host,
-                                   ["--sweep", "--clip", "0"])
-                note = ", --clip 0"
+                                   ["--sweep"] + extra)
+                note = ", " + " ".join(extra) if extra else ""
+                if p.returncode == 0:
+                    break
             if p.returncode != 0:
                 err = p.stderr.strip().splitlines()
                 print(f"| {label} | {gpu} | does not fit: "
@@ -86,7 +88,8 @@ def main():
             f = best(p.stdout)
             step = re.match(
                 r"(\d+) micro-batch(?:es)? of \[(\d+), (\d+)\] tokens, prefetch "
-                r"depth (\d+), recompute (\w+), checkpoints (\w+)",
+                r"depth (\d+), recompute (\w+)(?:, checkpoint every \d+)?, "
+                r"checkpoints (\w+)",
                 f["step"])
             mb, b, _, depth, rec, ck = step.groups()
             config = f"{mb} x [{b}, 4096], depth {depth}, {rec}, ckpt {ck}{note}"
@@ -100,7 +103,7 @@ def main():
                  os.path.join(ROOT, "test/fixtures/hf", model), "--gpu", gpu,
                  "--batch", b, "--seq", "4096", "--host-memory", args.host,
                  "--checkpoints", ck] + flags +
-                (["--clip", "0"] if note else []),
+                extra,
                 capture_output=True, text=True)
             noconv = best(q.stdout).get("tokens_per_s", "?") \
                 if q.returncode == 0 else "?"

@@ -245,11 +245,16 @@ private:
     e.add(sCompute, Resource::Fixed, c.seconds, label, "compute");
     flops += c.flops;
   }
+  /// Seconds of the host conversion of \p params fp32 values to bf16
+  /// (4 bytes read and 2 written per value).
+  double convertSeconds(int64_t params) const {
+    return 6.0 * static_cast<double>(params) /
+           convertBytesPerSecond(prof, o.convertThreads);
+  }
   void copyIn(int s, int64_t params, const std::string &label) {
     if (precision == bundle::Precision::BF16 && o.convertOnHost)
-      e.add(s, Resource::Fixed,
-            6.0 * static_cast<double>(params) / prof.host.convertBytesPerS,
-            "convert " + label, "host-memory");
+      e.add(s, Resource::Fixed, convertSeconds(params), "convert " + label,
+            "host-memory");
     e.add(s, Resource::H2D, static_cast<double>(params * paramBytes()),
           "weights " + label, "h2d");
     h2dBytes += static_cast<double>(params * paramBytes());
@@ -264,6 +269,12 @@ private:
           "optimizer");
   }
   void loadWeights(const std::string &layer, int64_t j);
+  /// The start of the backward of segment [s0, top] (segment checkpointing,
+  /// StreamExecutor::recomputeSegment): the checkpoint of s0 into slot 0 of
+  /// the segment buffer, the weights of s0 .. top - 1 into their slots, and
+  /// their forwards over every micro-batch as one launch.
+  void recomputeSegment(const LayerInfo &li, const std::string &layer,
+                        int64_t s0, int64_t top, double boundary);
   void gradsToHost(int64_t params, const std::string &label);
   Status runLoop(const bundle::PlanCommand &c);
   /// The compute command of instance step \p k with host activations:
@@ -309,7 +320,17 @@ void Walker::loadWeights(const std::string &layer, int64_t j) {
 void Walker::gradsToHost(int64_t params, const std::string &label) {
   double bytes = 4.0 * static_cast<double>(params);
   if (!immediate) {
+    // bf16 gradients (--grad-dtype bf16): the fp32 sums come back as they
+    // are and the stream's host thread converts them, in stream order,
+    // before the next command of d2h (CudaDevice::copyToHost with
+    // Convert::F32ToBF16); converted on the device, only bf16 would move.
+    const bool bf16 = o.gradBytesPerParam == 2;
+    if (bf16 && !o.convertOnHost)
+      bytes = 2.0 * static_cast<double>(params);
     copy(sD2H, false, bytes, "grads " + label);
+    if (bf16 && o.convertOnHost)
+      e.add(sD2H, Resource::Fixed, convertSeconds(params),
+            "convert grads " + label, "host-memory");
     return;
   }
   std::string r = std::to_string(ringNext++ % bundle::kGradRingSlots);
@@ -337,6 +358,21 @@ Status Walker::build() {
   if (M < 1 || p.prefetchDepth < 1)
     return Status::error("step plan: micro_batches and prefetch_depth must "
                          "be positive");
+  if (p.checkpointEvery < 1)
+    return Status::error("step plan: checkpoint_every must be >= 1");
+  if (p.checkpointEvery > 1 && p.recompute != "full")
+    return Status::error("step plan: checkpoint_every " +
+                         std::to_string(p.checkpointEvery) +
+                         " needs recompute 'full', not '" + p.recompute + "'");
+  if (p.checkpointEvery > p.prefetchDepth)
+    return Status::error("step plan: checkpoint_every " +
+                         std::to_string(p.checkpointEvery) +
+                         " needs at least as many weight slots "
+                         "(prefetch_depth " +
+                         std::to_string(p.prefetchDepth) + ")");
+  if (o.gradBytesPerParam != 2 && o.gradBytesPerParam != 4)
+    return Status::error("gradients must be 2 (bf16) or 4 (fp32) bytes per "
+                         "parameter");
   hostCheckpoints = p.buffer("checkpoints.host") != nullptr;
   hostActivations = p.buffer("activations.host") != nullptr;
   hostStage = p.buffer("stage.host") != nullptr;
@@ -430,7 +466,7 @@ Status Walker::build() {
     int host = e.stream("host");
     e.waitAll(host);
     e.add(host, Resource::Fixed,
-          4.0 *
+          static_cast<double>(o.gradBytesPerParam) *
               static_cast<double>(modelParams +
                                   [&] {
                                     int64_t n = 0;
@@ -445,7 +481,8 @@ Status Walker::build() {
 }
 
 Status Walker::runLoop(const bundle::PlanCommand &c) {
-  const int64_t M = p.microBatches, depth = p.prefetchDepth;
+  const int64_t M = p.microBatches, depth = p.prefetchDepth,
+                K = p.checkpointEvery;
   const std::string layer = c.strAttr("layer");
   if (!layers.count(layer))
     return Status::error("step plan: layers names unknown layer '" + layer +
@@ -509,7 +546,9 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
       } else if (x.op == "save") {
         saveHost = x.strAttr("to") == "host";
       } else if (x.op == "restore") {
-        restoreHost = x.strAttr("from") == "host";
+        // Segment checkpointing restores a segment's checkpoint once, for
+        // its recomputation (recomputeSegment).
+        restoreHost = x.strAttr("from") == "host" && K == 1;
         if (restoreHost && !hostActivations) {
           e.wait(sH2D, "stagingRead." + st);
           e.wait(sH2D, "stagingFree.0");
@@ -521,6 +560,17 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
       } else if (x.op == "grad_return") {
         returnGrads = true;
       } else if (x.op == "compute") {
+        // Segment checkpointing: only the first instance of a segment keeps
+        // its checkpoint; the backward of a segment starts at its last
+        // instance by recomputing the others' forwards.
+        const int64_t s0 = first + (i - first) / K * K;
+        if (i != s0)
+          saveHost = false;
+        if (!forward && K > 1) {
+          const int64_t top = std::min(s0 + K, first + count) - 1;
+          if (i == top)
+            recomputeSegment(li, layer, s0, top, boundary);
+        }
         if (hostActivations) {
           hostActivationCompute(li, layer, k, count, i, s, forward, saveHost,
                                 restoreHost, ckpt, boundary);
@@ -560,6 +610,33 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
   if (!hostActivations)
     compute("loop result", move);
   return Status::success();
+}
+
+void Walker::recomputeSegment(const LayerInfo &li, const std::string &layer,
+                              int64_t s0, int64_t top, double boundary) {
+  const int64_t M = p.microBatches;
+  const std::string tag = layer + "." + std::to_string(s0);
+  if (hostCheckpoints) {
+    // From host memory on the compute stream, once every offload queued
+    // before has landed.
+    e.wait(sCompute, "stagingFree.0");
+    e.wait(sCompute, "stagingFree.1");
+    for (int64_t mb = 0; mb < M; ++mb)
+      copy(sCompute, true, boundary,
+           "restore " + tag + " mb " + std::to_string(mb));
+  } else {
+    Cost in;
+    in.seconds = cost.memorySeconds(2 * boundary * static_cast<double>(M));
+    compute("segment input " + tag, in);
+  }
+  // The other instances' weights stay in their slots until their backward.
+  for (int64_t j = s0; j < top; ++j) {
+    loadWeights(layer, j);
+    e.wait(sCompute, "weights." + std::to_string(j % p.prefetchDepth));
+  }
+  if (top > s0)
+    compute("recompute " + tag + ".." + std::to_string(top - 1),
+            li.forward.scaled(static_cast<double>(M * (top - s0))));
 }
 
 void Walker::hostActivationCompute(const LayerInfo &li,
@@ -696,6 +773,15 @@ SimResult Walker::result() {
 }
 
 } // namespace
+
+double convertBytesPerSecond(const Profile &profile, int64_t threads) {
+  if (threads <= 0)
+    threads = std::clamp<int64_t>(profile.host.cores / 2, 1, 8);
+  double rate = static_cast<double>(threads) * profile.host.convertBytesPerS;
+  return profile.host.memoryBandwidth > 0
+             ? std::min(rate, profile.host.memoryBandwidth)
+             : rate;
+}
 
 Expected<SimResult> simulateStep(const bundle::Bundle &b,
                                  const Profile &profile,

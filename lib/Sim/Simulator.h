@@ -9,9 +9,12 @@
 // their bytes over the link, sharing a direction's bandwidth with the copies
 // running beside them and losing the duplex factor while the other
 // direction copies; AdamW moves its bytes per parameter at the host's
-// measured rate). The step is the steady state: with the deferred optimizer
-// placement every layer's update of the previous step is pending when it
-// starts.
+// measured rate; fp32 -> bf16 conversions take their bytes at the host
+// conversion pool's rate). Segment checkpointing (the plan's
+// checkpoint_every) is replayed as the runtime runs it: the backward of a
+// segment first recomputes its forwards into the device segment buffer.
+// The step is the steady state: with the deferred optimizer placement
+// every layer's update of the previous step is pending when it starts.
 //
 // docs/simulate.md describes the model and its limits.
 //
@@ -35,14 +38,30 @@ struct SimOptions {
   /// Gradient clipping (deferred placement): the global gradient norm is
   /// computed on the host between steps (4 B/param read).
   bool clip = true;
-  /// Bytes of one parameter's gradient in host memory (fp32: 4).
+  /// Bytes of one parameter's gradient in host memory: 4 (fp32), or 2
+  /// (`--grad-dtype bf16`, deferred placement: each gradient return is
+  /// converted from fp32 to bf16 on the host after its DMA, and AdamW and
+  /// the gradient norm read 2 bytes per parameter).
   int64_t gradBytesPerParam = 4;
-  /// bf16 weight loads are converted from fp32 on a host thread, in stream
-  /// order, before their DMA (the CUDA backend; docs/cuda.md).
+  /// fp32 -> bf16 conversions (bf16 weight loads before their DMA, bf16
+  /// gradient returns after theirs) run on the host, in stream order (the
+  /// CUDA backend; docs/cuda.md). Off: the "what if" of converting on the
+  /// device (loads and returns move bf16 bytes, no host work).
   bool convertOnHost = true;
+  /// Threads of the host conversion pool (MTC_CONVERT_THREADS); 0: the
+  /// runtime's default, min(8, max(1, cores / 2)) of the profile's cores.
+  /// A conversion runs at min(threads x host.convert_bytes_per_s,
+  /// host.memory_bandwidth).
+  int64_t convertThreads = 0;
   /// Keep every command's span for a timeline (Timeline.h).
   bool keepSpans = false;
 };
+
+/// Bytes per second of the host's fp32 -> bf16 conversion with \p threads
+/// pool threads (0: the runtime's default for the profile's cores): \p
+/// threads x host.convert_bytes_per_s (one thread's rate), at most the
+/// host's memory bandwidth.
+double convertBytesPerSecond(const Profile &profile, int64_t threads = 0);
 
 /// One command as it ran: its stream, label, category and [start, end].
 struct SimSpan {

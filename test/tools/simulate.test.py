@@ -3,6 +3,7 @@
   simulate.test.py SIM TOKENS PARAMS PEAK   the figures agree with each other
   simulate.test.py --trace FILE N           the timeline is a Chrome trace of
                                             N spans on the runtime's tracks
+  simulate.test.py --more A B KEY           A's KEY is larger than B's
 """
 import json
 import sys
@@ -12,6 +13,18 @@ def fail(msg):
     print("error: " + msg)
     sys.exit(1)
 
+
+if sys.argv[1] == "--more":
+    # simulate.test.py --more A B KEY: A's KEY is larger than B's.
+    def value(path):
+        for line in open(path):
+            if line.startswith(sys.argv[4] + ": "):
+                return float(line.split(": ", 1)[1])
+        fail("%s: no %s" % (path, sys.argv[4]))
+    a, b = value(sys.argv[2]), value(sys.argv[3])
+    if not a > b:
+        fail("%s %g is not larger than %g" % (sys.argv[4], a, b))
+    sys.exit(0)
 
 if sys.argv[1] == "--trace":
     trace = json.load(open(sys.argv[2]))

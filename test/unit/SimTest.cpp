@@ -3,9 +3,10 @@
 // Part of mtc. Hardware profiles (parsing, errors, the built-in ones, the
 // efficiency curves) and the event simulation on toy step plans whose
 // timelines are computed by hand in the comments: a copy hidden under
-// compute, copies exposed, an optimizer-bound step, the duplex penalty; and
-// monotonicity over random profiles (a faster link or device is never
-// slower).
+// compute, copies exposed, an optimizer-bound step, the duplex penalty,
+// segment checkpointing, bf16 gradients and the conversion pool; and
+// monotonicity over random profiles and plans (a faster link, device or
+// host is never slower).
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,6 +138,29 @@ Bundle toyBundle(int64_t count, int64_t micro = 1, int64_t depth = 2) {
                         cmd("grad_return", {})}),
                    cmd("return_model_grads", {})};
   b.step = step;
+  return b;
+}
+
+/// toyBundle with segment checkpointing every \p every instances (recompute
+/// full); with \p hostCheckpoints the kept checkpoints wait in host memory
+/// (the forward saves to and the backward restores from "host").
+Bundle toySegmentBundle(int64_t count, int64_t every, bool hostCheckpoints) {
+  Bundle b =
+      toyBundle(count, /*micro=*/1, /*depth=*/std::max<int64_t>(2, every));
+  b.step->recompute = "full";
+  b.step->checkpointEvery = every;
+  if (hostCheckpoints) {
+    b.step->checkpoints = "host";
+    b.step->buffers.push_back(
+        {"checkpoints.host", "checkpoints", "host", 2 * 20032, -1});
+    for (PlanCommand &c : b.step->program)
+      for (PlanCommand &x : c.body) {
+        if (x.op == "save")
+          x.attrs["to"] = std::string("host");
+        if (x.op == "restore")
+          x.attrs["from"] = std::string("host");
+      }
+  }
   return b;
 }
 
@@ -329,6 +353,7 @@ TEST(SimStep, HostConversionOfBf16Weights) {
   p.host.convertBytesPerS = 6e7; // 10,000 params x 6 B: 1 ms
   SimOptions o;
   o.clip = false;
+  o.convertThreads = 1;
   Expected<SimResult> with = simulateStep(b, p, o);
   o.convertOnHost = false;
   Expected<SimResult> without = simulateStep(b, p, o);
@@ -342,6 +367,149 @@ TEST(SimStep, HostConversionOfBf16Weights) {
   EXPECT_GT(with->stepSeconds, without->stepSeconds);
   EXPECT_GT(with->exposed["host-memory"], 0.9e-3);
   EXPECT_DOUBLE_EQ(without->exposed["host-memory"], 0);
+}
+
+// Segment checkpointing, K = 2 over three instances (segments [0, 1] and
+// [2]; two slots): the forward keeps the inputs of 0 and 2 only. The
+// backward of a segment starts at its last instance: [2] copies its
+// checkpoint into the segment buffer (no time at this memory bandwidth) and
+// runs its backward; [0, 1] copies 0's checkpoint, waits for 0's weights
+// (prefetched into slot 0 once bwd2 freed it), recomputes fwd0, then runs
+// bwd1 and bwd0 with the weights still resident:
+//   h2d      load0 [0,1] load1 [1,2] load2 [2,3] load0 [6,7]
+//   compute  fwd0 [1,2] fwd1 [2,3] fwd2 [3,4] bwd2 [4,6] recompute0 [7,8]
+//            bwd1 [8,10] bwd0 [10,12]
+//   d2h      g2 [6,7] g1 [10,11] g0 [12,13]
+// Step 13 ms: 2 ms more than without segments (CopyHiddenUnderCompute): the
+// recomputed forward, and its wait for load0. Weight loads stay 2 N - 2.
+TEST(SimStep, SegmentCheckpointingRecomputesTheSegmentsForwards) {
+  SimResult r = simulate(toySegmentBundle(3, 2, false), toyProfile(),
+                         /*spans=*/true);
+  EXPECT_NEAR(r.stepSeconds, 13e-3, 1e-9);
+  EXPECT_NEAR(r.computeSeconds, 10e-3, 1e-9);
+  EXPECT_EQ(r.weightLoads, 4);
+  EXPECT_NEAR(r.hardwareFlops, 10e6, 1e-3); // 3 + 1 forwards, 3 backwards
+  EXPECT_NEAR(r.exposed["h2d"], 2e-3, 1e-9);
+  EXPECT_NEAR(r.exposed["d2h"], 1e-3, 1e-9);
+  int found = 0;
+  for (const SimSpan &s : r.spans) {
+    if (s.label == "recompute Block.0..0") {
+      EXPECT_NEAR(s.start, 7e-3, 1e-9);
+      EXPECT_NEAR(s.end, 8e-3, 1e-9);
+      ++found;
+    }
+    if (s.label == "backward Block.1") {
+      EXPECT_NEAR(s.start, 8e-3, 1e-9);
+      ++found;
+    }
+    if (s.label == "segment input Block.0" ||
+        s.label == "segment input Block.2")
+      ++found;
+  }
+  EXPECT_EQ(found, 4);
+  // K = 1 is the plan without segments.
+  Bundle one = toySegmentBundle(3, 1, false);
+  EXPECT_NEAR(simulate(one, toyProfile()).stepSeconds, 11e-3, 1e-9);
+}
+
+// With host checkpoints only the segments' first instances are offloaded
+// (0 and 2: 2 x 20,032 bytes, not 3), and each segment's checkpoint comes
+// back once, on the compute stream, for its recomputation (20,000 boundary
+// bytes), instead of a restore per instance on h2d.
+TEST(SimStep, SegmentCheckpointsInHostMemory) {
+  SimResult seg = simulate(toySegmentBundle(3, 2, true), toyProfile(),
+                           /*spans=*/true);
+  SimResult all = simulate(toySegmentBundle(3, 1, true), toyProfile());
+  EXPECT_DOUBLE_EQ(seg.d2hBytes, 3 * 40000.0 + 2 * 20032.0);
+  EXPECT_DOUBLE_EQ(seg.h2dBytes, 4 * 40000.0 + 2 * 20000.0);
+  EXPECT_DOUBLE_EQ(all.d2hBytes, 3 * 40000.0 + 3 * 20032.0);
+  EXPECT_DOUBLE_EQ(all.h2dBytes, 4 * 40000.0 + 3 * 20032.0);
+  int restores = 0;
+  for (const SimSpan &s : seg.spans)
+    if (s.label.rfind("restore ", 0) == 0) {
+      EXPECT_EQ(s.stream, "compute");
+      ++restores;
+    }
+  EXPECT_EQ(restores, 2);
+}
+
+// --grad-dtype bf16: each gradient return (1 ms of DMA) is followed on d2h
+// by its host conversion (10,000 params x 6 B at 60 MB/s: 1 ms), so a
+// gradient slot frees 1 ms later:
+//   compute  ... bwd2 [4,6] bwd1 [6,8] bwd0 [8,10]
+//   d2h      g2 [6,7] cvt [7,8] g1 [8,9] cvt [9,10] g0 [10,11] cvt [11,12]
+// then the gradient norm reads 2 B/param (30,000 params at 120 MB/s:
+// 0.5 ms; fp32: 1 ms): 12.5 ms, against 11 + 1 ms with fp32 gradients.
+// AdamW moves 24 + 2 bytes per parameter instead of 24 + 4.
+TEST(SimStep, Bf16GradientsAreConvertedOnTheHost) {
+  Profile p = toyProfile();
+  p.host.convertBytesPerS = 6e7;
+  p.host.memoryBandwidth = 1.2e8;
+  SimOptions o;
+  o.convertThreads = 1;
+  o.keepSpans = true;
+  Expected<SimResult> fp32 = simulateStep(toyBundle(3), p, o);
+  o.gradBytesPerParam = 2;
+  Expected<SimResult> bf16 = simulateStep(toyBundle(3), p, o);
+  ASSERT_TRUE(fp32.ok() && bf16.ok());
+  EXPECT_NEAR(fp32->stepSeconds, 12e-3, 1e-9);
+  EXPECT_NEAR(bf16->stepSeconds, 12.5e-3, 1e-9);
+  EXPECT_DOUBLE_EQ(bf16->d2hBytes, 3 * 40000.0); // fp32 over the link
+  EXPECT_NEAR(bf16->exposed["host-memory"], 1.5e-3, 1e-9);
+  int converts = 0;
+  for (const SimSpan &s : bf16->spans)
+    if (s.label.rfind("convert grads Block.", 0) == 0) {
+      EXPECT_EQ(s.stream, "d2h");
+      EXPECT_NEAR(s.end - s.start, 1e-3, 1e-9);
+      ++converts;
+    }
+  EXPECT_EQ(converts, 3);
+  // AdamW (deferred: all three instances pending) at 26 MB/s.
+  p.host.adamwBytesPerS = 2.6e7;
+  o.keepSpans = false;
+  Expected<SimResult> adam = simulateStep(toyBundle(3), p, o);
+  ASSERT_TRUE(adam.ok());
+  EXPECT_NEAR(adam->optimizerSeconds, 30e-3, 1e-9);
+  // Converted on the device instead (--host-convert off): bf16 crosses the
+  // link, nothing waits for the host.
+  o.convertOnHost = false;
+  Expected<SimResult> dev = simulateStep(toyBundle(3), p, o);
+  ASSERT_TRUE(dev.ok());
+  EXPECT_DOUBLE_EQ(dev->d2hBytes, 3 * 20000.0);
+}
+
+// The conversion pool: threads x one thread's rate, capped by the host's
+// memory bandwidth; by default min(8, cores / 2) threads.
+TEST(SimProfile, ConversionPoolRate) {
+  Profile p = toyProfile(); // 4 cores
+  p.host.convertBytesPerS = 1e10;
+  p.host.memoryBandwidth = 3.5e10;
+  EXPECT_DOUBLE_EQ(convertBytesPerSecond(p), 2e10); // 2 threads
+  EXPECT_DOUBLE_EQ(convertBytesPerSecond(p, 1), 1e10);
+  EXPECT_DOUBLE_EQ(convertBytesPerSecond(p, 8), 3.5e10); // capped
+  p.host.cores = 64;
+  EXPECT_DOUBLE_EQ(convertBytesPerSecond(p), 3.5e10); // 8 threads, capped
+  p.host.memoryBandwidth = 1e12;
+  EXPECT_DOUBLE_EQ(convertBytesPerSecond(p), 8e10);
+  p.host.cores = 1;
+  EXPECT_DOUBLE_EQ(convertBytesPerSecond(p), 1e10);
+}
+
+// A plan the runtime would refuse is refused: segments longer than the
+// weight slots, or without full recomputation.
+TEST(SimStep, SegmentPlanErrors) {
+  Bundle b = toySegmentBundle(3, 2, false);
+  b.step->prefetchDepth = 1;
+  Expected<SimResult> r = simulateStep(b, toyProfile());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "step plan: checkpoint_every 2 needs at least as "
+                         "many weight slots (prefetch_depth 1)");
+  b = toySegmentBundle(3, 2, false);
+  b.step->recompute = "selective";
+  r = simulateStep(b, toyProfile());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "step plan: checkpoint_every 2 needs recompute "
+                         "'full', not 'selective'");
 }
 
 // In CopyHiddenUnderCompute the backward's load0 [6,7] overlaps the return
@@ -400,7 +568,9 @@ TEST(SimStep, NoStepPlanIsAnError) {
 
 // Property: over random profiles, a faster link (either direction) or a
 // faster device (peak FLOP/s, memory bandwidth) never makes the step
-// slower, and neither does a faster optimizer.
+// slower, and neither does a faster optimizer, host conversion or host
+// memory; for plans with and without segments, clipping, bf16 weights and
+// bf16 gradients.
 TEST(SimStep, MonotoneInEveryRate) {
   std::mt19937_64 rng(15);
   auto uni = [&](double lo, double hi) {
@@ -409,6 +579,11 @@ TEST(SimStep, MonotoneInEveryRate) {
   };
   Bundle b = toyBundle(5, /*micro=*/2, /*depth=*/2);
   Bundle b3 = toyBundle(4, /*micro=*/3, /*depth=*/3);
+  // Segments of 3 with host checkpoints, a bf16 plan (weights converted on
+  // the host) with bf16 gradients.
+  Bundle seg = toySegmentBundle(5, 3, true);
+  seg.step->microBatches = 2;
+  seg.step->precision = "bf16";
   for (int trial = 0; trial < 200; ++trial) {
     Profile p = toyProfile();
     p.device.peakFlopsFP32 = uni(1e8, 1e10);
@@ -421,10 +596,21 @@ TEST(SimStep, MonotoneInEveryRate) {
     p.link.duplexFactor = uni(0.5, 1.0);
     p.link.copyLatency = uni(1e-7, 1e-4);
     p.host.adamwBytesPerS = uni(1e6, 1e10);
-    const Bundle &bb = trial % 2 ? b : b3;
-    double base = simulate(bb, p).stepSeconds;
+    p.host.convertBytesPerS = uni(1e6, 1e10);
+    p.host.memoryBandwidth = uni(1e7, 1e11);
+    p.device.peakFlopsBF16 = uni(1e8, 1e10);
+    const Bundle &bb = trial % 3 == 0 ? b : trial % 3 == 1 ? b3 : seg;
+    SimOptions o;
+    o.clip = trial % 2 == 0;
+    o.gradBytesPerParam = trial % 4 < 2 ? 4 : 2;
+    auto step = [&](const Profile &q) {
+      Expected<SimResult> r = simulateStep(bb, q, o);
+      EXPECT_TRUE(r.ok()) << r.message();
+      return r.ok() ? r->stepSeconds : 0.0;
+    };
+    double base = step(p);
     ASSERT_GT(base, 0);
-    for (int k = 0; k < 5; ++k) {
+    for (int k = 0; k < 8; ++k) {
       Profile q = p;
       double f = uni(1.01, 8);
       if (k == 0)
@@ -437,7 +623,13 @@ TEST(SimStep, MonotoneInEveryRate) {
         q.device.memoryBandwidth *= f;
       if (k == 4)
         q.host.adamwBytesPerS *= f;
-      double t = simulate(bb, q).stepSeconds;
+      if (k == 5)
+        q.host.convertBytesPerS *= f;
+      if (k == 6)
+        q.host.memoryBandwidth *= f;
+      if (k == 7)
+        q.device.peakFlopsBF16 *= f;
+      double t = step(q);
       EXPECT_LE(t, base * (1 + 1e-9))
           << "trial " << trial << " rate " << k << " x" << f;
     }

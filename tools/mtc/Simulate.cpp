@@ -51,10 +51,9 @@ struct Outcome {
 /// Host memory the plan needs, as `mtc plan` counts it: the state's bytes
 /// per parameter plus every host buffer.
 int64_t hostBytesOf(const mtc::bundle::StepPlan &step, int64_t params,
-                    int64_t &perParam) {
+                    mtc::bundle::GradDType grads, int64_t &perParam) {
   const bool ring = step.buffer("grads.host") != nullptr;
-  perParam = ring ? mtc::bundle::kImmediateStateBytesPerParam
-                  : mtc::bundle::kStateBytesPerParam;
+  perParam = mtc::bundle::stateBytesPerParam(ring, grads);
   int64_t total = perParam * params;
   for (const mtc::bundle::PlanBuffer &buf : step.buffers)
     if (buf.space == "host")
@@ -121,7 +120,8 @@ bool planAndSimulate(const std::string &source, const std::string &name,
   out.sim = std::move(*r);
   out.params = paramCount(out.bundle);
   out.activeParams = paramCount(out.bundle, /*active=*/true);
-  out.hostBytes = hostBytesOf(step, out.params, out.hostPerParam);
+  out.hostBytes =
+      hostBytesOf(step, out.params, copts.stream.gradDType, out.hostPerParam);
   out.tokens = static_cast<double>(step.batch * step.seq * step.microBatches);
   return true;
 }
@@ -153,9 +153,15 @@ void printOutcome(std::ostream &os, const Outcome &o,
   os << "step: " << step.microBatches << " micro-batch"
      << (step.microBatches == 1 ? "" : "es") << " of [" << step.batch << ", "
      << step.seq << "] tokens, prefetch depth " << step.prefetchDepth
-     << ", recompute " << step.recompute << ", checkpoints " << step.checkpoints
-     << ", precision " << step.precision << ", optimizer "
-     << (step.buffer("grads.host") ? "immediate" : "deferred") << "\n";
+     << ", recompute " << step.recompute;
+  if (step.checkpointEvery > 1)
+    os << ", checkpoint every " << step.checkpointEvery;
+  os << ", checkpoints " << step.checkpoints << ", precision " << step.precision
+     << ", optimizer "
+     << (step.buffer("grads.host") ? "immediate" : "deferred");
+  if (o.hostPerParam == mtc::bundle::kBf16GradStateBytesPerParam)
+    os << ", grads bf16";
+  os << "\n";
   os << "device peak: " << gib(step.devicePeak) << " (" << step.devicePeak
      << " bytes) of " << gib(step.deviceBudget) << " budget, "
      << gib(profile.device.memoryBytes) << " on the device\n";
@@ -203,16 +209,19 @@ int runSimulate(const std::vector<std::string> &args) {
   std::string recompute, hf, input, deviceMemory = "auto", checkpoints,
                                     hostMemory, gpu, timeline;
   std::string precision = "bf16", hostConvert = "on";
+  int64_t convertThreads = 0;
   bool sweep = false;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
-  std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
-                             {Flag::String, "--hf", &hf},
-                             {Flag::List, "--set", &sets},
-                             {Flag::String, "--gpu", &gpu},
-                             {Flag::String, "--timeline", &timeline},
-                             {Flag::String, "--host-convert", &hostConvert},
-                             {Flag::String, "--precision", &precision}};
+  std::vector<Flag> flags = {
+      {Flag::String, "--recompute", &recompute},
+      {Flag::String, "--hf", &hf},
+      {Flag::List, "--set", &sets},
+      {Flag::String, "--gpu", &gpu},
+      {Flag::String, "--timeline", &timeline},
+      {Flag::String, "--host-convert", &hostConvert},
+      {Flag::Int, "--convert-threads", &convertThreads, 1},
+      {Flag::String, "--precision", &precision}};
   OptimizerFlags optimizer;
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
                  optimizer);
@@ -276,6 +285,11 @@ int runSimulate(const std::vector<std::string> &args) {
     return error("simulate: --host-convert expects on or off, got '" +
                  hostConvert + "'");
   simOpts.convertOnHost = hostConvert == "on";
+  simOpts.convertThreads = convertThreads;
+  // bf16 gradients are the deferred placement's (the planner refuses them
+  // with the immediate one).
+  simOpts.gradBytesPerParam =
+      copts.stream.gradDType == mtc::bundle::GradDType::BF16 ? 2 : 4;
 
   if (!sweep) {
     Outcome o;
