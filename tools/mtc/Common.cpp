@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -39,6 +40,23 @@ std::string openRegularFile(const std::string &path, std::ifstream &in) {
   if (!S_ISREG(st.st_mode) || !in)
     return "cannot read '" + path + "'";
   return "";
+}
+
+bool readModelSource(const char *command, const std::string &hf,
+                     const std::string &input, std::string &source,
+                     std::string &name) {
+  if (!hf.empty())
+    return mtc::importHFModel(hf, source, name, std::cerr);
+  std::ifstream in;
+  if (std::string why = openRegularFile(input, in); !why.empty()) {
+    error(std::string(command) + ": " + why);
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  source = ss.str();
+  name = input;
+  return true;
 }
 
 /// Writes \p text to \p path atomically (a temporary file, then rename), or to

@@ -71,18 +71,8 @@ int runPlan(const std::vector<std::string> &args) {
       copts.stream.immediateOptimizer = true;
   }
   std::string source, name;
-  if (!hf.empty()) {
-    if (!mtc::importHFModel(hf, source, name, std::cerr))
-      return 1;
-  } else {
-    std::ifstream in;
-    if (std::string why = openRegularFile(input, in); !why.empty())
-      return error("plan: " + why);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    source = ss.str();
-    name = input;
-  }
+  if (!readModelSource("plan", hf, input, source, name))
+    return 1;
   mlir::MLIRContext context;
   mtc::CompiledModel compiled;
   if (!mtc::compileModelSource(source, name, copts, std::cerr,

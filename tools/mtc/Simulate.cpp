@@ -266,18 +266,8 @@ int runSimulate(const std::vector<std::string> &args) {
       !parsePolicyFlags(recompute, checkpoints, copts))
     return 1;
   std::string source, name;
-  if (!hf.empty()) {
-    if (!mtc::importHFModel(hf, source, name, std::cerr))
-      return 1;
-  } else {
-    std::ifstream in;
-    if (std::string why = openRegularFile(input, in); !why.empty())
-      return error("simulate: " + why);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    source = ss.str();
-    name = input;
-  }
+  if (!readModelSource("simulate", hf, input, source, name))
+    return 1;
   mtc::sim::SimOptions simOpts;
   simOpts.clip = optimizer.clip > 0;
   simOpts.keepSpans = !timeline.empty();

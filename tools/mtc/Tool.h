@@ -50,6 +50,14 @@ using driver::Flag;
 /// wrong ("cannot open 'x': reason" / "cannot read 'x'"), else "".
 std::string openRegularFile(const std::string &path, std::ifstream &in);
 
+/// The model source of a command: the .mt file \p input, or the DSL imported
+/// from the HuggingFace directory \p hf when it is not empty; \p name is
+/// the name diagnostics use. Prints the error ("COMMAND: ...") and returns
+/// false on failure.
+bool readModelSource(const char *command, const std::string &hf,
+                     const std::string &input, std::string &source,
+                     std::string &name);
+
 /// Writes \p text to \p path atomically (a temporary file, then rename), or to
 /// stdout when \p path is empty or "-".
 bool writeOutput(const std::string &path, const std::string &text);
