@@ -6,27 +6,7 @@
 
 #include "runtime/device/Trace.h"
 
-#include "lib/Support/JsonString.h"
-
-#include "lib/Format/MappedFile.h"
-
-#include <cstdio>
-
 namespace mtc::device {
-
-namespace {
-
-void appendEscaped(std::string &out, const std::string &s) {
-  appendJsonString(out, s);
-}
-
-void appendNumber(std::string &out, double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  out += buf;
-}
-
-} // namespace
 
 Trace::Trace(size_t maxEvents) : origin(Clock::now()), maxEvents(maxEvents) {}
 
@@ -72,45 +52,11 @@ void Trace::clear() {
 
 std::string Trace::json() const {
   std::lock_guard<std::mutex> lock(mu);
-  std::string out;
-  out.reserve(128 * (spans.size() + tracks.size()) + 64);
-  out += "{\"traceEvents\":[\n";
-  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
-         "\"args\":{\"name\":\"mtc\"}}";
-  for (size_t i = 0; i < tracks.size(); ++i) {
-    std::string tid = std::to_string(i + 1);
-    out +=
-        ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + tid +
-        ",\"args\":{\"name\":";
-    appendEscaped(out, tracks[i]);
-    out += "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,"
-           "\"tid\":" +
-           tid + ",\"args\":{\"sort_index\":" + tid + "}}";
-  }
-  for (const Span &s : spans) {
-    out += ",\n{\"name\":";
-    appendEscaped(out, s.name);
-    out += ",\"cat\":";
-    appendEscaped(out, s.category);
-    out += ",\"ph\":\"X\",\"ts\":";
-    appendNumber(out, s.ts);
-    out += ",\"dur\":";
-    appendNumber(out, s.dur);
-    out += ",\"pid\":1,\"tid\":" + std::to_string(s.track) + "}";
-  }
-  out += "\n],\"displayTimeUnit\":\"ms\"}\n";
-  return out;
+  return format::chromeTraceJson("mtc", tracks, spans);
 }
 
 Status Trace::write(const std::string &path) const {
-  std::string text = json();
-  auto writer = AtomicFileWriter::create(path);
-  if (!writer)
-    return writer.status();
-  Status st = writer->write(text.data(), text.size());
-  if (st.ok())
-    st = writer->commit();
-  return st;
+  return format::writeChromeTrace(path, json());
 }
 
 } // namespace mtc::device

@@ -19,6 +19,7 @@
 #ifndef MTC_RUNTIME_DEVICE_TRACE_H
 #define MTC_RUNTIME_DEVICE_TRACE_H
 
+#include "lib/Format/ChromeTrace.h"
 #include "lib/Support/Status.h"
 
 #include <chrono>
@@ -86,11 +87,7 @@ public:
   std::string json() const;
 
 private:
-  struct Span {
-    int track;
-    std::string name, category;
-    double ts, dur; // microseconds
-  };
+  using Span = format::ChromeTraceSpan;
   mutable std::mutex mu;
   Clock::time_point origin;
   size_t maxEvents;
