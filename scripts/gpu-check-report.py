@@ -8,12 +8,15 @@
   gpu-check-report.py throughput NAME PARAMS GPU_NAME BUNDLE.mtb RUN.jsonl
       one line: tokens/s, achieved TFLOPS, MFU, host->device GB/s and
       copy/compute overlap as the trainer reports them (median over the
-      steps after the first, which pays for loads and kernel compiles)
+      steps after the first, which pays for loads and kernel compiles);
+      then, when gpu-stage.sh left BUNDLE.predicted, what `mtc simulate`
+      predicted for this GPU's profile and measured / predicted
   gpu-check-report.py peak GPU_NAME
       the peak used for MFU
   gpu-check-report.py hostneed PARAMS BUNDLE.mtb
       the host memory (bytes) a run needs: 16 B/param (fp32 value,
-      gradient, AdamW m and v), the plan's host buffers, and an eighth more
+      gradient, AdamW m and v; 12 without the gradient when the plan has a
+      host gradient ring, --clip 0), the plan's host buffers, and an eighth more
       (at least 256 MiB) for the rest of the process (data, staging)
 
 Achieved TFLOPS counts the model's FLOPs as MegaTrain does, 6 * params *
@@ -86,7 +89,34 @@ def throughput(name, params, gpu, bundle, path):
     print(f"{name:22s} {tokens / t:10.0f} tok/s  {model:#7.3g} TFLOPS"
           f" (+recompute {extra:#.3g})  {mfu}  h2d {h2d / 1e9:#6.3g} GB/s"
           f"  overlap {overlap:.2f}  step {t:.3f} s")
+    predicted = bundle[:-len(".mtb")] + ".predicted"
+    line = prediction(predicted, gpu)
+    if line:
+        prof, pt, _, pmfu, bottleneck = line
+        print(f"{'':22s} mtc simulate --gpu {prof}: step {float(pt):.3f} s "
+              f"(MFU {100 * float(pmfu):.1f}%, bottleneck {bottleneck}); "
+              f"measured / predicted {t / float(pt):.2f}")
     return 0
+
+
+# The profile of mtc simulate for a GPU name (nvidia-smi's), most specific
+# first; None for a GPU without one.
+PROFILES = [("GH200", "gh200"), ("H200", "h200"), ("H100 PCIe", "h100-pcie"),
+            ("H100", "h100-sxm")]
+
+
+def prediction(path, gpu):
+    """The line of gpu-stage.sh's predictions (PROFILE STEP_TIME_S
+    TOKENS_PER_S MFU BOTTLENECK) for this GPU, or None."""
+    prof = next((p for n, p in PROFILES if n.lower() in gpu.lower()), None)
+    try:
+        with open(path) as f:
+            lines = [l.split() for l in f if l.strip()]
+    except OSError:
+        return None
+    if prof is None and gpu.startswith("emulated") and lines:
+        return lines[0]  # a dry run: any profile shows the line works
+    return next((l for l in lines if l[0] == prof and len(l) == 5), None)
 
 
 def hostneed(params, bundle):
@@ -94,7 +124,10 @@ def hostneed(params, bundle):
         step = json.load(f)["step"]
     host = sum(b["bytes"] for b in step.get("buffers", [])
                if b.get("space") == "host")
-    state = 16 * params + host
+    # A plan with a host gradient ring updates each layer as its gradient is
+    # final (--clip 0): no model-sized gradient, 12 B/param.
+    ring = any(b.get("name") == "grads.host" for b in step.get("buffers", []))
+    state = (12 if ring else 16) * params + host
     print(state + max(state // 8, 256 << 20))
     return 0
 

@@ -25,11 +25,13 @@
 #      against the fp32 `--device cpu` runs, within 1e-2
 #   5. training throughput: `mtc-run train --device cuda` of the
 #      `throughput` runs (a 1B-class Llama streamed and resident, fp32 and
-#      bf16; an
-#      8B-class one only where its host state, 16 B/param, fits in the
-#      memory available): tokens/s, achieved TFLOPS, MFU, host->device GB/s
-#      and overlap (scripts/gpu-check-report.py says how each is counted),
-#      then the same model in PyTorch eager on the GPU (bench/gpu_peer.py)
+#      bf16, at 64k tokens per step; an 8B-class one only where its host
+#      state, 16 B/param, fits in the memory available, and one at 12
+#      B/param with --clip 0 and a checkpoint every second layer, which fits
+#      a 128 GiB host): tokens/s, achieved TFLOPS, MFU, host->device GB/s
+#      and overlap (scripts/gpu-check-report.py says how each is counted)
+#      beside what `mtc simulate` predicted for the GPU's profile, then the
+#      same model in PyTorch eager on the GPU (bench/gpu_peer.py)
 #
 #   scripts/gpu-check.sh [OUT_DIR]     (logs are also written to OUT_DIR)
 #
@@ -145,8 +147,8 @@ while read -r kind name bundle params flags; do
   need=$(python3 scripts/gpu-check-report.py hostneed "$params" ".gpu/bundles/$bundle")
   if [ "$need" -gt "$avail" ]; then
     echo "$name: skipped: it needs $((need / 1000000000)) GB of host memory" \
-      "(16 B/param x $params = $((params * 16 / 1000000000)) GB of state, the" \
-      "plan's host buffers, an eighth more for the rest), $((avail / 1000000000)) GB are available"
+      "(the state, 12 or 16 B/param x $params, the plan's host buffers, an" \
+      "eighth more for the rest), $((avail / 1000000000)) GB are available"
     continue
   fi
   # shellcheck disable=SC2086
