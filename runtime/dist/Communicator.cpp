@@ -104,6 +104,18 @@ bool launchedUnderMpi() {
   return false;
 }
 
+int launchRank() {
+  for (const char *v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    const char *s = std::getenv(v);
+    if (!s || !*s)
+      continue;
+    char *end = nullptr;
+    long r = std::strtol(s, &end, 10);
+    return *end || r < 0 || r > 1 << 30 ? -1 : static_cast<int>(r);
+  }
+  return -1;
+}
+
 Expected<std::shared_ptr<Communicator>> openWorld(const std::string &mode) {
   if (mode == "off" || (mode == "auto" && !launchedUnderMpi()))
     return std::shared_ptr<Communicator>(singleProcess());

@@ -74,6 +74,11 @@ std::unique_ptr<Communicator> singleProcess();
 /// OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set.
 bool launchedUnderMpi();
 
+/// The rank an MPI launcher gave this process (OMPI_COMM_WORLD_RANK,
+/// PMI_RANK or PMIX_RANK), known before MPI is opened; -1 when none is set
+/// or it is not a number.
+int launchRank();
+
 /// MPI through libmtc-mpi.so: the plugin named by MTC_MPI_PLUGIN, else the
 /// one beside the executable (bin/../lib/libmtc-mpi.so, bin/libmtc-mpi.so),
 /// else the dynamic loader's search path. The error says that the plugin or

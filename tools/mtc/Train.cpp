@@ -8,15 +8,62 @@
 
 #include "tools/mtc/Tool.h"
 
+#include "runtime/dist/Communicator.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
 
 #include <cstdint>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace mtc::cli {
+
+namespace {
+
+/// Under an MPI launch every rank compiles the same model before the ranks
+/// talk to each other, and would print the same diagnostics at the same
+/// time, interleaved. A rank other than 0 keeps what it writes to stderr
+/// while compiling and prints it in one write, each line prefixed with
+/// "rank R: ", when compiling ends (with the error, when it failed).
+class RankDiagnostics {
+public:
+  explicit RankDiagnostics(int rank) : rank(rank) {
+    if (rank > 0)
+      saved = std::cerr.rdbuf(captured.rdbuf());
+  }
+  ~RankDiagnostics() { release(); }
+  RankDiagnostics(const RankDiagnostics &) = delete;
+  RankDiagnostics &operator=(const RankDiagnostics &) = delete;
+
+  /// Restores stderr and prints what was kept.
+  void release() {
+    if (!saved)
+      return;
+    std::cerr.rdbuf(saved);
+    saved = nullptr;
+    std::string text = captured.str(), out;
+    std::string prefix = "rank " + std::to_string(rank) + ": ";
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t nl = text.find('\n', at);
+      size_t end = nl == std::string::npos ? text.size() : nl + 1;
+      out += prefix + text.substr(at, end - at);
+      at = end;
+    }
+    if (!out.empty() && out.back() != '\n')
+      out += '\n';
+    std::cerr << out << std::flush;
+  }
+
+private:
+  int rank;
+  std::ostringstream captured;
+  std::streambuf *saved = nullptr;
+};
+
+} // namespace
 
 int runTrain(const std::vector<std::string> &args) {
   if (wantsHelp("train", args))
@@ -31,6 +78,10 @@ int runTrain(const std::vector<std::string> &args) {
   // runs it; what follows compiles .mt source or --hf DIR for this run.
   if (hf.empty() && mtc::driver::isBundlePath(input))
     return mtc::driver::trainBundle(kTool, cmd, std::cout, std::cerr);
+  RankDiagnostics rankDiagnostics(opts.dataParallel != "off" &&
+                                          mtc::dist::launchedUnderMpi()
+                                      ? mtc::dist::launchRank()
+                                      : -1);
   mtc::CompileOptions copts;
   copts.cpu = cmd.cpu;
   copts.stream.prefetchDepth = cmd.prefetchDepth;
@@ -130,6 +181,7 @@ int runTrain(const std::vector<std::string> &args) {
   if (!hf.empty())
     opts.hfWeights = mtc::driver::hfWeightsPath(hf);
   opts.modelFiles = modelFiles(input, hf);
+  rankDiagnostics.release();
   return mtc::driver::train(b, opts, std::cout, std::cerr);
 }
 
