@@ -22,13 +22,18 @@ double CostModel::gemmSeconds(double flops) const {
          flops / (peak * p.device.gemmEfficiency.at(flops));
 }
 
+double CostModel::gemmSeconds(double m, double n, double k) const {
+  return p.device.launchLatency +
+         2.0 * m * n * k / (peak * p.device.gemmEfficiencyAt(m, n, k));
+}
+
 double CostModel::attentionSeconds(double flops) const {
   return p.device.launchLatency +
          flops / (peak * p.device.attentionEfficiency.at(flops));
 }
 
-double CostModel::memorySeconds(double bytes) const {
-  return p.device.launchLatency + bytes / p.device.memoryBandwidth;
+double CostModel::memorySeconds(double bytes, const std::string &kind) const {
+  return p.device.launchLatency + bytes / p.device.bandwidthOf(kind);
 }
 
 Cost CostModel::function(const bundle::Function &fn, const bundle::Layer *layer,
@@ -58,16 +63,19 @@ Cost CostModel::op(const bundle::Function &fn,
   auto bytesOf = [&](int v) {
     return numel(v) * static_cast<double>(bundle::elementBytes(storage.at(v)));
   };
+  // The last dimension (at least 1: it divides).
   auto lastDim = [&](int v) {
     const Shape &s = fn.values.at(v).shape;
     return s.empty() ? 1.0
-                     : static_cast<double>(bundle::concreteNumel(
-                           {s.back()}, batch, seq, tokens));
+                     : std::max(1.0, static_cast<double>(bundle::concreteNumel(
+                                         {s.back()}, batch, seq, tokens)));
   };
-  auto gemm = [&](double flops) {
+  // An m x n x k product, \p times over (the loss gradient's three).
+  auto gemm = [&](double m, double nn, double k, double times = 1) {
     Cost g;
-    g.flops = g.gemmFlops = flops;
-    g.seconds = gemmSeconds(flops);
+    g.flops = g.gemmFlops = times * 2.0 * m * nn * k;
+    g.seconds = times * (gemmSeconds(m, nn, k) - p.device.launchLatency) +
+                p.device.launchLatency;
     g.kernels = 1;
     return g;
   };
@@ -79,26 +87,30 @@ Cost CostModel::op(const bundle::Function &fn,
   auto memory = [&](double bytes) {
     Cost m;
     m.bytes = bytes;
-    m.seconds = memorySeconds(bytes);
+    m.seconds = memorySeconds(bytes, n);
     m.kernels = 1;
     return m;
   };
 
   if (n == "matmul") {
-    // [..., K] x [K, N] (or batched): 2 K per result element.
-    c = gemm(2.0 * numel(op.results.at(0)) * lastDim(op.operands.at(0)));
-    return c;
+    // [..., M, K] x [K, N] (or batched; the batch counts into M): 2 K per
+    // result element.
+    double cols = lastDim(op.results.at(0));
+    return gemm(numel(op.results.at(0)) / cols, cols,
+                lastDim(op.operands.at(0)));
   }
-  if (n == "weight_grad")
-    // x [..., K], dy [..., N] -> [K, N]: 2 N per element of x.
-    return gemm(2.0 * numel(op.operands.at(0)) * lastDim(op.results.at(0)));
+  if (n == "weight_grad") {
+    // x [..., K], dy [..., N] -> [K, N]: xᵀ dy, a K x N x rows product.
+    double k = lastDim(op.operands.at(0));
+    return gemm(k, lastDim(op.results.at(0)), numel(op.operands.at(0)) / k);
+  }
   if (n == "linear_cross_entropy" || n == "linear_cross_entropy_grad") {
     // Logits x [N, D] . W: 2 N D V; the gradient recomputes them and forms
     // dx and dW (three GEMMs of that size).
-    double nd = numel(op.operands.at(0));
-    double v = numel(op.operands.at(1)) / lastDim(op.operands.at(0));
-    double f = 2.0 * nd * v * (n == "linear_cross_entropy" ? 1 : 3);
-    c = gemm(f);
+    double d = lastDim(op.operands.at(0));
+    double rows = numel(op.operands.at(0)) / d;
+    double v = numel(op.operands.at(1)) / d;
+    c = gemm(rows, v, d, n == "linear_cross_entropy" ? 1 : 3);
     c += memory(ioBytes);
     return c;
   }
@@ -132,9 +144,8 @@ Cost CostModel::op(const bundle::Function &fn,
     const bundle::Expert *e = layer->expert(op.symbol);
     double rows = numel(op.operands.at(0)) / lastDim(op.operands.at(0));
     double experts = e ? static_cast<double>(e->count) : 1;
-    double router = 2.0 * numel(op.operands.at(0)) *
-                    (numel(op.operands.at(1)) / lastDim(op.operands.at(0)));
-    c = gemm(router * (n == "moe" ? 1 : 2));
+    double routes = numel(op.operands.at(1)) / lastDim(op.operands.at(0));
+    c = gemm(rows, routes, lastDim(op.operands.at(0)), n == "moe" ? 1 : 2);
     c += memory(ioBytes);
     if (!e)
       return c;

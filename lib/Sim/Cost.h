@@ -2,10 +2,12 @@
 //
 // Part of mtc. Prices the ops of a bundle's functions on a hardware profile
 // (Profile.h): GEMMs (matmul, weight_grad, the LM-head loss) by their FLOPs
-// at the profile's GEMM efficiency for that size, attention by its FLOPs
+// at the profile's GEMM efficiency for that size and shape (m x n x k, when
+// the profile has measured shapes), attention by its FLOPs
 // (causal halved, a window capping the keys) at the attention efficiency,
 // every other op by the bytes it reads and writes (as stored on the device
-// under the plan's precision) at the device's memory bandwidth, and every
+// under the plan's precision) at the device's memory bandwidth for that op
+// kind (memory_bandwidth_by_kind, else memory_bandwidth), and every
 // kernel a launch latency. A moe op runs each expert's function on the
 // tokens routed to it on average (tokens x top_k / experts). Views
 // (param_ref, reshape) cost nothing; param_grad accumulates a gradient into
@@ -58,12 +60,17 @@ class CostModel {
 public:
   CostModel(const Profile &profile, bundle::Precision precision);
 
-  /// Seconds of a GEMM of \p flops FLOPs (launch included).
+  /// Seconds of a GEMM of \p flops FLOPs (launch included), of no
+  /// particular shape.
   double gemmSeconds(double flops) const;
+  /// Seconds of an m x n x k GEMM (2 m n k FLOPs, launch included) at the
+  /// profile's efficiency for that shape (DeviceProfile::gemmEfficiencyAt).
+  double gemmSeconds(double m, double n, double k) const;
   /// Seconds of an attention kernel of \p flops FLOPs (launch included).
   double attentionSeconds(double flops) const;
-  /// Seconds of a memory-bound kernel moving \p bytes (launch included).
-  double memorySeconds(double bytes) const;
+  /// Seconds of a memory-bound kernel of op \p kind (a bundle op name; ""
+  /// for none) moving \p bytes (launch included), at that kind's bandwidth.
+  double memorySeconds(double bytes, const std::string &kind = "") const;
 
   /// Ops [begin, end) of \p fn (a function of \p layer, or of the model when
   /// \p layer is null) at micro-batch [batch, seq] and \p tokens routed

@@ -6,6 +6,7 @@
 
 #include "lib/Sim/Profile.h"
 
+#include "lib/Bundle/OpKind.h"
 #include "lib/Sim/BuiltinProfiles.h"
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,25 @@ double EfficiencyCurve::at(double flops) const {
     return a.efficiency + t * (b.efficiency - a.efficiency);
   }
   return points.back().efficiency;
+}
+
+double DeviceProfile::gemmEfficiencyAt(double m, double n, double k) const {
+  double e = gemmEfficiency.at(2.0 * m * n * k);
+  if (gemmShapes.empty() || !(m > 0 && n > 0 && k > 0))
+    return e;
+  const GemmShapePoint *nearest = nullptr;
+  double best = INFINITY;
+  for (const GemmShapePoint &s : gemmShapes) {
+    double dm = std::log(m / s.m), dn = std::log(n / s.n),
+           dk = std::log(k / s.k);
+    double d = dm * dm + dn * dn + dk * dk;
+    if (d < best) {
+      best = d;
+      nearest = &s;
+    }
+  }
+  double ref = gemmEfficiency.at(2.0 * nearest->m * nearest->n * nearest->k);
+  return std::min(1.0, e * nearest->efficiency / ref);
 }
 
 namespace {
@@ -166,6 +186,71 @@ public:
     return c;
   }
 
+  /// The optional "gemm_shapes" array of {"m", "n", "k", "efficiency"}.
+  std::vector<GemmShapePoint> shapes(const Json &obj, const std::string &key,
+                                     const std::string &path) {
+    std::vector<GemmShapePoint> out;
+    std::string p = join(path, key);
+    auto it = obj.find(key);
+    if (it == obj.end())
+      return out;
+    if (!it->is_array()) {
+      fail(p, "expected an array of {\"m\": M, \"n\": N, \"k\": K, "
+              "\"efficiency\": E} points, got " +
+                  typeOf(*it));
+      return out;
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json &pt = (*it)[i];
+      std::string pp = p + "[" + std::to_string(i) + "]";
+      if (!pt.is_object()) {
+        fail(pp, "expected an object, got " + typeOf(pt));
+        return out;
+      }
+      checkKnown(pt, pp, {"m", "n", "k", "efficiency"});
+      GemmShapePoint g;
+      double *dims[] = {&g.m, &g.n, &g.k};
+      const char *names[] = {"m", "n", "k"};
+      for (int d = 0; d < 3; ++d) {
+        *dims[d] = number(pt, names[d], pp, 1, 1e12, false);
+        if (!failed() && *dims[d] != std::floor(*dims[d]))
+          fail(join(pp, names[d]),
+               "expected a whole number, got " + pt[names[d]].dump());
+      }
+      g.efficiency = number(pt, "efficiency", pp, 0, 1, true);
+      if (failed())
+        return out;
+      out.push_back(g);
+    }
+    return out;
+  }
+
+  /// The optional "memory_bandwidth_by_kind" object: bundle op name ->
+  /// bytes/s.
+  std::map<std::string, double> byKind(const Json &obj, const std::string &key,
+                                       const std::string &path) {
+    std::map<std::string, double> out;
+    std::string p = join(path, key);
+    auto it = obj.find(key);
+    if (it == obj.end())
+      return out;
+    if (!it->is_object()) {
+      fail(p, "expected an object of op name -> bytes/s, got " + typeOf(*it));
+      return out;
+    }
+    for (auto k = it->begin(); k != it->end(); ++k) {
+      if (!bundle::opKindOf(k.key())) {
+        fail(join(p, k.key()), "not a bundle op name (docs/bundle.md)");
+        return out;
+      }
+      double v = number(*it, k.key(), p, 0, INFINITY, true);
+      if (failed())
+        return out;
+      out[k.key()] = v;
+    }
+    return out;
+  }
+
 private:
   static std::string join(const std::string &path, const std::string &key) {
     return path.empty() ? key : path + "." + key;
@@ -218,10 +303,11 @@ Expected<Profile> parseProfile(const std::string &text,
   p.name = r.string(doc, "name", "");
   p.description = r.string(doc, "description", "", false);
   p.source = r.string(doc, "source", "");
-  if (const Json *d = r.object(doc, "device", "device",
-                               {"memory_bytes", "peak_flops", "gemm_efficiency",
-                                "attention_efficiency", "memory_bandwidth",
-                                "launch_latency_s"})) {
+  if (const Json *d =
+          r.object(doc, "device", "device",
+                   {"memory_bytes", "peak_flops", "gemm_efficiency",
+                    "gemm_shapes", "attention_efficiency", "memory_bandwidth",
+                    "memory_bandwidth_by_kind", "launch_latency_s"})) {
     p.device.memoryBytes = static_cast<int64_t>(
         r.number(*d, "memory_bytes", "device", 0, 1e18, true));
     if (const Json *f =
@@ -232,10 +318,13 @@ Expected<Profile> parseProfile(const std::string &text,
           r.number(*f, "fp32", "device.peak_flops", 0, inf, true);
     }
     p.device.gemmEfficiency = r.curve(*d, "gemm_efficiency", "device");
+    p.device.gemmShapes = r.shapes(*d, "gemm_shapes", "device");
     p.device.attentionEfficiency =
         r.curve(*d, "attention_efficiency", "device");
     p.device.memoryBandwidth =
         r.number(*d, "memory_bandwidth", "device", 0, inf, true);
+    p.device.memoryBandwidthByKind =
+        r.byKind(*d, "memory_bandwidth_by_kind", "device");
     p.device.launchLatency =
         r.number(*d, "launch_latency_s", "device", 0, 1, false);
   }

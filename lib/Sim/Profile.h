@@ -16,6 +16,7 @@
 #include "lib/Support/Status.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,13 +37,41 @@ struct EfficiencyCurve {
   double at(double flops) const;
 };
 
+/// A measured GEMM shape: C[m, n] += A[m, k] B[k, n] reached \p efficiency
+/// of the peak. For a weight_grad (xᵀ dy over x [rows, K], dy [rows, N]) m
+/// is K, n is N and k is rows.
+struct GemmShapePoint {
+  double m = 0, n = 0, k = 0;
+  double efficiency = 0;
+};
+
 struct DeviceProfile {
   int64_t memoryBytes = 0;
   double peakFlopsBF16 = 0, peakFlopsFP32 = 0; ///< dense, per second
   EfficiencyCurve gemmEfficiency;              ///< GEMMs (2 m n k FLOPs)
-  EfficiencyCurve attentionEfficiency;         ///< fused attention kernels
-  double memoryBandwidth = 0; ///< bytes/s for memory-bound kernels
-  double launchLatency = 0;   ///< seconds added to every kernel
+  /// Optional ("gemm_shapes"): measured shapes correcting gemmEfficiency
+  /// (gemmEfficiencyAt).
+  std::vector<GemmShapePoint> gemmShapes;
+  EfficiencyCurve attentionEfficiency; ///< fused attention kernels
+  double memoryBandwidth = 0;          ///< bytes/s for memory-bound kernels
+  /// Optional ("memory_bandwidth_by_kind"): bytes/s of the memory-bound
+  /// kernels of one op kind (a bundle op name: "transpose",
+  /// "rmsnorm_grad"); other kinds run at memoryBandwidth.
+  std::map<std::string, double> memoryBandwidthByKind;
+  double launchLatency = 0; ///< seconds added to every kernel
+
+  /// The bandwidth of memory-bound kernels of op \p kind.
+  double bandwidthOf(const std::string &kind) const {
+    auto it = memoryBandwidthByKind.find(kind);
+    return it == memoryBandwidthByKind.end() ? memoryBandwidth : it->second;
+  }
+  /// The efficiency (in (0, 1]) of an m x n x k GEMM: gemmEfficiency at
+  /// its 2 m n k FLOPs, corrected by the measured shape nearest in (log m,
+  /// log n, log k) when there are any: x (that shape's efficiency /
+  /// gemmEfficiency at that shape's FLOPs), capped at 1. A measured shape
+  /// gets its own efficiency; another the curve's trend scaled by its
+  /// neighbour's deviation from the curve.
+  double gemmEfficiencyAt(double m, double n, double k) const;
 };
 
 struct LinkProfile {

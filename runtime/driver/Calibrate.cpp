@@ -42,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -201,6 +202,8 @@ void Calibrator::gemms() {
   // xᵀ @ dy (cpu::matmulGradWeight): both forms, every shape.
   // flops -> (flops summed, seconds summed) of every call at that count
   std::map<double, std::pair<double, double>> byFlops;
+  // (m, n, k) -> (flops summed, seconds summed)
+  std::map<std::array<int64_t, 3>, std::pair<double, double>> byShape;
   double peak = 0;
   for (const GemmShape &s : gemmShapes(opts.quick)) {
     std::vector<float> x = filled(s.rows * s.K), w = filled(s.K * s.N),
@@ -221,10 +224,19 @@ void Calibrator::gemms() {
     auto &acc = byFlops[flops];
     acc.first += 2 * flops;
     acc.second += nn.value + tn.value;
+    auto &a = byShape[{s.rows, s.N, s.K}];
+    a.first += flops;
+    a.second += nn.value;
+    auto &b = byShape[{s.K, s.N, s.rows}];
+    b.first += flops;
+    b.second += tn.value;
   }
   c.peakFlops = peak;
   for (const auto &[flops, acc] : byFlops)
     c.gemmEfficiency.push_back({flops, acc.first / acc.second / peak});
+  for (const auto &[mnk, acc] : byShape)
+    c.gemmShapes.push_back(
+        {mnk[0], mnk[1], mnk[2], acc.first / acc.second / peak});
 }
 
 //===----------------------------------------------------------------------===//
@@ -288,6 +300,8 @@ void Calibrator::attention() {
     peak = std::max(peak, acc.first / acc.second);
   for (EfficiencyPoint &e : c.gemmEfficiency)
     e.efficiency *= c.peakFlops / peak;
+  for (GemmShapeEfficiency &e : c.gemmShapes)
+    e.efficiency *= c.peakFlops / peak;
   c.peakFlops = peak;
   for (const auto &[flops, acc] : byFlops)
     c.attentionEfficiency.push_back(
@@ -304,6 +318,8 @@ void Calibrator::memoryBound() {
                                    ? std::vector<int64_t>{1 << 16}
                                    : std::vector<int64_t>{1 << 18, 1 << 21};
   double bytes = 0, time = 0;
+  // op kind -> (bytes summed, seconds summed)
+  std::map<std::string, std::pair<double, double>> byKind;
   for (int64_t n : sizes) {
     // In a step an op reads what other ops wrote, from the last-level cache
     // more than from the core's own: each call takes the next of `sets`
@@ -321,8 +337,9 @@ void Calibrator::memoryBound() {
     auto dx = [&] { return dxs[k].data(); };
     int64_t rows = n / D;
     std::string sz = " " + std::to_string(n * 4 / 1024) + " KiB";
-    auto measure = [&](const std::string &name, double b,
-                       const std::function<void()> &fn) {
+    // \p kind: the bundle op the kernel runs.
+    auto measure = [&](const std::string &name, const std::string &kind,
+                       double b, const std::function<void()> &fn) {
       Timing t = this->time([&] {
         fn();
         k = (k + 1) % sets;
@@ -330,45 +347,51 @@ void Calibrator::memoryBound() {
       record(name + sz, "B/s", b, t);
       bytes += b;
       time += t.value;
+      byKind[kind].first += b;
+      byKind[kind].second += t.value;
     };
     double f = 4.0 * n;
-    measure("rmsnorm", 2 * f,
+    measure("rmsnorm", "rmsnorm", 2 * f,
             [&] { cpu::rmsnorm(x(), w.data(), y(), rows, D, 1e-5f, 0); });
-    measure("rmsnorm grad", 3 * f, [&] {
+    measure("rmsnorm grad", "rmsnorm_grad", 3 * f, [&] {
       cpu::rmsnormGrad(x(), w.data(), dy(), dx(), dw.data(), rows, D, 1e-5f, 0);
     });
-    measure("add", 3 * f, [&] {
+    measure("add", "add", 3 * f, [&] {
       cpu::binary(cpu::Binary::Add, x(), {rows, D}, dy(), {rows, D}, y(),
                   {rows, D});
     });
-    measure("mul", 3 * f, [&] {
+    measure("mul", "mul", 3 * f, [&] {
       cpu::binary(cpu::Binary::Mul, x(), {rows, D}, dy(), {rows, D}, y(),
                   {rows, D});
     });
-    measure("silu", 2 * f, [&] { cpu::unary(cpu::Unary::Silu, x(), y(), n); });
-    measure("silu grad", 3 * f,
+    measure("silu", "silu", 2 * f,
+            [&] { cpu::unary(cpu::Unary::Silu, x(), y(), n); });
+    measure("silu grad", "unary_grad", 3 * f,
             [&] { cpu::unaryGrad(cpu::Unary::Silu, x(), dy(), dx(), n); });
-    measure("softmax", 2 * f, [&] { cpu::softmax(x(), y(), rows, D, 1); });
+    measure("softmax", "softmax", 2 * f,
+            [&] { cpu::softmax(x(), y(), rows, D, 1); });
     cpu::RopeParams rp;
-    measure("rope", 2 * f,
+    measure("rope", "rope", 2 * f,
             [&] { cpu::rope(x(), y(), rows / 8, 8, 8, D / 8, rp, false); });
     // The backward's weight transposes ([K, N] -> [N, K]) and the
     // activations' ([B, S, H, D] -> [B, H, S, D]).
-    measure("transpose", 2 * f, [&] {
+    measure("transpose", "transpose", 2 * f, [&] {
       cpu::transpose(x(), {rows, D}, {1, 0}, y());
     });
-    measure("transpose 0213", 2 * f, [&] {
+    measure("transpose 0213", "transpose", 2 * f, [&] {
       cpu::transpose(x(), {rows / 64, 64, 8, D / 8}, {0, 2, 1, 3}, y());
     });
-    measure("layernorm", 2 * f, [&] {
+    measure("layernorm", "layernorm", 2 * f, [&] {
       cpu::layernorm(x(), w.data(), w.data(), y(), rows, D, 1e-5f);
     });
-    measure("layernorm grad", 3 * f, [&] {
+    measure("layernorm grad", "layernorm_grad", 3 * f, [&] {
       cpu::layernormGrad(x(), w.data(), dy(), dx(), dw.data(), db.data(), rows,
                          D, 1e-5f);
     });
   }
   c.memoryBandwidth = bytes / time;
+  for (const auto &[kind, acc] : byKind)
+    c.memoryBandwidthByKind[kind] = acc.first / acc.second;
 }
 
 //===----------------------------------------------------------------------===//
@@ -676,11 +699,17 @@ std::string calibrationProfileJson(const Calibration &c,
       " threads, copies as memcpy on the stream threads, AdamW on " +
       std::to_string(c.optimizerThreads) + " optimizer thread(s)";
   j["source"] = source;
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const GemmShapeEfficiency &g : c.gemmShapes)
+    shapes.push_back(
+        {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"efficiency", g.efficiency}});
   j["device"] = {{"memory_bytes", c.memoryBytes},
                  {"peak_flops", {{"bf16", c.peakFlops}, {"fp32", c.peakFlops}}},
                  {"gemm_efficiency", curve(c.gemmEfficiency)},
+                 {"gemm_shapes", shapes},
                  {"attention_efficiency", curve(c.attentionEfficiency)},
                  {"memory_bandwidth", c.memoryBandwidth},
+                 {"memory_bandwidth_by_kind", c.memoryBandwidthByKind},
                  {"launch_latency_s", c.launchLatency}};
   j["link"] = {{"h2d_bandwidth", c.h2dBandwidth},
                {"d2h_bandwidth", c.d2hBandwidth},

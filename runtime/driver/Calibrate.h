@@ -13,11 +13,16 @@
 //                            matmul (x @ w) and weight-gradient (xᵀ @ dy)
 //                            products of the examples' layers at 64 to 2048
 //                            rows
+//   device.gemm_shapes       every measured (m, n, k) and its efficiency
+//                            (the two forms of a shape apart: x @ w is
+//                            rows x N x K, xᵀ @ dy is K x N x rows)
 //   device.attention_efficiency  cpu::attention and attentionGrad at the
 //                            examples' head shapes, FLOPs by attentionFlops
 //   device.memory_bandwidth  bytes (operands + results) per second of the
 //                            memory-bound kernels: norms, elementwise,
 //                            softmax, rope, transposes, and their gradients
+//   device.memory_bandwidth_by_kind  the same per op kind (bundle op names:
+//                            transpose, rmsnorm_grad, add, ...)
 //   device.launch_latency_s  the executor's fixed cost per op: a chain of
 //                            small adds run through exec::Executor (decode,
 //                            result allocation, the kernel table, the
@@ -45,6 +50,7 @@
 #include "lib/Support/Status.h"
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -86,11 +92,21 @@ struct EfficiencyPoint {
   double efficiency = 0;
 };
 
+/// A measured GEMM shape (m x n x k; a weight gradient xᵀ dy over [rows, K]
+/// and [rows, N] is K x N x rows) and its efficiency.
+struct GemmShapeEfficiency {
+  int64_t m = 0, n = 0, k = 0;
+  double efficiency = 0;
+};
+
 /// The figures of a profile (see the file comment), and what they came from.
 struct Calibration {
   double peakFlops = 0;
   std::vector<EfficiencyPoint> gemmEfficiency, attentionEfficiency;
+  std::vector<GemmShapeEfficiency> gemmShapes;
   double memoryBandwidth = 0;
+  /// Bundle op name -> bytes/s of its memory-bound kernel.
+  std::map<std::string, double> memoryBandwidthByKind;
   double launchLatency = 0;
   double h2dBandwidth = 0, d2hBandwidth = 0, duplexFactor = 1;
   double copyLatency = 0;

@@ -2,7 +2,8 @@
 //
 // Part of mtc. A quick calibration of this machine's CPU device: every figure
 // a profile needs is measured (positive, finite), the efficiency curves are
-// well formed, and the JSON carries them under the schema's names with the
+// well formed, every memory-bound kind and GEMM shape has its own figure,
+// and the JSON carries them under the schema's names with the
 // measurements' spreads.
 //
 //===----------------------------------------------------------------------===//
@@ -76,6 +77,31 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
     best = std::max(best, p.efficiency);
   EXPECT_GT(best, 0.3);
   EXPECT_TRUE(positive(c.memoryBandwidth));
+  // Every memory-bound kind measured, each at its own rate.
+  std::set<std::string> kinds;
+  for (const auto &[kind, bw] : c.memoryBandwidthByKind) {
+    kinds.insert(kind);
+    EXPECT_TRUE(positive(bw)) << kind;
+  }
+  EXPECT_EQ(kinds,
+            (std::set<std::string>{"add", "layernorm", "layernorm_grad", "mul",
+                                   "rmsnorm", "rmsnorm_grad", "rope", "silu",
+                                   "softmax", "transpose", "unary_grad"}));
+  // Both forms of every GEMM shape: x @ w (rows x N x K) and xᵀ @ dy
+  // (K x N x rows); 256 rows x [256, 688] gives the same shape twice.
+  EXPECT_EQ(c.gemmShapes.size(), 5u);
+  for (const GemmShapeEfficiency &g : c.gemmShapes) {
+    EXPECT_GT(g.efficiency, 0);
+    EXPECT_LE(g.efficiency, 1.0);
+  }
+  auto has = [&](int64_t m, int64_t n, int64_t k) {
+    for (const GemmShapeEfficiency &g : c.gemmShapes)
+      if (g.m == m && g.n == n && g.k == k)
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(has(1024, 688, 256)); // 1024 rows x [256, 688]
+  EXPECT_TRUE(has(256, 688, 1024)); // its weight gradient
   EXPECT_TRUE(positive(c.launchLatency));
   EXPECT_LT(c.launchLatency, 0.01);
   EXPECT_TRUE(positive(c.h2dBandwidth));
@@ -122,6 +148,12 @@ TEST(Calibrate, ProfileJsonHasTheSchemaFields) {
             c.gemmEfficiency[0].efficiency);
   EXPECT_EQ(d["attention_efficiency"].size(), c.attentionEfficiency.size());
   EXPECT_EQ(d["memory_bandwidth"].get<double>(), c.memoryBandwidth);
+  EXPECT_EQ(d["memory_bandwidth_by_kind"]["transpose"].get<double>(),
+            c.memoryBandwidthByKind.at("transpose"));
+  ASSERT_EQ(d["gemm_shapes"].size(), c.gemmShapes.size());
+  EXPECT_EQ(d["gemm_shapes"][0]["m"].get<int64_t>(), c.gemmShapes[0].m);
+  EXPECT_EQ(d["gemm_shapes"][0]["efficiency"].get<double>(),
+            c.gemmShapes[0].efficiency);
   EXPECT_EQ(d["launch_latency_s"].get<double>(), c.launchLatency);
   const nlohmann::json &l = j["link"];
   EXPECT_EQ(l["h2d_bandwidth"].get<double>(), c.h2dBandwidth);
@@ -165,4 +197,13 @@ TEST(Calibrate, TheSimulatorReadsTheProfile) {
   // The curve answers the measured points exactly.
   for (const EfficiencyPoint &e : c.gemmEfficiency)
     EXPECT_DOUBLE_EQ(p->device.gemmEfficiency.at(e.flops), e.efficiency);
+  // The per-kind rates and the measured shapes too: a measured shape gets
+  // its own efficiency.
+  EXPECT_EQ(p->device.memoryBandwidthByKind, c.memoryBandwidthByKind);
+  ASSERT_EQ(p->device.gemmShapes.size(), c.gemmShapes.size());
+  for (const GemmShapeEfficiency &g : c.gemmShapes)
+    EXPECT_NEAR(
+        p->device.gemmEfficiencyAt(double(g.m), double(g.n), double(g.k)),
+        std::min(1.0, g.efficiency), 1e-12)
+        << g.m << "x" << g.n << "x" << g.k;
 }

@@ -6,11 +6,13 @@
 // compute, copies exposed, an optimizer-bound step, the duplex penalty,
 // segment checkpointing, bf16 gradients and the conversion pool; and
 // monotonicity over random profiles and plans (a faster link, device or
-// host is never slower).
+// host is never slower); the cost rules of the optional per-kind memory
+// bandwidths and measured GEMM shapes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Bundle/Bundle.h"
+#include "lib/Sim/Cost.h"
 #include "lib/Sim/Profile.h"
 #include "lib/Sim/Simulator.h"
 #include "lib/Sim/Timeline.h"
@@ -256,6 +258,152 @@ TEST(SimProfile, BuiltinProfilesParse) {
     EXPECT_FALSE(p->source.empty());
     EXPECT_GT(p->peakFlops("bf16"), p->peakFlops("fp32"));
   }
+}
+
+/// kProfile with \p device inserted before the device's "memory_bandwidth".
+std::string withDevice(const std::string &device) {
+  std::string text = kProfile;
+  size_t at = text.find("\"memory_bandwidth\": 1e18, \"launch");
+  EXPECT_NE(at, std::string::npos);
+  text.insert(at, device + ", ");
+  return text;
+}
+
+TEST(SimProfile, OptionalKindBandwidthsAndGemmShapesParse) {
+  Profile toy = toyProfile();
+  EXPECT_TRUE(toy.device.memoryBandwidthByKind.empty());
+  EXPECT_TRUE(toy.device.gemmShapes.empty());
+  EXPECT_DOUBLE_EQ(toy.device.bandwidthOf("transpose"), 1e18);
+  Expected<Profile> p = parseProfile(
+      withDevice("\"memory_bandwidth_by_kind\": {\"transpose\": 2e9, "
+                 "\"rmsnorm_grad\": 3e9}, \"gemm_shapes\": [{\"m\": 64, "
+                 "\"n\": 128, \"k\": 128, \"efficiency\": 0.5}]"),
+      "kinds.json");
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_DOUBLE_EQ(p->device.bandwidthOf("transpose"), 2e9);
+  EXPECT_DOUBLE_EQ(p->device.bandwidthOf("rmsnorm_grad"), 3e9);
+  EXPECT_DOUBLE_EQ(p->device.bandwidthOf("add"), 1e18); // the default
+  EXPECT_DOUBLE_EQ(p->device.bandwidthOf(""), 1e18);
+  ASSERT_EQ(p->device.gemmShapes.size(), 1u);
+  EXPECT_DOUBLE_EQ(p->device.gemmShapes[0].m, 64);
+  EXPECT_DOUBLE_EQ(p->device.gemmShapes[0].n, 128);
+  EXPECT_DOUBLE_EQ(p->device.gemmShapes[0].k, 128);
+  EXPECT_DOUBLE_EQ(p->device.gemmShapes[0].efficiency, 0.5);
+}
+
+/// The error of kProfile with \p device fields added.
+std::string deviceError(const std::string &device) {
+  Expected<Profile> p = parseProfile(withDevice(device), "bad.json");
+  EXPECT_FALSE(p.ok()) << device;
+  return p.ok() ? "" : p.message();
+}
+
+TEST(SimProfile, KindBandwidthAndGemmShapeErrors) {
+  EXPECT_EQ(deviceError("\"memory_bandwidth_by_kind\": {\"transposes\": 1e9}"),
+            "bad.json: field 'device.memory_bandwidth_by_kind.transposes': "
+            "not a bundle op name (docs/bundle.md)");
+  EXPECT_EQ(deviceError("\"memory_bandwidth_by_kind\": {\"add\": 0}"),
+            "bad.json: field 'device.memory_bandwidth_by_kind.add': expected "
+            "a number > 0, got 0");
+  EXPECT_EQ(deviceError("\"memory_bandwidth_by_kind\": {\"add\": \"fast\"}"),
+            "bad.json: field 'device.memory_bandwidth_by_kind.add': expected "
+            "a number, got string \"fast\"");
+  EXPECT_EQ(deviceError("\"memory_bandwidth_by_kind\": [1e9]"),
+            "bad.json: field 'device.memory_bandwidth_by_kind': expected an "
+            "object of op name -> bytes/s, got array [1000000000.0]");
+  EXPECT_EQ(deviceError("\"gemm_shapes\": {\"m\": 1}"),
+            "bad.json: field 'device.gemm_shapes': expected an array of "
+            "{\"m\": M, \"n\": N, \"k\": K, \"efficiency\": E} points, got "
+            "object {\"m\":1}");
+  EXPECT_EQ(deviceError("\"gemm_shapes\": [{\"m\": 0, \"n\": 1, \"k\": 1, "
+                        "\"efficiency\": 0.5}]"),
+            "bad.json: field 'device.gemm_shapes[0].m': expected a number >= "
+            "1 and <= 1e+12, got 0");
+  EXPECT_EQ(deviceError("\"gemm_shapes\": [{\"m\": 8, \"n\": 2.5, \"k\": 1, "
+                        "\"efficiency\": 0.5}]"),
+            "bad.json: field 'device.gemm_shapes[0].n': expected a whole "
+            "number, got 2.5");
+  EXPECT_EQ(deviceError("\"gemm_shapes\": [{\"m\": 8, \"n\": 8, \"k\": 8, "
+                        "\"efficiency\": 1.5}]"),
+            "bad.json: field 'device.gemm_shapes[0].efficiency': expected a "
+            "number > 0 and <= 1, got 1.5");
+  EXPECT_EQ(
+      deviceError("\"gemm_shapes\": [{\"m\": 8, \"n\": 8, \"efficiency\": "
+                  "0.5}]"),
+      "bad.json: field 'device.gemm_shapes[0].k': missing");
+  EXPECT_NE(deviceError("\"gemm_shapes\": [{\"m\": 8, \"n\": 8, \"k\": 8, "
+                        "\"flops\": 1, \"efficiency\": 0.5}]")
+                .find("field 'device.gemm_shapes[0].flops': unknown field"),
+            std::string::npos);
+}
+
+TEST(SimProfile, GemmEfficiencyCorrectedByTheNearestMeasuredShape) {
+  DeviceProfile d;
+  // 0.2 at 2e5 FLOPs rising to 0.6 at 2e7 (log-linear).
+  d.gemmEfficiency.points = {{2e5, 0.2}, {2e7, 0.6}};
+  // Without shapes: the curve at 2 m n k.
+  EXPECT_NEAR(d.gemmEfficiencyAt(100, 100, 10), 0.2, 1e-12);
+  EXPECT_NEAR(d.gemmEfficiencyAt(100, 100, 100), 0.4, 1e-12);
+  // A thin product measured at 1.5x the curve (0.4 at 2e6 FLOPs), a
+  // square one at 0.5x.
+  d.gemmShapes = {{1000, 100, 10, 0.6}, {100, 100, 100, 0.2}};
+  EXPECT_NEAR(d.gemmEfficiencyAt(1000, 100, 10), 0.6, 1e-12); // measured
+  EXPECT_NEAR(d.gemmEfficiencyAt(100, 100, 100), 0.2, 1e-12); // measured
+  // Equal FLOPs, different shapes: each takes its neighbour's deviation.
+  EXPECT_NEAR(d.gemmEfficiencyAt(2000, 100, 10), d.gemmEfficiency.at(4e6) * 1.5,
+              1e-12);
+  EXPECT_NEAR(d.gemmEfficiencyAt(100, 100, 200), d.gemmEfficiency.at(4e6) * 0.5,
+              1e-12);
+  // Capped at the peak.
+  d.gemmShapes = {{100, 100, 100, 0.9}};
+  EXPECT_DOUBLE_EQ(d.gemmEfficiencyAt(1000, 1000, 1000), 1.0);
+  // Empty products take the curve.
+  EXPECT_NEAR(d.gemmEfficiencyAt(0, 100, 100), 0.2, 1e-12);
+}
+
+TEST(SimCost, KindBandwidthsAndShapesPriceTheirOps) {
+  // x [B, S, 64] -> transpose -> [B, 64, S]; add x + x; matmul x [B, S, 64]
+  // by w [64, 32]; at [2, 8]: 16 rows.
+  Function f;
+  f.values = {{{kDimB, kDimS, 64}, DType::F32},
+              {{kDimB, 64, kDimS}, DType::F32},
+              {{kDimB, kDimS, 64}, DType::F32},
+              {{64, 32}, DType::F32},
+              {{kDimB, kDimS, 32}, DType::F32}};
+  f.args = {0, 3};
+  f.ops = {op("transpose", {0}, {1}), op("add", {0, 0}, {2}),
+           op("matmul", {0, 3}, {4})};
+  f.results = {1, 2, 4};
+  Profile p = toyProfile();
+  p.device.memoryBandwidth = 1e9;
+  p.device.memoryBandwidthByKind = {{"transpose", 2.5e8}};
+  p.device.gemmEfficiency.points = {{1, 0.5}};
+  CostModel cost(p, bundle::Precision::F32);
+  const double bytes = 16 * 64 * 4; // one [2, 8, 64] fp32 tensor
+  // The transpose (2 tensors) at its own rate, the add (3) at the default.
+  EXPECT_DOUBLE_EQ(cost.function(f, nullptr, 2, 8, 0, 0, 1).seconds,
+                   2 * bytes / 2.5e8);
+  EXPECT_DOUBLE_EQ(cost.function(f, nullptr, 2, 8, 0, 1, 2).seconds,
+                   3 * bytes / 1e9);
+  // The matmul: 2 x 16 x 32 x 64 FLOPs at 1e9 x 0.5; then with its shape
+  // (m 16, n 32, k 64) measured at 0.8.
+  const double flops = 2.0 * 16 * 32 * 64;
+  Cost mm = cost.function(f, nullptr, 2, 8, 0, 2, 3);
+  EXPECT_DOUBLE_EQ(mm.gemmFlops, flops);
+  EXPECT_DOUBLE_EQ(mm.seconds, flops / (1e9 * 0.5));
+  p.device.gemmShapes = {{16, 32, 64, 0.8}, {64, 32, 16, 0.1}};
+  EXPECT_DOUBLE_EQ(cost.function(f, nullptr, 2, 8, 0, 2, 3).seconds,
+                   flops / (1e9 * 0.8));
+  // A weight gradient (xᵀ dy over 16 rows: 64 x 32 x 16) takes the other.
+  Function g;
+  g.values = {{{kDimB, kDimS, 64}, DType::F32},
+              {{kDimB, kDimS, 32}, DType::F32},
+              {{64, 32}, DType::F32}};
+  g.args = {0, 1};
+  g.ops = {op("weight_grad", {0, 1}, {2})};
+  g.results = {2};
+  EXPECT_DOUBLE_EQ(cost.function(g, nullptr, 2, 8).seconds,
+                   flops / (1e9 * 0.1));
 }
 
 // Loads of 1 ms (40,000 bytes at 40 MB/s), forward 1 ms, backward 2 ms,
@@ -591,6 +739,12 @@ TEST(SimStep, MonotoneInEveryRate) {
     p.device.launchLatency = uni(1e-7, 1e-4);
     p.device.gemmEfficiency.points = {{1e5, uni(0.01, 0.3)},
                                       {1e7, uni(0.3, 1.0)}};
+    if (trial % 4 != 3) {
+      // The optional fields: a rate of the gradient accumulation's own, a
+      // measured shape near the toy's [50, 100] x [100, 100] products.
+      p.device.memoryBandwidthByKind = {{"param_grad", uni(1e8, 1e11)}};
+      p.device.gemmShapes = {{uni(20, 200), 100, 100, uni(0.05, 1.0)}};
+    }
     p.link.h2dBandwidth = uni(1e6, 1e9);
     p.link.d2hBandwidth = uni(1e6, 1e9);
     p.link.duplexFactor = uni(0.5, 1.0);
@@ -610,7 +764,7 @@ TEST(SimStep, MonotoneInEveryRate) {
     };
     double base = step(p);
     ASSERT_GT(base, 0);
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < 10; ++k) {
       Profile q = p;
       double f = uni(1.01, 8);
       if (k == 0)
@@ -619,8 +773,11 @@ TEST(SimStep, MonotoneInEveryRate) {
         q.link.d2hBandwidth *= f;
       if (k == 2)
         q.device.peakFlopsFP32 *= f;
-      if (k == 3)
+      if (k == 3) {
         q.device.memoryBandwidth *= f;
+        for (auto &[kind, bw] : q.device.memoryBandwidthByKind)
+          bw *= f;
+      }
       if (k == 4)
         q.host.adamwBytesPerS *= f;
       if (k == 5)
@@ -629,6 +786,12 @@ TEST(SimStep, MonotoneInEveryRate) {
         q.host.memoryBandwidth *= f;
       if (k == 7)
         q.device.peakFlopsBF16 *= f;
+      if (k == 8) // one kind's rate alone
+        for (auto &[kind, bw] : q.device.memoryBandwidthByKind)
+          bw *= f;
+      if (k == 9) // a measured shape's efficiency
+        for (GemmShapePoint &g : q.device.gemmShapes)
+          g.efficiency = std::min(1.0, g.efficiency * f);
       double t = step(q);
       EXPECT_LE(t, base * (1 + 1e-9))
           << "trial " << trial << " rate " << k << " x" << f;
