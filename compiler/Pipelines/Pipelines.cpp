@@ -68,16 +68,16 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
 
 void buildStreamingPipeline(mlir::OpPassManager &pm,
                             const StreamingPipelineOptions &options) {
-  addStreamingPasses(
-      pm, options.batch, options.seq, options.microBatches,
-      options.prefetchDepth, options.checkpointEvery, options.recompute,
-      options.checkpoints,
-      options.budget > 0 ? std::to_string(options.budget) : std::string(),
-      bundle::precisionName(options.precision),
-      options.hostBudget > 0 ? std::to_string(options.hostBudget)
-                             : std::string(),
-      options.immediateOptimizer ? "immediate" : "deferred",
-      bundle::gradDTypeName(options.gradDType));
+  addStreamingPasses(pm, options.batch, options.seq, options.microBatches,
+                     options.prefetchDepth, options.checkpointEvery,
+                     options.recompute, options.checkpoints,
+                     options.budget > 0 ? std::to_string(options.budget)
+                                        : std::string(),
+                     bundle::precisionName(options.precision),
+                     options.hostBudget > 0 ? std::to_string(options.hostBudget)
+                                            : std::string(),
+                     options.immediateOptimizer ? "immediate" : "deferred",
+                     bundle::gradDTypeName(options.gradDType));
 }
 
 namespace {
