@@ -94,13 +94,15 @@ stage() {
 # profile in .gpu/bundles/NAME.predicted ("PROFILE STEP_TIME_S TOKENS_PER_S
 # MFU BOTTLENECK"); gpu-check.sh prints it beside the measured step.
 predict() {
-  local name=$1 model=$2 budget=$3 sets=$4 shape=$5 more=$6 precision=fp32 p
-  case " $more " in *" --precision bf16 "*) precision=bf16 ;; esac
+  local name=$1 model=$2 budget=$3 sets=$4 shape=$5 more=$6 p
+  # The compile flags are simulate's too; simulate defaults to bf16, the
+  # bundles to fp32.
+  case " $more " in *" --precision "*) ;; *) more="$more --precision fp32" ;; esac
   : > ".gpu/bundles/$name.predicted"
   for p in h100-sxm h100-pcie h200 gh200; do
     # shellcheck disable=SC2086
     "$mtc" simulate "$model" --gpu "$p" $sets $shape --device-memory "$budget" $host \
-      --precision "$precision" | awk -v p="$p" '
+      $more | awk -v p="$p" '
         /^step_time_s:/ {t = $2} /^tokens_per_s:/ {k = $2} /^mfu:/ {m = $2}
         /^bottleneck:/ {b = $2}
         END {if (t == "") exit 1; print p, t, k, m, b}' >> ".gpu/bundles/$name.predicted" ||
