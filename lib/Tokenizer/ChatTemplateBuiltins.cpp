@@ -61,6 +61,22 @@ Value Renderer::callFunction(const Expr &e) {
   fail(e.line, "'" + fn + "' is not callable");
 }
 
+std::string Renderer::replaceText(const std::string &s, const std::string &from,
+                                  const std::string &to, int64_t count,
+                                  int line) {
+  std::string out;
+  size_t p = 0;
+  for (int64_t done = 0;; ++done) {
+    size_t q =
+        (count < 0 || done < count) ? findText(s, from, p) : std::string::npos;
+    if (q == std::string::npos)
+      return out + s.substr(p);
+    out += s.substr(p, q - p) + to;
+    grown(out, line);
+    p = q + from.size();
+  }
+}
+
 Value Renderer::callMethod(const Expr &e) {
   const Expr &attr = *e.args[0];
   Value obj = eval(*attr.args[0]);
@@ -121,21 +137,7 @@ Value Renderer::callMethod(const Expr &e) {
         }
         return Value::str(out);
       }
-      size_t p = 0;
-      int64_t done = 0;
-      while (true) {
-        size_t q = (count < 0 || done < count) ? findText(s, from, p)
-                                               : std::string::npos;
-        if (q == std::string::npos) {
-          out += s.substr(p);
-          break;
-        }
-        out += s.substr(p, q - p) + to;
-        grown(out, e.line);
-        p = q + from.size();
-        ++done;
-      }
-      return Value::str(out);
+      return Value::str(replaceText(s, from, to, count, e.line));
     }
     if (m == "split") {
       Value sep = kwarg(e, "sep", a, 0, Value::none());
@@ -335,21 +337,10 @@ Value Renderer::applyFilter(const Expr &e) {
     if (a.size() < 2)
       fail(e.line, "'replace' needs two arguments");
     std::string s = str(v, e.line), from = str(a[0], e.line),
-                to = str(a[1], e.line), out;
+                to = str(a[1], e.line);
     if (from.empty())
       return Value::str(s);
-    size_t p = 0;
-    while (true) {
-      size_t q = findText(s, from, p);
-      if (q == std::string::npos) {
-        out += s.substr(p);
-        break;
-      }
-      out += s.substr(p, q - p) + to;
-      grown(out, e.line);
-      p = q + from.size();
-    }
-    return Value::str(out);
+    return Value::str(replaceText(s, from, to, -1, e.line));
   }
   fail(e.line, "unsupported Jinja filter '" + f + "'");
 }

@@ -396,6 +396,10 @@ private:
   }
   /// An error when \p s, a string being built, passes maxOutput.
   void grown(const std::string &s, int line);
+  /// \p s with its first \p count occurrences (every one when negative)
+  /// of the non-empty \p from replaced by \p to, bounded like grown().
+  std::string replaceText(const std::string &s, const std::string &from,
+                          const std::string &to, int64_t count, int line);
   /// eval without the accounting.
   Value evalNode(const Expr &e);
 
