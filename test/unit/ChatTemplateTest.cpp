@@ -112,6 +112,13 @@ TEST(ChatTemplate, Expressions) {
                          "{{ 5 not in l }} {{ not l }}",
                          ctx),
             "True True True True False");
+  // replace: the method takes a count (Python's str.replace), the filter
+  // replaces every occurrence.
+  EXPECT_EQ(renderSimple("{{ 'a-b-c-d'.replace('-', '+', 2) }} "
+                         "{{ 'a-b-c'.replace('-', '') }} {{ 'ab'.replace('', "
+                         "'.') }} {{ 'a-b-c' | replace('-', '=') }}",
+                         ctx),
+            "a+b+c-d abc .a.b. a=b=c");
   EXPECT_EQ(renderSimple("{{ l[-1] }} {{ l[::-1] }} {{ l[1:] | length }} {{ "
                          "'abc'[1:] }}",
                          ctx),
