@@ -8,19 +8,33 @@
 
 #include "lib/Support/Hash.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 namespace mtc::driver {
 
+bool splitsMicroBatches(const TrainOptions &opts) {
+  return opts.deterministicReduce && opts.world && opts.world->size() > 1;
+}
+
 int64_t rankBatch(const TrainOptions &opts) {
   int n = opts.world ? opts.world->size() : 1;
-  return opts.batch / n;
+  return splitsMicroBatches(opts) ? opts.batch : opts.batch / n;
+}
+
+int64_t rankMicroBatches(const TrainOptions &opts) {
+  return splitsMicroBatches(opts) ? opts.microBatches / opts.world->size()
+                                  : opts.microBatches;
 }
 
 bool shardsOptimizer(const TrainOptions &opts) {
-  return opts.world && opts.world->size() > 1 && opts.shardOptimizer != "off";
+  // The bit-identical sums need whole gradients on every rank (the norm is
+  // one process's sum of squares): auto is off under --deterministic-reduce.
+  return opts.world && opts.world->size() > 1 &&
+         (opts.shardOptimizer == "on" ||
+          (opts.shardOptimizer == "auto" && !opts.deterministicReduce));
 }
 
 Status openDataParallel(TrainOptions &opts) {
@@ -40,6 +54,23 @@ Status openDataParallel(TrainOptions &opts) {
     return w.status().withPrefix("train");
   opts.world = *w;
   const int n = opts.world->size();
+  if (n > 1 && opts.deterministicReduce) {
+    // Whole micro-batches per rank (docs/distributed.md, "Bits").
+    if (opts.shardOptimizer == "on")
+      return Status::error(
+          "train: --deterministic-reduce sums whole gradients in one "
+          "process's order (and their norm with them), which the sharded "
+          "optimizer's per-rank parts cannot reproduce: leave out "
+          "--shard-optimizer on (auto is off with --deterministic-reduce)");
+    if (opts.microBatches % n != 0)
+      return Status::error(
+          "train: --deterministic-reduce gives each rank whole "
+          "micro-batches: --micro-batches " +
+          std::to_string(opts.microBatches) + " is not divisible by the " +
+          std::to_string(n) + " ranks; pass a multiple of " +
+          std::to_string(n));
+    return Status::success();
+  }
   if (opts.batch % n != 0)
     return Status::error(
         "train: --batch " + std::to_string(opts.batch) +
@@ -255,6 +286,70 @@ void DataParallel::setTrace(device::Trace *trace) {
     trace->span(track, "collectives " + std::to_string(bytes) + " bytes", begin,
                 end, "reduce");
   });
+}
+
+namespace {
+
+/// Every rank's \p parts buffers of \p n elements (\p parts(k), k <
+/// \p count), gathered, and added one by one from 0 in rank order into
+/// \p out (n elements).
+template <typename T, typename Part>
+Status gatherInOrder(dist::Communicator &c, int64_t n, int64_t count,
+                     Part parts, T *out, int64_t &bytes) {
+  std::vector<T> mine(static_cast<size_t>(n * count));
+  for (int64_t k = 0; k < count; ++k)
+    std::copy(parts(k), parts(k) + n, mine.begin() + k * n);
+  std::vector<T> all(mine.size() * static_cast<size_t>(c.size()));
+  if (Status st =
+          c.allgather(mine.data(), all.data(),
+                      std::vector<int64_t>(c.size(), sizeof(T) * n * count));
+      !st)
+    return st;
+  bytes += static_cast<int64_t>(sizeof(T)) * n * count;
+  const int64_t total = count * c.size();
+  for (int64_t i = 0; i < n; ++i) {
+    T s = 0;
+    for (int64_t q = 0; q < total; ++q)
+      s += all[static_cast<size_t>(q * n + i)];
+    out[i] = s;
+  }
+  return Status::success();
+}
+
+} // namespace
+
+Expected<double> DataParallel::sumInOrder(const std::vector<double> &mine) {
+  double v = 0;
+  int64_t bytes = 0;
+  if (Status st = gatherInOrder<double>(
+          *world, 1, static_cast<int64_t>(mine.size()),
+          [&](int64_t k) { return &mine[k]; }, &v, bytes);
+      !st)
+    return st;
+  return v;
+}
+
+Status DataParallel::sumGradientsInOrder(
+    const std::vector<std::vector<std::vector<float>>> &earlier) {
+  const int64_t count = static_cast<int64_t>(earlier.size()) + 1;
+  for (size_t i = 0; i < all.size(); ++i) {
+    exec::ParamSlot *s = all[i];
+    if (s->grad.empty())
+      continue;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      summed[s] = true;
+    }
+    reducer->enqueue(
+        [&earlier, s, i, count](dist::Communicator &c, int64_t &bytes) {
+          const int64_t n = static_cast<int64_t>(s->grad.size());
+          auto part = [&](int64_t k) -> const float * {
+            return k + 1 == count ? s->grad.data() : earlier[k][i].data();
+          };
+          return gatherInOrder<float>(c, n, count, part, s->grad.data(), bytes);
+        });
+  }
+  return reducer->wait();
 }
 
 Expected<double> DataParallel::sum(double v) {

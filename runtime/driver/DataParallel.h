@@ -88,6 +88,20 @@ public:
   /// "reduce" track of \p trace.
   void setTrace(device::Trace *trace);
 
+  /// --deterministic-reduce (the ranks split the micro-batches): every
+  /// rank's \p mine (one value per micro-batch it trained, in order) added
+  /// one by one from 0 in rank order, the order one process adds the
+  /// micro-batches' values in.
+  Expected<double> sumInOrder(const std::vector<double> &mine);
+  /// The same for every gradient: \p earlier[k][i] holds this rank's
+  /// micro-batch k's gradient of store slot i (all but its last micro-batch),
+  /// the store the last one's; on return every rank's store holds
+  /// ((0 + g_0) + g_1) + ... over the step's micro-batches. Gathers every
+  /// rank's micro-batch gradients of one tensor at a time on the reducer's
+  /// thread.
+  Status sumGradientsInOrder(
+      const std::vector<std::vector<std::vector<float>>> &earlier);
+
   /// The sum of \p v over the ranks.
   Expected<double> sum(double v);
   /// The mean of \p v over the ranks.

@@ -596,6 +596,11 @@ private:
     rank = opts.world->rank();
     ranks = opts.world->size();
     localBatch = rankBatch(opts);
+    splitMB = splitsMicroBatches(opts);
+    localMicroBatches = rankMicroBatches(opts);
+    if (splitMB)
+      if (Status st = checkSplitMicroBatches(); !st)
+        return st;
     if (opts.gradDtype == "bf16")
       return Status::error(
           "--grad-dtype bf16 is not supported with several ranks yet (the "
@@ -614,6 +619,50 @@ private:
       immediate = false;
     }
     return DataParallel::checkConsistent(*opts.world, b, opts);
+  }
+
+  /// --deterministic-reduce with several ranks: what the bit-identical sums
+  /// need. A step plan accumulates a rank's micro-batches in one device
+  /// buffer, so it must run one micro-batch per rank; a parameter with
+  /// several gradient contributions per micro-batch (tied weights) would be
+  /// added to the running sum term by term in one process.
+  Status checkSplitMicroBatches() {
+    if (b.step && localMicroBatches > 1)
+      return Status::error(
+          "--deterministic-reduce under a step plan (--device-memory) runs one "
+          "micro-batch per rank (a plan accumulates its micro-batches' "
+          "gradients in one device buffer): pass --micro-batches " +
+          std::to_string(ranks) + " with " + std::to_string(ranks) +
+          " ranks, not " + std::to_string(opts.microBatches) +
+          ", or train without --device-memory");
+    std::string twice;
+    std::function<void(const bundle::Function &)> scan =
+        [&](const bundle::Function &fn) {
+          std::map<std::string, int> count;
+          for (const bundle::Op &op : fn.ops) {
+            if (op.region)
+              scan(*op.region);
+            if (op.name == "param_grad" && ++count[op.symbol] == 2 &&
+                twice.empty())
+              twice = op.symbol;
+          }
+        };
+    for (const auto &[name, fn] : b.functions)
+      scan(fn);
+    for (const bundle::Layer &l : b.layers) {
+      for (const auto &[name, fn] : l.functions)
+        scan(fn);
+      for (const bundle::Expert &x : l.experts)
+        for (const auto &[name, fn] : x.functions)
+          scan(fn);
+    }
+    if (!twice.empty())
+      return Status::error(
+          "--deterministic-reduce: parameter '" + twice +
+          "' receives several gradients per micro-batch (tied weights), "
+          "which one process adds to its running sum one by one; the ranks "
+          "cannot reproduce that order: leave out --deterministic-reduce");
+    return Status::success();
   }
 
   /// The gradient sums over the ranks, started as each layer instance's
@@ -928,23 +977,34 @@ private:
   Status createStreaming() {
     const bundle::StepPlan &plan = *b.step;
     if (plan.batch != localBatch || plan.seq != opts.seq ||
-        plan.microBatches != opts.microBatches)
+        plan.microBatches != localMicroBatches) {
+      std::string ours = std::to_string(localBatch) + " / " +
+                         std::to_string(opts.seq) + " / " +
+                         std::to_string(localMicroBatches);
+      std::string hint = "; pass those";
+      if (splitMB) {
+        ours += " (--micro-batches " + std::to_string(opts.microBatches) +
+                " over " + std::to_string(ranks) +
+                " ranks with --deterministic-reduce: each rank runs whole "
+                "micro-batches of all --batch rows)";
+        hint = "; compile the plan for --batch " + std::to_string(opts.batch) +
+               " and --micro-batches " + std::to_string(localMicroBatches);
+      } else if (ranks > 1) {
+        ours = std::to_string(localBatch) + " (--batch " +
+               std::to_string(opts.batch) + " over " + std::to_string(ranks) +
+               " ranks) / " + std::to_string(opts.seq) + " / " +
+               std::to_string(opts.microBatches);
+        hint = "; with " + std::to_string(ranks) + " ranks pass --batch " +
+               std::to_string(plan.batch * ranks) +
+               " (each rank runs the plan's batch)";
+      }
       return Status::error(
           "the bundle's step plan is for --batch " +
           std::to_string(plan.batch) + " --seq " + std::to_string(plan.seq) +
           " --micro-batches " + std::to_string(plan.microBatches) + ", not " +
-          std::to_string(localBatch) +
-          (ranks > 1 ? " (--batch " + std::to_string(opts.batch) + " over " +
-                           std::to_string(ranks) + " ranks)"
-                     : std::string()) +
-          " / " + std::to_string(opts.seq) + " / " +
-          std::to_string(opts.microBatches) +
-          (ranks > 1
-               ? "; with " + std::to_string(ranks) + " ranks pass --batch " +
-                     std::to_string(plan.batch * ranks) +
-                     " (each rank runs the plan's batch)"
-               : std::string("; pass those")) +
+          ours + hint +
           " or recompile the plan (mtc compile --device-memory ...)");
+    }
     if (!opts.useKernels)
       return Status::error(
           "--kernels off cannot run a step plan: interpreted "
@@ -1094,7 +1154,12 @@ private:
                   ? std::string("interpreted")
                   : "compiled for " + b.cpuKernelsTarget)
           << "\n";
-    if (dp)
+    if (dp && splitMB)
+      out << "data parallel: " << ranks << " ranks over " << opts.world->name()
+          << ", " << localMicroBatches
+          << " whole micro-batches each (--deterministic-reduce); gradients "
+             "and losses summed in one process's order\n";
+    else if (dp)
       out << "data parallel: " << ranks << " ranks over " << opts.world->name()
           << ", " << localBatch << " rows of every micro-batch each; gradients "
           << (sharded ? "reduce-scattered" : "summed")
@@ -1242,7 +1307,7 @@ private:
                 : train::sumOfSquares(s.grad.data(), s.grad.size(), pool.get());
     // The gradients hold the sum over micro-batches (and ranks) of each
     // one's mean.
-    double norm = std::sqrt(sumsq) / (opts.microBatches * ranks);
+    double norm = std::sqrt(sumsq) / gradParts();
     // A diverged step is never applied: the weights (and every checkpoint)
     // stay those of the last good step.
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -1315,31 +1380,44 @@ private:
   /// The mean loss of step \p step's micro-batches; the gradients hold
   /// their sum.
   Expected<double> forwardBackward(int64_t step) {
-    double loss = 0;
-    // Data parallel: the windows one process would draw; this rank's rows.
-    const int64_t rows = rank * localBatch * opts.seq;
+    // Data parallel: the windows one process would draw; this rank's rows
+    // of each micro-batch, or (--deterministic-reduce) its micro-batches.
+    const int64_t rows = splitMB ? 0 : rank * localBatch * opts.seq;
+    const int64_t firstMB = splitMB ? rank * localMicroBatches : 0;
+    std::vector<double> losses;
     if (dp)
       dp->beginStep();
     if (streamer) {
       // Layer-major: every micro-batch's tokens at once.
       std::vector<const int32_t *> ins, tgs;
-      for (int64_t m = 0; m < opts.microBatches; ++m) {
-        sampler->sample(step - 1, m, streamIn[m].data(), streamTg[m].data());
+      for (int64_t m = 0; m < localMicroBatches; ++m) {
+        sampler->sample(step - 1, firstMB + m, streamIn[m].data(),
+                        streamTg[m].data());
         ins.push_back(streamIn[m].data() + rows);
         tgs.push_back(streamTg[m].data() + rows);
       }
-      Expected<std::vector<double>> losses = streamer->step(ins, tgs);
-      if (!losses)
-        return losses.status();
-      for (double l : *losses)
-        loss += l;
+      Expected<std::vector<double>> ls = streamer->step(ins, tgs);
+      if (!ls)
+        return ls.status();
+      losses = std::move(*ls);
     } else {
+      // Split micro-batches, more than one per rank: each micro-batch's
+      // gradients apart (all but the last copied out), so that the ranks
+      // can add them in one process's order.
+      const bool apart = splitMB && localMicroBatches > 1;
+      std::vector<std::vector<std::vector<float>>> earlier;
       store->zeroGrads();
-      for (int64_t m = 0; m < opts.microBatches; ++m) {
-        sampler->sample(step - 1, m, in.data(), tg.data());
+      for (int64_t m = 0; m < localMicroBatches; ++m) {
+        sampler->sample(step - 1, firstMB + m, in.data(), tg.data());
+        if (apart && m > 0) {
+          std::vector<std::vector<float>> &g = earlier.emplace_back();
+          for (exec::ParamSlot &s : store->slots())
+            g.emplace_back(s.grad.begin(), s.grad.end());
+          store->zeroGrads();
+        }
         // In the last micro-batch each instance's gradient is final after
         // its backward: its sum over the ranks starts then.
-        if (dp && m + 1 == opts.microBatches)
+        if (dp && !apart && m + 1 == localMicroBatches)
           ex->setInstanceGradHook([this](const std::string &l, int64_t i) {
             dp->instanceDone(l, i);
           });
@@ -1351,20 +1429,35 @@ private:
             (void)dp->finishGradients();
           return l.status();
         }
-        loss += *l;
+        losses.push_back(*l);
       }
+      if (apart)
+        if (Status st = dp->sumGradientsInOrder(earlier); !st)
+          return st;
       // --grad-dtype bf16: the sums, rounded as a device's copy rounds them.
       if (bf16Grads)
         for (exec::ParamSlot &s : store->slots())
           train::roundToBf16(s.grad.data(), s.grad.size(), pool.get());
     }
-    loss /= opts.microBatches;
-    if (!dp)
-      return loss;
+    double loss = 0;
+    if (!dp) {
+      for (double l : losses)
+        loss += l;
+      return loss / opts.microBatches;
+    }
     if (!immediate)
       if (Status st = dp->finishGradients(); !st)
         return st;
-    return dp->mean(loss);
+    if (splitMB) {
+      // Every micro-batch's loss, added in one process's order.
+      Expected<double> all = dp->sumInOrder(losses);
+      if (!all)
+        return all.status();
+      return *all / opts.microBatches;
+    }
+    for (double l : losses)
+      loss += l;
+    return dp->mean(loss / opts.microBatches);
   }
 
   /// AdamW at \p lr with the gradients clipped to --clip by their global
@@ -1374,7 +1467,7 @@ private:
     double scale = 1.0;
     if (opts.clip > 0 && norm > opts.clip)
       scale = opts.clip / (norm + 1e-6);
-    const double n = static_cast<double>(opts.microBatches * ranks);
+    const double n = static_cast<double>(gradParts());
     if (sharded)
       return dp->shardedUpdate(*adamw, step, static_cast<float>(lr),
                                static_cast<float>(scale / n));
@@ -1409,8 +1502,7 @@ private:
     slotSumsq.assign(store->slots().size(), 0.0);
     nonFinite = false;
     float flr = static_cast<float>(lr);
-    float fscale = static_cast<float>(
-        1.0 / static_cast<double>(opts.microBatches * ranks));
+    float fscale = static_cast<float>(1.0 / static_cast<double>(gradParts()));
     return streamer->updateImmediately(
         [this, step, flr, fscale](const std::vector<exec::ParamSlot *> &ss,
                                   const std::vector<const float *> &grads) {
@@ -1610,6 +1702,16 @@ private:
   // micro-batch, the gradient sums; /dev/null for the other ranks' progress.
   int rank = 0, ranks = 1;
   int64_t localBatch = opts.batch;
+  /// --deterministic-reduce with several ranks: each rank trains
+  /// localMicroBatches whole micro-batches of the step.
+  bool splitMB = false;
+  int64_t localMicroBatches = opts.microBatches;
+
+  /// The means the summed gradients add up: one per micro-batch and rank
+  /// (one per micro-batch when the ranks split the micro-batches).
+  int64_t gradParts() const {
+    return opts.microBatches * (splitMB ? 1 : ranks);
+  }
   std::unique_ptr<DataParallel> dp;
   /// --shard-optimizer: the update waits for the backward; gradients leave
   /// the device through the plan's ring when it has one.

@@ -108,16 +108,26 @@ struct TrainOptions {
   /// summed gradient of 1/N of every tensor (driver/ShardedOptimizer.h);
   /// auto: on with more than one rank.
   std::string shardOptimizer = "auto";
-  /// --deterministic-reduce: every sum over the ranks in rank order
-  /// (dist::orderedSum): the same bits whatever the MPI library's algorithm.
+  /// --deterministic-reduce: with several ranks, each rank trains whole
+  /// micro-batches and every sum over them runs in one process's order, so
+  /// the run is bit-identical to one process (docs/distributed.md, "Bits").
   bool deterministicReduce = false;
 };
 
+/// Whether the ranks of this run share the micro-batches rather than the
+/// rows of each (--deterministic-reduce with more than one rank): rank r
+/// trains micro-batches r*M/N .. (r+1)*M/N - 1, all --batch rows of each.
+bool splitsMicroBatches(const TrainOptions &opts);
 /// The rows of every micro-batch this rank trains on: the global --batch
-/// divided among the ranks of opts.world.
+/// divided among the ranks of opts.world (all of it when the ranks split
+/// the micro-batches).
 int64_t rankBatch(const TrainOptions &opts);
+/// The micro-batches of a step this rank trains: --micro-batches, divided
+/// among the ranks when they split the micro-batches.
+int64_t rankMicroBatches(const TrainOptions &opts);
 /// Whether this run shards the optimizer state among its ranks
-/// (--shard-optimizer on, or auto with more than one rank).
+/// (--shard-optimizer on, or auto with more than one rank and without
+/// --deterministic-reduce).
 bool shardsOptimizer(const TrainOptions &opts);
 /// The refusal of `--grad-dtype bf16` with the immediate optimizer
 /// placement (explicit, or auto with --clip 0), shared by train, plan and

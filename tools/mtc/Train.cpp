@@ -108,10 +108,11 @@ int runTrain(const std::vector<std::string> &args) {
     copts.cudaKernels = true;
   }
   // Streaming: the step plan is compiled for this run's micro-batch shape
-  // (data parallel: this rank's rows of it).
+  // (data parallel: this rank's rows of it, or with --deterministic-reduce
+  // its whole micro-batches).
   copts.stream.batch = mtc::driver::rankBatch(opts);
   copts.stream.seq = opts.seq;
-  copts.stream.microBatches = opts.microBatches;
+  copts.stream.microBatches = mtc::driver::rankMicroBatches(opts);
   // Without clipping AdamW can run as soon as each layer's gradient is
   // final: the plan then carries the gradient ring (12 B/param).
   // A sharded optimizer (data parallel) reduce-scatters each group's
