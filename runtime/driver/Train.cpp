@@ -987,8 +987,9 @@ private:
                 " over " + std::to_string(ranks) +
                 " ranks with --deterministic-reduce: each rank runs whole "
                 "micro-batches of all --batch rows)";
-        hint = "; compile the plan for --batch " + std::to_string(opts.batch) +
-               " and --micro-batches " + std::to_string(localMicroBatches);
+        hint = "; recompile it for --batch " + std::to_string(opts.batch) +
+               " --micro-batches " + std::to_string(localMicroBatches) +
+               " (mtc compile --device-memory ...)";
       } else if (ranks > 1) {
         ours = std::to_string(localBatch) + " (--batch " +
                std::to_string(opts.batch) + " over " + std::to_string(ranks) +
@@ -996,14 +997,16 @@ private:
                std::to_string(opts.microBatches);
         hint = "; with " + std::to_string(ranks) + " ranks pass --batch " +
                std::to_string(plan.batch * ranks) +
-               " (each rank runs the plan's batch)";
+               " (each rank runs the plan's batch) or recompile the plan "
+               "(mtc compile --device-memory ...)";
+      } else {
+        hint += " or recompile the plan (mtc compile --device-memory ...)";
       }
-      return Status::error(
-          "the bundle's step plan is for --batch " +
-          std::to_string(plan.batch) + " --seq " + std::to_string(plan.seq) +
-          " --micro-batches " + std::to_string(plan.microBatches) + ", not " +
-          ours + hint +
-          " or recompile the plan (mtc compile --device-memory ...)");
+      return Status::error("the bundle's step plan is for --batch " +
+                           std::to_string(plan.batch) + " --seq " +
+                           std::to_string(plan.seq) + " --micro-batches " +
+                           std::to_string(plan.microBatches) + ", not " + ours +
+                           hint);
     }
     if (!opts.useKernels)
       return Status::error(
