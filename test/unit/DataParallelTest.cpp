@@ -365,5 +365,36 @@ TEST(DataParallelTest, SumsInstanceGradientsAndChecksTheRanks) {
   });
 }
 
+TEST(DataParallelTest, AddsMicroBatchesInOneProcessOrder) {
+  // --deterministic-reduce, two micro-batches per rank: rank 0 trained
+  // micro-batches 0 and 1, rank 1 micro-batches 2 and 3. One process adds
+  // ((((0 + 1e8) + 1) - 1e8) + 1) = 1 in fp32 (1e8 + 1 rounds to 1e8); a sum
+  // of the ranks' sums would give (1e8 + 1) + (-1e8 + 1) = 0.
+  bundle::Bundle b = shardBundle();
+  onRanks(2, [&](int r, std::shared_ptr<ThreadComm> comm) {
+    auto store = must(exec::ParamStore::create(b));
+    auto dp = must(driver::DataParallel::create(comm, b, *store));
+    std::vector<std::vector<std::vector<float>>> earlier(1);
+    for (exec::ParamSlot &s : store->slots()) {
+      earlier[0].emplace_back(s.grad.size(), r == 0 ? 1e8f : -1e8f);
+      std::fill(s.grad.begin(), s.grad.end(), 1.0f);
+    }
+    dp->beginStep();
+    must(dp->sumGradientsInOrder(earlier));
+    // Summed already: finishing the step adds nothing.
+    must(dp->finishGradients());
+    for (const exec::ParamSlot &s : store->slots())
+      for (float g : s.grad)
+        if (g != 1.0f)
+          throw std::runtime_error(s.name + ": " + std::to_string(g));
+    if (dp->allreduceBytes() != 8 * store->totalParams())
+      throw std::runtime_error("bytes");
+    double loss = must(dp->sumInOrder(r == 0 ? std::vector<double>{1e17, 1}
+                                             : std::vector<double>{-1e17, 1}));
+    if (loss != 1.0)
+      throw std::runtime_error("loss " + std::to_string(loss));
+  });
+}
+
 } // namespace
 } // namespace mtc
