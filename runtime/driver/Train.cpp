@@ -624,8 +624,8 @@ private:
   /// --deterministic-reduce with several ranks: what the bit-identical sums
   /// need. A step plan accumulates a rank's micro-batches in one device
   /// buffer, so it must run one micro-batch per rank; a parameter with
-  /// several gradient contributions per micro-batch (tied weights) would be
-  /// added to the running sum term by term in one process.
+  /// several param_grads in one function (several gradient terms per
+  /// micro-batch) is added to the running sum term by term in one process.
   Status checkSplitMicroBatches() {
     if (b.step && localMicroBatches > 1)
       return Status::error(
@@ -659,9 +659,10 @@ private:
     if (!twice.empty())
       return Status::error(
           "--deterministic-reduce: parameter '" + twice +
-          "' receives several gradients per micro-batch (tied weights), "
-          "which one process adds to its running sum one by one; the ranks "
-          "cannot reproduce that order: leave out --deterministic-reduce");
+          "' receives several gradient terms per micro-batch (param_grad "
+          "ops), which one process adds to its running sum one by one; the "
+          "ranks cannot reproduce that order: leave out "
+          "--deterministic-reduce");
     return Status::success();
   }
 
@@ -1159,9 +1160,10 @@ private:
           << "\n";
     if (dp && splitMB)
       out << "data parallel: " << ranks << " ranks over " << opts.world->name()
-          << ", " << localMicroBatches
-          << " whole micro-batches each (--deterministic-reduce); gradients "
-             "and losses summed in one process's order\n";
+          << ", " << localMicroBatches << " whole micro-batch"
+          << (localMicroBatches == 1 ? "" : "es")
+          << " each (--deterministic-reduce); gradients and losses summed in "
+             "one process's order\n";
     else if (dp)
       out << "data parallel: " << ranks << " ranks over " << opts.world->name()
           << ", " << localBatch << " rows of every micro-batch each; gradients "
