@@ -55,7 +55,11 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
     only the results of its `mt.matmul`, `mt.attention` and `mt.moe` ops that
     the backward needs are kept, and the cheap ops between them are
     recomputed (about a quarter of the bytes of `save=all` for a llama
-    block, and almost none of the forward's FLOPs). These are the recompute
+    block, and almost none of the forward's FLOPs). With `full-backward`
+    the layer also gets `@backward_full(%x, %dy) -> %dx` (mt.save "input"),
+    the backward of save=input built from the same forward: a plan can then
+    keep the intermediates of some instances and only the input of others
+    (mtc-insert-recompute selective-layers). These are the recompute
     policies full, none and selective (`::mtc::RecomputePolicy`, spelled
     here by what a layer keeps; compiler/Transforms/Policies.h). The
     backward carries `mt.save` ("input", "all" or "selective"); experts
@@ -70,7 +74,12 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
            /*default=*/"::mtc::RecomputePolicy::Full",
            "What a layer keeps for its backward: `input` (recompute full), "
            "`all` (recompute none) or `selective` (recompute selective)",
-           "::mtc::saveOptionValues()">
+           "::mtc::saveOptionValues()">,
+    Option<"fullBackward", "full-backward", "bool", /*default=*/"false",
+           "With save=selective or save=all, also add each layer's "
+           "`@backward_full(%x, %dy) -> %dx`, which recomputes the whole "
+           "forward from the input (mixed plans: some instances keep only "
+           "their input)">
   ];
   let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
   let statistics = [
@@ -310,7 +319,12 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
            /*default=*/"1",
            "Segment checkpointing (recompute full only): keep the input of "
            "every k-th layer instance; the backward of a segment recomputes "
-           "the forward of its first k - 1 instances">
+           "the forward of its first k - 1 instances">,
+    Option<"selectiveLayers", "selective-layers", "int64_t",
+           /*default=*/"-1",
+           "Mixed recomputation (recompute selective only): the first S "
+           "layer instances keep selective checkpoints, the others only "
+           "their input (their backward is @backward_full); -1: all">
   ];
 }
 
