@@ -429,8 +429,8 @@ double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
       if (choices.checkpointsOnHost)
         perFull += 2.0 * static_cast<double>(l->boundaryBytes) /
                    rates.copyBytesPerSecond;
-      seconds += perFull *
-                 static_cast<double>((count - kept) * choices.microBatches);
+      seconds +=
+          perFull * static_cast<double>((count - kept) * choices.microBatches);
     }
     double perInstance =
         static_cast<double>(l->recomputeFlops) / rates.flopsPerSecond;

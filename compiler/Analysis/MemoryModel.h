@@ -192,8 +192,8 @@ inline int64_t keptCheckpoints(const PlanChoices &choices, int64_t before,
                                int64_t count) {
   if (choices.selectiveLayers < 0)
     return count;
-  return std::max<int64_t>(
-      0, std::min(count, choices.selectiveLayers - before));
+  return std::max<int64_t>(0,
+                           std::min(count, choices.selectiveLayers - before));
 }
 
 /// Segments of at most \p k instances in a loop of \p count: the

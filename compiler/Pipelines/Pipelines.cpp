@@ -70,16 +70,16 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
 
 void buildStreamingPipeline(mlir::OpPassManager &pm,
                             const StreamingPipelineOptions &options) {
-  addStreamingPasses(pm, options.batch, options.seq, options.microBatches,
-                     options.prefetchDepth, options.checkpointEvery,
-                     options.selectiveLayers, options.recompute, options.checkpoints,
-                     options.budget > 0 ? std::to_string(options.budget)
-                                        : std::string(),
-                     bundle::precisionName(options.precision),
-                     options.hostBudget > 0 ? std::to_string(options.hostBudget)
-                                            : std::string(),
-                     options.immediateOptimizer ? "immediate" : "deferred",
-                     bundle::gradDTypeName(options.gradDType));
+  addStreamingPasses(
+      pm, options.batch, options.seq, options.microBatches,
+      options.prefetchDepth, options.checkpointEvery, options.selectiveLayers,
+      options.recompute, options.checkpoints,
+      options.budget > 0 ? std::to_string(options.budget) : std::string(),
+      bundle::precisionName(options.precision),
+      options.hostBudget > 0 ? std::to_string(options.hostBudget)
+                             : std::string(),
+      options.immediateOptimizer ? "immediate" : "deferred",
+      bundle::gradDTypeName(options.gradDType));
 }
 
 namespace {
@@ -145,9 +145,9 @@ void registerMtcPipelines() {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
                            cl.prefetchDepth, cl.checkpointEvery,
-                           cl.selectiveLayers, cl.recompute,
-                           cl.checkpoints, cl.budget, cl.precision,
-                           cl.hostBudget, cl.optimizerPlacement, cl.gradDType);
+                           cl.selectiveLayers, cl.recompute, cl.checkpoints,
+                           cl.budget, cl.precision, cl.hostBudget,
+                           cl.optimizerPlacement, cl.gradDType);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

@@ -135,9 +135,8 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
     for (const auto &[name, count] : steputil::choicesOf(step).forwardLoops)
       total += count;
     if (s > total)
-      return step.emitOpError()
-             << "selective-layers=" << s << " exceeds the " << total
-             << " layer instances of the step";
+      return step.emitOpError() << "selective-layers=" << s << " exceeds the "
+                                << total << " layer instances of the step";
     if (s == total)
       return success(); // every instance is selective
     for (const analysis::LayerCost &l : cost.layers)

@@ -783,8 +783,7 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
   checkFields(j, where,
               {"batch", "seq", "micro_batches", "prefetch_depth", "recompute",
                "checkpoints", "device_budget", "device_peak", "buffers",
-               "program", "precision", "checkpoint_every",
-               "selective_layers"});
+               "program", "precision", "checkpoint_every", "selective_layers"});
   auto s = std::make_shared<StepPlan>();
   s->batch = getInt(j, "batch", where, 1, kMaxDim);
   s->seq = getInt(j, "seq", where, 1, kMaxDim);

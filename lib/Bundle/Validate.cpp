@@ -1248,8 +1248,7 @@ void checkStep(const Bundle &b) {
   }
   if (s.selectiveLayers >= 0 && s.recompute != "selective")
     fail(where, "selective_layers " + std::to_string(s.selectiveLayers) +
-                    " needs recompute 'selective', got '" + s.recompute +
-                    "'");
+                    " needs recompute 'selective', got '" + s.recompute + "'");
   if (s.buffer("stage.host")) {
     need("stage.host", "stage", "host");
     if (!s.buffer("activations.host"))

@@ -336,9 +336,9 @@ void StreamExecutor::validate() {
         int64_t kept = bytes;
         if (p.selectiveLayers >= 0 && stackIndex >= p.selectiveLayers) {
           if (!layer->functions.count("backward_full"))
-            planError("selective_layers " +
-                      std::to_string(p.selectiveLayers) + " but layer '" +
-                      layer->name + "' has no backward_full function");
+            planError("selective_layers " + std::to_string(p.selectiveLayers) +
+                      " but layer '" + layer->name +
+                      "' has no backward_full function");
           fullInstances.insert({layer->name, i});
           kept = inputBytes;
         }

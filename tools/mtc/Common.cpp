@@ -341,10 +341,11 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
     if (recompute == "auto")
       recompute = "selective";
     if (recompute != "selective") {
-      error(std::string(command) + ": --selective-layers needs --recompute "
-                                   "selective (the first S layer instances "
-                                   "keep selective checkpoints, the rest "
-                                   "their input), got --recompute " +
+      error(std::string(command) +
+            ": --selective-layers needs --recompute "
+            "selective (the first S layer instances "
+            "keep selective checkpoints, the rest "
+            "their input), got --recompute " +
             recompute);
       return false;
     }

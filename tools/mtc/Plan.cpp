@@ -152,7 +152,8 @@ int runPlan(const std::vector<std::string> &args) {
     if (const mtc::analysis::LayerCost *l = cost.layer(name)) {
       int64_t segs = mtc::analysis::segmentCount(count, step.checkpointEvery);
       // Mixed recomputation: past the first S instances only the input.
-      int64_t selective = mtc::analysis::keptCheckpoints(mixed, instances, count);
+      int64_t selective =
+          mtc::analysis::keptCheckpoints(mixed, instances, count);
       fullInstances += count - selective;
       ckptBytes += (count - selective) * step.microBatches * l->boundaryBytes;
       segs -= count - selective;
