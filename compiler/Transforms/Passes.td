@@ -284,6 +284,14 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
     instances from it (docs/streaming.md, "Segment checkpointing"). Errors:
     k < 1, k larger than the longest layer loop, k > 1 with another policy.
 
+    `selective-layers=S` (with `selective`, the layers differentiated with
+    `full-backward=true`) sets the step's `selective_layers` when S is below
+    the stack's instances: mixed recomputation, where the first S instances
+    keep their selective checkpoints and the others their input alone,
+    running `@backward_full` (docs/streaming.md, "Mixed recomputation").
+    Errors: another policy, S past the stack, a layer without
+    `@backward_full`.
+
     Before (layers differentiated with `save=all`: the forward also returns
     `%h`, 256 bytes at `[2, 4]` like the input):
     ```mlir
