@@ -434,16 +434,17 @@ bool compileModelSource(const std::string &source, const std::string &path,
     if (hostAsked || !runPipelines(*out.module, keepAll, RecomputePolicy::None,
                                    /*quiet=*/true, ignored)) {
       std::vector<mlir::OwningOpRef<mlir::ModuleOp>> fits;
-      bool selectiveFits = false;
+      bool selectiveHostShort = false;
       for (RecomputePolicy policy :
            {RecomputePolicy::Selective, RecomputePolicy::None}) {
         if (policy == RecomputePolicy::None && !hostAsked)
           continue;
         mlir::OwningOpRef<mlir::ModuleOp> m = lowered->clone();
-        if (runPipelines(*m, options, policy, /*quiet=*/true, ignored)) {
-          selectiveFits |= policy == RecomputePolicy::Selective;
+        std::string why;
+        if (runPipelines(*m, options, policy, /*quiet=*/true, why))
           fits.push_back(std::move(m));
-        }
+        else if (policy == RecomputePolicy::Selective)
+          selectiveHostShort = why.find("of host memory") != std::string::npos;
       }
       mlir::OwningOpRef<mlir::ModuleOp> full = lowered->clone();
       std::string fullErrors;
@@ -457,12 +458,13 @@ bool compileModelSource(const std::string &source, const std::string &path,
           return finish(false);
         }
       }
-      // Selective where host memory allows, full for the rest: the first S
-      // instances keep their selective checkpoints.
+      // Selective where host memory allows, full for the rest: when
+      // selective is short of host memory, the first S instances keep their
+      // selective checkpoints.
       bool segmented = false;
       for (auto step : full->getBody()->getOps<stream::StepOp>())
         segmented |= step.getCheckpointEvery().value_or(1) > 1;
-      if (!selectiveFits && !segmented) {
+      if (selectiveHostShort && !segmented) {
         mlir::OwningOpRef<mlir::ModuleOp> mixed;
         if (fitMixed(*lowered, options, mixed))
           fits.push_back(std::move(mixed));
