@@ -200,10 +200,11 @@ bool fitSegments(mlir::ModuleOp lowered, const CompileOptions &options,
   return false;
 }
 
-/// `--recompute auto` when selective's plan does not fit but full's does:
-/// the mixed plan with the largest `selective-layers` S in [1, N) (N layer
-/// instances) that fits, into \p out. Host memory grows with S, so the
-/// search is a bisection; false when even S = 1 does not fit.
+/// `--recompute auto` when selective's plan is short of host memory but
+/// full's fits: the mixed plan with the largest `selective-layers` S in
+/// [1, N) (N layer instances) that fits, into \p out. Host memory grows
+/// with S, so the search is a bisection; false when even S = 1 does not
+/// fit. (A candidate like the others: the caller prices it.)
 bool fitMixed(mlir::ModuleOp lowered, const CompileOptions &options,
               mlir::OwningOpRef<mlir::ModuleOp> &out) {
   if (options.stream.selectiveLayers >= 0 ||
