@@ -564,7 +564,9 @@ bool smallestDeviceMemory(const std::string &source,
   frugal.stream.deviceMemory = 0;
   frugal.stream.hostMemory = 0; // device memory only
   if (frugal.recompute == RecomputePolicy::Auto)
-    frugal.recompute = RecomputePolicy::Full;
+    frugal.recompute = frugal.stream.selectiveLayers >= 0
+                           ? RecomputePolicy::Selective
+                           : RecomputePolicy::Full;
   std::vector<CheckpointPlacement> places;
   if (options.stream.checkpoints == CheckpointPlacement::Auto)
     places = {CheckpointPlacement::Device, CheckpointPlacement::Host};
