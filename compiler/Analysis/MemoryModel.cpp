@@ -337,6 +337,11 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
     }
     l.workspaceBytes = std::max(plannedWorkspaceBytes(fwd, dims),
                                 plannedWorkspaceBytes(bwd, dims));
+    if (func::FuncOp full = functionIn(layer, "backward_full")) {
+      l.hasFullBackward = true;
+      l.workspaceBytes =
+          std::max(l.workspaceBytes, plannedWorkspaceBytes(full, dims));
+    }
     out.layers.push_back(std::move(l));
   }
   func::FuncOp fb = functionIn(model, "forward_backward");
@@ -409,10 +414,24 @@ forwardLoops(const ModelCost &cost) {
 double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
                             const DeviceRates &rates) {
   double seconds = 0;
+  int64_t before = 0;
   for (const auto &[name, count] : choices.forwardLoops) {
     const LayerCost *l = cost.layer(name);
     if (!l)
       continue;
+    // Mixed recomputation: the instances past the first S keep their input
+    // alone and recompute their whole forward.
+    const int64_t kept = keptCheckpoints(choices, before, count);
+    before += count;
+    if (kept < count) {
+      double perFull =
+          static_cast<double>(l->forwardFlops) / rates.flopsPerSecond;
+      if (choices.checkpointsOnHost)
+        perFull += 2.0 * static_cast<double>(l->boundaryBytes) /
+                   rates.copyBytesPerSecond;
+      seconds +=
+          perFull * static_cast<double>((count - kept) * choices.microBatches);
+    }
     double perInstance =
         static_cast<double>(l->recomputeFlops) / rates.flopsPerSecond;
     if (choices.checkpointsOnHost)
@@ -421,7 +440,7 @@ double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
     if (choices.checkpointEvery > 1 && choices.checkpointsOnHost)
       perInstance -= 2.0 * static_cast<double>(l->checkpointBytes) /
                      rates.copyBytesPerSecond;
-    seconds += perInstance * static_cast<double>(count * choices.microBatches);
+    seconds += perInstance * static_cast<double>(kept * choices.microBatches);
     if (choices.checkpointEvery > 1) {
       // Segment checkpointing: only the segments' first instances copy their
       // checkpoint; the others' forward runs once more.
@@ -453,14 +472,24 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
       p.largestLayer = l.name;
     }
   }
+  int64_t before = 0;
   for (const auto &[name, count] : choices.forwardLoops) {
     const LayerCost *l = cost.layer(name);
     if (!l)
       continue;
     boundary = std::max(boundary, l->boundaryBytes);
-    maxCkpt = std::max(maxCkpt, l->checkpointBytes);
+    // Mixed recomputation: past the first S instances of the stack a
+    // checkpoint is the input alone.
+    const int64_t kept = keptCheckpoints(choices, before, count);
+    before += count;
+    if (kept < count) {
+      maxCkpt = std::max(maxCkpt, l->boundaryBytes);
+      ckptDevice += (count - kept) * m * l->boundaryBytes;
+    }
+    if (kept > 0)
+      maxCkpt = std::max(maxCkpt, l->checkpointBytes);
     ckptDevice +=
-        segmentCount(count, choices.checkpointEvery) * m * l->checkpointBytes;
+        segmentCount(kept, choices.checkpointEvery) * m * l->checkpointBytes;
   }
   const int64_t k = std::max<int64_t>(1, choices.checkpointEvery);
   auto add = [&](std::string name, std::string kind, int64_t bytes,

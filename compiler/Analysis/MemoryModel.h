@@ -22,6 +22,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,6 +97,10 @@ struct LayerCost {
   /// the forward's ops other than matmul, attention and moe (an upper
   /// bound: some of them are not needed); 0 when everything is kept.
   int64_t recomputeFlops = 0;
+  /// The layer also has @backward_full (mtc-autodiff full-backward): an
+  /// instance may keep only its input (boundaryBytes) and recompute the
+  /// whole forward (forwardFlops) in a mixed plan.
+  bool hasFullBackward = false;
 };
 
 struct ModelCost {
@@ -141,6 +146,11 @@ struct PlanChoices {
   /// boundary activations per micro-batch for the recomputed segment, and
   /// the device has at least k weight slots. 1: every instance keeps one.
   int64_t checkpointEvery = 1;
+  /// Mixed recomputation (docs/streaming.md, "Mixed recomputation"): only
+  /// the first S instances of the layer stack (over forwardLoops in order)
+  /// keep their layer's checkpoint; the others keep their input alone and
+  /// recompute their forward. -1: every instance keeps its checkpoint.
+  int64_t selectiveLayers = -1;
   /// The forward layer loops of the step: (layer, instance count).
   std::vector<std::pair<std::string, int64_t>> forwardLoops;
 };
@@ -174,6 +184,17 @@ struct DeviceRates {
 /// model; it is not a step time.
 double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
                             const DeviceRates &rates = {});
+
+/// How many of the \p count instances of a forward loop that starts at
+/// instance \p before of the layer stack keep their layer's full checkpoint
+/// under \p choices (the rest keep their input alone).
+inline int64_t keptCheckpoints(const PlanChoices &choices, int64_t before,
+                               int64_t count) {
+  if (choices.selectiveLayers < 0)
+    return count;
+  return std::max<int64_t>(0,
+                           std::min(count, choices.selectiveLayers - before));
+}
 
 /// Segments of at most \p k instances in a loop of \p count: the
 /// checkpoints one micro-batch of the loop keeps (ceil(count / k)).

@@ -142,6 +142,8 @@ double recomputeCost(mlir::ModuleOp module) {
     choices.checkpointsOnHost =
         step.getCheckpoints() == CheckpointPlacement::Host;
     choices.checkpointEvery = step.getCheckpointEvery().value_or(1);
+    if (std::optional<uint64_t> s = step.getSelectiveLayers())
+      choices.selectiveLayers = static_cast<int64_t>(*s);
     choices.forwardLoops = analysis::forwardLoops(*cost);
     return analysis::recomputeCostSeconds(*cost, choices);
   }
@@ -198,6 +200,40 @@ bool fitSegments(mlir::ModuleOp lowered, const CompileOptions &options,
   return false;
 }
 
+/// `--recompute auto` when selective's plan is short of host memory but
+/// full's fits: the mixed plan with the largest `selective-layers` S in
+/// [1, N) (N layer instances) that fits, into \p out. Host memory grows
+/// with S, so the search is a bisection; false when even S = 1 does not
+/// fit. (A candidate like the others: the caller prices it.)
+bool fitMixed(mlir::ModuleOp lowered, const CompileOptions &options,
+              mlir::OwningOpRef<mlir::ModuleOp> &out) {
+  if (options.stream.selectiveLayers >= 0 ||
+      options.stream.checkpointEvery != 1)
+    return false;
+  int64_t instances = 0;
+  lowered.walk([&](mt::LayerOp l) { instances += l.getCount(); });
+  auto attempt = [&](int64_t s, mlir::OwningOpRef<mlir::ModuleOp> &m) {
+    CompileOptions mixed = options;
+    mixed.stream.selectiveLayers = s;
+    m = lowered.clone();
+    std::string why;
+    return runPipelines(*m, mixed, RecomputePolicy::Selective, /*quiet=*/true,
+                        why);
+  };
+  int64_t lo = 0, hi = instances; // S = lo fits (or is 0), S = hi does not
+  while (hi - lo > 1) {
+    int64_t mid = lo + (hi - lo) / 2;
+    mlir::OwningOpRef<mlir::ModuleOp> m;
+    if (attempt(mid, m)) {
+      lo = mid;
+      out = std::move(m);
+    } else {
+      hi = mid;
+    }
+  }
+  return lo > 0;
+}
+
 /// Runs the training pipeline (mtc-autodiff keeping what \p policy keeps)
 /// and, when streaming, the streaming pipeline with recompute \p policy.
 /// With \p quiet the diagnostics are collected in \p quietErrors instead of
@@ -215,6 +251,9 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
   mlir::PassManager pm(context);
   TrainingPipelineOptions popts;
   popts.recompute = policy;
+  popts.fullBackward = options.stream.enabled &&
+                       policy == RecomputePolicy::Selective &&
+                       options.stream.selectiveLayers >= 0;
   popts.fuse = options.fuse;
   buildTrainingPipeline(pm, popts);
   if (options.stream.enabled) {
@@ -224,6 +263,7 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
     sopts.microBatches = options.stream.microBatches;
     sopts.prefetchDepth = options.stream.prefetchDepth;
     sopts.checkpointEvery = options.stream.checkpointEvery;
+    sopts.selectiveLayers = options.stream.selectiveLayers;
     sopts.recompute = policy;
     sopts.checkpoints = options.stream.checkpoints;
     sopts.budget = options.stream.deviceMemory;
@@ -379,7 +419,8 @@ bool compileModelSource(const std::string &source, const std::string &path,
   if (options.stream.enabled && !checkStreamOptions(options, diags))
     return finish(false);
   std::string ignored;
-  if (options.recompute == RecomputePolicy::Auto && options.stream.enabled) {
+  if (options.recompute == RecomputePolicy::Auto && options.stream.enabled &&
+      options.stream.selectiveLayers < 0) {
     // Keep every intermediate on the device when that plan fits: nothing is
     // recomputed or copied. Else price the plans that fit by the cost model
     // (recomputed FLOPs, checkpoint copies to host memory and back) and keep
@@ -394,13 +435,17 @@ bool compileModelSource(const std::string &source, const std::string &path,
     if (hostAsked || !runPipelines(*out.module, keepAll, RecomputePolicy::None,
                                    /*quiet=*/true, ignored)) {
       std::vector<mlir::OwningOpRef<mlir::ModuleOp>> fits;
+      bool selectiveHostShort = false;
       for (RecomputePolicy policy :
            {RecomputePolicy::Selective, RecomputePolicy::None}) {
         if (policy == RecomputePolicy::None && !hostAsked)
           continue;
         mlir::OwningOpRef<mlir::ModuleOp> m = lowered->clone();
-        if (runPipelines(*m, options, policy, /*quiet=*/true, ignored))
+        std::string why;
+        if (runPipelines(*m, options, policy, /*quiet=*/true, why))
           fits.push_back(std::move(m));
+        else if (policy == RecomputePolicy::Selective)
+          selectiveHostShort = why.find("of host memory") != std::string::npos;
       }
       mlir::OwningOpRef<mlir::ModuleOp> full = lowered->clone();
       std::string fullErrors;
@@ -414,16 +459,30 @@ bool compileModelSource(const std::string &source, const std::string &path,
           return finish(false);
         }
       }
+      // Selective where host memory allows, full for the rest: when
+      // selective is short of host memory, the first S instances keep their
+      // selective checkpoints.
+      bool segmented = false;
+      for (auto step : full->getBody()->getOps<stream::StepOp>())
+        segmented |= step.getCheckpointEvery().value_or(1) > 1;
+      if (selectiveHostShort && !segmented) {
+        mlir::OwningOpRef<mlir::ModuleOp> mixed;
+        if (fitMixed(*lowered, options, mixed))
+          fits.push_back(std::move(mixed));
+      }
       out.module = std::move(full);
       for (mlir::OwningOpRef<mlir::ModuleOp> &m : fits)
         if (recomputeCost(*m) <= recomputeCost(*out.module))
           out.module = std::move(m);
     }
   } else {
-    // Without streaming, auto is full.
-    RecomputePolicy policy = options.recompute == RecomputePolicy::Auto
-                                 ? RecomputePolicy::Full
-                                 : options.recompute;
+    // Without streaming, auto is full; with a given number of selective
+    // layers it is selective (a mixed plan).
+    RecomputePolicy policy = options.recompute;
+    if (policy == RecomputePolicy::Auto)
+      policy = options.stream.enabled && options.stream.selectiveLayers >= 0
+                   ? RecomputePolicy::Selective
+                   : RecomputePolicy::Full;
     if (!runPipelines(*out.module, options, policy, false, ignored))
       return finish(false);
   }
@@ -505,7 +564,9 @@ bool smallestDeviceMemory(const std::string &source,
   frugal.stream.deviceMemory = 0;
   frugal.stream.hostMemory = 0; // device memory only
   if (frugal.recompute == RecomputePolicy::Auto)
-    frugal.recompute = RecomputePolicy::Full;
+    frugal.recompute = frugal.stream.selectiveLayers >= 0
+                           ? RecomputePolicy::Selective
+                           : RecomputePolicy::Full;
   std::vector<CheckpointPlacement> places;
   if (options.stream.checkpoints == CheckpointPlacement::Auto)
     places = {CheckpointPlacement::Device, CheckpointPlacement::Host};

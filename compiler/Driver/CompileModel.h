@@ -47,6 +47,12 @@ struct StreamOptions {
   /// `--recompute auto` and 1, the smallest K whose plan fits the host
   /// budget when full recomputation's does not.
   int64_t checkpointEvery = 1;
+  /// Mixed recomputation (`--selective-layers S`, recompute selective): the
+  /// first S layer instances keep selective checkpoints, the others only
+  /// their input (docs/streaming.md, "Mixed recomputation"); -1: every
+  /// instance. With `--recompute auto` and -1, the largest S whose plan
+  /// fits the host budget is a candidate when selective's plan does not.
+  int64_t selectiveLayers = -1;
   /// Where layer checkpoints live; auto: on the device when the plan fits
   /// the budget, else in host memory (`--checkpoints`, parsed by
   /// parseCheckpointPlacement).

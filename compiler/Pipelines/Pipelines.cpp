@@ -18,6 +18,7 @@ void buildTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(createMtcFuseLinearCrossEntropy());
   MtcAutodiffOptions autodiff;
   autodiff.save = options.recompute;
+  autodiff.fullBackward = options.fullBackward;
   pm.addPass(createMtcAutodiff(autodiff));
   pm.addPass(mlir::createCSEPass());
   if (options.fuse)
@@ -30,7 +31,7 @@ namespace {
 /// it (bytes or a size such as 64MiB; empty: none).
 void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
                         int64_t microBatches, int64_t prefetchDepth,
-                        int64_t checkpointEvery,
+                        int64_t checkpointEvery, int64_t selectiveLayers,
                         RecomputePolicy recomputePolicy,
                         CheckpointPlacement checkpoints,
                         const std::string &budget, const std::string &precision,
@@ -47,6 +48,7 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
   recompute.recompute = recomputePolicy;
   recompute.budget = budget;
   recompute.checkpointEvery = checkpointEvery;
+  recompute.selectiveLayers = selectiveLayers;
   pm.addPass(createMtcInsertRecompute(recompute));
   MtcInsertPrefetchOptions prefetch;
   prefetch.depth = prefetchDepth;
@@ -68,16 +70,16 @@ void addStreamingPasses(mlir::OpPassManager &pm, int64_t batch, int64_t seq,
 
 void buildStreamingPipeline(mlir::OpPassManager &pm,
                             const StreamingPipelineOptions &options) {
-  addStreamingPasses(pm, options.batch, options.seq, options.microBatches,
-                     options.prefetchDepth, options.checkpointEvery,
-                     options.recompute, options.checkpoints,
-                     options.budget > 0 ? std::to_string(options.budget)
-                                        : std::string(),
-                     bundle::precisionName(options.precision),
-                     options.hostBudget > 0 ? std::to_string(options.hostBudget)
-                                            : std::string(),
-                     options.immediateOptimizer ? "immediate" : "deferred",
-                     bundle::gradDTypeName(options.gradDType));
+  addStreamingPasses(
+      pm, options.batch, options.seq, options.microBatches,
+      options.prefetchDepth, options.checkpointEvery, options.selectiveLayers,
+      options.recompute, options.checkpoints,
+      options.budget > 0 ? std::to_string(options.budget) : std::string(),
+      bundle::precisionName(options.precision),
+      options.hostBudget > 0 ? std::to_string(options.hostBudget)
+                             : std::string(),
+      options.immediateOptimizer ? "immediate" : "deferred",
+      bundle::gradDTypeName(options.gradDType));
 }
 
 namespace {
@@ -98,6 +100,11 @@ struct StreamingPipelineCLOptions
       *this, "checkpoint-every",
       llvm::cl::desc("segment checkpointing: keep every k-th layer input"),
       llvm::cl::init(1)};
+  Option<int64_t> selectiveLayers{
+      *this, "selective-layers",
+      llvm::cl::desc("mixed recomputation: the first S layer instances keep "
+                     "selective checkpoints, the rest their input; -1: all"),
+      llvm::cl::init(-1)};
   Option<RecomputePolicy> recompute{
       *this, "recompute", llvm::cl::desc("what a layer keeps for its backward"),
       llvm::cl::init(RecomputePolicy::Auto), recomputeOptionValues()};
@@ -137,9 +144,10 @@ void registerMtcPipelines() {
       [](mlir::OpPassManager &pm, const StreamingPipelineCLOptions &cl) {
         // The passes parse the budget themselves (and report bad sizes).
         addStreamingPasses(pm, cl.batch, cl.seq, cl.microBatches,
-                           cl.prefetchDepth, cl.checkpointEvery, cl.recompute,
-                           cl.checkpoints, cl.budget, cl.precision,
-                           cl.hostBudget, cl.optimizerPlacement, cl.gradDType);
+                           cl.prefetchDepth, cl.checkpointEvery,
+                           cl.selectiveLayers, cl.recompute, cl.checkpoints,
+                           cl.budget, cl.precision, cl.hostBudget,
+                           cl.optimizerPlacement, cl.gradDType);
       });
   mlir::PassPipelineRegistration<>(
       "mtc-training-pipeline",

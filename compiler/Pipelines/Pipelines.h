@@ -21,6 +21,9 @@ struct TrainingPipelineOptions {
   /// keep every intermediate the backward needs) or selective (keep the
   /// matmul, attention and moe results; recompute the rest). Not auto.
   RecomputePolicy recompute = RecomputePolicy::Full;
+  /// Also give every layer a @backward_full that recomputes from the input
+  /// (mtc-autodiff full-backward; mixed plans, `--selective-layers`).
+  bool fullBackward = false;
   /// Fuse elementwise chains into mt.fused regions (mtc-fuse). Off for
   /// bundles the CUDA backend runs until it has its own fused kernels: each
   /// op then runs its library kernel, and every value is in the plan.
@@ -38,6 +41,9 @@ struct StreamingPipelineOptions {
   int64_t prefetchDepth = 2;
   /// Segment checkpointing (mtc-insert-recompute checkpoint-every).
   int64_t checkpointEvery = 1;
+  /// Mixed recomputation (mtc-insert-recompute selective-layers): only the
+  /// first S layer instances keep selective checkpoints; -1: all.
+  int64_t selectiveLayers = -1;
   /// Must match how the module was differentiated (mtc-insert-recompute);
   /// auto takes the module's.
   RecomputePolicy recompute = RecomputePolicy::Auto;

@@ -167,6 +167,8 @@ LogicalResult translateStep(stream::StepOp step, bundle::StepPlan &out) {
   out.microBatches = step.getMicroBatches();
   out.prefetchDepth = step.getPrefetchDepth();
   out.recompute = stream::stringifyRecomputePolicy(step.getRecompute()).str();
+  if (std::optional<uint64_t> s = step.getSelectiveLayers())
+    out.selectiveLayers = static_cast<int64_t>(*s);
   out.checkpoints =
       stream::stringifyCheckpointPlacement(step.getCheckpoints()).str();
   out.deviceBudget = step.getDeviceBudget();

@@ -479,6 +479,12 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
             failedAny = true;
         if (failed(buildBackward(layer, layer.getForward(), grads, save)))
           failedAny = true;
+        // Mixed plans: the backward of an instance that keeps only its
+        // input, from the same forward (whose first result is the layer's).
+        if (fullBackward && save != RecomputePolicy::Full &&
+            failed(buildBackward(layer, layer.getForward(), grads,
+                                 RecomputePolicy::Full, "backward_full")))
+          failedAny = true;
       }
       if (!failedAny && failed(buildModelForwardBackward(model, grads)))
         failedAny = true;
@@ -488,22 +494,23 @@ struct MtcAutodiffPass : public mtc::impl::MtcAutodiffBase<MtcAutodiffPass> {
       signalPassFailure();
   }
 
-  /// Adds `func.func @backward(%x, %dy) -> %dx` to a layer or an expert
-  /// (both map one activation to one of the same type).
+  /// Adds `func.func @backward(%x, %dy) -> %dx` (or @\p name) to a layer or
+  /// an expert (both map one activation to one of the same type).
   template <typename ContainerOp>
   LogicalResult buildBackward(ContainerOp container, func::FuncOp forward,
                               unsigned &grads,
-                              RecomputePolicy policy = RecomputePolicy::Full) {
+                              RecomputePolicy policy = RecomputePolicy::Full,
+                              StringRef name = "backward") {
     if (!forward)
       return container.emitOpError() << "has no @forward";
-    if (container.lookupSymbol("backward"))
+    if (container.lookupSymbol(name))
       return success(); // already differentiated
     MtTensorType act = cast<MtTensorType>(forward.getArgument(0).getType());
     MtTensorType gradAct = cast<MtTensorType>(gradType(forward.getArgument(0)));
     OpBuilder b(container.getContext());
     b.setInsertionPointAfter(forward);
     auto type = b.getFunctionType({act, gradAct}, {gradAct});
-    auto fn = func::FuncOp::create(b, forward.getLoc(), "backward", type);
+    auto fn = func::FuncOp::create(b, forward.getLoc(), name, type);
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToEnd(entry);
 

@@ -114,7 +114,7 @@ struct BuildStep : mtc::impl::MtcBuildStepBase<BuildStep> {
         /*checkpoints_auto=*/UnitAttr(),
         /*device_budget=*/i64(0), /*device_peak=*/i64(0),
         precision == "fp32" ? StringAttr() : b.getStringAttr(precision),
-        /*checkpoint_every=*/IntegerAttr());
+        /*checkpoint_every=*/IntegerAttr(), /*selective_layers=*/IntegerAttr());
     Block *body = new Block();
     step.getBody().push_back(body);
     b.setInsertionPointToEnd(body);

@@ -89,7 +89,8 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
       return signalPassFailure();
     }
     step.setRecompute(policy);
-    if (failed(setCheckpointEvery(step, policy)))
+    if (failed(setCheckpointEvery(step, policy)) ||
+        failed(setSelectiveLayers(step, policy, cost)))
       return signalPassFailure();
     Builder b(&getContext());
     int64_t deviceCkpt = 0;
@@ -112,6 +113,42 @@ struct InsertRecompute : mtc::impl::MtcInsertRecomputeBase<InsertRecompute> {
                          << describeDifferentiation(RecomputePolicy::Full);
       return signalPassFailure();
     }
+  }
+
+  /// Mixed recomputation: `selective_layers` on the step when 0 <= S is
+  /// below the stack's instances; errors for a policy other than selective,
+  /// S past the stack, and a layer without @backward_full.
+  LogicalResult setSelectiveLayers(stream::StepOp step, RecomputePolicy policy,
+                                   const analysis::ModelCost &cost) {
+    const int64_t s = selectiveLayers;
+    step.removeSelectiveLayersAttr();
+    if (s < 0)
+      return success();
+    if (policy != RecomputePolicy::Selective)
+      return step.emitOpError()
+             << "selective-layers=" << s
+             << " needs recompute=selective (the first instances keep "
+                "selective checkpoints, the rest only their input), got "
+                "recompute="
+             << stream::stringifyRecomputePolicy(policy);
+    int64_t total = 0;
+    for (const auto &[name, count] : steputil::choicesOf(step).forwardLoops)
+      total += count;
+    if (s > total)
+      return step.emitOpError() << "selective-layers=" << s << " exceeds the "
+                                << total << " layer instances of the step";
+    if (s == total)
+      return success(); // every instance is selective
+    for (const analysis::LayerCost &l : cost.layers)
+      if (!l.hasFullBackward)
+        return step.emitOpError()
+               << "selective-layers=" << s << ", but layer @" << l.name
+               << " has no @backward_full for the instances that keep only "
+                  "their input; differentiate with mtc-autodiff "
+                  "save=selective full-backward=true";
+    step.setSelectiveLayersAttr(
+        Builder(step.getContext()).getI64IntegerAttr(s));
+    return success();
   }
 
   /// Segment checkpointing: `checkpoint_every` on the step when k > 1;

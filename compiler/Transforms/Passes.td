@@ -55,7 +55,11 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
     only the results of its `mt.matmul`, `mt.attention` and `mt.moe` ops that
     the backward needs are kept, and the cheap ops between them are
     recomputed (about a quarter of the bytes of `save=all` for a llama
-    block, and almost none of the forward's FLOPs). These are the recompute
+    block, and almost none of the forward's FLOPs). With `full-backward`
+    the layer also gets `@backward_full(%x, %dy) -> %dx` (mt.save "input"),
+    the backward of save=input built from the same forward: a plan can then
+    keep the intermediates of some instances and only the input of others
+    (mtc-insert-recompute selective-layers). These are the recompute
     policies full, none and selective (`::mtc::RecomputePolicy`, spelled
     here by what a layer keeps; compiler/Transforms/Policies.h). The
     backward carries `mt.save` ("input", "all" or "selective"); experts
@@ -70,7 +74,12 @@ def MtcAutodiff : Pass<"mtc-autodiff", "::mlir::ModuleOp"> {
            /*default=*/"::mtc::RecomputePolicy::Full",
            "What a layer keeps for its backward: `input` (recompute full), "
            "`all` (recompute none) or `selective` (recompute selective)",
-           "::mtc::saveOptionValues()">
+           "::mtc::saveOptionValues()">,
+    Option<"fullBackward", "full-backward", "bool", /*default=*/"false",
+           "With save=selective or save=all, also add each layer's "
+           "`@backward_full(%x, %dy) -> %dx`, which recomputes the whole "
+           "forward from the input (mixed plans: some instances keep only "
+           "their input)">
   ];
   let dependentDialects = ["::mtc::mt::MtDialect", "::mlir::func::FuncDialect"];
   let statistics = [
@@ -275,6 +284,14 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
     instances from it (docs/streaming.md, "Segment checkpointing"). Errors:
     k < 1, k larger than the longest layer loop, k > 1 with another policy.
 
+    `selective-layers=S` (with `selective`, the layers differentiated with
+    `full-backward=true`) sets the step's `selective_layers` when S is below
+    the stack's instances: mixed recomputation, where the first S instances
+    keep their selective checkpoints and the others their input alone,
+    running `@backward_full` (docs/streaming.md, "Mixed recomputation").
+    Errors: another policy, S past the stack, a layer without
+    `@backward_full`.
+
     Before (layers differentiated with `save=all`: the forward also returns
     `%h`, 256 bytes at `[2, 4]` like the input):
     ```mlir
@@ -310,7 +327,12 @@ def MtcInsertRecompute : Pass<"mtc-insert-recompute", "::mlir::ModuleOp"> {
            /*default=*/"1",
            "Segment checkpointing (recompute full only): keep the input of "
            "every k-th layer instance; the backward of a segment recomputes "
-           "the forward of its first k - 1 instances">
+           "the forward of its first k - 1 instances">,
+    Option<"selectiveLayers", "selective-layers", "int64_t",
+           /*default=*/"-1",
+           "Mixed recomputation (recompute selective only): the first S "
+           "layer instances keep selective checkpoints, the others only "
+           "their input (their backward is @backward_full); -1: all">
   ];
 }
 

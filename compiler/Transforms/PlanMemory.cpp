@@ -132,13 +132,33 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
                        formatByteSize(state + k * perMicroBatch, true) + ")");
       // Full recomputation keeps only each instance's input.
       if (step.getRecompute() != stream::RecomputePolicy::Full) {
-        int64_t full = plan.hostBytes;
+        // Mixed recomputation first: the most instances that keep their
+        // selective checkpoints.
+        int64_t total = 0;
         for (const auto &[name, count] : choices.forwardLoops)
-          if (const analysis::LayerCost *l = cost.layer(name))
-            full -= count * m * (l->checkpointBytes - l->boundaryBytes);
-        if (state + full <= budget)
+          total += count;
+        const int64_t from = choices.selectiveLayers < 0
+                                 ? total - 1
+                                 : choices.selectiveLayers - 1;
+        if (step.getRecompute() == stream::RecomputePolicy::Selective)
+          for (int64_t s = from; s >= 1; --s) {
+            analysis::PlanChoices mixed = choices;
+            mixed.selectiveLayers = s;
+            int64_t need = state + analysis::planMemory(cost, mixed).hostBytes;
+            if (need <= budget) {
+              fits.push_back("--selective-layers " + std::to_string(s) +
+                             " (the other " + std::to_string(total - s) +
+                             " layer instances recompute fully; " +
+                             formatByteSize(need, true) + ")");
+              break;
+            }
+          }
+        analysis::PlanChoices full = choices;
+        full.selectiveLayers = 0;
+        int64_t fullBytes = analysis::planMemory(cost, full).hostBytes;
+        if (state + fullBytes <= budget)
           fits.push_back("--recompute full (" +
-                         formatByteSize(state + full, true) + ")");
+                         formatByteSize(state + fullBytes, true) + ")");
       }
       // Segment checkpointing: the smallest segment length that fits.
       if (step.getRecompute() == stream::RecomputePolicy::Full &&

@@ -67,6 +67,8 @@ inline analysis::PlanChoices choicesOf(stream::StepOp step) {
   c.prefetchDepth = step.getPrefetchDepth();
   c.checkpointsOnHost = step.getCheckpoints() == CheckpointPlacement::Host;
   c.checkpointEvery = step.getCheckpointEvery().value_or(1);
+  if (std::optional<uint64_t> s = step.getSelectiveLayers())
+    c.selectiveLayers = static_cast<int64_t>(*s);
   for (auto loop : step.getBody().front().getOps<stream::LayersOp>())
     if (loop.isForward())
       c.forwardLoops.emplace_back(loop.getLayer().str(),

@@ -78,10 +78,12 @@ LogicalResult verifyContainer(Operation *op, Block &body, StringRef what) {
       if (fn.getSymName() == "forward")
         ++numFuncs;
       else if (fn.getSymName() != "backward" &&
+               fn.getSymName() != "backward_full" &&
                fn.getSymName() != "forward_backward")
         return fn.emitOpError()
                << "in " << what
-               << " must be @forward, @backward or @forward_backward, got @"
+               << " must be @forward, @backward, @backward_full or "
+                  "@forward_backward, got @"
                << fn.getSymName();
       continue;
     }

@@ -105,6 +105,15 @@ LogicalResult StepOp::verify() {
                            << " needs recompute = full, got "
                            << stringifyRecomputePolicy(getRecompute());
   }
+  if (std::optional<uint64_t> s = getSelectiveLayers()) {
+    if (static_cast<int64_t>(*s) < 0)
+      return emitOpError() << "selective_layers must be >= 0, got "
+                           << static_cast<int64_t>(*s);
+    if (getRecompute() != RecomputePolicy::Selective)
+      return emitOpError() << "selective_layers needs recompute = selective, "
+                              "got "
+                           << stringifyRecomputePolicy(getRecompute());
+  }
   if (failed(nonNegative(*this, "device_budget", getDeviceBudget())) ||
       failed(nonNegative(*this, "device_peak", getDevicePeak())))
     return failure();

@@ -39,7 +39,13 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
     full`) is segment checkpointing: only every k-th instance of a layer loop
     keeps its input, and the backward of a segment of k instances recomputes
     the forward of its first k - 1 from that checkpoint (docs/streaming.md,
-    "Segment checkpointing"). The body holds the `stream.buffer` declarations (a symbol table:
+    "Segment checkpointing"). `selective_layers` (optional; only with
+    `recompute = selective`) mixes the policies per layer instance: the
+    first S instances of the layer stack (counted over the forward
+    `stream.layers` loops in program order) keep their selective
+    checkpoints, the others keep only their input and run the layer's
+    `@backward_full`, which recomputes the whole forward (docs/streaming.md,
+    "Mixed recomputation"). The body holds the `stream.buffer` declarations (a symbol table:
     names are unique) and the commands `stream.load_model_weights`,
     `stream.stage`, `stream.layers` and `stream.return_model_grads`, in
     program order.
@@ -65,7 +71,8 @@ def Stream_StepOp : Stream_Op<"step", [SymbolTable, NoTerminator, SingleBlock,
                        UnitAttr:$checkpoints_auto,
                        I64Attr:$device_budget, I64Attr:$device_peak,
                        OptionalAttr<StrAttr>:$precision,
-                       OptionalAttr<I64Attr>:$checkpoint_every);
+                       OptionalAttr<I64Attr>:$checkpoint_every,
+                       OptionalAttr<I64Attr>:$selective_layers);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $model `recompute` `=` custom<EnumKeyword>($recompute)

@@ -147,6 +147,12 @@ struct StepPlan {
   /// buffer, prefetch_depth >= k). JSON: optional "checkpoint_every"
   /// (absent: 1, written only when > 1).
   int64_t checkpointEvery = 1;
+  /// Mixed recomputation (docs/streaming.md): with recompute "selective",
+  /// only the first S layer instances of the stack (counted over the forward
+  /// `layers` loops in program order) keep their selective checkpoints; the
+  /// others keep their input alone and run the layer's "backward_full".
+  /// JSON: optional "selective_layers" (absent: -1, every instance).
+  int64_t selectiveLayers = -1;
   int64_t deviceBudget = 0; ///< bytes
   int64_t devicePeak = 0;   ///< bytes the buffers below need
   std::vector<PlanBuffer> buffers;

@@ -1137,9 +1137,10 @@ const ValueType &typeOf(const Function &f, int id) { return f.values[id]; }
 /// backward (x, dy, saved...) -> (dx).
 void checkLayerSignatures(const Layer &l, const std::string &where) {
   for (const auto &[name, fn] : l.functions)
-    if (name != "forward" && name != "backward")
+    if (name != "forward" && name != "backward" && name != "backward_full")
       fail(where + ": function '" + name + "'",
-           "a layer has only 'forward' and 'backward' functions");
+           "a layer has only 'forward', 'backward' and 'backward_full' "
+           "functions");
   auto f = l.functions.find("forward");
   auto g = l.functions.find("backward");
   if (f == l.functions.end()) {
@@ -1168,6 +1169,11 @@ void checkLayerSignatures(const Layer &l, const std::string &where) {
   for (size_t r = 1; r < fw.results.size(); ++r)
     args.push_back(typeOf(fw, fw.results[r]));
   checkSignature(g->second, where + ": function 'backward'", args, {act});
+  // Mixed plans: the backward of an instance that kept its input alone.
+  auto full = l.functions.find("backward_full");
+  if (full != l.functions.end())
+    checkSignature(full->second, where + ": function 'backward_full'",
+                   {act, act}, {act});
 }
 
 /// An expert's forward ([T, D]) -> ([T, D]) and backward ([T, D], [T, D]) ->
@@ -1240,6 +1246,9 @@ void checkStep(const Bundle &b) {
                       " needs at least as many weight slots (prefetch_depth " +
                       std::to_string(s.prefetchDepth) + ")");
   }
+  if (s.selectiveLayers >= 0 && s.recompute != "selective")
+    fail(where, "selective_layers " + std::to_string(s.selectiveLayers) +
+                    " needs recompute 'selective', got '" + s.recompute + "'");
   if (s.buffer("stage.host")) {
     need("stage.host", "stage", "host");
     if (!s.buffer("activations.host"))
@@ -1270,6 +1279,9 @@ void checkStep(const Bundle &b) {
     if (!l->functions.count("forward") || !l->functions.count("backward"))
       fail(w, "layer '" + l->name +
                   "' needs a forward and a backward function to stream");
+    if (s.selectiveLayers >= 0 && !l->functions.count("backward_full"))
+      fail(w, "selective_layers needs layer '" + l->name +
+                  "' to have a backward_full function");
   }
 }
 

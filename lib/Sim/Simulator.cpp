@@ -231,7 +231,13 @@ private:
   struct LayerInfo {
     int64_t params = 0;     ///< one instance's, experts included
     Cost forward, backward; ///< one micro-batch
+    /// backward_full (mixed recomputation: an instance that kept its input
+    /// alone recomputes the whole layer), one micro-batch.
+    Cost backwardFull;
   };
+  /// Mixed recomputation (the plan's selective_layers): the instances past
+  /// the first S of the stack, which keep their input alone.
+  std::set<std::pair<std::string, int64_t>> fullInstances;
 
   double adamwSeconds(int64_t params) const {
     return static_cast<double>(params) *
@@ -399,7 +405,30 @@ Status Walker::build() {
       li.forward = cost.function(f->second, &l, p.batch, p.seq);
     if (g != l.functions.end())
       li.backward = cost.function(g->second, &l, p.batch, p.seq);
+    auto h = l.functions.find("backward_full");
+    if (h != l.functions.end())
+      li.backwardFull = cost.function(h->second, &l, p.batch, p.seq);
     layers[l.name] = li;
+  }
+  if (p.selectiveLayers >= 0) {
+    if (p.recompute != "selective")
+      return Status::error("step plan: selective_layers needs recompute "
+                           "'selective', not '" +
+                           p.recompute + "'");
+    int64_t stack = 0;
+    for (const bundle::PlanCommand &c : p.program) {
+      if (c.op != "layers" || c.strAttr("direction") != "forward")
+        continue;
+      const bundle::Layer *l = b.layer(c.strAttr("layer"));
+      if (!l || !l->functions.count("backward_full"))
+        return Status::error("step plan: selective_layers needs layer '" +
+                             c.strAttr("layer") +
+                             "' to have a backward_full function");
+      const int64_t first = c.intAttr("first"), count = c.intAttr("count");
+      for (int64_t i = first; i < first + count; ++i, ++stack)
+        if (stack >= p.selectiveLayers)
+          fullInstances.insert({l->name, i});
+    }
   }
   if (hostStage)
     stagePlan =
@@ -522,6 +551,14 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
     compute("loop input", move);
   for (int64_t k = 0; k < count; ++k) {
     const int64_t i = order[static_cast<size_t>(k)];
+    // Mixed recomputation: an instance past the first S of the stack keeps
+    // its input alone and runs backward_full.
+    LayerInfo lk = li;
+    int64_t ck = ckpt;
+    if (fullInstances.count({layer, i})) {
+      lk.backward = li.backwardFull;
+      ck = bundle::align64(static_cast<int64_t>(boundary));
+    }
     const size_t s = static_cast<size_t>(i % depth);
     const std::string ss = std::to_string(s), st = std::to_string(k % 2),
                       gs = std::to_string(k % 2);
@@ -553,7 +590,7 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
           e.wait(sH2D, "stagingRead." + st);
           e.wait(sH2D, "stagingFree.0");
           e.wait(sH2D, "stagingFree.1");
-          copy(sH2D, true, static_cast<double>(M * ckpt), "restore " + tag);
+          copy(sH2D, true, static_cast<double>(M * ck), "restore " + tag);
           e.record("restored." + st, sH2D);
           e.wait(sCompute, "restored." + st);
         }
@@ -572,8 +609,8 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
             recomputeSegment(li, layer, s0, top, boundary);
         }
         if (hostActivations) {
-          hostActivationCompute(li, layer, k, count, i, s, forward, saveHost,
-                                restoreHost, ckpt, boundary);
+          hostActivationCompute(lk, layer, k, count, i, s, forward, saveHost,
+                                restoreHost, ck, boundary);
         } else if (forward) {
           if (saveHost)
             e.wait(sCompute, "stagingFree." + st);
@@ -582,12 +619,12 @@ Status Walker::runLoop(const bundle::PlanCommand &c) {
           if (saveHost) {
             e.record("staged." + st, sCompute);
             e.wait(sD2H, "staged." + st);
-            copy(sD2H, false, static_cast<double>(M * ckpt), "offload " + tag);
+            copy(sD2H, false, static_cast<double>(M * ck), "offload " + tag);
             e.record("stagingFree." + st, sD2H);
           }
         } else {
           e.wait(sCompute, "gradFree." + gs);
-          Cost c2 = li.backward.scaled(static_cast<double>(M));
+          Cost c2 = lk.backward.scaled(static_cast<double>(M));
           c2.seconds +=
               cost.memorySeconds(4.0 * static_cast<double>(li.params));
           compute("backward " + tag, c2);

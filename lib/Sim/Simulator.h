@@ -13,6 +13,8 @@
 // conversion pool's rate). Segment checkpointing (the plan's
 // checkpoint_every) is replayed as the runtime runs it: the backward of a
 // segment first recomputes its forwards into the device segment buffer.
+// Mixed recomputation (selective_layers) is replayed per instance: a full
+// instance copies only its input and runs backward_full.
 // The step is the steady state: with the deferred optimizer placement
 // every layer's update of the previous step is pending when it starts.
 //

@@ -1196,6 +1196,10 @@ private:
                   ? " (checkpoint every " +
                         std::to_string(plan.checkpointEvery) + " instances)"
                   : std::string())
+          << (plan.selectiveLayers >= 0
+                  ? " for the first " + std::to_string(plan.selectiveLayers) +
+                        " layer instances, full for the rest"
+                  : std::string())
           << ", checkpoints " << plan.checkpoints << ", host " << hostBytes
           << " bytes\n";
       if (backend) {

@@ -40,7 +40,8 @@ std::string trainUsage(const Tool &tool) {
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
          "[--host-memory SIZE] "
          "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] "
-         "[--checkpoint-every K] [--checkpoints device|host|auto] [--precision "
+         "[--checkpoint-every K] [--selective-layers S] "
+         "[--checkpoints device|host|auto] [--precision "
          "fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
   else
@@ -225,6 +226,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::String, "--host-memory", &cmd.hostMemory},
            {Flag::Int, "--prefetch-depth", &cmd.prefetchDepth, 1},
            {Flag::Int, "--checkpoint-every", &cmd.checkpointEvery, 1},
+           {Flag::Int, "--selective-layers", &cmd.selectiveLayers, 0},
            {Flag::String, "--checkpoints", &cmd.checkpoints},
            {Flag::String, "--precision", &cmd.precision},
            {Flag::Int, "--optimizer-threads", &optimizerThreads, 0},
@@ -329,7 +331,7 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
     fixed.push_back("--set");
   for (const char *flag :
        {"--cpu", "--recompute", "--checkpoints", "--prefetch-depth",
-        "--checkpoint-every", "--precision"})
+        "--checkpoint-every", "--selective-layers", "--precision"})
     if (cmd.given.count(flag))
       fixed.push_back(flag);
   if (!fixed.empty()) {

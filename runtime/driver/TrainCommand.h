@@ -57,6 +57,9 @@ struct TrainCommand {
   int64_t prefetchDepth = 2;
   /// Segment checkpointing (`--checkpoint-every K`, docs/streaming.md).
   int64_t checkpointEvery = 1;
+  /// Mixed recomputation (`--selective-layers S`, docs/streaming.md); -1:
+  /// not given.
+  int64_t selectiveLayers = -1;
 };
 
 /// Parses and checks `train`'s \p args: every flag of the table, --resume

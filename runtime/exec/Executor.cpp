@@ -372,7 +372,7 @@ Expected<std::vector<Tensor>> Executor::runLayer(const std::string &layer,
   if (!l || !l->functions.count(fn))
     return Status::error("no layer '" + layer + "' with a " + fn + " function");
   Scope scope{layer, instance};
-  scope.backward = fn == "backward";
+  scope.backward = fn.rfind("backward", 0) == 0; // backward, backward_full
   Expected<std::vector<Tensor>> out = catchRaisedValue<std::vector<Tensor>>(
       [&] { return run(l->functions.at(fn), std::move(args), scope); });
   if (!out)

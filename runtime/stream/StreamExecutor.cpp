@@ -222,6 +222,9 @@ void StreamExecutor::validate() {
   if (segmentLength > 1 && p.recompute != "full")
     planError("checkpoint_every " + std::to_string(segmentLength) +
               " needs recompute 'full'");
+  if (p.selectiveLayers >= 0 && p.recompute != "selective")
+    planError("selective_layers " + std::to_string(p.selectiveLayers) +
+              " needs recompute 'selective'");
   if (segmentLength > p.prefetchDepth)
     planError("checkpoint_every " + std::to_string(segmentLength) +
               " needs as many weight slots; the plan has " +
@@ -282,7 +285,7 @@ void StreamExecutor::validate() {
       n *= d;
     return n;
   };
-  int64_t ckptTotal = 0, positions = 0;
+  int64_t ckptTotal = 0, positions = 0, stackIndex = 0;
   Expected<std::vector<StepCommand>> decoded = decodeStepProgram(p, *fb);
   if (!decoded)
     planError(decoded.message());
@@ -324,12 +327,24 @@ void StreamExecutor::validate() {
         planError("recompute 'full' but layer '" + layer->name +
                   "' keeps intermediates");
       ckptBytes[layer->name] = bytes;
-      maxCkptBytes = std::max(maxCkptBytes, bytes);
-      for (int64_t i = c.first; i < c.first + c.count; ++i) {
+      // Mixed recomputation: past the first selective_layers instances of
+      // the stack an instance keeps its input alone.
+      const int64_t inputBytes = bundle::tensorBytes(boundary, actType);
+      for (int64_t i = c.first; i < c.first + c.count; ++i, ++stackIndex) {
         if ((i - c.first) % segmentLength != 0)
           continue; // recomputed from its segment's checkpoint
+        int64_t kept = bytes;
+        if (p.selectiveLayers >= 0 && stackIndex >= p.selectiveLayers) {
+          if (!layer->functions.count("backward_full"))
+            planError("selective_layers " + std::to_string(p.selectiveLayers) +
+                      " but layer '" + layer->name +
+                      "' has no backward_full function");
+          fullInstances.insert({layer->name, i});
+          kept = inputBytes;
+        }
+        maxCkptBytes = std::max(maxCkptBytes, kept);
         ckptIndex[{layer->name, i}] = ckptTotal;
-        ckptTotal += M * bytes;
+        ckptTotal += M * kept;
         ++positions;
       }
     }
@@ -862,8 +877,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
       }
     }
   }
-  const int64_t ckpt = ckptBytes.count(layer) ? ckptBytes.at(layer) : 0;
-  call.ckpt = ckpt;
+  call.ckpt = ckptBytes.count(layer) ? ckptBytes.at(layer) : 0;
 
   auto targets = [&](int64_t k, int64_t ahead) {
     std::vector<int64_t> t;
@@ -878,6 +892,18 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
 
   for (int64_t k = 0; k < loop.count; ++k) {
     const int64_t i = order[k];
+    // Mixed recomputation: an instance past the first S of the stack keeps
+    // its input alone and runs backward_full.
+    InstanceCall here = call;
+    if (fullInstances.count({layer, i})) {
+      here.full = true;
+      here.ckpt = bundle::tensorBytes(loop.boundaryNumel, actType);
+      here.extraShapes.clear();
+      here.extraTypes.clear();
+      here.extraOffsets.clear();
+      here.extraLse.clear();
+    }
+    const int64_t ckpt = here.ckpt;
     const size_t s = static_cast<size_t>(i % depth);
     const int64_t st = k % 2;
     const int64_t in = k % 2, out = (k + 1) % 2;
@@ -950,7 +976,7 @@ void StreamExecutor::runLoop(const LoopInfo &loop,
         }
         if (!keeps)
           saveHost = false;
-        InstanceCall inst = call;
+        InstanceCall inst = here;
         inst.instance = i;
         if (hostActivations) {
           computeHostActivations(loop, vals, aux, inst, k, s, g, wOff, pos,
@@ -1160,7 +1186,8 @@ void StreamExecutor::forwardOne(const InstanceCall &call, float *x, char *ckpt,
                                {Tensor::view(call.shape, x, actType)}));
   aux += ex.auxLoss();
   mem.copy(y, outs.at(0).data(), call.boundaryBytes);
-  for (size_t r = 1; r < outs.size(); ++r) {
+  // An instance that keeps its input alone drops the forward's extras.
+  for (size_t r = 1; r < (call.full ? 1 : outs.size()); ++r) {
     mem.copy(ckpt + call.extraOffsets.at(r - 1), outs[r].data(),
              outs[r].bytes());
     if (call.extraLse.at(r - 1) >= 0) {
@@ -1191,7 +1218,8 @@ void StreamExecutor::backwardOne(const InstanceCall &call, char *ckpt,
   workspace.reset();
   Workspace::Scope scope(&workspace);
   std::vector<Tensor> outs = valueOrRaise(
-      ex.runLayer(call.layer, call.instance, "backward", std::move(args)));
+      ex.runLayer(call.layer, call.instance,
+                  call.full ? "backward_full" : "backward", std::move(args)));
   mem.copy(dx, outs.at(0).data(), call.boundaryBytes);
   measuredWorkspacePeak = std::max(measuredWorkspacePeak, workspace.peak());
 }

@@ -157,6 +157,9 @@ private:
     std::vector<DType> extraTypes;
     std::vector<int64_t> extraOffsets, extraLse;
     int64_t boundaryBytes = 0, ckpt = 0;
+    /// Mixed recomputation: the instance keeps its input alone (ckpt is the
+    /// input's bytes, no extras) and its backward is "backward_full".
+    bool full = false;
   };
   /// One micro-batch through one instance (weights already bound): the
   /// forward writes its input and saved values to \p ckpt and its output to
@@ -315,6 +318,9 @@ private:
   /// Checkpoint position of each (layer, instance), in forward order.
   std::map<std::pair<std::string, int64_t>, int64_t> ckptIndex;
   std::map<std::string, int64_t> ckptBytes;
+  /// Mixed recomputation (the plan's selective_layers): the instances past
+  /// the first S of the stack, which keep their input alone.
+  std::set<std::pair<std::string, int64_t>> fullInstances;
   /// Segment checkpointing (the plan's checkpoint_every; 1: off): the
   /// instances of a loop fall into segments of this many, only the first of
   /// each keeps a checkpoint (pos < 0 for the others), and the `segment`

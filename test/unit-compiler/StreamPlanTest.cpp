@@ -168,6 +168,106 @@ TEST(StreamPlan, SegmentCheckpointing) {
   EXPECT_EQ(find(host, "checkpoints.host"), 2 * 2 * 64);
 }
 
+TEST(StreamPlan, MixedRecomputation) {
+  // The first S instances of the stack (over the forward loops in order)
+  // keep their layer's checkpoint, the others their input (boundaryBytes).
+  analysis::PlanChoices choices;
+  choices.forwardLoops = {{"A", 4}, {"B", 3}};
+  EXPECT_EQ(analysis::keptCheckpoints(choices, 0, 4), 4); // -1: every one
+  choices.selectiveLayers = 5;
+  EXPECT_EQ(analysis::keptCheckpoints(choices, 0, 4), 4);
+  EXPECT_EQ(analysis::keptCheckpoints(choices, 4, 3), 1);
+  choices.selectiveLayers = 2;
+  EXPECT_EQ(analysis::keptCheckpoints(choices, 0, 4), 2);
+  EXPECT_EQ(analysis::keptCheckpoints(choices, 4, 3), 0);
+
+  analysis::ModelCost cost;
+  analysis::LayerCost a, b;
+  a.name = "A";
+  a.forwardFlops = 5000;
+  a.recomputeFlops = 1000;
+  a.checkpointBytes = 640;
+  a.boundaryBytes = 64;
+  b = a;
+  b.name = "B";
+  b.checkpointBytes = 320;
+  cost.layers = {a, b};
+  choices.microBatches = 2;
+  choices.checkpointsOnHost = true;
+  choices.selectiveLayers = 5; // A 0..3 and B 4 selective, B 5..6 full
+  auto find = [](const analysis::MemoryPlan &p, const std::string &name) {
+    for (const bundle::PlanBuffer &buf : p.buffers)
+      if (buf.name == name)
+        return buf.bytes;
+    return int64_t(-1);
+  };
+  analysis::MemoryPlan mixed = analysis::planMemory(cost, choices);
+  EXPECT_EQ(find(mixed, "checkpoints.host"), 2 * (4 * 640 + 320 + 2 * 64));
+  EXPECT_EQ(find(mixed, "checkpoints"), 2 * 640); // staging: the largest
+  // Cost per instance and micro-batch: selective 1 s + 2 x 640 / 100 s,
+  // full 5 s + 2 x 64 / 100 s (A) and 1 s + 6.4 s (B selective).
+  analysis::DeviceRates rates{1000.0, 100.0};
+  EXPECT_DOUBLE_EQ(analysis::recomputeCostSeconds(cost, choices, rates),
+                   2 * (4 * (1 + 12.8) + (1 + 6.4) + 2 * (5 + 1.28)));
+  // S = 0: everything is the input alone, like a full plan.
+  choices.selectiveLayers = 0;
+  analysis::MemoryPlan none = analysis::planMemory(cost, choices);
+  EXPECT_EQ(find(none, "checkpoints.host"), 2 * 7 * 64);
+  EXPECT_EQ(find(none, "checkpoints"), 2 * 64);
+}
+
+TEST(StreamPlan, MixedBundleRoundTrip) {
+  // --selective-layers 2 of tiny-llama's 4 instances: the layer carries
+  // backward_full, the step selective_layers, and both survive the JSON.
+  CompileOptions opts;
+  opts.recompute = RecomputePolicy::Selective;
+  opts.stream.enabled = true;
+  opts.stream.deviceMemory = 64ll << 20;
+  opts.stream.batch = 4;
+  opts.stream.seq = 64;
+  opts.stream.microBatches = 2;
+  opts.stream.selectiveLayers = 2;
+  std::ostringstream errs;
+  bundle::Bundle b;
+  ASSERT_TRUE(compileModelFile("examples/tiny-llama.mt", opts, errs, b))
+      << errs.str();
+  ASSERT_TRUE(b.step);
+  EXPECT_EQ(b.step->recompute, "selective");
+  EXPECT_EQ(b.step->selectiveLayers, 2);
+  ASSERT_NE(b.layer("Block"), nullptr);
+  EXPECT_EQ(b.layer("Block")->functions.count("backward_full"), 1u);
+  std::string text = bundle::toJson(b);
+  Expected<bundle::Bundle> back = bundle::fromJson(text);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->step->selectiveLayers, 2);
+  EXPECT_EQ(bundle::toJson(*back), text);
+  auto rejects = [&](const std::string &from, const std::string &to,
+                     const std::string &message) {
+    std::string bad = text;
+    size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    Expected<bundle::Bundle> out = bundle::fromJson(bad);
+    EXPECT_FALSE(out.ok()) << from;
+    EXPECT_NE(out.message().find(message), std::string::npos) << out.message();
+  };
+  rejects("\"recompute\": \"selective\"", "\"recompute\": \"none\"",
+          "selective_layers 2 needs recompute 'selective', got 'none'");
+  rejects("\"selective_layers\": 2", "\"selective_layers\": -1",
+          "selective_layers");
+  rejects("\"backward_full\"", "\"backward_fully\"",
+          "a layer has only 'forward', 'backward' and 'backward_full' "
+          "functions");
+  // Without the flag no layer carries backward_full.
+  opts.stream.selectiveLayers = -1;
+  bundle::Bundle pure;
+  ASSERT_TRUE(compileModelFile("examples/tiny-llama.mt", opts, errs, pure))
+      << errs.str();
+  EXPECT_EQ(pure.layer("Block")->functions.count("backward_full"), 0u);
+  EXPECT_EQ(pure.step->selectiveLayers, -1);
+  EXPECT_EQ(bundle::toJson(pure).find("selective_layers"), std::string::npos);
+}
+
 TEST(StreamPlan, BundleStepRoundTrip) {
   CompileOptions opts;
   opts.recompute = RecomputePolicy::Auto;

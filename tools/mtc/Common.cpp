@@ -241,6 +241,8 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1});
   flags.push_back(
       {Flag::Int, "--checkpoint-every", &stream.checkpointEvery, 1});
+  flags.push_back(
+      {Flag::Int, "--selective-layers", &stream.selectiveLayers, 0});
   flags.push_back({Flag::String, "--checkpoints", &checkpoints});
 }
 
@@ -328,6 +330,25 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
     error(std::string(command) + ": --checkpoint-every needs --device-memory "
                                  "(segment checkpointing is a streaming plan)");
     return false;
+  }
+  if (stream.selectiveLayers >= 0) {
+    if (!stream.enabled) {
+      error(std::string(command) + ": --selective-layers needs "
+                                   "--device-memory (a mixed recompute plan "
+                                   "is a streaming plan)");
+      return false;
+    }
+    if (recompute == "auto")
+      recompute = "selective";
+    if (recompute != "selective") {
+      error(std::string(command) +
+            ": --selective-layers needs --recompute "
+            "selective (the first S layer instances "
+            "keep selective checkpoints, the rest "
+            "their input), got --recompute " +
+            recompute);
+      return false;
+    }
   }
   if (stream.enabled && (stream.batch < 1 || stream.seq < 1)) {
     error(std::string(command) + ": a streaming plan needs --batch N and "

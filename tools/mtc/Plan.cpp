@@ -117,6 +117,9 @@ int runPlan(const std::vector<std::string> &args) {
   if (step.checkpointEvery > 1)
     os << " in segments of " << step.checkpointEvery << " (checkpoint every "
        << step.checkpointEvery << " instances)";
+  if (step.selectiveLayers >= 0)
+    os << " for the first " << step.selectiveLayers
+       << " layer instances, full for the rest";
   os << ", checkpoints " << step.checkpoints;
   if (step.precision != "fp32")
     os << ", precision " << step.precision
@@ -128,6 +131,7 @@ int runPlan(const std::vector<std::string> &args) {
     choices.microBatches = step.microBatches;
     choices.checkpointsOnHost = step.checkpoints == "host";
     choices.checkpointEvery = step.checkpointEvery;
+    choices.selectiveLayers = step.selectiveLayers;
     choices.forwardLoops = mtc::analysis::forwardLoops(cost);
     mtc::analysis::DeviceRates rates;
     char buf[200];
@@ -140,10 +144,19 @@ int runPlan(const std::vector<std::string> &args) {
     os << buf;
   }
   // Every layer checkpoint of the step, wherever it is kept.
-  int64_t ckptBytes = 0, kept = 0, instances = 0, extraFlops = 0;
+  int64_t ckptBytes = 0, kept = 0, instances = 0, extraFlops = 0,
+          fullInstances = 0;
+  mtc::analysis::PlanChoices mixed;
+  mixed.selectiveLayers = step.selectiveLayers;
   for (const auto &[name, count] : mtc::analysis::forwardLoops(cost))
     if (const mtc::analysis::LayerCost *l = cost.layer(name)) {
       int64_t segs = mtc::analysis::segmentCount(count, step.checkpointEvery);
+      // Mixed recomputation: past the first S instances only the input.
+      int64_t selective =
+          mtc::analysis::keptCheckpoints(mixed, instances, count);
+      fullInstances += count - selective;
+      ckptBytes += (count - selective) * step.microBatches * l->boundaryBytes;
+      segs -= count - selective;
       kept += segs;
       instances += count;
       ckptBytes += segs * step.microBatches * l->checkpointBytes;
@@ -157,6 +170,12 @@ int runPlan(const std::vector<std::string> &args) {
           "recomputes the forward of the others once more ("
        << withCommas(extraFlops) << " FLOPs per step), keeping their inputs "
        << "in the device's 'segment' buffer\n";
+  if (step.selectiveLayers >= 0)
+    os << "mixed recomputation: " << instances - fullInstances << " of "
+       << instances
+       << " layer instances keep their selective checkpoints; the other "
+       << fullInstances
+       << " keep their input and recompute their whole forward\n";
   os << "layer checkpoints: " << formatByteSize(ckptBytes) << " (" << ckptBytes
      << " bytes, " << step.checkpoints << " memory)\n";
   os << "device budget: "
@@ -281,6 +300,8 @@ int runPlan(const std::vector<std::string> &args) {
   os << "host_memory_bytes: " << hostTotal << "\n";
   os << "recompute: " << step.recompute << "\n";
   os << "checkpoint_every: " << step.checkpointEvery << "\n";
+  if (step.selectiveLayers >= 0)
+    os << "selective_layers: " << step.selectiveLayers << "\n";
   os << "checkpoint_bytes: " << ckptBytes << "\n";
   if (ranks > 1) {
     os << "allreduce_bytes: " << allreduceBytes << "\n";

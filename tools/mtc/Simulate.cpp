@@ -156,6 +156,9 @@ void printOutcome(std::ostream &os, const Outcome &o,
      << ", recompute " << step.recompute;
   if (step.checkpointEvery > 1)
     os << ", checkpoint every " << step.checkpointEvery;
+  if (step.selectiveLayers >= 0)
+    os << " for the first " << step.selectiveLayers
+       << " layer instances, full for the rest";
   os << ", checkpoints " << step.checkpoints << ", precision " << step.precision
      << ", optimizer "
      << (step.buffer("grads.host") ? "immediate" : "deferred");

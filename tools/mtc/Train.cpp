@@ -86,6 +86,7 @@ int runTrain(const std::vector<std::string> &args) {
   copts.cpu = cmd.cpu;
   copts.stream.prefetchDepth = cmd.prefetchDepth;
   copts.stream.checkpointEvery = cmd.checkpointEvery;
+  copts.stream.selectiveLayers = cmd.selectiveLayers;
   if (!parseOverrides("train", cmd.sets, copts.overrides))
     return 1;
   std::string deviceMemory = cmd.deviceMemory, recompute = cmd.recompute;
