@@ -349,15 +349,21 @@ void Calibrator::memoryBound() {
     int64_t rows = n / D;
     std::string sz = " " + std::to_string(n * 4 / 1024) + " KiB";
     // \p kind: the bundle op the kernel runs.
+    // \p pooled: a kernel of the pool (counted into memory_bandwidth, the
+    // rate of the kinds without their own), or one that runs on the
+    // calling thread alone (its kind's rate only).
     auto measure = [&](const std::string &name, const std::string &kind,
-                       double b, const std::function<void()> &fn) {
+                       double b, const std::function<void()> &fn,
+                       bool pooled = true) {
       Timing t = this->time([&] {
         fn();
         k = (k + 1) % sets;
       });
       record(name + sz, "B/s", b, t);
-      bytes += b;
-      time += t.value;
+      if (pooled) {
+        bytes += b;
+        time += t.value;
+      }
       byKind[kind].first += b;
       byKind[kind].second += t.value;
     };
@@ -399,6 +405,30 @@ void Calibrator::memoryBound() {
       cpu::layernormGrad(x(), w.data(), dy(), dx(), dw.data(), db.data(), rows,
                          D, 1e-5f);
     });
+    // The executor runs two kinds on the calling thread alone, whatever the
+    // kernel threads: the compiled fused kernels (Executor::fused calls the
+    // bundle's kernel over all n elements), measured as an add on one
+    // thread, and the gradient accumulation (param_grad: dst += src, the
+    // executor's loop, 3 x the gradient's bytes).
+    int threads = cpu::threads();
+    cpu::setThreads(1);
+    measure(
+        "fused (add on one thread)", "fused", 3 * f,
+        [&] {
+          cpu::binary(cpu::Binary::Add, x(), {rows, D}, dy(), {rows, D}, y(),
+                      {rows, D});
+        },
+        /*pooled=*/false);
+    cpu::setThreads(threads);
+    measure(
+        "param_grad (dst += src)", "param_grad", 3 * f,
+        [&] {
+          const float *src = dy();
+          float *dst = y();
+          for (int64_t e = 0; e < n; ++e)
+            dst[e] += src[e];
+        },
+        /*pooled=*/false);
   }
   c.memoryBandwidth = bytes / time;
   for (const auto &[kind, acc] : byKind)

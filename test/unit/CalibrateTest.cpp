@@ -108,10 +108,10 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
     kinds.insert(kind);
     EXPECT_TRUE(positive(bw)) << kind;
   }
-  EXPECT_EQ(kinds,
-            (std::set<std::string>{"add", "layernorm", "layernorm_grad", "mul",
-                                   "rmsnorm", "rmsnorm_grad", "rope", "silu",
-                                   "softmax", "transpose", "unary_grad"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{
+                       "add", "fused", "layernorm", "layernorm_grad", "mul",
+                       "param_grad", "rmsnorm", "rmsnorm_grad", "rope", "silu",
+                       "softmax", "transpose", "unary_grad"}));
   // Both forms of every GEMM shape: x @ w (rows x N x K) and xᵀ @ dy
   // (K x N x rows); 256 rows x [256, 688] gives the same shape twice.
   EXPECT_EQ(c.gemmShapes.size(), 5u);
@@ -164,6 +164,26 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
     EXPECT_GE(m.spread, 0) << m.name;
     EXPECT_FALSE(m.unit.empty()) << m.name;
   }
+}
+
+TEST(Calibrate, TwoKernelThreadsAndTheKindsOnOneThread) {
+  // The fused kernels' and param_grad's rates are taken on the calling
+  // thread alone; the kernels' thread count is back to the calibration's
+  // afterwards, and the profile says how many threads its kernels used.
+  CalibrateOptions opts;
+  opts.quick = true;
+  opts.threads = 2;
+  mtc::Expected<Calibration> r = calibrate(opts);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(mtc::cpu::threads(), 2);
+  mtc::cpu::setThreads(0);
+  EXPECT_EQ(r->threads, 2);
+  EXPECT_TRUE(r->memoryBandwidthByKind.count("fused"));
+  EXPECT_TRUE(r->memoryBandwidthByKind.count("param_grad"));
+  mtc::Expected<mtc::sim::Profile> p = mtc::sim::parseProfile(
+      calibrationProfileJson(*r, calibrationSource(*r)), "calibration");
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->device.hostThreads, 2);
 }
 
 TEST(Calibrate, ProfileJsonHasTheSchemaFields) {
