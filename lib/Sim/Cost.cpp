@@ -18,22 +18,26 @@ CostModel::CostModel(const Profile &profile, bundle::Precision precision)
       peak(profile.peakFlops(bundle::precisionName(precision))) {}
 
 double CostModel::gemmSeconds(double flops) const {
-  return p.device.launchLatency +
-         flops / (peak * p.device.gemmEfficiency.at(flops));
+  return p.device.kernelFixedSeconds() +
+         p.device.kernelTimeScale * flops /
+             (peak * p.device.gemmEfficiency.at(flops));
 }
 
 double CostModel::gemmSeconds(double m, double n, double k) const {
-  return p.device.launchLatency +
-         2.0 * m * n * k / (peak * p.device.gemmEfficiencyAt(m, n, k));
+  return p.device.kernelFixedSeconds() +
+         p.device.kernelTimeScale * 2.0 * m * n * k /
+             (peak * p.device.gemmEfficiencyAt(m, n, k));
 }
 
 double CostModel::attentionSeconds(double flops) const {
-  return p.device.launchLatency +
-         flops / (peak * p.device.attentionEfficiency.at(flops));
+  return p.device.kernelFixedSeconds() +
+         p.device.kernelTimeScale * flops /
+             (peak * p.device.attentionEfficiency.at(flops));
 }
 
 double CostModel::memorySeconds(double bytes, const std::string &kind) const {
-  return p.device.launchLatency + bytes / p.device.bandwidthOf(kind);
+  return p.device.kernelFixedSeconds() +
+         p.device.kernelTimeScale * bytes / p.device.bandwidthOf(kind);
 }
 
 Cost CostModel::function(const bundle::Function &fn, const bundle::Layer *layer,
@@ -74,8 +78,8 @@ Cost CostModel::op(const bundle::Function &fn,
   auto gemm = [&](double m, double nn, double k, double times = 1) {
     Cost g;
     g.flops = g.gemmFlops = times * 2.0 * m * nn * k;
-    g.seconds = times * (gemmSeconds(m, nn, k) - p.device.launchLatency) +
-                p.device.launchLatency;
+    double fixed = p.device.kernelFixedSeconds();
+    g.seconds = times * (gemmSeconds(m, nn, k) - fixed) + fixed;
     g.kernels = 1;
     return g;
   };

@@ -8,7 +8,10 @@
 // every other op by the bytes it reads and writes (as stored on the device
 // under the plan's precision) at the device's memory bandwidth for that op
 // kind (memory_bandwidth_by_kind, else memory_bandwidth), and every
-// kernel a launch latency. A moe op runs each expert's function on the
+// kernel a launch latency. Every kernel's work time is multiplied by the
+// profile's kernel_time_scale and every kernel pays kernel_overhead_s
+// besides (a step's chain of ops against kernels timed alone; 1 and 0
+// unless the profile says). A moe op runs each expert's function on the
 // tokens routed to it on average (tokens x top_k / experts). Views
 // (param_ref, reshape) cost nothing; param_grad accumulates a gradient into
 // its buffer (a memory-bound kernel of three times the gradient's bytes).

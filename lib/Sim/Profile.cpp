@@ -303,11 +303,12 @@ Expected<Profile> parseProfile(const std::string &text,
   p.name = r.string(doc, "name", "");
   p.description = r.string(doc, "description", "", false);
   p.source = r.string(doc, "source", "");
-  if (const Json *d =
-          r.object(doc, "device", "device",
-                   {"memory_bytes", "peak_flops", "gemm_efficiency",
-                    "gemm_shapes", "attention_efficiency", "memory_bandwidth",
-                    "memory_bandwidth_by_kind", "launch_latency_s"})) {
+  if (const Json *d = r.object(doc, "device", "device",
+                               {"memory_bytes", "peak_flops", "gemm_efficiency",
+                                "gemm_shapes", "attention_efficiency",
+                                "memory_bandwidth", "memory_bandwidth_by_kind",
+                                "launch_latency_s", "kernel_time_scale",
+                                "kernel_overhead_s", "host_threads"})) {
     p.device.memoryBytes = static_cast<int64_t>(
         r.number(*d, "memory_bytes", "device", 0, 1e18, true));
     if (const Json *f =
@@ -327,6 +328,19 @@ Expected<Profile> parseProfile(const std::string &text,
         r.byKind(*d, "memory_bandwidth_by_kind", "device");
     p.device.launchLatency =
         r.number(*d, "launch_latency_s", "device", 0, 1, false);
+    p.device.kernelTimeScale =
+        r.number(*d, "kernel_time_scale", "device", 0, 100, true,
+                 /*required=*/false, 1.0);
+    p.device.hostThreads = static_cast<int64_t>(
+        r.number(*d, "host_threads", "device", 0, 1e6, false,
+                 /*required=*/false, 0.0));
+    if (d->contains("host_threads") && (*d)["host_threads"].is_number() &&
+        (*d)["host_threads"].get<double>() !=
+            std::floor((*d)["host_threads"].get<double>()))
+      r.fail("device.host_threads",
+             "expected a whole number, got " + (*d)["host_threads"].dump());
+    p.device.kernelOverhead = r.number(*d, "kernel_overhead_s", "device", 0, 1,
+                                       false, /*required=*/false, 0.0);
   }
   if (const Json *l = r.object(doc, "link", "link",
                                {"h2d_bandwidth", "d2h_bandwidth",

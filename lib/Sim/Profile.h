@@ -59,6 +59,25 @@ struct DeviceProfile {
   /// "rmsnorm_grad"); other kinds run at memoryBandwidth.
   std::map<std::string, double> memoryBandwidthByKind;
   double launchLatency = 0; ///< seconds added to every kernel
+  /// Optional ("kernel_time_scale", default 1): every kernel's work time
+  /// (its FLOPs or bytes over the rates above; not the latencies) is
+  /// multiplied by it. Kernels in a step, where each op reads what the
+  /// previous one wrote and the threads fork and join per op, against the
+  /// same kernels timed alone (`mtc simulate --calibrate` fits it to a
+  /// chain of ops run through the executor).
+  double kernelTimeScale = 1;
+  /// Optional ("kernel_overhead_s", default 0): seconds added to every
+  /// kernel besides launchLatency (the chain's fixed cost per op beyond the
+  /// executor's dispatch: the pool's fork and join).
+  double kernelOverhead = 0;
+  /// Optional ("host_threads", default 0: the device has processors of its
+  /// own): the device's kernels run on this many threads of the host's
+  /// cores (the CPU device, `--threads`). The simulator then shares
+  /// host.cores between them and the host's commands (copies, AdamW,
+  /// conversions): past the cores, each runs at cores / threads wanted.
+  int64_t hostThreads = 0;
+  /// The fixed seconds of one kernel: launchLatency + kernelOverhead.
+  double kernelFixedSeconds() const { return launchLatency + kernelOverhead; }
 
   /// The bandwidth of memory-bound kernels of op \p kind.
   double bandwidthOf(const std::string &kind) const {

@@ -89,6 +89,14 @@ public:
 
   Status run();
 
+  /// Threads of the host's AdamW beside a device on the host's cores: the
+  /// cores its kernels leave free, at least one (as `mtc train` sizes the
+  /// optimizer's pool).
+  double optimizerThreads() const {
+    return static_cast<double>(
+        std::max<int64_t>(1, p.host.cores - p.device.hostThreads));
+  }
+
   std::vector<Task> tasks;
   struct StreamState {
     std::string name;
@@ -167,14 +175,37 @@ Status Engine::run() {
       nH += k.res == Resource::H2D;
       nD += k.res == Resource::D2H;
     }
+    // A device on the host's cores (device.host_threads, the CPU device):
+    // its kernels' threads and the host's commands (one thread each, AdamW
+    // the optimizer's pool) share host.cores fairly; past the cores, every
+    // command slows to cores / threads wanted (a kernel's threads work on
+    // fixed chunks, so it waits for the slowest).
+    double share = 1;
+    if (p.device.hostThreads > 0) {
+      double want = 0;
+      bool kernels = false;
+      for (int id : running) {
+        const Task &k = tasks[id];
+        if (k.latencyLeft > 0)
+          continue;
+        if (k.category == "compute")
+          kernels = true;
+        else
+          want += k.category == "optimizer" ? optimizerThreads() : 1.0;
+      }
+      if (kernels)
+        want += static_cast<double>(p.device.hostThreads);
+      if (want > static_cast<double>(p.host.cores))
+        share = static_cast<double>(p.host.cores) / want;
+    }
     auto rate = [&](const Task &k) {
       if (k.res == Resource::Fixed)
-        return 1.0;
+        return share;
       bool h = k.res == Resource::H2D;
       double bw = h ? p.link.h2dBandwidth : p.link.d2hBandwidth;
       if ((h ? nD : nH) > 0)
         bw *= p.link.duplexFactor;
-      return bw / std::max(1, h ? nH : nD);
+      return share * bw / std::max(1, h ? nH : nD);
     };
     double dt = std::numeric_limits<double>::infinity();
     for (int id : running) {

@@ -26,6 +26,17 @@
 //    streams, and a run of small copies for the per-copy latency.
 // 6. Host: STREAM triad on a pool of every core; AdamW::step on the
 //    optimizer's pool.
+// 7. (After the dispatch probe.) A chain of a layer's ops (6 matmuls, 3
+//    weight_grads, transposes, adds, muls; each reads what an earlier op
+//    wrote) through exec::Executor at 64, 256 and 1024 tokens, the weights
+//    copied in by another thread before each run (a step's h2d memcpy),
+//    each op timed in place (Executor::setOpTimer) and kept by the same
+//    statistic, against the price lib/Sim's CostModel gives it from the
+//    figures above: measured - dispatch = scale x work + kernels x
+//    overhead, least squares over the sizes (overhead >= 0, the scale in
+//    [0.5, 4]): kernel_time_scale and kernel_overhead_s.
+// With more than one kernel thread, step 4 also times an add on one
+// thread: fused kernels and param_grad run on the calling thread alone.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/driver/Calibrate.h"
@@ -37,6 +48,8 @@
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Optimizer.h"
 
+#include "lib/Sim/Cost.h"
+#include "lib/Sim/Profile.h"
 #include "lib/Support/ThreadPool.h"
 
 #include <nlohmann/json.hpp>
@@ -100,6 +113,7 @@ private:
   void memoryBound();
   void latencies();
   Status dispatch();
+  Status chain();
   Status copies();
   void host();
 
@@ -338,15 +352,21 @@ void Calibrator::memoryBound() {
     int64_t rows = n / D;
     std::string sz = " " + std::to_string(n * 4 / 1024) + " KiB";
     // \p kind: the bundle op the kernel runs.
+    // \p pooled: a kernel of the pool (counted into memory_bandwidth, the
+    // rate of the kinds without their own), or one that runs on the
+    // calling thread alone (its kind's rate only).
     auto measure = [&](const std::string &name, const std::string &kind,
-                       double b, const std::function<void()> &fn) {
+                       double b, const std::function<void()> &fn,
+                       bool pooled = true) {
       Timing t = this->time([&] {
         fn();
         k = (k + 1) % sets;
       });
       record(name + sz, "B/s", b, t);
-      bytes += b;
-      time += t.value;
+      if (pooled) {
+        bytes += b;
+        time += t.value;
+      }
       byKind[kind].first += b;
       byKind[kind].second += t.value;
     };
@@ -388,10 +408,34 @@ void Calibrator::memoryBound() {
       cpu::layernormGrad(x(), w.data(), dy(), dx(), dw.data(), db.data(), rows,
                          D, 1e-5f);
     });
+    // The executor runs two kinds on the calling thread alone, whatever the
+    // kernel threads: the compiled fused kernels (Executor::fused calls the
+    // bundle's kernel over all n elements) and the gradient accumulation
+    // (param_grad's loop). With more than one thread, an add on one thread
+    // against the pool's says how much of the mix's rate they keep.
+    if (c.threads > 1) {
+      cpu::setThreads(1);
+      measure(
+          "add on one thread", "add (one thread)", 3 * f,
+          [&] {
+            cpu::binary(cpu::Binary::Add, x(), {rows, D}, dy(), {rows, D}, y(),
+                        {rows, D});
+          },
+          /*pooled=*/false);
+      cpu::setThreads(c.threads);
+    }
   }
   c.memoryBandwidth = bytes / time;
   for (const auto &[kind, acc] : byKind)
-    c.memoryBandwidthByKind[kind] = acc.first / acc.second;
+    if (kind != "add (one thread)")
+      c.memoryBandwidthByKind[kind] = acc.first / acc.second;
+  if (auto one = byKind.find("add (one thread)"); one != byKind.end()) {
+    double alone = one->second.first / one->second.second;
+    double pooled = c.memoryBandwidthByKind.at("add");
+    double keep = std::min(1.0, alone / pooled);
+    c.memoryBandwidthByKind["fused"] = keep * c.memoryBandwidth;
+    c.memoryBandwidthByKind["param_grad"] = keep * c.memoryBandwidth;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -447,6 +491,174 @@ Status Calibrator::dispatch() {
   t.best /= ops;
   c.launchLatency = record("executor op dispatch (add of 16)", "s", 0, t);
   return failed;
+}
+
+/// A model-level function of \p rows tokens through a layer's products,
+/// forward and backward, each op reading what an earlier one wrote (as in a
+/// step): x [rows, D] and weights wq [D, D], w1 [D, F], w2 [F, D] in; 6
+/// matmuls, 3 weight_grads, 2 transposes, 3 adds and 2 muls.
+bundle::Bundle chainProbe(int64_t rows, int64_t D, int64_t F) {
+  bundle::Bundle b;
+  b.model = "ChainProbe";
+  bundle::Function fn;
+  auto value = [&](int64_t r, int64_t c) {
+    fn.values.push_back({{r, c}, DType::F32});
+    return static_cast<int>(fn.values.size()) - 1;
+  };
+  auto op = [&](const std::string &name, std::vector<int> in, int64_t r,
+                int64_t c) {
+    bundle::Op o;
+    o.name = name;
+    o.operands = std::move(in);
+    o.results = {value(r, c)};
+    o.loc = "calibrate:1:1";
+    if (name == "transpose")
+      o.attrs["perm"] = std::vector<int64_t>{1, 0};
+    fn.ops.push_back(o);
+    return o.results[0];
+  };
+  int x = value(rows, D), wq = value(D, D), w1 = value(D, F), w2 = value(F, D);
+  fn.args = {x, wq, w1, w2};
+  int h = op("matmul", {x, wq}, rows, D);
+  int a = op("add", {h, x}, rows, D);
+  int u = op("matmul", {a, w1}, rows, F);
+  int g = op("mul", {u, u}, rows, F);
+  int d = op("matmul", {g, w2}, rows, D);
+  int y = op("add", {d, a}, rows, D);
+  int w2t = op("transpose", {w2}, D, F);
+  int dg = op("matmul", {y, w2t}, rows, F);
+  int dw2 = op("weight_grad", {g, y}, F, D);
+  int du = op("mul", {dg, u}, rows, F);
+  int w1t = op("transpose", {w1}, F, D);
+  int da = op("matmul", {du, w1t}, rows, D);
+  int dw1 = op("weight_grad", {a, du}, D, F);
+  int dx = op("add", {da, y}, rows, D);
+  int dwq = op("weight_grad", {x, dx}, D, D);
+  int back = op("matmul", {dx, wq}, rows, D);
+  fn.results = {back, dwq, dw1, dw2};
+  b.functions["forward"] = fn;
+  return b;
+}
+
+Status Calibrator::chain() {
+  // The profile so far prices the chain as the simulator would; what the
+  // executor really takes beyond that is the step's cost of running ops
+  // one after another (data moving between the threads' caches, the pool
+  // forked and joined per op, OpenBLAS's blocks on cold operands).
+  sim::Profile profile;
+  profile.device.peakFlopsFP32 = profile.device.peakFlopsBF16 = c.peakFlops;
+  for (const EfficiencyPoint &e : c.gemmEfficiency)
+    profile.device.gemmEfficiency.points.push_back({e.flops, e.efficiency});
+  for (const EfficiencyPoint &e : c.attentionEfficiency)
+    profile.device.attentionEfficiency.points.push_back(
+        {e.flops, e.efficiency});
+  for (const GemmShapeEfficiency &g : c.gemmShapes)
+    profile.device.gemmShapes.push_back(
+        {double(g.m), double(g.n), double(g.k), g.efficiency});
+  profile.device.memoryBandwidth = c.memoryBandwidth;
+  profile.device.memoryBandwidthByKind = c.memoryBandwidthByKind;
+  profile.device.launchLatency = c.launchLatency;
+  sim::CostModel cost(profile, bundle::Precision::F32);
+  const int64_t D = opts.quick ? 128 : 256, F = opts.quick ? 344 : 688;
+  std::vector<int64_t> sizes = opts.quick ? std::vector<int64_t>{32, 128}
+                                          : std::vector<int64_t>{64, 256, 1024};
+  // Per size: measured and predicted seconds, and the kernels.
+  std::vector<double> measured, work;
+  double kernels = 0;
+  Status failed = Status::success();
+  for (int64_t rows : sizes) {
+    bundle::Bundle b = chainProbe(rows, D, F);
+    Expected<std::unique_ptr<exec::ParamStore>> store =
+        exec::ParamStore::create(b);
+    if (!store)
+      return store.status();
+    Expected<std::unique_ptr<exec::Executor>> ex =
+        exec::Executor::create(b, **store);
+    if (!ex)
+      return ex.status();
+    const bundle::Function &fn = b.functions.at("forward");
+    std::vector<float> x = filled(rows * D, 0.5f), wq(D * D), w1(D * F),
+                       w2(F * D);
+    // As in a step, the weights arrive by a copy on another thread (the
+    // h2d stream's memcpy) before their layer runs: in the shared cache,
+    // not in the kernel threads' own.
+    const std::vector<float> wqHost = filled(D * D, 0.05f),
+                             w1Host = filled(D * F, 0.05f),
+                             w2Host = filled(F * D, 0.05f);
+    auto load = [&] {
+      std::thread copier([&] {
+        std::memcpy(wq.data(), wqHost.data(), wq.size() * sizeof(float));
+        std::memcpy(w1.data(), w1Host.data(), w1.size() * sizeof(float));
+        std::memcpy(w2.data(), w2Host.data(), w2.size() * sizeof(float));
+      });
+      copier.join();
+    };
+    // Each op timed where it runs in the chain (Executor::setOpTimer); an
+    // op's figure is the statistic of its repetitions, as for the kernels
+    // alone, so that a shared machine's interruptions of a long chain do not
+    // count where the short kernels alone escaped them.
+    std::vector<std::vector<double>> perOp(fn.ops.size());
+    std::map<const bundle::Op *, size_t> index;
+    for (size_t i = 0; i < fn.ops.size(); ++i)
+      index[&fn.ops[i]] = i;
+    bool timing = false;
+    (*ex)->setOpTimer([&](const bundle::Op &op, const std::vector<int64_t> &,
+                          Clock::time_point b0, Clock::time_point b1) {
+      auto it = index.find(&op);
+      if (timing && it != index.end())
+        perOp[it->second].push_back(seconds(b0, b1));
+    });
+    auto runChain = [&] {
+      (*ex)->beginStep(1, 1);
+      std::vector<exec::Tensor> values(fn.values.size());
+      values[0] = exec::Tensor::view({rows, D}, x.data());
+      values[1] = exec::Tensor::view({D, D}, wq.data());
+      values[2] = exec::Tensor::view({D, F}, w1.data());
+      values[3] = exec::Tensor::view({F, D}, w2.data());
+      if (Status st = (*ex)->runOps(fn, values, 0, fn.ops.size());
+          !st && failed)
+        failed = st;
+    };
+    load();
+    runChain(); // warm-up: the executor's buffers, the pool's threads
+    timing = true;
+    const int reps = std::max(c.repeats, 3);
+    for (int r = 0; r < reps; ++r) {
+      load();
+      runChain();
+    }
+    Timing t;
+    double lo = 0, hi = 0;
+    for (std::vector<double> &d : perOp) {
+      if (d.empty())
+        continue;
+      std::sort(d.begin(), d.end());
+      size_t n = d.size();
+      double median = n % 2 ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
+      t.median += median;
+      t.best += d.front();
+      lo += d.front();
+      hi += d.back();
+    }
+    t.value =
+        opts.statistic == CalibrateOptions::Statistic::Best ? t.best : t.median;
+    t.spread = t.median > 0 ? (hi - lo) / t.median : 0;
+    sim::Cost predicted = cost.function(fn, nullptr, 1, 1);
+    kernels = static_cast<double>(predicted.kernels);
+    double m = record("executor chain " + std::to_string(rows) + "x" +
+                          std::to_string(D) + "x" + std::to_string(F),
+                      "s", 0, t);
+    measured.push_back(m - kernels * c.launchLatency);
+    work.push_back(predicted.seconds - kernels * c.launchLatency);
+    c.chainMeasured.push_back(m);
+    c.chainPredicted.push_back(predicted.seconds);
+  }
+  if (!failed)
+    return failed;
+  KernelChainFit fit = fitKernelChain(work, measured, kernels);
+  c.kernelTimeScale = fit.scale;
+  c.kernelOverhead = fit.overhead;
+  return Status::success();
 }
 
 void Calibrator::latencies() {
@@ -616,6 +828,8 @@ Status Calibrator::run() {
   latencies();
   if (Status st = dispatch(); !st)
     return st.withPrefix("calibrating the executor's dispatch");
+  if (Status st = chain(); !st)
+    return st.withPrefix("calibrating a chain of ops");
   if (Status st = copies(); !st)
     return st.withPrefix("calibrating copies");
   host();
@@ -658,6 +872,35 @@ nlohmann::json curve(const std::vector<EfficiencyPoint> &points) {
 }
 
 } // namespace
+
+KernelChainFit fitKernelChain(const std::vector<double> &work,
+                              const std::vector<double> &measured,
+                              double kernels) {
+  // measured = scale * work + kernels * overhead over the sizes (least
+  // squares); an overhead below zero (noise) is dropped and the scale
+  // refitted alone, through the origin.
+  KernelChainFit fit;
+  size_t n = std::min(work.size(), measured.size());
+  if (n == 0 || !(kernels > 0))
+    return fit;
+  double sw = 0, sm = 0, sww = 0, swm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sw += work[i];
+    sm += measured[i];
+    sww += work[i] * work[i];
+    swm += work[i] * measured[i];
+  }
+  double N = static_cast<double>(n);
+  double scale = (N * swm - sw * sm) / (N * sww - sw * sw);
+  double overhead = (sm - scale * sw) / N / kernels;
+  if (n < 2 || !std::isfinite(scale) || !(scale > 0) || !(overhead >= 0)) {
+    scale = sww > 0 ? swm / sww : 1.0;
+    overhead = 0;
+  }
+  fit.scale = std::isfinite(scale) ? std::clamp(scale, 0.5, 4.0) : 1.0;
+  fit.overhead = std::clamp(overhead, 0.0, 1e-3);
+  return fit;
+}
 
 double attentionFlops(int64_t B, int64_t S, int64_t Sk, int64_t Hq, int64_t D,
                       bool causal, bool backward) {
@@ -710,7 +953,10 @@ std::string calibrationProfileJson(const Calibration &c,
                  {"attention_efficiency", curve(c.attentionEfficiency)},
                  {"memory_bandwidth", c.memoryBandwidth},
                  {"memory_bandwidth_by_kind", c.memoryBandwidthByKind},
-                 {"launch_latency_s", c.launchLatency}};
+                 {"launch_latency_s", c.launchLatency},
+                 {"kernel_time_scale", c.kernelTimeScale},
+                 {"kernel_overhead_s", c.kernelOverhead},
+                 {"host_threads", c.threads}};
   j["link"] = {{"h2d_bandwidth", c.h2dBandwidth},
                {"d2h_bandwidth", c.d2hBandwidth},
                {"duplex_factor", c.duplexFactor},
@@ -727,11 +973,15 @@ std::string calibrationProfileJson(const Calibration &c,
                   {"best", m.best},
                   {"spread", m.spread},
                   {"work", m.work}});
-  j["calibration"] = {
-      {"quick", c.quick},     {"statistic", c.statistic},
-      {"repeats", c.repeats}, {"seconds", c.seconds},
-      {"threads", c.threads}, {"optimizer_threads", c.optimizerThreads},
-      {"measurements", ms}};
+  j["calibration"] = {{"quick", c.quick},
+                      {"statistic", c.statistic},
+                      {"repeats", c.repeats},
+                      {"seconds", c.seconds},
+                      {"threads", c.threads},
+                      {"optimizer_threads", c.optimizerThreads},
+                      {"chain_measured_s", c.chainMeasured},
+                      {"chain_predicted_s", c.chainPredicted},
+                      {"measurements", ms}};
   return j.dump(2) + "\n";
 }
 
@@ -748,6 +998,8 @@ void printCalibration(std::ostream &os, const Calibration &c) {
   s << "peak_flops_fp32: " << c.peakFlops << "\n"
     << "memory_bandwidth: " << c.memoryBandwidth << "\n"
     << "launch_latency_s: " << c.launchLatency << "\n"
+    << "kernel_time_scale: " << c.kernelTimeScale << "\n"
+    << "kernel_overhead_s: " << c.kernelOverhead << "\n"
     << "h2d_bandwidth: " << c.h2dBandwidth << "\n"
     << "d2h_bandwidth: " << c.d2hBandwidth << "\n"
     << "duplex_factor: " << c.duplexFactor << "\n"

@@ -27,6 +27,19 @@
 //                            small adds run through exec::Executor (decode,
 //                            result allocation, the kernel table, the
 //                            pool's parallelFor), nothing to compute
+//   device.kernel_time_scale, device.kernel_overhead_s
+//                            a layer's products and elementwise ops, forward
+//                            and backward, each reading what an earlier op
+//                            wrote, run through exec::Executor at 64, 256
+//                            and 1024 tokens on the kernels' pool, each op
+//                            timed where it runs: the chain's time over the
+//                            price the figures above give it, fitted as a
+//                            factor on the kernels' work plus seconds per
+//                            kernel (the step's cost of running ops in a
+//                            chain: data moving between the threads'
+//                            caches, the pool's fork and join)
+//   device.host_threads      the kernel threads (the simulator shares the
+//                            host's cores between them and host work)
 //   link.*                   CpuDevice copies (memcpy on the h2d / d2h
 //                            stream threads): each direction alone, both at
 //                            once (duplex_factor = alone / together), and a
@@ -108,6 +121,14 @@ struct Calibration {
   /// Bundle op name -> bytes/s of its memory-bound kernel.
   std::map<std::string, double> memoryBandwidthByKind;
   double launchLatency = 0;
+  /// A chain of a layer's ops run through the executor (three sizes) against
+  /// the price the figures above give it: measured - dispatch = scale x
+  /// work + kernels x overhead, least squares (kernel_time_scale,
+  /// kernel_overhead_s).
+  double kernelTimeScale = 1, kernelOverhead = 0;
+  /// The chain's seconds at each size, measured and predicted (before the
+  /// fit).
+  std::vector<double> chainMeasured, chainPredicted;
   double h2dBandwidth = 0, d2hBandwidth = 0, duplexFactor = 1;
   double copyLatency = 0;
   int cores = 0;
@@ -130,6 +151,21 @@ struct Calibration {
 /// products instead of two).
 double attentionFlops(int64_t B, int64_t S, int64_t Sk, int64_t Hq, int64_t D,
                       bool causal, bool backward);
+
+/// A chain's fit: kernel_time_scale and kernel_overhead_s.
+struct KernelChainFit {
+  double scale = 1;    ///< in [0.5, 4]
+  double overhead = 0; ///< seconds per kernel, in [0, 1e-3]
+};
+
+/// Fits measured[i] = scale x work[i] + kernels x overhead by least squares
+/// over the chain's sizes (work: the chain's price at the measured rates,
+/// both without the dispatch latency; \p kernels per chain). A negative
+/// overhead is dropped (0) and the scale refitted through the origin; a
+/// single size fits the scale alone. {1, 0} without data.
+KernelChainFit fitKernelChain(const std::vector<double> &work,
+                              const std::vector<double> &measured,
+                              double kernels);
 
 /// Measures this machine (see the file comment). Errors: the CPU device's
 /// arena or a host buffer cannot be allocated.

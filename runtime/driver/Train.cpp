@@ -68,6 +68,21 @@ namespace mtc::driver {
 
 namespace {
 
+/// --trace-ops: each op the executor runs as a span on the compute track,
+/// named "OP [d0,d1,...]" by its first result's shape.
+exec::Executor::OpTimer opSpans(device::Trace &trace) {
+  int track = trace.track("compute");
+  return
+      [&trace, track](const bundle::Op &op, const std::vector<int64_t> &shape,
+                      device::Trace::Clock::time_point begin,
+                      device::Trace::Clock::time_point end) {
+        std::string name = op.name + " [";
+        for (size_t i = 0; i < shape.size(); ++i)
+          name += (i ? "," : "") + std::to_string(shape[i]);
+        trace.span(track, name + "]", begin, end, "op");
+      };
+}
+
 double nowSeconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -1029,6 +1044,8 @@ private:
     if (!onDevice)
       return onDevice.status().withPrefix("--device " + opts.device);
     streamEx = std::move(*onDevice);
+    if (opts.traceOps)
+      streamEx->setOpTimer(opSpans(trace));
     if (!backend)
       if (Status st = streamEx->useBundleKernels(); !st.ok())
         return st;

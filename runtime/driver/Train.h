@@ -83,6 +83,10 @@ struct TrainOptions {
   std::string device = "cpu";
   /// Chrome-trace JSON of every device stream ("" : none).
   std::string trace;
+  /// --trace-ops: every op the compute stream runs as a span of its own
+  /// (category "op", named by the op and its result shape) inside the
+  /// layer spans of the trace.
+  bool traceOps = false;
   /// tokenizer.json (or a directory holding one) for .txt data and the
   /// sample; "" : the bundle's (HF imports), else bytes.
   std::string tokenizer;

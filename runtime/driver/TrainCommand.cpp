@@ -43,11 +43,11 @@ std::string trainUsage(const Tool &tool) {
          "[--checkpoint-every K] [--selective-layers S] "
          "[--checkpoints device|host|auto] [--precision "
          "fp32|bf16] [--optimizer-threads N] "
-         "[--trace FILE.json]] ";
+         "[--trace FILE.json [--trace-ops]]] ";
   else
     u += "[--host-state-file PATH] [--device cpu|cuda|cuda-emu] "
          "[--device-memory SIZE|auto] [--optimizer-threads N] [--trace "
-         "FILE.json] ";
+         "FILE.json [--trace-ops]] ";
   u += "[--tokenizer tokenizer.json]\n       " + t +
        " train --resume DIR [--steps N] [flags]...";
   return u;
@@ -184,6 +184,8 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
       opts.allowModelChange = true;
     else if (a == "--deterministic-reduce")
       opts.deterministicReduce = true;
+    else if (a == "--trace-ops")
+      opts.traceOps = true;
     else
       valued.push_back(a);
   }
@@ -239,6 +241,9 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
           pos, &cmd.given);
       !st.ok())
     return st;
+  if (opts.traceOps && opts.trace.empty())
+    return Status::error("train: --trace-ops adds per-op spans to the "
+                         "--trace FILE.json timeline; give --trace too");
   if (opts.device != "cpu" && opts.device != "cuda" &&
       opts.device != "cuda-emu")
     return Status::error(

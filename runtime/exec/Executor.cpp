@@ -519,7 +519,20 @@ const DecodedFunction &Executor::decoded(const bundle::Function &fn) const {
 void Executor::exec(const DecodedOp &op, std::vector<Tensor> &values,
                     const bundle::Function &fn, const Scope &scope) {
   OpContext c(*this, op, values, fn, scope);
+  if (!opTimer) {
+    (*table)[op.kind](c);
+    return;
+  }
+  auto begin = std::chrono::steady_clock::now();
   (*table)[op.kind](c);
+  auto end = std::chrono::steady_clock::now();
+  std::vector<int64_t> shape;
+  if (!op.op->results.empty()) {
+    int r = op.op->results[0];
+    if (r >= 0 && static_cast<size_t>(r) < values.size())
+      shape = values[static_cast<size_t>(r)].shape;
+  }
+  opTimer(*op.op, shape, begin, end);
 }
 
 Status Executor::useBundleKernels() {

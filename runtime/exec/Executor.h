@@ -35,6 +35,7 @@
 #include "runtime/exec/KernelTable.h"
 #include "runtime/exec/ParamStore.h"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -258,6 +259,16 @@ public:
   void setInstanceGradHook(InstanceGradHook fn) {
     instanceGradHook = std::move(fn);
   }
+  /// Called after every op the executor runs (a fused op once, not its
+  /// body; apply_layers once around its instances' ops) with the op, the
+  /// concrete shape of its first result ({} when it has none) and when it
+  /// began and ended: `mtc train --trace-ops` turns these into per-op
+  /// spans. Null: none (no clock is read).
+  using OpTimer =
+      std::function<void(const bundle::Op &, const std::vector<int64_t> &,
+                         std::chrono::steady_clock::time_point,
+                         std::chrono::steady_clock::time_point)>;
+  void setOpTimer(OpTimer fn) { opTimer = std::move(fn); }
   /// The aux (load-balancing) losses of the moe ops the last call ran,
   /// already included in the loss it returned (device terms unread: the
   /// streaming executor reads them after its step's synchronisation).
@@ -366,6 +377,7 @@ private:
   std::map<std::pair<std::string, int64_t>, std::vector<Tensor>> checkpoints;
   int64_t forwardRuns = 0, backwardRuns = 0;
   InstanceGradHook instanceGradHook;
+  OpTimer opTimer;
   /// The last loss computed by a cross_entropy op, in double precision.
   double lastLoss = 0;
 

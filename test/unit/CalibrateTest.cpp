@@ -60,6 +60,31 @@ TEST(Calibrate, AttentionFlopsCountTheTwoProducts) {
   EXPECT_DOUBLE_EQ(attentionFlops(1, 4, 16, 1, 8, true, false), 2048.0);
 }
 
+TEST(Calibrate, KernelChainFit) {
+  // Exact data: 1.2 x work + 10 kernels x 3 us.
+  std::vector<double> work = {1e-3, 4e-3, 16e-3}, measured;
+  for (double w : work)
+    measured.push_back(1.2 * w + 10 * 3e-6);
+  KernelChainFit f = fitKernelChain(work, measured, 10);
+  EXPECT_NEAR(f.scale, 1.2, 1e-9);
+  EXPECT_NEAR(f.overhead, 3e-6, 1e-12);
+  // A negative intercept (the small chain faster than the line) drops the
+  // overhead and fits the scale through the origin.
+  f = fitKernelChain({1e-3, 2e-3}, {0.5e-3, 2e-3}, 10);
+  EXPECT_EQ(f.overhead, 0);
+  EXPECT_NEAR(f.scale, (0.5e-6 + 4e-6) / (1e-6 + 4e-6), 1e-9);
+  // One size: the scale alone.
+  f = fitKernelChain({2e-3}, {3e-3}, 5);
+  EXPECT_NEAR(f.scale, 1.5, 1e-12);
+  EXPECT_EQ(f.overhead, 0);
+  // Clamped: a chain 10x its price is 4x; nothing to fit is {1, 0}.
+  f = fitKernelChain({1e-3, 2e-3}, {10e-3, 20e-3}, 10);
+  EXPECT_EQ(f.scale, 4.0);
+  f = fitKernelChain({}, {}, 10);
+  EXPECT_EQ(f.scale, 1.0);
+  EXPECT_EQ(f.overhead, 0.0);
+}
+
 TEST(Calibrate, QuickMeasuresEveryFigure) {
   const Calibration &c = quick();
   EXPECT_TRUE(c.quick);
@@ -83,6 +108,8 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
     kinds.insert(kind);
     EXPECT_TRUE(positive(bw)) << kind;
   }
+  // (On one kernel thread the kinds that run on one thread anyway, fused
+  // and param_grad, take the mix's rate: they have none of their own.)
   EXPECT_EQ(kinds,
             (std::set<std::string>{"add", "layernorm", "layernorm_grad", "mul",
                                    "rmsnorm", "rmsnorm_grad", "rope", "silu",
@@ -104,6 +131,19 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
   EXPECT_TRUE(has(256, 688, 1024)); // its weight gradient
   EXPECT_TRUE(positive(c.launchLatency));
   EXPECT_LT(c.launchLatency, 0.01);
+  // The chain of ops at two sizes (quick), priced before the fit; the fit
+  // within its bounds, and the larger chain the longer.
+  ASSERT_EQ(c.chainMeasured.size(), 2u);
+  ASSERT_EQ(c.chainPredicted.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(positive(c.chainMeasured[i]));
+    EXPECT_TRUE(positive(c.chainPredicted[i]));
+  }
+  EXPECT_GT(c.chainPredicted[1], c.chainPredicted[0]);
+  EXPECT_GE(c.kernelTimeScale, 0.5);
+  EXPECT_LE(c.kernelTimeScale, 4.0);
+  EXPECT_GE(c.kernelOverhead, 0.0);
+  EXPECT_LE(c.kernelOverhead, 1e-3);
   EXPECT_TRUE(positive(c.h2dBandwidth));
   EXPECT_TRUE(positive(c.d2hBandwidth));
   EXPECT_GE(c.duplexFactor, 0.5);
@@ -126,6 +166,38 @@ TEST(Calibrate, QuickMeasuresEveryFigure) {
     EXPECT_GE(m.spread, 0) << m.name;
     EXPECT_FALSE(m.unit.empty()) << m.name;
   }
+}
+
+TEST(Calibrate, TwoKernelThreadsAndTheKindsOnOneThread) {
+  // On two kernel threads the kinds the executor runs on the calling thread
+  // (fused, param_grad) get a rate of their own from an add on one thread;
+  // the kernels' thread count is back to the calibration's afterwards, and
+  // the profile says how many threads its kernels used.
+  CalibrateOptions opts;
+  opts.quick = true;
+  opts.threads = 2;
+  mtc::Expected<Calibration> r = calibrate(opts);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(mtc::cpu::threads(), 2);
+  mtc::cpu::setThreads(0);
+  EXPECT_EQ(r->threads, 2);
+  // fused and param_grad: the mix's rate times what an add keeps on one
+  // thread against the pool (at most all of it).
+  ASSERT_TRUE(r->memoryBandwidthByKind.count("fused"));
+  ASSERT_TRUE(r->memoryBandwidthByKind.count("param_grad"));
+  double fused = r->memoryBandwidthByKind.at("fused");
+  EXPECT_GT(fused, 0);
+  EXPECT_LE(fused, r->memoryBandwidth);
+  EXPECT_EQ(r->memoryBandwidthByKind.at("param_grad"), fused);
+  EXPECT_FALSE(r->memoryBandwidthByKind.count("add (one thread)"));
+  bool measured = false;
+  for (const Measurement &m : r->measurements)
+    measured |= m.name.rfind("add on one thread", 0) == 0;
+  EXPECT_TRUE(measured);
+  mtc::Expected<mtc::sim::Profile> p = mtc::sim::parseProfile(
+      calibrationProfileJson(*r, calibrationSource(*r)), "calibration");
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->device.hostThreads, 2);
 }
 
 TEST(Calibrate, ProfileJsonHasTheSchemaFields) {
@@ -155,6 +227,9 @@ TEST(Calibrate, ProfileJsonHasTheSchemaFields) {
   EXPECT_EQ(d["gemm_shapes"][0]["efficiency"].get<double>(),
             c.gemmShapes[0].efficiency);
   EXPECT_EQ(d["launch_latency_s"].get<double>(), c.launchLatency);
+  EXPECT_EQ(d["kernel_time_scale"].get<double>(), c.kernelTimeScale);
+  EXPECT_EQ(d["kernel_overhead_s"].get<double>(), c.kernelOverhead);
+  EXPECT_EQ(d["host_threads"].get<int>(), c.threads);
   const nlohmann::json &l = j["link"];
   EXPECT_EQ(l["h2d_bandwidth"].get<double>(), c.h2dBandwidth);
   EXPECT_EQ(l["d2h_bandwidth"].get<double>(), c.d2hBandwidth);
@@ -189,6 +264,9 @@ TEST(Calibrate, TheSimulatorReadsTheProfile) {
   EXPECT_EQ(p->device.peakFlopsFP32, c.peakFlops);
   EXPECT_EQ(p->device.memoryBandwidth, c.memoryBandwidth);
   EXPECT_EQ(p->device.launchLatency, c.launchLatency);
+  EXPECT_EQ(p->device.kernelTimeScale, c.kernelTimeScale);
+  EXPECT_EQ(p->device.kernelOverhead, c.kernelOverhead);
+  EXPECT_EQ(p->device.hostThreads, c.threads);
   EXPECT_EQ(p->link.h2dBandwidth, c.h2dBandwidth);
   EXPECT_EQ(p->link.duplexFactor, c.duplexFactor);
   EXPECT_EQ(p->host.adamwBytesPerS, c.adamwBytesPerSecond);

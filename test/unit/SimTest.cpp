@@ -337,6 +337,77 @@ TEST(SimProfile, KindBandwidthAndGemmShapeErrors) {
             std::string::npos);
 }
 
+TEST(SimProfile, KernelScaleOverheadAndHostThreadsParse) {
+  // Absent: the kernels run at the rates, nothing per kernel beyond the
+  // launch, on processors of the device's own.
+  Profile toy = toyProfile();
+  EXPECT_DOUBLE_EQ(toy.device.kernelTimeScale, 1.0);
+  EXPECT_DOUBLE_EQ(toy.device.kernelOverhead, 0.0);
+  EXPECT_EQ(toy.device.hostThreads, 0);
+  Expected<Profile> p = parseProfile(
+      withDevice("\"kernel_time_scale\": 1.25, "
+                 "\"kernel_overhead_s\": 2e-5, \"host_threads\": 2"),
+      "cpu.json");
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_DOUBLE_EQ(p->device.kernelTimeScale, 1.25);
+  EXPECT_DOUBLE_EQ(p->device.kernelOverhead, 2e-5);
+  EXPECT_EQ(p->device.hostThreads, 2);
+  EXPECT_DOUBLE_EQ(p->device.kernelFixedSeconds(), 2e-5);
+}
+
+TEST(SimProfile, KernelScaleOverheadAndHostThreadsErrors) {
+  EXPECT_EQ(deviceError("\"kernel_time_scale\": 0"),
+            "bad.json: field 'device.kernel_time_scale': expected a number > "
+            "0 and <= 100, got 0");
+  EXPECT_EQ(deviceError("\"kernel_time_scale\": \"slow\""),
+            "bad.json: field 'device.kernel_time_scale': expected a number, "
+            "got string \"slow\"");
+  EXPECT_EQ(deviceError("\"kernel_overhead_s\": -1e-6"),
+            "bad.json: field 'device.kernel_overhead_s': expected a number >= "
+            "0 and <= 1, got -1e-06");
+  EXPECT_EQ(deviceError("\"host_threads\": -1"),
+            "bad.json: field 'device.host_threads': expected a number >= 0 "
+            "and <= 1e+06, got -1");
+  EXPECT_EQ(deviceError("\"host_threads\": 1.5"),
+            "bad.json: field 'device.host_threads': expected a whole number, "
+            "got 1.5");
+  EXPECT_NE(deviceError("\"kernel_scale\": 1")
+                .find("field 'device.kernel_scale': unknown field"),
+            std::string::npos);
+}
+
+TEST(SimCost, KernelScaleAndOverheadPriceEveryKernel) {
+  // The add, transpose and matmul of KindBandwidthsAndShapesPriceTheirOps:
+  // the scale multiplies each kernel's work (FLOPs or bytes over the rate),
+  // the overhead is added once per kernel beside the launch latency.
+  Function f;
+  f.values = {{{kDimB, kDimS, 64}, DType::F32},
+              {{kDimB, kDimS, 64}, DType::F32},
+              {{64, 32}, DType::F32},
+              {{kDimB, kDimS, 32}, DType::F32}};
+  f.args = {0, 2};
+  f.ops = {op("add", {0, 0}, {1}), op("matmul", {0, 2}, {3})};
+  f.results = {1, 3};
+  Profile p = toyProfile();
+  p.device.memoryBandwidth = 1e9;
+  p.device.gemmEfficiency.points = {{1, 0.5}};
+  p.device.launchLatency = 1e-6;
+  const double addWork = 3 * 16 * 64 * 4 / 1e9;
+  const double flops = 2.0 * 16 * 32 * 64, mmWork = flops / (1e9 * 0.5);
+  CostModel cost(p, bundle::Precision::F32);
+  EXPECT_DOUBLE_EQ(cost.function(f, nullptr, 2, 8).seconds,
+                   addWork + mmWork + 2e-6);
+  p.device.kernelTimeScale = 1.5;
+  p.device.kernelOverhead = 4e-6;
+  Cost c = cost.function(f, nullptr, 2, 8);
+  EXPECT_NEAR(c.seconds, 1.5 * (addWork + mmWork) + 2 * (1e-6 + 4e-6), 1e-15);
+  EXPECT_EQ(c.kernels, 2);
+  EXPECT_DOUBLE_EQ(c.gemmFlops, flops); // the work itself does not change
+  EXPECT_NEAR(cost.gemmSeconds(flops), 1.5 * mmWork + 5e-6, 1e-15);
+  EXPECT_NEAR(cost.memorySeconds(1e3, "add"), 1.5 * 1e-6 + 5e-6, 1e-15);
+  EXPECT_NEAR(cost.attentionSeconds(1e3), 1.5 * 1e-6 + 5e-6, 1e-15);
+}
+
 TEST(SimProfile, GemmEfficiencyCorrectedByTheNearestMeasuredShape) {
   DeviceProfile d;
   // 0.2 at 2e5 FLOPs rising to 0.6 at 2e7 (log-linear).
@@ -463,6 +534,37 @@ TEST(SimStep, OptimizerBound) {
   EXPECT_NEAR(r.optimizerHiddenSeconds, 3e-3, 1e-9);
   EXPECT_NEAR(r.exposed["h2d"], 2e-3, 1e-9);
   EXPECT_EQ(r.bottleneck, "optimizer");
+}
+
+// A device on the host's cores (the CPU device, device.host_threads): its
+// kernel threads and the host's commands share host.cores. OptimizerBound's
+// step (3 instances, AdamW 10 ms each, deferred: all three pending at the
+// start) on 4 cores with 4 kernel threads: AdamW takes max(1, 4 - 4) = 1
+// thread (the optimizer's pool as `mtc train` sizes it), so while it runs
+// beside a kernel 5 threads want 4 cores and every command runs at 4/5 of
+// its speed; copies count one thread each.
+TEST(SimStep, HostThreadsShareTheCoresWithHostWork) {
+  Profile p = toyProfile();
+  p.host.adamwBytesPerS = 2.8e7;
+  SimResult alone = simulate(toyBundle(3), p);
+  EXPECT_NEAR(alone.stepSeconds, 39e-3, 1e-9);
+  p.device.hostThreads = 4;
+  SimResult shared = simulate(toyBundle(3), p, /*spans=*/true);
+  EXPECT_GT(shared.stepSeconds, alone.stepSeconds + 1e-4);
+  // With the device's kernels alone (no AdamW in the step, no copy while
+  // they run), the cores are never oversubscribed: the first forward runs
+  // at full speed after its load.
+  p.device.hostThreads = 4;
+  p.host.adamwBytesPerS = 1e18;
+  p.link.h2dBandwidth = p.link.d2hBandwidth = 1e18;
+  EXPECT_NEAR(simulate(toyBundle(3), p).stepSeconds, 9e-3, 1e-9);
+  // Every AdamW span beside compute is stretched by 5/4: the first one
+  // (10 ms alone) starts with the first load and overlaps the kernels.
+  bool stretched = false;
+  for (const SimSpan &sp : shared.spans)
+    if (sp.category == "optimizer" && sp.end - sp.start > 10e-3 + 1e-6)
+      stretched = true;
+  EXPECT_TRUE(stretched);
 }
 
 // The immediate placement (the plan's grads.host ring): nothing is pending
@@ -753,6 +855,12 @@ TEST(SimStep, MonotoneInEveryRate) {
     p.host.convertBytesPerS = uni(1e6, 1e10);
     p.host.memoryBandwidth = uni(1e7, 1e11);
     p.device.peakFlopsBF16 = uni(1e8, 1e10);
+    if (trial % 5 < 2) {
+      // A device on the host's cores, slowed in a chain of ops.
+      p.device.hostThreads = trial % 5 == 0 ? p.host.cores : 1;
+      p.device.kernelTimeScale = uni(0.7, 2.0);
+      p.device.kernelOverhead = uni(1e-7, 1e-4);
+    }
     const Bundle &bb = trial % 3 == 0 ? b : trial % 3 == 1 ? b3 : seg;
     SimOptions o;
     o.clip = trial % 2 == 0;
@@ -764,7 +872,7 @@ TEST(SimStep, MonotoneInEveryRate) {
     };
     double base = step(p);
     ASSERT_GT(base, 0);
-    for (int k = 0; k < 10; ++k) {
+    for (int k = 0; k < 12; ++k) {
       Profile q = p;
       double f = uni(1.01, 8);
       if (k == 0)
@@ -792,6 +900,10 @@ TEST(SimStep, MonotoneInEveryRate) {
       if (k == 9) // a measured shape's efficiency
         for (GemmShapePoint &g : q.device.gemmShapes)
           g.efficiency = std::min(1.0, g.efficiency * f);
+      if (k == 10) // kernels nearer their rates alone
+        q.device.kernelTimeScale /= f;
+      if (k == 11)
+        q.device.kernelOverhead /= f;
       double t = step(q);
       EXPECT_LE(t, base * (1 + 1e-9))
           << "trial " << trial << " rate " << k << " x" << f;
