@@ -111,6 +111,10 @@ struct TrainOptions {
   /// --deterministic-reduce: every sum over the ranks in rank order
   /// (dist::orderedSum): the same bits whatever the MPI library's algorithm.
   bool deterministicReduce = false;
+  /// --dist-backend auto|mpi|nccl: where the gradients are summed over the
+  /// ranks (driver/DeviceReduce.h); auto: NCCL on a CUDA device under a
+  /// step plan, else MPI.
+  std::string distBackend = "auto";
 };
 
 /// The rows of every micro-batch this rank trains on: the global --batch

@@ -34,7 +34,7 @@ std::string trainUsage(const Tool &tool) {
       "[--metrics FILE.jsonl] [--threads N] [--sample-prompt "
       "TEXT] [--sample-tokens N] [--kernels on|off] "
       "[--data-parallel auto|mpi|off] [--shard-optimizer auto|on|off] "
-      "[--deterministic-reduce] ";
+      "[--deterministic-reduce] [--dist-backend auto|mpi|nccl] ";
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
@@ -109,8 +109,9 @@ const char *trainDetails() {
          "Under mpirun (or --data-parallel mpi) the ranks train data "
          "parallel:\n"
          "  each its share of --batch, gradients summed over the ranks while\n"
-         "  the backward runs; rank 0 prints and saves. See\n"
-         "  docs/distributed.md.\n"
+         "  the backward runs; rank 0 prints and saves. --dist-backend nccl\n"
+         "  sums them on a CUDA device with NCCL (auto: there when it loads).\n"
+         "  See docs/distributed.md.\n"
          "--device cuda|cuda-emu runs a step plan (a bundle compiled with\n"
          "  --device-memory, or .mt with --device-memory) through the CUDA\n"
          "  backend; --device-memory sizes the device (default: the plan's\n"
@@ -231,7 +232,8 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::String, "--host-state-file", &opts.hostStateFile},
            {Flag::String, "--device", &opts.device},
            {Flag::String, "--data-parallel", &opts.dataParallel},
-           {Flag::String, "--shard-optimizer", &opts.shardOptimizer}},
+           {Flag::String, "--shard-optimizer", &opts.shardOptimizer},
+           {Flag::String, "--dist-backend", &opts.distBackend}},
           pos, &cmd.given);
       !st.ok())
     return st;
