@@ -29,7 +29,9 @@ struct EmuComm {
 
 struct EmuState {
   std::mutex mu;
-  std::shared_ptr<Communicator> world;
+  /// Not owned: the world's last reference ends MPI, which must not wait
+  /// for this process-wide state's destruction at exit.
+  std::weak_ptr<Communicator> world;
   LaunchHostFunc launch = nullptr;
   int open = 0; ///< communicators not destroyed
 };
@@ -158,17 +160,18 @@ int getUniqueId(NcclUniqueId *id) {
 int commInitRank(NcclComm *out, int nranks, NcclUniqueId id, int rank) {
   EmuState &s = state();
   std::lock_guard<std::mutex> g(s.mu);
-  if (!out || !s.world || nranks != s.world->size() || rank != s.world->rank())
+  std::shared_ptr<Communicator> world = s.world.lock();
+  if (!out || !world || nranks != world->size() || rank != world->rank())
     return kNcclInvalidArgument;
   // Every rank must hold rank 0's id (as NCCL's bootstrap requires).
   std::vector<NcclUniqueId> all(static_cast<size_t>(nranks));
-  if (!s.world->allgather(&id, all.data(),
-                          std::vector<int64_t>(nranks, sizeof id)))
+  if (!world->allgather(&id, all.data(),
+                        std::vector<int64_t>(nranks, sizeof id)))
     return kNcclSystemError;
   for (const NcclUniqueId &other : all)
     if (std::memcmp(other.internal, all[0].internal, sizeof id.internal))
       return kNcclInvalidUsage;
-  Expected<std::unique_ptr<Communicator>> dup = s.world->duplicate();
+  Expected<std::unique_ptr<Communicator>> dup = world->duplicate();
   if (!dup)
     return kNcclSystemError;
   auto *c = new EmuComm;
@@ -261,10 +264,10 @@ emulatedNccl(std::shared_ptr<Communicator> world,
   EmuState &s = state();
   {
     std::lock_guard<std::mutex> g(s.mu);
-    if (s.open > 0 && s.world != world)
+    if (s.open > 0 && s.world.lock() != world)
       return Status::error("emulated NCCL: a communicator of another world "
                            "is still open");
-    s.world = std::move(world);
+    s.world = world;
     s.launch = launchHostFunc;
   }
   auto api = std::make_shared<NcclApi>();

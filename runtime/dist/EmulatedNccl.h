@@ -39,9 +39,10 @@ namespace mtc::dist {
 /// cuLaunchHostFunc's signature (the emulated driver's entry).
 using LaunchHostFunc = int (*)(void *stream, void (*fn)(void *), void *data);
 
-/// The emulated NCCL over \p world, queueing its collectives with
-/// \p launchHostFunc. An error while a communicator of an earlier world is
-/// still open.
+/// The emulated NCCL over \p world (which the caller keeps alive until
+/// ncclCommInitRank; a communicator holds a duplicate of it), queueing its
+/// collectives with \p launchHostFunc. An error while a communicator of an
+/// earlier world is still open.
 Expected<std::shared_ptr<const NcclApi>>
 emulatedNccl(std::shared_ptr<Communicator> world,
              LaunchHostFunc launchHostFunc);

@@ -79,8 +79,9 @@ const cuda::CudaDriverApi &driver() {
 
 TEST(EmulatedNcclTest, CollectivesRunInStreamOrderOverTheCommunicator) {
   const cuda::CudaDriverApi &d = driver();
+  auto world = std::make_shared<Mirror>();
   Expected<std::shared_ptr<const NcclApi>> api =
-      emulatedNccl(std::make_shared<Mirror>(), d.cuLaunchHostFunc);
+      emulatedNccl(world, d.cuLaunchHostFunc);
   ASSERT_TRUE(api.ok()) << api.message();
   const NcclApi &nc = **api;
   EXPECT_TRUE(nc.emulated);
