@@ -1384,6 +1384,9 @@ private:
           train::roundToBf16(s.grad.data(), s.grad.size(), pool.get());
     }
     loss /= opts.microBatches;
+    if (!dp && deviceReduce)
+      if (Status st = deviceReduce->check(); !st)
+        return st;
     if (!dp)
       return loss;
     if (!immediate)
