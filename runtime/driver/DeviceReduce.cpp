@@ -202,13 +202,20 @@ openDeviceReduce(const TrainOptions &opts, device::Device *streamDevice,
       gpu->driver().emulated
           ? dist::emulatedNccl(world, gpu->driver().cuLaunchHostFunc)
           : dist::loadNccl();
-  if (!api) {
+  // The ranks agree (their options already do): NCCL only where every rank
+  // loaded it, else every rank takes MPI (auto) or stops (nccl).
+  double loaded = api ? 1 : 0;
+  if (Status st = world->allreduceSum(&loaded, 1); !st)
+    return st;
+  if (!api || loaded < world->size()) {
+    const std::string why =
+        !api ? api.message()
+             : std::to_string(world->size() - static_cast<int>(loaded)) +
+                   " of the " + std::to_string(world->size()) +
+                   " ranks could not load it";
     if (explicitNccl)
-      return api.status().withPrefix("train: --dist-backend nccl");
-    // Every rank of a run has the same library situation or not; each
-    // decides alone, and the check of the ranks' options does not cover
-    // this, so the notice says what was chosen.
-    out << "note: NCCL not available (" << api.message()
+      return Status::error("train: --dist-backend nccl: " + why);
+    out << "note: NCCL not available (" << why
         << "); gradients are summed with MPI in host memory\n";
     return Result(std::unique_ptr<DeviceReduce>());
   }

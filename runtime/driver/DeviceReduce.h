@@ -97,8 +97,9 @@ std::unique_ptr<dist::Communicator> alreadySummed(int rank, int size);
 /// stream. auto takes NCCL with several ranks on a CUDA device under a step
 /// plan (not with --deterministic-reduce, whose rank-ordered sums are MPI's),
 /// and falls back to MPI with a one-line notice on \p out when NCCL cannot
-/// be loaded; an explicit nccl that cannot be met is an error (also with one
-/// rank, where it sums over a communicator of one).
+/// be loaded on every rank (the ranks agree by an allreduce, so they never
+/// take different paths); an explicit nccl that cannot be met is an error (also
+/// with one rank, where it sums over a communicator of one).
 Expected<std::unique_ptr<DeviceReduce>>
 openDeviceReduce(const TrainOptions &opts, device::Device *streamDevice,
                  device::Stream compute, std::ostream &out);
