@@ -2,7 +2,7 @@
 //
 // Part of mtc. The emulated NCCL (runtime/dist/EmulatedNccl.h) on the
 // emulated driver's streams: its collectives run in stream order (after a
-// slow command queued before them, before a copy queued after), through the
+// command queued before them, before a copy queued after), through the
 // communicator it was given, and bad arguments are errors at the call. The
 // "other rank" is a mirror: a communicator of 2 whose peer holds what this
 // rank holds, so a sum doubles.
@@ -102,17 +102,25 @@ TEST(EmulatedNcclTest, CollectivesRunInStreamOrderOverTheCommunicator) {
   std::vector<float> in(2 * n), sum(2 * n, -1), part(n, -1), all(2 * n, -1);
   for (int i = 0; i < 2 * n; ++i)
     in[i] = static_cast<float>(i) + 0.5f;
-  // A slow host function, then the values in: the collective must see them.
-  static std::atomic<int> slowDone{0};
+  ASSERT_EQ(d.cuMemcpyHtoDAsync_v2(a, in.data(), in.size() * 4, s), 0);
+  // The values in, then a gate holding the stream: the collective must
+  // wait for both (it is queued, not run by the call). (A copy from
+  // pageable memory waits for the stream's earlier work: it comes first.)
+  static std::atomic<int> open{0}, gateDone{0};
+  open = 0;
+  gateDone = 0;
   ASSERT_EQ(d.cuLaunchHostFunc(
                 s,
                 [](void *) {
-                  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-                  slowDone = 1;
+                  while (!open.load())
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  gateDone = 1;
                 },
                 nullptr),
             0);
-  ASSERT_EQ(d.cuMemcpyHtoDAsync_v2(a, in.data(), in.size() * 4, s), 0);
+  struct Opener { // a failed assertion must not leave the stream held
+    ~Opener() { open = 1; }
+  } opener;
   Mirror::calls = 0;
   auto *pa = reinterpret_cast<float *>(a);
   auto *pb = reinterpret_cast<float *>(b);
@@ -120,7 +128,9 @@ TEST(EmulatedNcclTest, CollectivesRunInStreamOrderOverTheCommunicator) {
   ASSERT_EQ(nc.ncclAllReduce(pa, pb, 2 * n, kNcclFloat32, kNcclSum, comm, s),
             kNcclSuccess);
   ASSERT_EQ(nc.ncclGroupEnd(), kNcclSuccess);
-  EXPECT_EQ(Mirror::calls.load(), 0); // queued, not run by the call
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(Mirror::calls.load(), 0); // queued behind the gate
+  open = 1;
   ASSERT_EQ(d.cuMemcpyDtoHAsync_v2(sum.data(), b, sum.size() * 4, s), 0);
   // In place, then a reduce-scatter of the result and an all-gather.
   ASSERT_EQ(nc.ncclAllReduce(pa, pa, 2 * n, kNcclFloat32, kNcclSum, comm, s),
@@ -131,7 +141,7 @@ TEST(EmulatedNcclTest, CollectivesRunInStreamOrderOverTheCommunicator) {
   ASSERT_EQ(nc.ncclAllGather(pb, pa, n, kNcclFloat32, comm, s), kNcclSuccess);
   ASSERT_EQ(d.cuMemcpyDtoHAsync_v2(all.data(), a, all.size() * 4, s), 0);
   ASSERT_EQ(d.cuStreamSynchronize(s), 0);
-  EXPECT_EQ(slowDone.load(), 1);
+  EXPECT_EQ(gateDone.load(), 1);
   EXPECT_EQ(Mirror::calls.load(), 4);
   for (int i = 0; i < 2 * n; ++i)
     ASSERT_EQ(sum[i], 2 * in[i]) << i;
