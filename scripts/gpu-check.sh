@@ -23,6 +23,9 @@
 #      (mixtral-small: the MoE routing on the device), against 1e-4; then
 #      the `bf16` runs (the same models compiled with --precision bf16)
 #      against the fp32 `--device cpu` runs, within 1e-2
+#   4b. NCCL: the tiny-llama streamed run again with --dist-backend nccl
+#      over one rank (the real libnccl.so.2 on the GPU, the emulated NCCL in
+#      the dry run), bit for bit against the run without it
 #   5. training throughput: `mtc-run train --device cuda` of the
 #      `throughput` runs (a 1B-class Llama streamed and resident, fp32 and
 #      bf16, at 64k tokens per step; an 8B-class one only where its host
@@ -121,6 +124,38 @@ while read -r kind name bundle params flags; do
   python3 scripts/gpu-check-report.py parity "$name" \
     "$out/$name-cpu.jsonl" "$out/$name-$dev.jsonl" 1e-4 || status=1
 done < "$runs"
+
+step "NCCL (--dist-backend nccl) on --device $dev: one rank, against the run without it (bit for bit)"
+# A communicator of one rank needs no mpirun (two ranks on one GPU are
+# refused by NCCL): the real library's unique id, communicator and
+# allreduce on the device's "nccl" stream, each group's sum (the identity)
+# before its copy to the host. libnccl.so.2 from the loader's path, else from
+# PyTorch's wheel (nvidia-nccl-cu*); skipped, saying so, when there is none.
+nccl_lib=
+if [ "$dev" = cuda ]; then
+  if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+    nccl_lib=libnccl.so.2
+  else
+    nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+    [ -n "$nccl_lib" ] && [ -f "$nccl_lib" ] || nccl_lib=
+  fi
+fi
+if [ "$dev" = cuda ] && [ -z "$nccl_lib" ]; then
+  echo "nccl: skipped: no libnccl.so.2 on the loader's path or in PyTorch's wheel"
+elif [ ! -f "$out/tiny-llama-streamed-$dev.jsonl" ]; then
+  echo "nccl: skipped: no tiny-llama-streamed parity run above to compare with"
+else
+  flags=$(awk '$1 == "parity" && $2 == "tiny-llama-streamed" {for (i = 5; i <= NF; ++i) printf "%s ", $i}' "$runs")
+  # shellcheck disable=SC2086
+  if ! MTC_NCCL_LIBRARY=${nccl_lib:-libnccl.so.2} train "tiny-llama-nccl-$dev" "$dev" tiny-llama-streamed.mtb $flags --dist-backend nccl; then
+    echo "nccl: the --dist-backend nccl run failed ($out/tiny-llama-nccl-$dev.log):"
+    tail -3 "$out/tiny-llama-nccl-$dev.log"; status=1
+  else
+    grep '^dist backend:' "$out/tiny-llama-nccl-$dev.log"
+    python3 scripts/gpu-check-report.py parity tiny-llama-nccl \
+      "$out/tiny-llama-streamed-$dev.jsonl" "$out/tiny-llama-nccl-$dev.jsonl" 0 || status=1
+  fi
+fi
 
 step "bf16 on --device $dev against the fp32 --device cpu runs above (within 1e-2)"
 while read -r kind name bundle params flags; do

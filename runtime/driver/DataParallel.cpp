@@ -7,6 +7,7 @@
 #include "runtime/driver/DataParallel.h"
 
 #include "lib/Support/Hash.h"
+#include "runtime/driver/DeviceReduce.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -48,6 +49,8 @@ Status openDataParallel(TrainOptions &opts) {
     return Status::error("train: --shard-optimizer expects auto, on or off, "
                          "got '" +
                          opts.shardOptimizer + "'");
+  if (Status st = checkDistBackend(opts); !st)
+    return st;
   Expected<std::shared_ptr<dist::Communicator>> w =
       dist::openWorld(opts.dataParallel);
   if (!w)
@@ -153,7 +156,8 @@ uint64_t optionsHash(const TrainOptions &o) {
     << o.valFraction << '|' << o.saveEvery << '|' << o.useKernels << '|'
     << o.initFrom << '|' << o.resume << '|' << o.stopAfter << '|'
     << o.deviceMemory << '|' << o.device << '|' << o.hfWeights << '|'
-    << o.tokenizer << '|' << o.shardOptimizer << '|' << o.deterministicReduce;
+    << o.tokenizer << '|' << o.shardOptimizer << '|' << o.deterministicReduce
+    << '|' << o.distBackend;
   std::string t = s.str();
   return xxh64(t.data(), t.size());
 }
@@ -189,6 +193,22 @@ void DataParallel::beginStep() {
   std::lock_guard<std::mutex> g(mu);
   summed.clear();
   reducer->resetStats();
+  if (deviceReduce)
+    deviceReduce->beginStep();
+}
+
+void DataParallel::setDeviceReduce(DeviceReduce *r) {
+  deviceReduce = r;
+  summedComm = alreadySummed(rank(), size());
+}
+
+int64_t DataParallel::allreduceBytes() const {
+  return reducer->bytes() + (deviceReduce ? deviceReduce->bytes() : 0);
+}
+
+double DataParallel::exposedSeconds() const {
+  return reducer->exposedSeconds() +
+         (deviceReduce ? deviceReduce->exposedSeconds() : 0);
 }
 
 void DataParallel::enqueue(const std::vector<exec::ParamSlot *> &slots) {
@@ -209,6 +229,16 @@ void DataParallel::enqueue(const std::vector<exec::ParamSlot *> &slots) {
   }
   if (bufs.empty())
     return;
+  if (deviceReduce) {
+    // Summed on the device already: a sharded optimizer keeps its range.
+    if (sharded)
+      reducer->enqueue([this, todo = std::move(todo), grads = std::move(grads)](
+                           dist::Communicator &, int64_t &) {
+        int64_t counted = 0; // the device's sum counts these bytes
+        return sharded->scatter(*summedComm, todo, grads, counted);
+      });
+    return;
+  }
   if (!sharded) {
     reducer->enqueue(sumJob(std::move(bufs)));
     return;
@@ -236,6 +266,10 @@ DataParallel::sumJob(dist::GradientReducer::Buffers bufs) const {
 Status DataParallel::scatterNow(const std::vector<exec::ParamSlot *> &slots,
                                 const std::vector<const float *> &grads) {
   return reducer->runNow([&](dist::Communicator &c, int64_t &bytes) {
+    if (deviceReduce) {
+      int64_t counted = 0; // the device's sum counts these bytes
+      return sharded->scatter(*summedComm, slots, grads, counted);
+    }
     return sharded->scatter(c, slots, grads, bytes);
   });
 }
@@ -265,11 +299,16 @@ void DataParallel::slotsDone(const std::vector<exec::ParamSlot *> &slots) {
 
 Status DataParallel::finishGradients() {
   enqueue(all);
-  return reducer->wait();
+  Status st = reducer->wait();
+  if (st && deviceReduce)
+    return deviceReduce->check();
+  return st;
 }
 
 Status DataParallel::reduceNow(const std::vector<exec::ParamSlot *> &slots,
                                const std::vector<const float *> &grads) {
+  if (deviceReduce)
+    return Status::success(); // summed on the device before the copy
   dist::GradientReducer::Buffers bufs;
   for (size_t i = 0; i < slots.size(); ++i)
     bufs.push_back({const_cast<float *>(grads[i]),

@@ -29,6 +29,8 @@
 
 namespace mtc::driver {
 
+class DeviceReduce;
+
 /// Opens opts.world for opts.dataParallel (dist::openWorld) and checks that
 /// the ranks divide --batch. The error names the flag.
 Status openDataParallel(TrainOptions &opts);
@@ -74,6 +76,10 @@ public:
   /// --deterministic-reduce: every sum in rank order (dist::orderedSum),
   /// the same bits whatever the MPI library's algorithm.
   void setDeterministic(bool on) { deterministic = on; }
+  /// --dist-backend nccl: the gradients reach the host already summed by
+  /// \p r (on the device): nothing is summed here, a sharded optimizer
+  /// keeps its range of them, and the step's counters include r's.
+  void setDeviceReduce(DeviceReduce *r);
   /// Reduce-scatters \p grads (of \p slots) now, on the calling thread.
   Status scatterNow(const std::vector<exec::ParamSlot *> &slots,
                     const std::vector<const float *> &grads);
@@ -111,8 +117,8 @@ public:
 
   /// Bytes summed over the ranks in the last step, and the seconds the step
   /// waited for sums the backward did not hide.
-  int64_t allreduceBytes() const { return reducer->bytes(); }
-  double exposedSeconds() const { return reducer->exposedSeconds(); }
+  int64_t allreduceBytes() const;
+  double exposedSeconds() const;
 
 private:
   DataParallel(std::shared_ptr<dist::Communicator> world,
@@ -123,6 +129,8 @@ private:
   std::shared_ptr<dist::Communicator> world;
   std::unique_ptr<dist::GradientReducer> reducer;
   ShardedOptimizer *sharded = nullptr;
+  DeviceReduce *deviceReduce = nullptr;
+  std::unique_ptr<dist::Communicator> summedComm; ///< alreadySummed()'s
   bool deterministic = false;
   /// The job that sums \p bufs (in rank order when deterministic).
   dist::GradientReducer::Job sumJob(dist::GradientReducer::Buffers bufs) const;

@@ -31,6 +31,7 @@
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/DataParallel.h"
 #include "runtime/driver/DeviceModel.h"
+#include "runtime/driver/DeviceReduce.h"
 #include "runtime/driver/DeviceSelect.h"
 #include "runtime/driver/HFWeights.h"
 #include "runtime/driver/InitWeights.h"
@@ -686,6 +687,20 @@ private:
   /// backward (in the last micro-batch), by the stream executor after each
   /// group's gradients reach host memory.
   Status createDataParallel() {
+    // --dist-backend: with NCCL each group's gradients are summed on the
+    // device before their copy to the host (driver/DeviceReduce.h).
+    Expected<std::unique_ptr<DeviceReduce>> nccl = openDeviceReduce(
+        opts, streamer ? streamDevice.get() : nullptr,
+        streamer ? streamer->computeStream() : device::Stream(), out);
+    if (!nccl)
+      return nccl.status();
+    deviceReduce = std::move(*nccl);
+    if (deviceReduce)
+      streamer->setDeviceReduceHook(
+          [r = deviceReduce.get()](
+              device::Stream s,
+              const std::vector<std::pair<int64_t, int64_t>> &ranges,
+              bool last) { return r->reduce(s, ranges, last); });
     if (ranks == 1)
       return Status::success();
     Expected<std::unique_ptr<DataParallel>> d =
@@ -694,6 +709,8 @@ private:
       return d.status();
     dp = std::move(*d);
     dp->setSharded(sharded.get());
+    if (deviceReduce)
+      dp->setDeviceReduce(deviceReduce.get());
     dp->setDeterministic(opts.deterministicReduce);
     if (sharded)
       sharded->setDeterministic(opts.deterministicReduce);
@@ -1186,6 +1203,12 @@ private:
           << ", " << localBatch << " rows of every micro-batch each; gradients "
           << (sharded ? "reduce-scattered" : "summed")
           << " per layer instance while the backward runs\n";
+    if (deviceReduce)
+      out << "dist backend: nccl, " << deviceReduce->description()
+          << ": each group's fp32 gradients summed on the device (stream "
+             "nccl) before their copy to the host\n";
+    else if (dp)
+      out << "dist backend: mpi (gradients summed in host memory)\n";
     if (sharded)
       out << "optimizer: sharded (each rank: AdamW m, v and the summed "
              "gradient of 1/"
@@ -1413,6 +1436,8 @@ private:
     std::vector<double> losses;
     if (dp)
       dp->beginStep();
+    else if (deviceReduce)
+      deviceReduce->beginStep();
     if (streamer) {
       // Layer-major: every micro-batch's tokens at once.
       std::vector<const int32_t *> ins, tgs;
@@ -1467,6 +1492,9 @@ private:
     }
     double loss = 0;
     if (!dp) {
+      if (deviceReduce)
+        if (Status st = deviceReduce->check(); !st)
+          return st;
       for (double l : losses)
         loss += l;
       return loss / opts.microBatches;
@@ -1570,6 +1598,10 @@ private:
         {"step_time_s", dt}};
     if (evalNow && std::isfinite(valLoss))
       f.push_back({"val_loss", valLoss});
+    if (dp || deviceReduce)
+      f.push_back({"dist_backend", deviceReduce ? "nccl" : "mpi"});
+    if (!dp && deviceReduce)
+      f.push_back({"allreduce_bytes", deviceReduce->bytes()});
     if (dp) {
       f.push_back({"ranks", static_cast<int64_t>(ranks)});
       f.push_back({"allreduce_bytes", dp->allreduceBytes()});
@@ -1691,6 +1723,8 @@ private:
   std::unique_ptr<exec::Backend> backend;
   std::unique_ptr<exec::Executor> streamEx;
   std::unique_ptr<stream::StreamExecutor> streamer;
+  /// --dist-backend nccl: the gradients' sums on the device.
+  std::unique_ptr<DeviceReduce> deviceReduce;
 
   // The optimizer, the schedule, the sampler, the metrics.
   std::unique_ptr<ThreadPool> pool;

@@ -116,6 +116,10 @@ struct TrainOptions {
   /// micro-batches and every sum over them runs in one process's order, so
   /// the run is bit-identical to one process (docs/distributed.md, "Bits").
   bool deterministicReduce = false;
+  /// --dist-backend auto|mpi|nccl: where the gradients are summed over the
+  /// ranks (driver/DeviceReduce.h); auto: NCCL on a CUDA device under a
+  /// step plan, else MPI.
+  std::string distBackend = "auto";
 };
 
 /// Whether the ranks of this run share the micro-batches rather than the

@@ -34,7 +34,7 @@ std::string trainUsage(const Tool &tool) {
       "[--metrics FILE.jsonl] [--threads N] [--sample-prompt "
       "TEXT] [--sample-tokens N] [--kernels on|off] "
       "[--data-parallel auto|mpi|off] [--shard-optimizer auto|on|off] "
-      "[--deterministic-reduce] ";
+      "[--deterministic-reduce] [--dist-backend auto|mpi|nccl] ";
   if (tool.compiles)
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
@@ -113,7 +113,8 @@ const char *trainDetails() {
          "  the backward runs; rank 0 prints and saves. With\n"
          "  --deterministic-reduce each rank trains whole micro-batches\n"
          "  (--micro-batches a multiple of the ranks), bit-identical to one\n"
-         "  process. See docs/distributed.md.\n"
+         "  process. --dist-backend nccl sums them on a CUDA device with\n"
+         "  NCCL (auto: there when it loads). See docs/distributed.md.\n"
          "--device cuda|cuda-emu runs a step plan (a bundle compiled with\n"
          "  --device-memory, or .mt with --device-memory) through the CUDA\n"
          "  backend; --device-memory sizes the device (default: the plan's\n"
@@ -237,7 +238,8 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::String, "--host-state-file", &opts.hostStateFile},
            {Flag::String, "--device", &opts.device},
            {Flag::String, "--data-parallel", &opts.dataParallel},
-           {Flag::String, "--shard-optimizer", &opts.shardOptimizer}},
+           {Flag::String, "--shard-optimizer", &opts.shardOptimizer},
+           {Flag::String, "--dist-backend", &opts.distBackend}},
           pos, &cmd.given);
       !st.ok())
     return st;

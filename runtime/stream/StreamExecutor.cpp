@@ -560,6 +560,14 @@ Status StreamExecutor::updateImmediately(ImmediateFn fn) {
 }
 
 void StreamExecutor::copyGradsToHost(Group &g, int64_t devOff) {
+  if (deviceReduce) {
+    // Summed over the ranks on the device first: the copy carries the sum.
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (size_t q = 0; q < g.slots.size(); ++q)
+      ranges.push_back({devOff + g.gradOffsets[q],
+                        static_cast<int64_t>(g.slots[q]->value.size())});
+    deviceCheck(deviceReduce(d2h, ranges, g.layer.empty()));
+  }
   if (!immediateFn) {
     // Into the store's gradient block: fp32 as accumulated, or rounded to
     // bf16 on the way (--grad-dtype bf16).

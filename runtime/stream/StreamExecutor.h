@@ -115,6 +115,18 @@ public:
   using GradsReadyFn =
       std::function<void(const std::vector<exec::ParamSlot *> &)>;
   void setGradsReadyHook(GradsReadyFn fn) { gradsReady = std::move(fn); }
+  /// Data parallel with the gradients summed on the device (NCCL,
+  /// driver/DeviceReduce.h): called by the thread queueing the step's
+  /// commands just before a group's gradients are copied to the host (into
+  /// the store or the ring), with the d2h stream, each gradient's (arena
+  /// offset, fp32 elements) and whether the group is the model-level one
+  /// (returned last); it queues their sum over the ranks on the device,
+  /// ordered before the copy. Its error fails the step.
+  using DeviceReduceFn = std::function<Status(
+      device::Stream, const std::vector<std::pair<int64_t, int64_t>> &, bool)>;
+  void setDeviceReduceHook(DeviceReduceFn fn) { deviceReduce = std::move(fn); }
+  /// The stream of the step's device compute.
+  device::Stream computeStream() const { return compute; }
   bool hasPendingUpdates() const { return !pendingGroups.empty(); }
 
   const StepStats &lastStats() const { return stats; }
@@ -343,6 +355,7 @@ private:
   std::vector<device::Event> evRingFull, evRingFree;
   ImmediateFn immediateFn;
   GradsReadyFn gradsReady;
+  DeviceReduceFn deviceReduce;
   std::set<std::pair<std::string, int64_t>> pendingGroups;
   bool modelPending = false;
 
