@@ -121,31 +121,28 @@ bool checkStreamOptions(const CompileOptions &options,
   return true;
 }
 
-/// The cost model's price of \p module's recompute policy (after the
-/// streaming pipeline): analysis::recomputeCostSeconds of its step.
-double recomputeCost(mlir::ModuleOp module) {
-  for (auto step : module.getBody()->getOps<stream::StepOp>()) {
-    auto model = mlir::dyn_cast_or_null<mt::ModelOp>(
-        mlir::SymbolTable::lookupSymbolIn(module, step.getModelAttr()));
-    if (!model)
-      continue;
-    analysis::Dims dims = steputil::dimsOf(step);
-    llvm::Expected<analysis::ModelCost> cost =
-        analysis::analyzeModel(model, dims);
-    if (!cost) {
-      // Not differentiated (no @backward): there is no recompute to price.
-      llvm::consumeError(cost.takeError());
-      continue;
-    }
-    analysis::PlanChoices choices;
-    choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
-    choices.checkpointsOnHost =
-        step.getCheckpoints() == CheckpointPlacement::Host;
-    choices.checkpointEvery = step.getCheckpointEvery().value_or(1);
-    choices.forwardLoops = analysis::forwardLoops(*cost);
-    return analysis::recomputeCostSeconds(*cost, choices);
+/// \p module's step op, or null.
+stream::StepOp stepOf(mlir::ModuleOp module) {
+  for (auto step : module.getBody()->getOps<stream::StepOp>())
+    return step;
+  return nullptr;
+}
+
+/// \p module's candidate plan as `mtc plan` shows it, priced on \p rates.
+RecomputeCandidate describeCandidate(mlir::ModuleOp module,
+                                     const analysis::StepRates &rates) {
+  RecomputeCandidate c;
+  c.fits = true;
+  if (stream::StepOp step = stepOf(module)) {
+    c.recompute = stream::stringifyRecomputePolicy(step.getRecompute()).str();
+    c.checkpoints =
+        stream::stringifyCheckpointPlacement(step.getCheckpoints()).str();
+    c.checkpointEvery = step.getCheckpointEvery().value_or(1);
   }
-  return 0;
+  if (std::optional<analysis::StepTimeEstimate> e =
+          predictStepTime(module, rates))
+    c.estimate = *e;
+  return c;
 }
 
 bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
@@ -261,6 +258,38 @@ bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
 }
 
 } // namespace
+
+analysis::StepRates stepRatesFor(const CompileOptions &options) {
+  if (options.gpu)
+    return analysis::gpuStepRates(*options.gpu, options.stream.precision);
+  return analysis::cpuDeviceStepRates();
+}
+
+std::optional<analysis::StepTimeEstimate>
+predictStepTime(mlir::ModuleOp module, const analysis::StepRates &rates) {
+  stream::StepOp step = stepOf(module);
+  if (!step)
+    return std::nullopt;
+  auto model = mlir::dyn_cast_or_null<mt::ModelOp>(
+      mlir::SymbolTable::lookupSymbolIn(module, step.getModelAttr()));
+  if (!model)
+    return std::nullopt;
+  llvm::Expected<analysis::ModelCost> cost =
+      analysis::analyzeModel(model, steputil::dimsOf(step));
+  if (!cost) {
+    // Not differentiated (no @backward): there is no step to price.
+    llvm::consumeError(cost.takeError());
+    return std::nullopt;
+  }
+  analysis::PlanChoices choices;
+  choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
+  choices.prefetchDepth = static_cast<int64_t>(step.getPrefetchDepth());
+  choices.checkpointsOnHost =
+      step.getCheckpoints() == CheckpointPlacement::Host;
+  choices.checkpointEvery = step.getCheckpointEvery().value_or(1);
+  choices.forwardLoops = analysis::forwardLoops(*cost);
+  return analysis::estimateStepTime(*cost, choices, rates);
+}
 
 bool compileModelFile(const std::string &path, const CompileOptions &options,
                       std::ostream &errs, CompileStage stage,
@@ -381,26 +410,52 @@ bool compileModelSource(const std::string &source, const std::string &path,
   std::string ignored;
   if (options.recompute == RecomputePolicy::Auto && options.stream.enabled) {
     // Keep every intermediate on the device when that plan fits: nothing is
-    // recomputed or copied. Else price the plans that fit by the cost model
-    // (recomputed FLOPs, checkpoint copies to host memory and back) and keep
-    // the cheapest: selective, full, and, when host checkpoints were asked
-    // for, none with every intermediate in host memory. Full must fit (its
-    // error is the one reported); ties go to the earlier candidate.
+    // recomputed or copied. Else price the plans that fit by their predicted
+    // step time on the target (analysis::estimateStepTime: compute, both
+    // copy directions and the optimizer, overlapped as the streams run
+    // them) and keep the fastest: selective, full, and, when host
+    // checkpoints were asked for, none with every intermediate in host
+    // memory. Full must fit (its error is the one reported); ties go to the
+    // later candidate of selective, none over full.
+    const analysis::StepRates rates = stepRatesFor(options);
+    out.pricedOn = rates.name;
+    std::vector<RecomputeCandidate> &tried = out.recomputeCandidates;
     mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
     bool hostAsked = options.stream.checkpoints == CheckpointPlacement::Host;
     CompileOptions keepAll = options;
     if (keepAll.stream.checkpoints == CheckpointPlacement::Auto)
       keepAll.stream.checkpoints = CheckpointPlacement::Device;
-    if (hostAsked || !runPipelines(*out.module, keepAll, RecomputePolicy::None,
+    auto unfit = [&](RecomputePolicy policy, CheckpointPlacement where) {
+      RecomputeCandidate c;
+      c.recompute = stream::stringifyRecomputePolicy(policy).str();
+      c.checkpoints = where == CheckpointPlacement::Auto
+                          ? "device or host"
+                          : stream::stringifyCheckpointPlacement(where).str();
+      tried.push_back(c);
+    };
+    if (!hostAsked && runPipelines(*out.module, keepAll, RecomputePolicy::None,
                                    /*quiet=*/true, ignored)) {
+      tried.push_back(describeCandidate(*out.module, rates));
+      tried.back().chosen = true;
+      tried.back().note = "everything kept on the device, nothing recomputed "
+                          "or copied";
+    } else {
+      if (!hostAsked)
+        unfit(RecomputePolicy::None, CheckpointPlacement::Device);
       std::vector<mlir::OwningOpRef<mlir::ModuleOp>> fits;
+      std::vector<size_t> fitIndex;
       for (RecomputePolicy policy :
            {RecomputePolicy::Selective, RecomputePolicy::None}) {
         if (policy == RecomputePolicy::None && !hostAsked)
           continue;
         mlir::OwningOpRef<mlir::ModuleOp> m = lowered->clone();
-        if (runPipelines(*m, options, policy, /*quiet=*/true, ignored))
+        if (runPipelines(*m, options, policy, /*quiet=*/true, ignored)) {
+          fitIndex.push_back(tried.size());
+          tried.push_back(describeCandidate(*m, rates));
           fits.push_back(std::move(m));
+        } else {
+          unfit(policy, options.stream.checkpoints);
+        }
       }
       mlir::OwningOpRef<mlir::ModuleOp> full = lowered->clone();
       std::string fullErrors;
@@ -414,10 +469,16 @@ bool compileModelSource(const std::string &source, const std::string &path,
           return finish(false);
         }
       }
+      size_t chosen = tried.size();
+      tried.push_back(describeCandidate(*full, rates));
       out.module = std::move(full);
-      for (mlir::OwningOpRef<mlir::ModuleOp> &m : fits)
-        if (recomputeCost(*m) <= recomputeCost(*out.module))
-          out.module = std::move(m);
+      for (size_t i = 0; i < fits.size(); ++i)
+        if (tried[fitIndex[i]].estimate.stepSeconds <=
+            tried[chosen].estimate.stepSeconds) {
+          out.module = std::move(fits[i]);
+          chosen = fitIndex[i];
+        }
+      tried[chosen].chosen = true;
     }
   } else {
     // Without streaming, auto is full.

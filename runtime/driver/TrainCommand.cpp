@@ -39,7 +39,7 @@ std::string trainUsage(const Tool &tool) {
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
          "[--host-memory SIZE] "
-         "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] "
+         "[--device cpu|cuda|cuda-emu [--gpu NAME|FILE]] [--prefetch-depth N] "
          "[--checkpoint-every K] [--checkpoints device|host|auto] [--precision "
          "fp32|bf16] [--optimizer-threads N] "
          "[--trace FILE.json]] ";
@@ -215,6 +215,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::List, "--set", &cmd.sets},
            {Flag::String, "--recompute", &cmd.recompute},
            {Flag::String, "--cpu", &cmd.cpu},
+           {Flag::String, "--gpu", &cmd.gpu},
            {Flag::String, "--hf", &cmd.hf},
            {Flag::String, "--resume", &opts.resume},
            {Flag::String, "--init-from", &opts.initFrom},
@@ -327,7 +328,7 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
     fixed.push_back("--set");
   for (const char *flag :
        {"--cpu", "--recompute", "--checkpoints", "--prefetch-depth",
-        "--checkpoint-every", "--precision"})
+        "--checkpoint-every", "--precision", "--gpu"})
     if (cmd.given.count(flag))
       fixed.push_back(flag);
   if (!fixed.empty()) {
