@@ -19,6 +19,7 @@
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
 #include "lib/Bundle/Validate.h"
+#include "lib/Sim/Simulator.h"
 #include "lib/Support/ByteSize.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -128,8 +129,44 @@ stream::StepOp stepOf(mlir::ModuleOp module) {
   return nullptr;
 }
 
-/// \p module's candidate plan as `mtc plan` shows it, priced on \p rates.
+/// \p module's step simulated on the GPU profile \p gpu (lib/Sim, what
+/// `mtc simulate` runs), as a StepTimeEstimate; nullopt when it cannot be.
+std::optional<analysis::StepTimeEstimate>
+simulateCandidate(mlir::ModuleOp module, const CompileOptions &options,
+                  const sim::Profile &gpu) {
+  bundle::Bundle b;
+  if (mlir::failed(translateToBundle(module, b)) || !b.step)
+    return std::nullopt;
+  sim::SimOptions o;
+  // Clipping is the deferred placement's (the immediate one cannot clip).
+  o.clip = !options.stream.immediateOptimizer;
+  o.gradBytesPerParam =
+      options.stream.gradDType == bundle::GradDType::BF16 ? 2 : 4;
+  Expected<sim::SimResult> r = sim::simulateStep(b, gpu, o);
+  if (!r)
+    return std::nullopt;
+  analysis::StepTimeEstimate e;
+  auto busy = [&](const char *stream) {
+    auto it = r->busy.find(stream);
+    return it == r->busy.end() ? 0.0 : it->second;
+  };
+  e.stepSeconds = r->stepSeconds;
+  e.computeSeconds = r->computeSeconds;
+  e.h2dSeconds = busy("h2d") + busy("h2d.act");
+  e.d2hSeconds = busy("d2h") + busy("d2h.act");
+  e.optimizerSeconds = r->optimizerSeconds;
+  e.exposedSeconds = r->exposedCopySeconds;
+  e.h2dBytes = r->h2dBytes;
+  e.d2hBytes = r->d2hBytes;
+  e.bound = r->bottleneck;
+  return e;
+}
+
+/// \p module's candidate plan as `mtc plan` shows it, priced by its
+/// predicted step time: simulated on the GPU of \p options, else the
+/// closed-form estimate on \p rates.
 RecomputeCandidate describeCandidate(mlir::ModuleOp module,
+                                     const CompileOptions &options,
                                      const analysis::StepRates &rates) {
   RecomputeCandidate c;
   c.fits = true;
@@ -139,8 +176,12 @@ RecomputeCandidate describeCandidate(mlir::ModuleOp module,
         stream::stringifyCheckpointPlacement(step.getCheckpoints()).str();
     c.checkpointEvery = step.getCheckpointEvery().value_or(1);
   }
-  if (std::optional<analysis::StepTimeEstimate> e =
-          predictStepTime(module, rates))
+  std::optional<analysis::StepTimeEstimate> e;
+  if (options.gpu)
+    e = simulateCandidate(module, options, *options.gpu);
+  if (!e)
+    e = predictStepTime(module, rates);
+  if (e)
     c.estimate = *e;
   return c;
 }
@@ -411,14 +452,16 @@ bool compileModelSource(const std::string &source, const std::string &path,
   if (options.recompute == RecomputePolicy::Auto && options.stream.enabled) {
     // Keep every intermediate on the device when that plan fits: nothing is
     // recomputed or copied. Else price the plans that fit by their predicted
-    // step time on the target (analysis::estimateStepTime: compute, both
-    // copy directions and the optimizer, overlapped as the streams run
-    // them) and keep the fastest: selective, full, and, when host
-    // checkpoints were asked for, none with every intermediate in host
+    // step time on the target (a GPU: the step simulation of lib/Sim on its
+    // profile; the CPU device: analysis::estimateStepTime, compute plus
+    // both copy directions) and keep the fastest: selective, full, and, when
+    // host checkpoints were asked for, none with every intermediate in host
     // memory. Full must fit (its error is the one reported); ties go to the
     // later candidate of selective, none over full.
     const analysis::StepRates rates = stepRatesFor(options);
-    out.pricedOn = rates.name;
+    out.pricedOn = options.gpu
+                       ? options.gpu->name + ", simulated as by mtc simulate"
+                       : rates.name + ", estimated";
     std::vector<RecomputeCandidate> &tried = out.recomputeCandidates;
     mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
     bool hostAsked = options.stream.checkpoints == CheckpointPlacement::Host;
@@ -435,7 +478,7 @@ bool compileModelSource(const std::string &source, const std::string &path,
     };
     if (!hostAsked && runPipelines(*out.module, keepAll, RecomputePolicy::None,
                                    /*quiet=*/true, ignored)) {
-      tried.push_back(describeCandidate(*out.module, rates));
+      tried.push_back(describeCandidate(*out.module, options, rates));
       tried.back().chosen = true;
       tried.back().note = "everything kept on the device, nothing recomputed "
                           "or copied";
@@ -451,7 +494,7 @@ bool compileModelSource(const std::string &source, const std::string &path,
         mlir::OwningOpRef<mlir::ModuleOp> m = lowered->clone();
         if (runPipelines(*m, options, policy, /*quiet=*/true, ignored)) {
           fitIndex.push_back(tried.size());
-          tried.push_back(describeCandidate(*m, rates));
+          tried.push_back(describeCandidate(*m, options, rates));
           fits.push_back(std::move(m));
         } else {
           unfit(policy, options.stream.checkpoints);
@@ -470,7 +513,7 @@ bool compileModelSource(const std::string &source, const std::string &path,
         }
       }
       size_t chosen = tried.size();
-      tried.push_back(describeCandidate(*full, rates));
+      tried.push_back(describeCandidate(*full, options, rates));
       out.module = std::move(full);
       for (size_t i = 0; i < fits.size(); ++i)
         if (tried[fitIndex[i]].estimate.stepSeconds <=
