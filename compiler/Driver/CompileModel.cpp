@@ -553,6 +553,11 @@ bool compileModelSource(const std::string &source, const std::string &path,
       return finish(false);
     }
   }
+  // The deferred placement's host gradients; the immediate placement's
+  // ring (grads.host) is fp32 whatever the flag (train refuses bf16 there).
+  if (out.bundle.step && !out.bundle.step->buffer("grads.host"))
+    out.bundle.step->gradDType =
+        bundle::gradDTypeName(options.stream.gradDType);
   out.bundle.modelHash = modelHash;
   out.bundle.cpuKernels = std::move(kernels->sharedObject);
   out.bundle.cpuKernelsTarget = kernels->cpu;

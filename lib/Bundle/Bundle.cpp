@@ -603,6 +603,8 @@ json stepToJson(const StepPlan &s) {
   // Optional: fp32 plans are written as before it existed.
   if (s.precision != "fp32")
     out["precision"] = s.precision;
+  if (!s.gradDType.empty())
+    out["grad_dtype"] = s.gradDType;
   return out;
 }
 
@@ -781,7 +783,7 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
   checkFields(j, where,
               {"batch", "seq", "micro_batches", "prefetch_depth", "recompute",
                "checkpoints", "device_budget", "device_peak", "buffers",
-               "program", "precision", "checkpoint_every"});
+               "program", "precision", "checkpoint_every", "grad_dtype"});
   auto s = std::make_shared<StepPlan>();
   s->batch = getInt(j, "batch", where, 1, kMaxDim);
   s->seq = getInt(j, "seq", where, 1, kMaxDim);
@@ -794,6 +796,8 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
     s->precision = getChoice(j, "precision", where, {"fp32", "bf16"});
   if (j.contains("checkpoint_every"))
     s->checkpointEvery = getInt(j, "checkpoint_every", where, 1, kMaxDim);
+  if (j.contains("grad_dtype"))
+    s->gradDType = getChoice(j, "grad_dtype", where, {"fp32", "bf16"});
   s->deviceBudget = getInt(j, "device_budget", where, 0, kMaxBytes);
   s->devicePeak = getInt(j, "device_peak", where, 0, kMaxBytes);
   if (s->deviceBudget > 0 && s->devicePeak > s->deviceBudget)

@@ -147,6 +147,12 @@ struct StepPlan {
   /// buffer, prefetch_depth >= k). JSON: optional "checkpoint_every"
   /// (absent: 1, written only when > 1).
   int64_t checkpointEvery = 1;
+  /// The host gradients the plan was compiled for (`--grad-dtype`, Plan.h
+  /// GradDType) of the deferred optimizer placement: "fp32" | "bf16"; ""
+  /// in plans with the immediate placement's ring (grads.host) and in
+  /// bundles written before it was recorded (training then takes the
+  /// flag). JSON: optional "grad_dtype".
+  std::string gradDType;
   int64_t deviceBudget = 0; ///< bytes
   int64_t devicePeak = 0;   ///< bytes the buffers below need
   std::vector<PlanBuffer> buffers;

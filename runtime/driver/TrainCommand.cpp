@@ -356,6 +356,17 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                                       ? std::string()
                                       : "; " + compileHint(cmd.input)));
   const bundle::Bundle &b = *read;
+  // The step plan's host budget counted its gradient dtype: train with it.
+  if (b.step && !b.step->gradDType.empty()) {
+    if (cmd.given.count("--grad-dtype") && opts.gradDtype != b.step->gradDType)
+      return fail(
+          "train: --grad-dtype " + opts.gradDtype + " conflicts with '" +
+          cmd.input + "', whose step plan was compiled for --grad-dtype " +
+          b.step->gradDType +
+          "; drop the flag, or recompile the bundle with --grad-dtype " +
+          opts.gradDtype + " (mtc compile MODEL.mt ... -o " + cmd.input + ")");
+    opts.gradDtype = b.step->gradDType;
+  }
   if (b.step && opts.deviceMemory > 0 &&
       opts.deviceMemory < b.step->devicePeak) {
     const bundle::StepPlan &plan = *b.step;
