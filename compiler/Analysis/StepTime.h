@@ -19,7 +19,10 @@
 // The rates are the target's: a GPU's hardware profile (lib/Sim/Profile.h,
 // the profiles `mtc simulate` uses) or the CPU device's DeviceRates. This is
 // a closed-form estimate for ranking plans, not the event simulation of
-// `mtc simulate`.
+// `mtc simulate`: `--recompute auto` prices the CPU device's candidates with
+// it, and a GPU's by that simulation (compiler/Driver/CompileModel.cpp),
+// which also models the streams' events; estimateStepTime on gpuStepRates
+// is the cheap approximation of it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_COMPILER_ANALYSIS_STEPTIME_H

@@ -85,8 +85,10 @@ struct CompileOptions {
   /// matmul, attention and moe and recomputes the cheap ops between them;
   /// auto (with streaming) keeps everything when that plan fits the budget
   /// with its checkpoints on the device, else the plan among selective, full
-  /// (and none, with host checkpoints asked for) that fits and the cost
-  /// model prices lowest (docs/streaming.md); without streaming it is full.
+  /// (and none, with host checkpoints asked for) that fits and has the
+  /// shortest predicted step on the target (a GPU: the step simulation of
+  /// its profile, `gpu`; else the CPU device's estimate; docs/streaming.md);
+  /// without streaming it is full.
   RecomputePolicy recompute = RecomputePolicy::Full;
   /// Streaming step plan (off by default).
   StreamOptions stream;
@@ -98,8 +100,8 @@ struct CompileOptions {
   bool cudaKernels = false;
   /// The GPU the plan is for (`--gpu NAME|FILE`; `--device cuda`: the
   /// kDefaultGpuProfile): `--recompute auto` prices its candidates by their
-  /// predicted step time on this profile. Absent: on the CPU device's rates
-  /// (analysis::cpuDeviceStepRates).
+  /// step simulated on this profile (lib/Sim, as `mtc simulate`). Absent:
+  /// by analysis::estimateStepTime on the CPU device's rates.
   std::optional<sim::Profile> gpu;
 };
 
@@ -156,9 +158,10 @@ struct CompiledModel {
 /// the CPU device's.
 analysis::StepRates stepRatesFor(const CompileOptions &options);
 
-/// The predicted step time of \p module's step plan (after the streaming
-/// pipeline) on \p rates; nullopt when it has no step or the model is not
-/// differentiated. Prices any candidate plan of `--recompute auto`.
+/// The closed-form predicted step time (analysis::estimateStepTime) of \p
+/// module's step plan (after the streaming pipeline) on \p rates; nullopt
+/// when it has no step or the model is not differentiated. What
+/// `--recompute auto` prices a candidate with when no GPU profile is given.
 std::optional<analysis::StepTimeEstimate>
 predictStepTime(mlir::ModuleOp module, const analysis::StepRates &rates);
 
