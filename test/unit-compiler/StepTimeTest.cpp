@@ -1,15 +1,18 @@
 //===- StepTimeTest.cpp - The predicted step time of a plan ---------------===//
 //
 // Part of mtc. analysis::estimateStepTime: the streams of a step on a GPU
-// (overlapped) and on the CPU device (copies on the compute cores), and the
-// choice `--recompute auto` makes from it.
+// (overlapped) and on the CPU device (copies on the compute cores); and the
+// choice `--recompute auto` makes on a GPU from the step simulation.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Analysis/StepTime.h"
+#include "compiler/Driver/CompileModel.h"
 #include "lib/Sim/Profile.h"
 
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 using namespace mtc;
 
@@ -155,4 +158,72 @@ TEST(StepTime, GpuRatesComeFromTheProfile) {
                    p->device.peakFlopsFP32);
   // The profile's GEMM efficiency: a small op runs below the peak.
   EXPECT_GT(r.computeSeconds(1e9, 1e9), 1e9 / r.peakFlops);
+}
+
+namespace {
+
+/// `--recompute auto` for an 8B Llama (Llama-3-8B's shape, bf16) at 16
+/// micro-batches of [4, 1024] in 13 GiB, priced on \p gpu.
+std::vector<RecomputeCandidate> autoCandidates(const sim::Profile &gpu) {
+  CompileOptions opts;
+  opts.recompute = RecomputePolicy::Auto;
+  opts.overrides = {{"vocab", 128256}, {"dim", 4096}, {"n_layers", 32},
+                    {"n_heads", 32},   {"n_kv", 8},   {"ffn", 14336},
+                    {"theta", 500000}};
+  opts.stream.enabled = true;
+  opts.stream.deviceMemory = 13ll << 30;
+  opts.stream.batch = 4;
+  opts.stream.seq = 1024;
+  opts.stream.microBatches = 16;
+  opts.stream.precision = bundle::Precision::BF16;
+  opts.gpu = gpu;
+  mlir::MLIRContext context;
+  CompiledModel out;
+  std::ostringstream errs;
+  EXPECT_TRUE(compileModelFile("examples/tiny-llama.mt", opts, errs,
+                               CompileStage::Differentiated, context, out))
+      << errs.str();
+  return out.recomputeCandidates;
+}
+
+/// The candidate \p policy of \p cs (fits), or null.
+const RecomputeCandidate *find(const std::vector<RecomputeCandidate> &cs,
+                               const std::string &policy) {
+  for (const RecomputeCandidate &c : cs)
+    if (c.recompute == policy && c.fits)
+      return &c;
+  return nullptr;
+}
+
+} // namespace
+
+TEST(StepTime, AutoOnAGpuFollowsTheSimulatedLink) {
+  // On the h200's PCIe link, selective's host checkpoints bind and auto
+  // keeps full; as the link gets faster selective's simulated step never
+  // gets longer, and once it is chosen it stays chosen.
+  Expected<sim::Profile> h200 = sim::loadProfile("h200");
+  ASSERT_TRUE(static_cast<bool>(h200)) << h200.message();
+  double lastSelective = 1e300;
+  bool selectiveChosen = false;
+  for (double scale : {1.0, 2.0, 4.0, 16.0}) {
+    sim::Profile p = *h200;
+    p.link.h2dBandwidth *= scale;
+    p.link.d2hBandwidth *= scale;
+    std::vector<RecomputeCandidate> cs = autoCandidates(p);
+    const RecomputeCandidate *sel = find(cs, "selective");
+    const RecomputeCandidate *full = find(cs, "full");
+    ASSERT_TRUE(sel && full) << scale;
+    EXPECT_EQ(sel->checkpoints, "host");
+    EXPECT_LE(sel->estimate.stepSeconds, lastSelective * (1 + 1e-9)) << scale;
+    lastSelective = sel->estimate.stepSeconds;
+    if (scale == 1.0) {
+      EXPECT_TRUE(full->chosen);
+      EXPECT_GT(sel->estimate.stepSeconds, full->estimate.stepSeconds);
+    }
+    if (selectiveChosen)
+      EXPECT_TRUE(sel->chosen) << scale;
+    selectiveChosen = sel->chosen;
+  }
+  // 16x PCIe (~NVLink-C2C class): the checkpoints no longer bind.
+  EXPECT_TRUE(selectiveChosen);
 }
