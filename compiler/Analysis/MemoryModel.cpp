@@ -286,6 +286,7 @@ int64_t ModelCost::totalInstances() const {
 llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
   ModelCost out;
   out.name = model.getSymName().str();
+  out.tokens = dims.tokens();
   Block &body = model.getBody().front();
   out.modelWeightBytes =
       paramBytes(body, dims.precision, out.modelParams, out.modelGradBytes);

@@ -108,6 +108,7 @@ struct ModelCost {
   int64_t modelParams = 0;      ///< elements of the model-level params
   int64_t modelWeightBytes = 0; ///< their bytes on the device (precision)
   int64_t modelGradBytes = 0;   ///< their gradients' bytes (always f32)
+  int64_t tokens = 0;           ///< of one micro-batch (Dims::tokens)
   std::vector<LayerCost> layers;
   int64_t stageBytes = 0; ///< per micro-batch
   /// The host stage (bundle::planStage): the device slot one micro-batch's

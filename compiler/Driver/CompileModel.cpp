@@ -19,6 +19,7 @@
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
 #include "lib/Bundle/Validate.h"
+#include "lib/Sim/Simulator.h"
 #include "lib/Support/ByteSize.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -121,33 +122,70 @@ bool checkStreamOptions(const CompileOptions &options,
   return true;
 }
 
-/// The cost model's price of \p module's recompute policy (after the
-/// streaming pipeline): analysis::recomputeCostSeconds of its step.
-double recomputeCost(mlir::ModuleOp module) {
-  for (auto step : module.getBody()->getOps<stream::StepOp>()) {
-    auto model = mlir::dyn_cast_or_null<mt::ModelOp>(
-        mlir::SymbolTable::lookupSymbolIn(module, step.getModelAttr()));
-    if (!model)
-      continue;
-    analysis::Dims dims = steputil::dimsOf(step);
-    llvm::Expected<analysis::ModelCost> cost =
-        analysis::analyzeModel(model, dims);
-    if (!cost) {
-      // Not differentiated (no @backward): there is no recompute to price.
-      llvm::consumeError(cost.takeError());
-      continue;
-    }
-    analysis::PlanChoices choices;
-    choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
-    choices.checkpointsOnHost =
-        step.getCheckpoints() == CheckpointPlacement::Host;
-    choices.checkpointEvery = step.getCheckpointEvery().value_or(1);
-    if (std::optional<uint64_t> s = step.getSelectiveLayers())
-      choices.selectiveLayers = static_cast<int64_t>(*s);
-    choices.forwardLoops = analysis::forwardLoops(*cost);
-    return analysis::recomputeCostSeconds(*cost, choices);
+/// \p module's step op, or null.
+stream::StepOp stepOf(mlir::ModuleOp module) {
+  for (auto step : module.getBody()->getOps<stream::StepOp>())
+    return step;
+  return nullptr;
+}
+
+/// \p module's step simulated on the GPU profile \p gpu (lib/Sim, what
+/// `mtc simulate` runs), as a StepTimeEstimate; nullopt when it cannot be.
+std::optional<analysis::StepTimeEstimate>
+simulateCandidate(mlir::ModuleOp module, const CompileOptions &options,
+                  const sim::Profile &gpu) {
+  bundle::Bundle b;
+  if (mlir::failed(translateToBundle(module, b)) || !b.step)
+    return std::nullopt;
+  sim::SimOptions o;
+  // Clipping is the deferred placement's (the immediate one cannot clip).
+  o.clip = !options.stream.immediateOptimizer;
+  o.gradBytesPerParam =
+      options.stream.gradDType == bundle::GradDType::BF16 ? 2 : 4;
+  Expected<sim::SimResult> r = sim::simulateStep(b, gpu, o);
+  if (!r)
+    return std::nullopt;
+  analysis::StepTimeEstimate e;
+  auto busy = [&](const char *stream) {
+    auto it = r->busy.find(stream);
+    return it == r->busy.end() ? 0.0 : it->second;
+  };
+  e.stepSeconds = r->stepSeconds;
+  e.computeSeconds = r->computeSeconds;
+  e.h2dSeconds = busy("h2d") + busy("h2d.act");
+  e.d2hSeconds = busy("d2h") + busy("d2h.act");
+  e.optimizerSeconds = r->optimizerSeconds;
+  e.exposedSeconds = r->exposedCopySeconds;
+  e.h2dBytes = r->h2dBytes;
+  e.d2hBytes = r->d2hBytes;
+  e.bound = r->bottleneck;
+  return e;
+}
+
+/// \p module's candidate plan as `mtc plan` shows it, priced by its
+/// predicted step time: simulated on the GPU of \p options, else the
+/// closed-form estimate on \p rates.
+RecomputeCandidate describeCandidate(mlir::ModuleOp module,
+                                     const CompileOptions &options,
+                                     const analysis::StepRates &rates) {
+  RecomputeCandidate c;
+  c.fits = true;
+  if (stream::StepOp step = stepOf(module)) {
+    c.recompute = stream::stringifyRecomputePolicy(step.getRecompute()).str();
+    c.checkpoints =
+        stream::stringifyCheckpointPlacement(step.getCheckpoints()).str();
+    c.checkpointEvery = step.getCheckpointEvery().value_or(1);
+    if (std::optional<uint64_t> sel = step.getSelectiveLayers())
+      c.selectiveLayers = static_cast<int64_t>(*sel);
   }
-  return 0;
+  std::optional<analysis::StepTimeEstimate> e;
+  if (options.gpu)
+    e = simulateCandidate(module, options, *options.gpu);
+  if (!e)
+    e = predictStepTime(module, rates);
+  if (e)
+    c.estimate = *e;
+  return c;
 }
 
 bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
@@ -302,6 +340,40 @@ bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
 
 } // namespace
 
+analysis::StepRates stepRatesFor(const CompileOptions &options) {
+  if (options.gpu)
+    return analysis::gpuStepRates(*options.gpu, options.stream.precision);
+  return analysis::cpuDeviceStepRates();
+}
+
+std::optional<analysis::StepTimeEstimate>
+predictStepTime(mlir::ModuleOp module, const analysis::StepRates &rates) {
+  stream::StepOp step = stepOf(module);
+  if (!step)
+    return std::nullopt;
+  auto model = mlir::dyn_cast_or_null<mt::ModelOp>(
+      mlir::SymbolTable::lookupSymbolIn(module, step.getModelAttr()));
+  if (!model)
+    return std::nullopt;
+  llvm::Expected<analysis::ModelCost> cost =
+      analysis::analyzeModel(model, steputil::dimsOf(step));
+  if (!cost) {
+    // Not differentiated (no @backward): there is no step to price.
+    llvm::consumeError(cost.takeError());
+    return std::nullopt;
+  }
+  analysis::PlanChoices choices;
+  choices.microBatches = static_cast<int64_t>(step.getMicroBatches());
+  choices.prefetchDepth = static_cast<int64_t>(step.getPrefetchDepth());
+  choices.checkpointsOnHost =
+      step.getCheckpoints() == CheckpointPlacement::Host;
+  choices.checkpointEvery = step.getCheckpointEvery().value_or(1);
+  if (std::optional<uint64_t> sel = step.getSelectiveLayers())
+    choices.selectiveLayers = static_cast<int64_t>(*sel);
+  choices.forwardLoops = analysis::forwardLoops(*cost);
+  return analysis::estimateStepTime(*cost, choices, rates);
+}
+
 bool compileModelFile(const std::string &path, const CompileOptions &options,
                       std::ostream &errs, CompileStage stage,
                       mlir::MLIRContext &context, CompiledModel &out) {
@@ -422,30 +494,59 @@ bool compileModelSource(const std::string &source, const std::string &path,
   if (options.recompute == RecomputePolicy::Auto && options.stream.enabled &&
       options.stream.selectiveLayers < 0) {
     // Keep every intermediate on the device when that plan fits: nothing is
-    // recomputed or copied. Else price the plans that fit by the cost model
-    // (recomputed FLOPs, checkpoint copies to host memory and back) and keep
-    // the cheapest: selective, full, and, when host checkpoints were asked
-    // for, none with every intermediate in host memory. Full must fit (its
-    // error is the one reported); ties go to the earlier candidate.
+    // recomputed or copied. Else price the plans that fit by their predicted
+    // step time on the target (a GPU: the step simulation of lib/Sim on its
+    // profile; the CPU device: analysis::estimateStepTime, compute plus
+    // both copy directions) and keep the fastest: selective, full, and, when
+    // host checkpoints were asked for, none with every intermediate in host
+    // memory. Full must fit (its error is the one reported); ties go to the
+    // later candidate of selective, none over full.
+    const analysis::StepRates rates = stepRatesFor(options);
+    out.pricedOn = options.gpu
+                       ? options.gpu->name + ", simulated as by mtc simulate"
+                       : rates.name + ", estimated";
+    std::vector<RecomputeCandidate> &tried = out.recomputeCandidates;
     mlir::OwningOpRef<mlir::ModuleOp> lowered = out.module->clone();
     bool hostAsked = options.stream.checkpoints == CheckpointPlacement::Host;
     CompileOptions keepAll = options;
     if (keepAll.stream.checkpoints == CheckpointPlacement::Auto)
       keepAll.stream.checkpoints = CheckpointPlacement::Device;
-    if (hostAsked || !runPipelines(*out.module, keepAll, RecomputePolicy::None,
+    auto unfit = [&](RecomputePolicy policy, CheckpointPlacement where) {
+      RecomputeCandidate c;
+      c.recompute = stream::stringifyRecomputePolicy(policy).str();
+      c.checkpoints = where == CheckpointPlacement::Auto
+                          ? "device or host"
+                          : stream::stringifyCheckpointPlacement(where).str();
+      tried.push_back(c);
+    };
+    if (!hostAsked && runPipelines(*out.module, keepAll, RecomputePolicy::None,
                                    /*quiet=*/true, ignored)) {
+      tried.push_back(describeCandidate(*out.module, options, rates));
+      tried.back().chosen = true;
+      tried.back().note = "everything kept on the device, nothing recomputed "
+                          "or copied";
+    } else {
+      if (!hostAsked)
+        unfit(RecomputePolicy::None, CheckpointPlacement::Device);
       std::vector<mlir::OwningOpRef<mlir::ModuleOp>> fits;
       bool selectiveHostShort = false;
+      std::vector<size_t> fitIndex;
       for (RecomputePolicy policy :
            {RecomputePolicy::Selective, RecomputePolicy::None}) {
         if (policy == RecomputePolicy::None && !hostAsked)
           continue;
         mlir::OwningOpRef<mlir::ModuleOp> m = lowered->clone();
         std::string why;
-        if (runPipelines(*m, options, policy, /*quiet=*/true, why))
+        if (runPipelines(*m, options, policy, /*quiet=*/true, why)) {
+          fitIndex.push_back(tried.size());
+          tried.push_back(describeCandidate(*m, options, rates));
           fits.push_back(std::move(m));
-        else if (policy == RecomputePolicy::Selective)
-          selectiveHostShort = why.find("of host memory") != std::string::npos;
+        } else {
+          unfit(policy, options.stream.checkpoints);
+          if (policy == RecomputePolicy::Selective)
+            selectiveHostShort =
+                why.find("of host memory") != std::string::npos;
+        }
       }
       mlir::OwningOpRef<mlir::ModuleOp> full = lowered->clone();
       std::string fullErrors;
@@ -461,19 +562,28 @@ bool compileModelSource(const std::string &source, const std::string &path,
       }
       // Selective where host memory allows, full for the rest: when
       // selective is short of host memory, the first S instances keep their
-      // selective checkpoints.
+      // selective checkpoints (a candidate priced like the others).
       bool segmented = false;
       for (auto step : full->getBody()->getOps<stream::StepOp>())
         segmented |= step.getCheckpointEvery().value_or(1) > 1;
       if (selectiveHostShort && !segmented) {
         mlir::OwningOpRef<mlir::ModuleOp> mixed;
-        if (fitMixed(*lowered, options, mixed))
+        if (fitMixed(*lowered, options, mixed)) {
+          fitIndex.push_back(tried.size());
+          tried.push_back(describeCandidate(*mixed, options, rates));
           fits.push_back(std::move(mixed));
+        }
       }
+      size_t chosen = tried.size();
+      tried.push_back(describeCandidate(*full, options, rates));
       out.module = std::move(full);
-      for (mlir::OwningOpRef<mlir::ModuleOp> &m : fits)
-        if (recomputeCost(*m) <= recomputeCost(*out.module))
-          out.module = std::move(m);
+      for (size_t i = 0; i < fits.size(); ++i)
+        if (tried[fitIndex[i]].estimate.stepSeconds <=
+            tried[chosen].estimate.stepSeconds) {
+          out.module = std::move(fits[i]);
+          chosen = fitIndex[i];
+        }
+      tried[chosen].chosen = true;
     }
   } else {
     // Without streaming, auto is full; with a given number of selective
@@ -508,6 +618,11 @@ bool compileModelSource(const std::string &source, const std::string &path,
       return finish(false);
     }
   }
+  // The deferred placement's host gradients; the immediate placement's
+  // ring (grads.host) is fp32 whatever the flag (train refuses bf16 there).
+  if (out.bundle.step && !out.bundle.step->buffer("grads.host"))
+    out.bundle.step->gradDType =
+        bundle::gradDTypeName(options.stream.gradDType);
   out.bundle.modelHash = modelHash;
   out.bundle.cpuKernels = std::move(kernels->sharedObject);
   out.bundle.cpuKernelsTarget = kernels->cpu;

@@ -8,6 +8,7 @@
 #ifndef MTC_COMPILER_DRIVER_COMPILEMODEL_H
 #define MTC_COMPILER_DRIVER_COMPILEMODEL_H
 
+#include "compiler/Analysis/StepTime.h"
 #include "compiler/Transforms/Policies.h"
 #include "frontend/AST.h"
 #include "frontend/HFImport.h"
@@ -68,10 +69,14 @@ struct StreamOptions {
   bool immediateOptimizer = false;
   /// How the deferred optimizer's gradients are kept in host memory
   /// (`--grad-dtype`): bf16 counts 14 B/param of state instead of 16 in the
-  /// host budget (docs/training.md, "Gradient dtype"). The bundle does not
-  /// record it: train chooses it (as it does --clip).
+  /// host budget (docs/training.md, "Gradient dtype"). The step plan
+  /// records it (StepPlan::gradDType): training a bundle uses it.
   bundle::GradDType gradDType = bundle::GradDType::F32;
 };
+
+/// The GPU profile `--recompute auto` prices plans with when the target is
+/// `--device cuda` and `--gpu` is not given (lib/Sim, data/hardware).
+inline constexpr const char *kDefaultGpuProfile = "h200";
 
 /// What the compiler is asked for besides the source.
 struct CompileOptions {
@@ -86,8 +91,10 @@ struct CompileOptions {
   /// matmul, attention and moe and recomputes the cheap ops between them;
   /// auto (with streaming) keeps everything when that plan fits the budget
   /// with its checkpoints on the device, else the plan among selective, full
-  /// (and none, with host checkpoints asked for) that fits and the cost
-  /// model prices lowest (docs/streaming.md); without streaming it is full.
+  /// (and none, with host checkpoints asked for) that fits and has the
+  /// shortest predicted step on the target (a GPU: the step simulation of
+  /// its profile, `gpu`; else the CPU device's estimate; docs/streaming.md);
+  /// without streaming it is full.
   RecomputePolicy recompute = RecomputePolicy::Full;
   /// Streaming step plan (off by default).
   StreamOptions stream;
@@ -97,6 +104,27 @@ struct CompileOptions {
   /// (`cuda_kernels`, for `--device cuda|cuda-emu`), with an entry for every
   /// storage signature the step plan's precision gives them.
   bool cudaKernels = false;
+  /// The GPU the plan is for (`--gpu NAME|FILE`; `--device cuda`: the
+  /// kDefaultGpuProfile): `--recompute auto` prices its candidates by their
+  /// step simulated on this profile (lib/Sim, as `mtc simulate`). Absent:
+  /// by analysis::estimateStepTime on the CPU device's rates.
+  std::optional<sim::Profile> gpu;
+};
+
+/// One plan `--recompute auto` considered (docs/streaming.md, "Choosing
+/// what to recompute"), for `mtc plan` to show.
+struct RecomputeCandidate {
+  std::string recompute;   ///< "none", "selective", "full"
+  std::string checkpoints; ///< "device", "host"
+  int64_t checkpointEvery = 1;
+  /// Mixed recomputation: the first S instances selective (-1: every one).
+  int64_t selectiveLayers = -1;
+  bool fits = false;
+  bool chosen = false;
+  /// Why it was chosen without being priced against the others ("" when
+  /// it was priced): keeping everything on the device recomputes nothing.
+  std::string note;
+  analysis::StepTimeEstimate estimate; ///< when it fits
 };
 
 /// Parses a byte size for `--device-memory`: "64MiB", "2GiB", "512KiB",
@@ -128,7 +156,22 @@ struct CompiledModel {
   CheckedModel checked;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   bundle::Bundle bundle;
+  /// With `--recompute auto` and streaming: the plans considered, in the
+  /// order they were tried, and the target they were priced on.
+  std::vector<RecomputeCandidate> recomputeCandidates;
+  std::string pricedOn;
 };
+
+/// The rates \p options' target runs a step at: the GPU profile's, else
+/// the CPU device's.
+analysis::StepRates stepRatesFor(const CompileOptions &options);
+
+/// The closed-form predicted step time (analysis::estimateStepTime) of \p
+/// module's step plan (after the streaming pipeline) on \p rates; nullopt
+/// when it has no step or the model is not differentiated. What
+/// `--recompute auto` prices a candidate with when no GPU profile is given.
+std::optional<analysis::StepTimeEstimate>
+predictStepTime(mlir::ModuleOp module, const analysis::StepRates &rates);
 
 /// Reads \p path and runs the compiler up to \p stage (MLIR stages use
 /// \p context). Every error is printed to \p errs (file:line:col with a

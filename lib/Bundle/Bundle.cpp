@@ -605,6 +605,8 @@ json stepToJson(const StepPlan &s) {
   // Optional: fp32 plans are written as before it existed.
   if (s.precision != "fp32")
     out["precision"] = s.precision;
+  if (!s.gradDType.empty())
+    out["grad_dtype"] = s.gradDType;
   return out;
 }
 
@@ -783,7 +785,8 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
   checkFields(j, where,
               {"batch", "seq", "micro_batches", "prefetch_depth", "recompute",
                "checkpoints", "device_budget", "device_peak", "buffers",
-               "program", "precision", "checkpoint_every", "selective_layers"});
+               "program", "precision", "checkpoint_every", "selective_layers",
+               "grad_dtype"});
   auto s = std::make_shared<StepPlan>();
   s->batch = getInt(j, "batch", where, 1, kMaxDim);
   s->seq = getInt(j, "seq", where, 1, kMaxDim);
@@ -798,6 +801,8 @@ std::shared_ptr<StepPlan> parseStep(const json &j, const std::string &where,
     s->checkpointEvery = getInt(j, "checkpoint_every", where, 1, kMaxDim);
   if (j.contains("selective_layers"))
     s->selectiveLayers = getInt(j, "selective_layers", where, 0, kMaxDim);
+  if (j.contains("grad_dtype"))
+    s->gradDType = getChoice(j, "grad_dtype", where, {"fp32", "bf16"});
   s->deviceBudget = getInt(j, "device_budget", where, 0, kMaxBytes);
   s->devicePeak = getInt(j, "device_peak", where, 0, kMaxBytes);
   if (s->deviceBudget > 0 && s->devicePeak > s->deviceBudget)

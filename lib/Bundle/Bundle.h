@@ -153,6 +153,12 @@ struct StepPlan {
   /// others keep their input alone and run the layer's "backward_full".
   /// JSON: optional "selective_layers" (absent: -1, every instance).
   int64_t selectiveLayers = -1;
+  /// The host gradients the plan was compiled for (`--grad-dtype`, Plan.h
+  /// GradDType) of the deferred optimizer placement: "fp32" | "bf16"; ""
+  /// in plans with the immediate placement's ring (grads.host) and in
+  /// bundles written before it was recorded (training then takes the
+  /// flag). JSON: optional "grad_dtype".
+  std::string gradDType;
   int64_t deviceBudget = 0; ///< bytes
   int64_t devicePeak = 0;   ///< bytes the buffers below need
   std::vector<PlanBuffer> buffers;

@@ -1235,6 +1235,9 @@ void checkStep(const Bundle &b) {
   }
   if (s.buffer("grads.host"))
     need("grads.host", "grads", "host");
+  if (s.gradDType == "bf16" && s.buffer("grads.host"))
+    fail(where, "grad_dtype bf16 is the deferred optimizer's, but the plan "
+                "has the immediate optimizer's gradient ring ('grads.host')");
   if (s.checkpointEvery > 1) {
     // Segment checkpointing: a segment's inputs, and its instances resident.
     need("segment", "activations", "device");

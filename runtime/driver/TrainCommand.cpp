@@ -39,7 +39,7 @@ std::string trainUsage(const Tool &tool) {
     u += "[--recompute auto|full|selective|none] [--cpu NAME] [--set "
          "NAME=VALUE]... [--host-state-file PATH] [--device-memory SIZE|auto "
          "[--host-memory SIZE] "
-         "[--device cpu|cuda|cuda-emu] [--prefetch-depth N] "
+         "[--device cpu|cuda|cuda-emu [--gpu NAME|FILE]] [--prefetch-depth N] "
          "[--checkpoint-every K] [--selective-layers S] "
          "[--checkpoints device|host|auto] [--precision "
          "fp32|bf16] [--optimizer-threads N] "
@@ -221,6 +221,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::List, "--set", &cmd.sets},
            {Flag::String, "--recompute", &cmd.recompute},
            {Flag::String, "--cpu", &cmd.cpu},
+           {Flag::String, "--gpu", &cmd.gpu},
            {Flag::String, "--hf", &cmd.hf},
            {Flag::String, "--resume", &opts.resume},
            {Flag::String, "--init-from", &opts.initFrom},
@@ -338,7 +339,7 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
     fixed.push_back("--set");
   for (const char *flag :
        {"--cpu", "--recompute", "--checkpoints", "--prefetch-depth",
-        "--checkpoint-every", "--selective-layers", "--precision"})
+        "--checkpoint-every", "--selective-layers", "--precision", "--gpu"})
     if (cmd.given.count(flag))
       fixed.push_back(flag);
   if (!fixed.empty()) {
@@ -366,6 +367,17 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                                       ? std::string()
                                       : "; " + compileHint(cmd.input)));
   const bundle::Bundle &b = *read;
+  // The step plan's host budget counted its gradient dtype: train with it.
+  if (b.step && !b.step->gradDType.empty()) {
+    if (cmd.given.count("--grad-dtype") && opts.gradDtype != b.step->gradDType)
+      return fail(
+          "train: --grad-dtype " + opts.gradDtype + " conflicts with '" +
+          cmd.input + "', whose step plan was compiled for --grad-dtype " +
+          b.step->gradDType +
+          "; drop the flag, or recompile the bundle with --grad-dtype " +
+          opts.gradDtype + " (mtc compile MODEL.mt ... -o " + cmd.input + ")");
+    opts.gradDtype = b.step->gradDType;
+  }
   if (b.step && opts.deviceMemory > 0 &&
       opts.deviceMemory < b.step->devicePeak) {
     const bundle::StepPlan &plan = *b.step;

@@ -54,6 +54,8 @@ struct TrainCommand {
   /// given): only a tool that compiles can honour them.
   std::vector<std::string> sets; ///< --set NAME=VALUE, in order
   std::string cpu, recompute, checkpoints, precision;
+  /// --gpu NAME|FILE: the GPU profile `--recompute auto` prices plans on.
+  std::string gpu;
   int64_t prefetchDepth = 2;
   /// Segment checkpointing (`--checkpoint-every K`, docs/streaming.md).
   int64_t checkpointEvery = 1;

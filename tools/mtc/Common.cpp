@@ -8,6 +8,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "frontend/HFImport.h"
+#include "lib/Sim/Profile.h"
 #include "lib/Support/ByteSize.h"
 #include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
@@ -258,6 +259,26 @@ bool parseDeviceFlag(const char *command, const std::string &device,
     return false;
   }
   copts.cudaKernels = device != "cpu";
+  return true;
+}
+
+bool parseGpuFlag(const char *command, const std::string &device,
+                  const std::string &gpu, mtc::CompileOptions &copts) {
+  if (gpu.empty() && device != "cuda")
+    return true;
+  if (device == "cpu") {
+    error(std::string(command) +
+          ": --gpu names the GPU of --device cuda (or cuda-emu); the CPU "
+          "device's plans are priced at its own rates");
+    return false;
+  }
+  std::string name = gpu.empty() ? mtc::kDefaultGpuProfile : gpu;
+  mtc::Expected<mtc::sim::Profile> profile = mtc::sim::loadProfile(name);
+  if (!profile) {
+    error(std::string(command) + ": --gpu: " + profile.message());
+    return false;
+  }
+  copts.gpu = std::move(profile).value();
   return true;
 }
 

@@ -37,7 +37,7 @@ int runCompile(const std::vector<std::string> &args) {
   for (const std::string &a : args) // `-o FILE` is the one short flag
     normalized.push_back(a == "-o" ? "--output" : a);
   std::vector<std::string> sets;
-  std::string device = "cpu";
+  std::string device = "cpu", gpu;
   mtc::CompileOptions copts;
   std::vector<Flag> flags = {{Flag::String, "--emit", &emit},
                              {Flag::String, "--output", &output},
@@ -46,6 +46,7 @@ int runCompile(const std::vector<std::string> &args) {
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device},
+                             {Flag::String, "--gpu", &gpu},
                              {Flag::String, "--target", &target},
                              {Flag::String, "--arch", &arch}};
   std::string deviceMemory, checkpoints, precision, hostMemory;
@@ -61,7 +62,8 @@ int runCompile(const std::vector<std::string> &args) {
                          recompute) ||
       !finishOptimizerFlags("compile", optimizer, stream))
     return 1;
-  if (!parseDeviceFlag("compile", device, copts))
+  if (!parseDeviceFlag("compile", device, copts) ||
+      !parseGpuFlag("compile", device, gpu, copts))
     return 1;
   if (target != "cpu" && target != "cuda")
     return error("compile: --target expects cpu or cuda, got '" + target + "'");

@@ -24,18 +24,72 @@
 
 namespace mtc::cli {
 
+namespace {
+
+/// One candidate's prediction: "12.3 s/step (compute 4.5 s, h2d 1.2 s, d2h
+/// 1.3 s, optimizer 1.0 s; compute-bound)".
+std::string describeEstimate(const mtc::analysis::StepTimeEstimate &e) {
+  char buf[256];
+  if (e.optimizerSeconds > 0 || e.exposedSeconds > 0)
+    std::snprintf(buf, sizeof buf,
+                  "%.4g s/step (compute %.3g s, h2d %.3g s, d2h %.3g s, "
+                  "optimizer %.3g s; %s-bound)",
+                  e.stepSeconds, e.computeSeconds, e.h2dSeconds, e.d2hSeconds,
+                  e.optimizerSeconds, e.bound.c_str());
+  else
+    std::snprintf(buf, sizeof buf,
+                  "%.4g s/step (compute %.3g s, copies %.3g s; %s-bound)",
+                  e.stepSeconds, e.computeSeconds, e.h2dSeconds + e.d2hSeconds,
+                  e.bound.c_str());
+  return buf;
+}
+
+/// `--recompute auto`: the plans it considered, one line each, with their
+/// predicted step time on the target, and the one it chose.
+void printRecomputeChoice(std::ostream &os,
+                          const mtc::CompiledModel &compiled) {
+  if (compiled.recomputeCandidates.empty())
+    return;
+  std::string chosen;
+  for (const mtc::RecomputeCandidate &c : compiled.recomputeCandidates)
+    if (c.chosen)
+      chosen = c.recompute;
+  os << "recompute auto: " << chosen << ", by the predicted step time on "
+     << compiled.pricedOn << " (the fastest plan that fits):\n";
+  for (const mtc::RecomputeCandidate &c : compiled.recomputeCandidates) {
+    os << "  " << (c.chosen ? "* " : "  ") << c.recompute << ", checkpoints "
+       << c.checkpoints;
+    if (c.checkpointEvery > 1)
+      os << ", checkpoint every " << c.checkpointEvery;
+    if (c.selectiveLayers >= 0)
+      os << ", for the first " << c.selectiveLayers
+         << " layer instances, full for the rest";
+    if (!c.fits) {
+      os << ": does not fit\n";
+      continue;
+    }
+    os << ": " << describeEstimate(c.estimate);
+    if (!c.note.empty())
+      os << "; " << c.note;
+    os << "\n";
+  }
+}
+
+} // namespace
+
 int runPlan(const std::vector<std::string> &args) {
   if (wantsHelp("plan", args))
     return 0;
   std::string recompute, hf, input, deviceMemory, checkpoints, hostMemory;
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
-  std::string device = "cpu", precision, shardFlag = "auto";
+  std::string device = "cpu", precision, shardFlag = "auto", gpu;
   int64_t ranks = 1;
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
                              {Flag::List, "--set", &sets},
                              {Flag::String, "--device", &device},
+                             {Flag::String, "--gpu", &gpu},
                              {Flag::String, "--precision", &precision},
                              {Flag::Int, "--ranks", &ranks, 1},
                              {Flag::String, "--shard-optimizer", &shardFlag}};
@@ -45,6 +99,7 @@ int runPlan(const std::vector<std::string> &args) {
   if (!parseArgs("plan", args, flags, pos) ||
       !parseOverrides("plan", sets, copts.overrides) ||
       !parseDeviceFlag("plan", device, copts) ||
+      !parseGpuFlag("plan", device, gpu, copts) ||
       !parsePrecisionFlag("plan", precision, copts.stream) ||
       !modelInput("plan", pos, hf, input) ||
       !resolveAutoDeviceMemory("plan", device, deviceMemory) ||
@@ -143,6 +198,7 @@ int runPlan(const std::vector<std::string> &args) {
                   rates.flopsPerSecond / 1e9, rates.copyBytesPerSecond / 1e9);
     os << buf;
   }
+  printRecomputeChoice(os, compiled);
   // Every layer checkpoint of the step, wherever it is kept.
   int64_t ckptBytes = 0, kept = 0, instances = 0, extraFlops = 0,
           fullInstances = 0;

@@ -251,6 +251,8 @@ int runSimulate(const std::vector<std::string> &args) {
   mtc::Expected<mtc::sim::Profile> profile = mtc::sim::loadProfile(gpu);
   if (!profile)
     return error("simulate: --gpu: " + profile.message());
+  // `--recompute auto` prices its plans on this GPU.
+  copts.gpu = *profile;
   if (deviceMemory == "auto") {
     // What `--device-memory auto` leaves on a GPU of this size: its memory
     // less the CUDA backend's own allocations and the safety margin.

@@ -128,6 +128,14 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
 bool parseDeviceFlag(const char *command, const std::string &device,
                      mtc::CompileOptions &copts);
 
+/// `--gpu NAME|FILE` of compile, plan and train: the GPU profile
+/// (lib/Sim) `--recompute auto` prices its plans on, into \p copts.gpu.
+/// With `--device cuda` it defaults to kDefaultGpuProfile; with `--device
+/// cuda-emu` it is optional (absent: the CPU device's rates); with `--device
+/// cpu` it is an error. Prints the error and returns false on a bad profile.
+bool parseGpuFlag(const char *command, const std::string &device,
+                  const std::string &gpu, mtc::CompileOptions &copts);
+
 /// `--recompute` and `--checkpoints` (empty: not given, the defaults stay)
 /// into \p copts. Prints the error and returns false on an unknown value.
 bool parsePolicyFlags(const std::string &recompute,

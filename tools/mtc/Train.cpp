@@ -108,6 +108,8 @@ int runTrain(const std::vector<std::string> &args) {
     // The CUDA backend runs the fused regions as CUDA C (docs/cuda.md).
     copts.cudaKernels = true;
   }
+  if (!parseGpuFlag("train", opts.device, cmd.gpu, copts))
+    return 1;
   // Streaming: the step plan is compiled for this run's micro-batch shape
   // (data parallel: this rank's rows of it, or with --deterministic-reduce
   // its whole micro-batches).

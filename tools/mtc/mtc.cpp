@@ -29,7 +29,7 @@ const Command kCommands[] = {
      "[--host-memory SIZE] [--micro-batches N] [--prefetch-depth N] "
      "[--checkpoint-every K] [--checkpoints "
      "device|host|auto] [--precision fp32|bf16]] [--device "
-     "cpu|cuda|cuda-emu]",
+     "cpu|cuda|cuda-emu] [--gpu NAME|FILE.json]",
      "check a model; print its AST, IR (mlir-grad: with backward functions) "
      "or parameter summary, or write a bundle (-o model.mtb; with "
      "--device-memory it carries a streaming step plan); with --target cuda, "
@@ -41,19 +41,22 @@ const Command kCommands[] = {
      "  every kernel the model needs (library and fused), --emit=ptx their\n"
      "  PTX for --arch (default sm_90) and --emit=kernel-stats ptxas'\n"
      "  registers, spills and shared memory per kernel (both need the CUDA\n"
-     "  toolkit's NVRTC)."},
+     "  toolkit's NVRTC). --gpu names the GPU's hardware profile (default\n"
+     "  h200 with --device cuda) on which --recompute auto simulates its\n"
+     "  candidate plans and keeps the fastest (docs/streaming.md)."},
     {"plan",
      "mtc plan MODEL.mt|--hf DIR --batch N --seq N [--device-memory SIZE|auto] "
      "[--host-memory SIZE] "
      "[--micro-batches N] [--prefetch-depth N] [--recompute "
      "auto|full|selective|none] [--checkpoint-every K] "
      "[--checkpoints device|host|auto] [--precision fp32|bf16] [--set "
-     "NAME=VALUE]... [--device cpu|cuda|cuda-emu] [--ranks N "
-     "[--shard-optimizer auto|on|off]]",
+     "NAME=VALUE]... [--device cpu|cuda|cuda-emu] [--gpu NAME|FILE.json] "
+     "[--ranks N [--shard-optimizer auto|on|off]]",
      "print the streaming memory plan of a model: device buffers, peak, "
      "smallest feasible budget, host memory (state bytes per parameter, "
      "every host buffer, host_memory_bytes); with --ranks N, one rank's plan "
-     "of a data-parallel run and its reductions (allreduce_bytes)",
+     "of a data-parallel run and its reductions (allreduce_bytes); with "
+     "--recompute auto, every candidate plan and its predicted step time",
      runPlan},
     {"simulate",
      "mtc simulate MODEL.mt|--hf DIR --gpu NAME|FILE.json --batch N --seq N "
