@@ -77,14 +77,13 @@ StepTimeEstimate estimateStepTime(const ModelCost &cost,
     if (choices.checkpointsOnHost) {
       // Under mixed recomputation (never with segments) a full instance
       // copies its input alone.
-      double ckpt =
-          kept < count
-              ? m * (static_cast<double>(kept) *
-                         static_cast<double>(l->checkpointBytes) +
-                     static_cast<double>(count - kept) *
-                         static_cast<double>(l->boundaryBytes))
-              : static_cast<double>(segmentCount(count, k)) * m *
-                    static_cast<double>(l->checkpointBytes);
+      double ckpt = kept < count
+                        ? m * (static_cast<double>(kept) *
+                                   static_cast<double>(l->checkpointBytes) +
+                               static_cast<double>(count - kept) *
+                                   static_cast<double>(l->boundaryBytes))
+                        : static_cast<double>(segmentCount(count, k)) * m *
+                              static_cast<double>(l->checkpointBytes);
       h2d += ckpt;
       d2h += ckpt;
     }

@@ -227,3 +227,31 @@ TEST(StepTime, AutoOnAGpuFollowsTheSimulatedLink) {
   // 16x PCIe (~NVLink-C2C class): the checkpoints no longer bind.
   EXPECT_TRUE(selectiveChosen);
 }
+
+TEST(StepTime, MixedRecomputationPerInstance) {
+  // The first S instances selective (recompute 10 GFLOP, copy 4 GB each way
+  // per micro-batch), the others full (recompute the forward, copy their
+  // 0.25 GB input): S = 0 is full, S = 8 is selective, and S in between
+  // lies between them, in recomputed FLOPs and in bytes.
+  analysis::PlanChoices c = choices(true);
+  analysis::StepTimeEstimate all =
+      analysis::estimateStepTime(model(true), c, gpu(50e9));
+  analysis::StepTimeEstimate full =
+      analysis::estimateStepTime(model(false), c, gpu(50e9));
+  c.selectiveLayers = 8;
+  analysis::StepTimeEstimate s8 =
+      analysis::estimateStepTime(model(true), c, gpu(50e9));
+  EXPECT_DOUBLE_EQ(s8.stepSeconds, all.stepSeconds);
+  c.selectiveLayers = 0;
+  analysis::StepTimeEstimate s0 =
+      analysis::estimateStepTime(model(true), c, gpu(50e9));
+  EXPECT_DOUBLE_EQ(s0.recomputeFlops, full.recomputeFlops);
+  EXPECT_DOUBLE_EQ(s0.d2hBytes, full.d2hBytes);
+  c.selectiveLayers = 3;
+  analysis::StepTimeEstimate s3 =
+      analysis::estimateStepTime(model(true), c, gpu(50e9));
+  EXPECT_DOUBLE_EQ(s3.recomputeFlops, 4 * (3 * 10e9 + 5 * 1e12));
+  EXPECT_DOUBLE_EQ(s3.d2hBytes - full.d2hBytes, 4 * 3 * (4e9 - 0.25e9));
+  EXPECT_LT(s3.recomputeFlops, full.recomputeFlops);
+  EXPECT_GT(s3.recomputeFlops, all.recomputeFlops);
+}
