@@ -28,7 +28,7 @@
 //    optimizer's pool.
 // 7. (After the dispatch probe.) A chain of a layer's ops (6 matmuls, 3
 //    weight_grads, transposes, adds, muls; each reads what an earlier op
-//    wrote) through exec::Executor at 16, 64, 256 and 1024 tokens, the weights
+//    wrote) through exec::Executor at 64, 256 and 1024 tokens, the weights
 //    copied in by another thread before each run (a step's h2d memcpy),
 //    each op timed in place (Executor::setOpTimer) and kept by the same
 //    statistic, against the price lib/Sim's CostModel gives it from the
@@ -560,10 +560,8 @@ Status Calibrator::chain() {
   profile.device.launchLatency = c.launchLatency;
   sim::CostModel cost(profile, bundle::Precision::F32);
   const int64_t D = opts.quick ? 128 : 256, F = opts.quick ? 344 : 688;
-  // The smallest size pins the per-kernel overhead, the largest the scale.
-  std::vector<int64_t> sizes = opts.quick
-                                   ? std::vector<int64_t>{32, 128}
-                                   : std::vector<int64_t>{16, 64, 256, 1024};
+  std::vector<int64_t> sizes = opts.quick ? std::vector<int64_t>{32, 128}
+                                          : std::vector<int64_t>{64, 256, 1024};
   // Per size: measured and predicted seconds, and the kernels.
   std::vector<double> measured, work;
   double kernels = 0;
@@ -878,31 +876,24 @@ nlohmann::json curve(const std::vector<EfficiencyPoint> &points) {
 KernelChainFit fitKernelChain(const std::vector<double> &work,
                               const std::vector<double> &measured,
                               double kernels) {
-  // measured = scale * work + kernels * overhead over the sizes, by least
-  // squares of the relative residuals (weights 1 / measured^2): the error
-  // bench judges relative errors, and an unweighted fit lets the largest
-  // size decide the overhead from the small difference of two large times
-  // (0 in one calibration, 14 us per kernel in the next). An overhead below
-  // zero (noise) is dropped and the scale refitted alone, through the
-  // origin.
+  // measured = scale * work + kernels * overhead over the sizes (least
+  // squares); an overhead below zero (noise) is dropped and the scale
+  // refitted alone, through the origin.
   KernelChainFit fit;
   size_t n = std::min(work.size(), measured.size());
   if (n == 0 || !(kernels > 0))
     return fit;
-  double s1 = 0, sw = 0, sm = 0, sww = 0, swm = 0;
+  double sw = 0, sm = 0, sww = 0, swm = 0;
   for (size_t i = 0; i < n; ++i) {
-    double u = measured[i] > 0 ? 1.0 / (measured[i] * measured[i]) : 0.0;
-    s1 += u;
-    sw += u * work[i];
-    sm += u * measured[i];
-    sww += u * work[i] * work[i];
-    swm += u * work[i] * measured[i];
+    sw += work[i];
+    sm += measured[i];
+    sww += work[i] * work[i];
+    swm += work[i] * measured[i];
   }
-  double det = sww * s1 - sw * sw;
-  double scale = (swm * s1 - sw * sm) / det;
-  double overhead = (sww * sm - sw * swm) / det / kernels;
-  if (n < 2 || !std::isfinite(scale) || !(scale > 0) ||
-      !std::isfinite(overhead) || !(overhead >= 0)) {
+  double N = static_cast<double>(n);
+  double scale = (N * swm - sw * sm) / (N * sww - sw * sw);
+  double overhead = (sm - scale * sw) / N / kernels;
+  if (n < 2 || !std::isfinite(scale) || !(scale > 0) || !(overhead >= 0)) {
     scale = sww > 0 ? swm / sww : 1.0;
     overhead = 0;
   }

@@ -30,8 +30,8 @@
 //   device.kernel_time_scale, device.kernel_overhead_s
 //                            a layer's products and elementwise ops, forward
 //                            and backward, each reading what an earlier op
-//                            wrote, run through exec::Executor at 16, 64,
-//                            256 and 1024 tokens on the kernels' pool, each op
+//                            wrote, run through exec::Executor at 64, 256
+//                            and 1024 tokens on the kernels' pool, each op
 //                            timed where it runs: the chain's time over the
 //                            price the figures above give it, fitted as a
 //                            factor on the kernels' work plus seconds per
