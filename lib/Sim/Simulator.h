@@ -11,13 +11,13 @@
 // direction copies; AdamW moves its bytes per parameter at the host's
 // measured rate; fp32 -> bf16 conversions take their bytes at the host
 // conversion pool's rate; a device on the host's cores, device.host_threads,
-// shares them fairly with the host's commands). Segment checkpointing (the plan's
-// checkpoint_every) is replayed as the runtime runs it: the backward of a
-// segment first recomputes its forwards into the device segment buffer.
-// Mixed recomputation (selective_layers) is replayed per instance: a full
-// instance copies only its input and runs backward_full.
-// The step is the steady state: with the deferred optimizer placement
-// every layer's update of the previous step is pending when it starts.
+// shares them fairly with the host's commands). Segment checkpointing (the
+// plan's checkpoint_every) is replayed as the runtime runs it: the backward of
+// a segment first recomputes its forwards into the device segment buffer. Mixed
+// recomputation (selective_layers) is replayed per instance: a full instance
+// copies only its input and runs backward_full. The step is the steady state:
+// with the deferred optimizer placement every layer's update of the previous
+// step is pending when it starts.
 //
 // docs/simulate.md describes the model and its limits.
 //
