@@ -15,38 +15,18 @@ instances stay resident from their recomputed forward to their backward, so
 segments add no load. Prints one line per configuration and a summary; exit
 1 on the first difference. Standard library only.
 """
-import json
-import os
 import subprocess
 import sys
 
-N = 5
-TINY = ["tiny-llama.mt", "--set", f"n_layers={N}", "--set", "dim=32",
-        "--set", "n_heads=4", "--set", "n_kv=2", "--set", "ffn=64"]
-TINY_EMU = ["tiny-llama.mt", "--set", f"n_layers={N}", "--set", "dim=128",
-            "--set", "n_heads=2", "--set", "n_kv=1", "--set", "ffn=128"]
-MIXTRAL = ["mixtral-small.mt", "--set", f"n_layers={N}", "--set", "dim=128",
-           "--set", "n_heads=2", "--set", "n_kv=1", "--set", "ffn=64"]
+from recompute_runs import MIXTRAL, N, TINY, TINY_EMU, Runner
 
 
 def main():
     mtc, examples, data, work = sys.argv[1:5]
     runs = 0
 
-    def model(spec):
-        return [os.path.join(examples, spec[0])] + spec[1:]
-
-    def train(tag, spec, extra):
-        metrics = os.path.join(work, tag + ".jsonl")
-        cmd = [mtc, "train"] + model(spec) + [
-            "--data", data, "--steps", "3", "--batch", "2", "--seq", "16",
-            "--eval-every", "0", "--eval-batches", "1", "--threads", "1",
-            "--metrics", metrics] + extra
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            print(f"{tag}: mtc train failed:\n{r.stderr}")
-            sys.exit(1)
-        return [json.loads(l) for l in open(metrics)]
+    runner = Runner(mtc, examples, data, work)
+    model, train = runner.model, runner.train
 
     def least(spec, opts):
         out = subprocess.run([mtc, "plan"] + model(spec) + [
