@@ -28,6 +28,7 @@
 #include "runtime/device/CudaDevice.h"
 #include "runtime/device/Trace.h"
 #include "runtime/dist/Communicator.h"
+#include "runtime/dist/LocalRank.h"
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/DataParallel.h"
 #include "runtime/driver/DeviceModel.h"
@@ -1090,8 +1091,18 @@ private:
         openCudaDriverFor(opts.device);
     if (!driver)
       return Status::error("--device " + opts.device + ": " + driver.message());
+    // Several ranks of a node: each opens the GPU of its local rank.
+    int ordinal = 0;
+    if (ranks > 1) {
+      Expected<int> local = dist::localRankFromEnvironment();
+      if (!local)
+        return local.status();
+      int count = 0;
+      if ((*driver)->cuDeviceGetCount(&count) == 0)
+        ordinal = dist::gpuForLocalRank(*local, count);
+    }
     Expected<std::unique_ptr<device::CudaDevice>> opened =
-        device::CudaDevice::create(*driver, budget);
+        device::CudaDevice::create(*driver, budget, ordinal);
     if (!opened)
       return opened.status();
     std::unique_ptr<device::CudaDevice> gpu = std::move(*opened);
