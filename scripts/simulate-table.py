@@ -86,17 +86,28 @@ def main():
                       f"{err[0] if err else '?'} | | | | | | | |")
                 continue
             f = best(p.stdout)
-            step = re.match(
-                r"(\d+) micro-batch(?:es)? of \[(\d+), (\d+)\] tokens, prefetch "
-                r"depth (\d+), recompute (\w+)(?:, checkpoint every \d+)?, "
-                r"checkpoints (\w+)",
-                f["step"])
-            mb, b, _, depth, rec, ck = step.groups()
-            config = f"{mb} x [{b}, 4096], depth {depth}, {rec}, ckpt {ck}{note}"
+            st = f["step"]
+            mb, b = re.match(
+                r"(\d+) micro-batch(?:es)? of \[(\d+), \d+\] tokens", st).groups()
+            depth = re.search(r"prefetch depth (\d+)", st).group(1)
+            rec = re.search(r"recompute (\w+)", st).group(1)
+            ck = re.search(r"checkpoints (\w+)", st).group(1)
+            # Mixed recomputation and segment checkpointing (auto's plans).
+            sel = re.search(r"for the first (\d+) layer instances", st)
+            seg = re.search(r"checkpoint every (\d+)", st)
+            shown = rec
+            policy = ["--recompute", rec]
+            if sel:
+                shown += f" for the first {sel.group(1)} instances"
+                policy += ["--selective-layers", sel.group(1)]
+            if seg:
+                shown += f", checkpoint every {seg.group(1)}"
+                policy += ["--checkpoint-every", seg.group(1)]
+            config = f"{mb} x [{b}, 4096], depth {depth}, {shown}, ckpt {ck}{note}"
             host_gib = int(f["host_memory_bytes"]) / 2**30
             dev_gib = int(f["device_peak_bytes"]) / 2**30
-            flags = ["--micro-batches", mb, "--prefetch-depth", depth,
-                     "--recompute", rec, "--host-convert", "off"]
+            flags = ["--micro-batches", mb, "--prefetch-depth", depth] + \
+                policy + ["--host-convert", "off"]
             flags[1:2] = [mb]
             q = subprocess.run(
                 [args.mtc, "simulate", "--hf",

@@ -314,17 +314,25 @@ int runSimulate(const std::vector<std::string> &args) {
       sizes.push_back(b);
   if (sizes.back() != rows)
     sizes.push_back(rows); // one micro-batch of all the rows
+  // `--recompute auto` is tried too: where host memory rules out the pure
+  // policies it finds the mixed plan (selective for the first S layer
+  // instances) or segment checkpointing; a pure plan it picks is already a
+  // candidate and is dropped as a duplicate.
+  const bool tryAuto = recompute.empty() || recompute == "auto";
   for (int64_t b : sizes) {
-    for (int64_t depth : {2, 3})
+    for (int64_t depth : {2, 3}) {
       for (const std::string &pol : policies)
         candidates.push_back({b, rows / b, depth, pol});
+      if (tryAuto)
+        candidates.push_back({b, rows / b, depth, "auto"});
+    }
   }
   struct Row {
     Candidate c;
     Outcome o;
   };
   std::vector<Row> fits;
-  int64_t infeasible = 0;
+  int64_t infeasible = 0, duplicates = 0;
   auto t0 = std::chrono::steady_clock::now();
   for (const Candidate &c : candidates) {
     mtc::CompileOptions o = copts;
@@ -339,6 +347,11 @@ int runSimulate(const std::vector<std::string> &args) {
       ++infeasible;
       continue;
     }
+    if (c.recompute == "auto" && row.o.bundle.step->selectiveLayers < 0 &&
+        row.o.bundle.step->checkpointEvery <= 1) {
+      ++duplicates;
+      continue;
+    }
     fits.push_back(std::move(row));
   }
   double secs =
@@ -351,13 +364,13 @@ int runSimulate(const std::vector<std::string> &args) {
   std::sort(fits.begin(), fits.end(), [](const Row &a, const Row &b) {
     return a.o.sim.stepSeconds < b.o.sim.stepSeconds;
   });
-  std::cout << "sweep: " << candidates.size() << " configurations at "
-            << withCommas(rows * copts.stream.seq) << " tokens per step, "
-            << fits.size() << " fit, " << infeasible << " do not ("
-            << fmt("%.1f", secs) << " s)\n";
+  std::cout << "sweep: " << candidates.size() - duplicates
+            << " configurations at " << withCommas(rows * copts.stream.seq)
+            << " tokens per step, " << fits.size() << " fit, " << infeasible
+            << " do not (" << fmt("%.1f", secs) << " s)\n";
   char line[256];
   std::snprintf(line, sizeof line,
-                "%-5s %6s %6s %6s %-10s %-11s %10s %10s %6s %10s %10s  %s\n",
+                "%-5s %6s %6s %6s %-12s %-11s %10s %10s %6s %10s %10s  %s\n",
                 "rank", "batch", "micro", "depth", "recompute", "checkpoints",
                 "step_s", "tokens/s", "mfu", "device", "host", "bottleneck");
   std::cout << line;
@@ -367,12 +380,18 @@ int runSimulate(const std::vector<std::string> &args) {
     const Row &r = fits[i];
     const mtc::bundle::StepPlan &s = *r.o.bundle.step;
     double t = r.o.sim.stepSeconds;
+    // Mixed plans as selective/S, segment checkpointing as full/kK.
+    std::string policy = s.recompute;
+    if (s.selectiveLayers >= 0)
+      policy += "/" + std::to_string(s.selectiveLayers);
+    if (s.checkpointEvery > 1)
+      policy += "/k" + std::to_string(s.checkpointEvery);
     std::snprintf(
         line, sizeof line,
-        "%-5zu %6lld %6lld %6lld %-10s %-11s %10.4g %10.1f %6.3f %10s %10s  "
+        "%-5zu %6lld %6lld %6lld %-12s %-11s %10.4g %10.1f %6.3f %10s %10s  "
         "%s\n",
         i + 1, (long long)s.batch, (long long)s.microBatches,
-        (long long)s.prefetchDepth, s.recompute.c_str(), s.checkpoints.c_str(),
+        (long long)s.prefetchDepth, policy.c_str(), s.checkpoints.c_str(),
         t, r.o.tokens / t,
         6.0 * static_cast<double>(r.o.activeParams) * r.o.tokens / t / peak,
         mtc::formatBytes(s.devicePeak, mtc::ByteFormat::approx()).c_str(),
