@@ -391,8 +391,8 @@ int runSimulate(const std::vector<std::string> &args) {
         "%-5zu %6lld %6lld %6lld %-12s %-11s %10.4g %10.1f %6.3f %10s %10s  "
         "%s\n",
         i + 1, (long long)s.batch, (long long)s.microBatches,
-        (long long)s.prefetchDepth, policy.c_str(), s.checkpoints.c_str(),
-        t, r.o.tokens / t,
+        (long long)s.prefetchDepth, policy.c_str(), s.checkpoints.c_str(), t,
+        r.o.tokens / t,
         6.0 * static_cast<double>(r.o.activeParams) * r.o.tokens / t / peak,
         mtc::formatBytes(s.devicePeak, mtc::ByteFormat::approx()).c_str(),
         mtc::formatBytes(r.o.hostBytes, mtc::ByteFormat::approx()).c_str(),
