@@ -465,25 +465,39 @@ bundle::Bundle dispatchProbe(int ops) {
   return b;
 }
 
+/// An executor over a probe bundle, with the parameter store it reads.
+struct ProbeExecutor {
+  std::unique_ptr<exec::ParamStore> store;
+  std::unique_ptr<exec::Executor> executor;
+
+  static Expected<ProbeExecutor> open(const bundle::Bundle &b) {
+    Expected<std::unique_ptr<exec::ParamStore>> store =
+        exec::ParamStore::create(b);
+    if (!store)
+      return store.status();
+    Expected<std::unique_ptr<exec::Executor>> ex =
+        exec::Executor::create(b, **store);
+    if (!ex)
+      return ex.status();
+    return ProbeExecutor{std::move(*store), std::move(*ex)};
+  }
+};
+
 Status Calibrator::dispatch() {
   const int ops = 256;
   bundle::Bundle b = dispatchProbe(ops);
-  Expected<std::unique_ptr<exec::ParamStore>> store =
-      exec::ParamStore::create(b);
-  if (!store)
-    return store.status();
-  Expected<std::unique_ptr<exec::Executor>> ex =
-      exec::Executor::create(b, **store);
+  Expected<ProbeExecutor> ex = ProbeExecutor::open(b);
   if (!ex)
     return ex.status();
   const bundle::Function &fn = b.functions.at("forward");
   std::vector<float> x = filled(16, 0.5f);
   Status failed = Status::success();
   Timing t = time([&] {
-    (*ex)->beginStep(1, 1);
+    ex->executor->beginStep(1, 1);
     std::vector<exec::Tensor> values(fn.values.size());
     values[0] = exec::Tensor::view({1, 1, 16}, x.data());
-    if (Status st = (*ex)->runOps(fn, values, 0, fn.ops.size()); !st && failed)
+    if (Status st = ex->executor->runOps(fn, values, 0, fn.ops.size());
+        !st && failed)
       failed = st;
   });
   t.value /= ops;
@@ -568,12 +582,7 @@ Status Calibrator::chain() {
   Status failed = Status::success();
   for (int64_t rows : sizes) {
     bundle::Bundle b = chainProbe(rows, D, F);
-    Expected<std::unique_ptr<exec::ParamStore>> store =
-        exec::ParamStore::create(b);
-    if (!store)
-      return store.status();
-    Expected<std::unique_ptr<exec::Executor>> ex =
-        exec::Executor::create(b, **store);
+    Expected<ProbeExecutor> ex = ProbeExecutor::open(b);
     if (!ex)
       return ex.status();
     const bundle::Function &fn = b.functions.at("forward");
@@ -602,20 +611,21 @@ Status Calibrator::chain() {
     for (size_t i = 0; i < fn.ops.size(); ++i)
       index[&fn.ops[i]] = i;
     bool timing = false;
-    (*ex)->setOpTimer([&](const bundle::Op &op, const std::vector<int64_t> &,
-                          Clock::time_point b0, Clock::time_point b1) {
+    ex->executor->setOpTimer([&](const bundle::Op &op,
+                                 const std::vector<int64_t> &,
+                                 Clock::time_point b0, Clock::time_point b1) {
       auto it = index.find(&op);
       if (timing && it != index.end())
         perOp[it->second].push_back(seconds(b0, b1));
     });
     auto runChain = [&] {
-      (*ex)->beginStep(1, 1);
+      ex->executor->beginStep(1, 1);
       std::vector<exec::Tensor> values(fn.values.size());
       values[0] = exec::Tensor::view({rows, D}, x.data());
       values[1] = exec::Tensor::view({D, D}, wq.data());
       values[2] = exec::Tensor::view({D, F}, w1.data());
       values[3] = exec::Tensor::view({F, D}, w2.data());
-      if (Status st = (*ex)->runOps(fn, values, 0, fn.ops.size());
+      if (Status st = ex->executor->runOps(fn, values, 0, fn.ops.size());
           !st && failed)
         failed = st;
     };

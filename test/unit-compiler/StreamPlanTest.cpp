@@ -26,6 +26,18 @@ int64_t bytesOf(llvm::StringRef text) {
   return *v;
 }
 
+/// tiny-llama streamed at 64 MiB, 2 micro-batches of [4, 64], \p policy.
+CompileOptions tinyStreamOptions(RecomputePolicy policy) {
+  CompileOptions opts;
+  opts.recompute = policy;
+  opts.stream.enabled = true;
+  opts.stream.deviceMemory = 64ll << 20;
+  opts.stream.batch = 4;
+  opts.stream.seq = 64;
+  opts.stream.microBatches = 2;
+  return opts;
+}
+
 } // namespace
 
 TEST(StreamPlan, ParseByteSize) {
@@ -219,13 +231,7 @@ TEST(StreamPlan, MixedRecomputation) {
 TEST(StreamPlan, MixedBundleRoundTrip) {
   // --selective-layers 2 of tiny-llama's 4 instances: the layer carries
   // backward_full, the step selective_layers, and both survive the JSON.
-  CompileOptions opts;
-  opts.recompute = RecomputePolicy::Selective;
-  opts.stream.enabled = true;
-  opts.stream.deviceMemory = 64ll << 20;
-  opts.stream.batch = 4;
-  opts.stream.seq = 64;
-  opts.stream.microBatches = 2;
+  CompileOptions opts = tinyStreamOptions(RecomputePolicy::Selective);
   opts.stream.selectiveLayers = 2;
   std::ostringstream errs;
   bundle::Bundle b;
@@ -269,13 +275,7 @@ TEST(StreamPlan, MixedBundleRoundTrip) {
 }
 
 TEST(StreamPlan, BundleStepRoundTrip) {
-  CompileOptions opts;
-  opts.recompute = RecomputePolicy::Auto;
-  opts.stream.enabled = true;
-  opts.stream.deviceMemory = 64ll << 20;
-  opts.stream.batch = 4;
-  opts.stream.seq = 64;
-  opts.stream.microBatches = 2;
+  CompileOptions opts = tinyStreamOptions(RecomputePolicy::Auto);
   std::ostringstream errs;
   bundle::Bundle b;
   ASSERT_TRUE(compileModelFile("examples/tiny-llama.mt", opts, errs, b))

@@ -28,22 +28,13 @@ def main():
     runs = 0
 
     runner = Runner(mtc, examples, data, work)
-    model, train = runner.model, runner.train
+    model, train, reference = runner.model, runner.train, runner.reference
 
     def plan(spec, opts, field):
         out = subprocess.run([mtc, "plan"] + model(spec) + [
             "--batch", "2", "--seq", "16"] + opts, check=True,
             capture_output=True, text=True).stdout
         return int(out.split(field + ":")[1].split()[0])
-
-    def reference(tag, spec, device, extra):
-        if device == "cpu":
-            recs = train(tag, spec, extra)  # the plain executor
-        else:
-            recs = train(tag, spec, extra + [
-                "--device", device, "--device-memory", "1GiB",
-                "--recompute", "full", "--checkpoints", "device"])
-        return [(r["loss"], r["grad_norm"]) for r in recs]
 
     # (name, model, device, extra flags, [(S, checkpoints, budget)])
     matrix = [

@@ -1,5 +1,5 @@
-"""What the recompute-policy scripts share: their 5-layer models and a runner
-of `mtc train` that returns the metrics of every step.
+"""What the recompute-policy scripts share: their 5-layer models, a runner of
+`mtc train` that returns the metrics of every step, and the reference run.
 
 Imported by segment-checkpoints.py and mixed-recompute.py (same directory).
 Standard library only.
@@ -39,3 +39,15 @@ class Runner:
             print(f"{tag}: mtc train failed:\n{r.stderr}")
             sys.exit(1)
         return [json.loads(l) for l in open(metrics)]
+
+    def reference(self, tag, spec, device, extra):
+        """The per-step (loss, grad_norm) every plan must reproduce: the plain
+        executor on the CPU device, else a resident plan (1 GiB, full
+        recomputation, checkpoints on the device) on that device."""
+        if device == "cpu":
+            recs = self.train(tag, spec, extra)
+        else:
+            recs = self.train(tag, spec, extra + [
+                "--device", device, "--device-memory", "1GiB",
+                "--recompute", "full", "--checkpoints", "device"])
+        return [(r["loss"], r["grad_norm"]) for r in recs]

@@ -26,7 +26,7 @@ def main():
     runs = 0
 
     runner = Runner(mtc, examples, data, work)
-    model, train = runner.model, runner.train
+    model, train, reference = runner.model, runner.train, runner.reference
 
     def least(spec, opts):
         out = subprocess.run([mtc, "plan"] + model(spec) + [
@@ -53,15 +53,6 @@ def main():
         print(f"{tag}: identical, {loads} weight loads, peak "
               f"{recs[-1]['device_peak_bytes']} <= {budget}")
         runs += 1
-
-    def reference(tag, spec, device, extra):
-        if device == "cpu":
-            recs = train(tag, spec, extra)  # the plain executor
-        else:
-            recs = train(tag, spec, extra + [
-                "--device", device, "--device-memory", "1GiB",
-                "--recompute", "full", "--checkpoints", "device"])
-        return [(r["loss"], r["grad_norm"]) for r in recs]
 
     # (name, model, device, extra flags, [(K, checkpoints, budget)])
     matrix = [
