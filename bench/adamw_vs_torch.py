@@ -42,7 +42,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_vs_pytorch import wait_quiet  # noqa: E402
+from machine_idle import wait_quiet  # noqa: E402
 PLACEMENTS = ["fp32_whole", "bf16_whole", "fp32_slices", "bf16_slices"]
 
 

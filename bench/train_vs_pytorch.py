@@ -47,6 +47,8 @@ import sys
 import tempfile
 import time
 
+from machine_idle import wait_quiet
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -236,32 +238,6 @@ def run_mtc(args, sets, extra=(), binary=None):
 
 
 # --- waiting for a quiet machine ---------------------------------------------
-
-
-def cpu_idle_fraction(seconds):
-    """The fraction of CPU time (all cpus) spent idle over `seconds`, from
-    /proc/stat (None where there is none)."""
-    def sample():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-        return sum(v), v[3] + v[4]  # total, idle + iowait
-    try:
-        t0, i0 = sample()
-        time.sleep(seconds)
-        t1, i1 = sample()
-    except OSError:
-        return None
-    return (i1 - i0) / max(t1 - t0, 1)
-
-
-def wait_quiet(max_wait, threshold=0.9):
-    """Waits (at most max_wait seconds) until the machine was at least
-    `threshold` idle over 2 s; returns the idle fraction last seen."""
-    end = time.time() + max_wait
-    while True:
-        idle = cpu_idle_fraction(2.0)
-        if idle is None or idle >= threshold or time.time() >= end:
-            return idle
 
 
 # --- reporting ----------------------------------------------------------------
