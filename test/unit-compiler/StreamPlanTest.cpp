@@ -38,6 +38,19 @@ CompileOptions tinyStreamOptions(RecomputePolicy policy) {
   return opts;
 }
 
+/// Bundle JSON \p text with its first \p from replaced by \p to does not
+/// read back, with an error containing \p message.
+void expectRejected(const std::string &text, const std::string &from,
+                    const std::string &to, const std::string &message) {
+  std::string bad = text;
+  size_t at = bad.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  bad.replace(at, from.size(), to);
+  Expected<bundle::Bundle> out = bundle::fromJson(bad);
+  EXPECT_FALSE(out.ok()) << from;
+  EXPECT_NE(out.message().find(message), std::string::npos) << out.message();
+}
+
 } // namespace
 
 TEST(StreamPlan, ParseByteSize) {
@@ -249,13 +262,7 @@ TEST(StreamPlan, MixedBundleRoundTrip) {
   EXPECT_EQ(bundle::toJson(*back), text);
   auto rejects = [&](const std::string &from, const std::string &to,
                      const std::string &message) {
-    std::string bad = text;
-    size_t at = bad.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    bad.replace(at, from.size(), to);
-    Expected<bundle::Bundle> out = bundle::fromJson(bad);
-    EXPECT_FALSE(out.ok()) << from;
-    EXPECT_NE(out.message().find(message), std::string::npos) << out.message();
+    expectRejected(text, from, to, message);
   };
   rejects("\"recompute\": \"selective\"", "\"recompute\": \"none\"",
           "selective_layers 2 needs recompute 'selective', got 'none'");
@@ -293,13 +300,7 @@ TEST(StreamPlan, BundleStepRoundTrip) {
 
   auto rejects = [&](const std::string &from, const std::string &to,
                      const std::string &message) {
-    std::string bad = text;
-    size_t at = bad.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    bad.replace(at, from.size(), to);
-    Expected<bundle::Bundle> out = bundle::fromJson(bad);
-    EXPECT_FALSE(out.ok()) << from;
-    EXPECT_NE(out.message().find(message), std::string::npos) << out.message();
+    expectRejected(text, from, to, message);
   };
   rejects("\"op\": \"load_model_weights\"", "\"op\": \"teleport\"",
           "unknown command 'teleport'");
