@@ -25,16 +25,19 @@
 // 5. Copies through a CpuDevice: each direction alone, both at once on two
 //    streams, and a run of small copies for the per-copy latency.
 // 6. Host: STREAM triad on a pool of every core; AdamW::step on the
-//    optimizer's pool.
+//    optimizer's pool, each call on the next of several copies of a layer's
+//    state (three times the last-level cache in all: from memory, as a
+//    step's update finds it).
 // 7. (After the dispatch probe.) A chain of a layer's ops (6 matmuls, 3
 //    weight_grads, transposes, adds, muls; each reads what an earlier op
 //    wrote) through exec::Executor at 64, 256 and 1024 tokens, the weights
 //    copied in by another thread before each run (a step's h2d memcpy),
-//    each op timed in place (Executor::setOpTimer) and kept by the same
-//    statistic, against the price lib/Sim's CostModel gives it from the
-//    figures above: measured - dispatch = scale x work + kernels x
-//    overhead, least squares over the sizes (overhead >= 0, the scale in
-//    [0.5, 4]): kernel_time_scale and kernel_overhead_s.
+//    each op timed in place (Executor::setOpTimer), a run's time the sum of
+//    its ops', about 0.2 s of runs per size kept by the same statistic
+//    (whole runs, as a step is timed whole), against the price lib/Sim's
+//    CostModel gives it from the figures above: measured - dispatch = scale x
+//    work + kernels x overhead, least squares over the sizes (overhead >= 0,
+//    the scale in [0.5, 4]): kernel_time_scale and kernel_overhead_s.
 // With more than one kernel thread, step 4 also times an add on one
 // thread: fused kernels and param_grad run on the calling thread alone.
 //
@@ -65,6 +68,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -74,6 +78,15 @@ namespace mtc::driver {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// The last-level cache's size (sysconf; 32 MiB where the system does not
+/// say).
+size_t lastLevelCacheBytes() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  long b = std::max(l3, l2);
+  return b > 0 ? static_cast<size_t>(b) : (size_t(32) << 20);
+}
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -198,7 +211,7 @@ const int64_t kGemmWeights[][2] = {
     {256, 512},  {512, 256}, {128, 256}, {320, 64},
 };
 /// Token counts (batch · seq of a micro-batch, or an expert's share).
-const int64_t kGemmRows[] = {64, 128, 256, 512, 1024};
+const int64_t kGemmRows[] = {16, 32, 64, 128, 256, 512, 1024};
 
 std::vector<GemmShape> gemmShapes(bool quick) {
   if (quick)
@@ -602,22 +615,25 @@ Status Calibrator::chain() {
       });
       copier.join();
     };
-    // Each op timed where it runs in the chain (Executor::setOpTimer); an
-    // op's figure is the statistic of its repetitions, as for the kernels
-    // alone, so that a shared machine's interruptions of a long chain do not
-    // count where the short kernels alone escaped them.
-    std::vector<std::vector<double>> perOp(fn.ops.size());
-    std::map<const bundle::Op *, size_t> index;
-    for (size_t i = 0; i < fn.ops.size(); ++i)
-      index[&fn.ops[i]] = i;
+    // Each op timed where it runs in the chain (Executor::setOpTimer); a
+    // run's figure is the sum of its ops' times (the time between them is
+    // the dispatch, priced apart), and the chain's is the statistic of the
+    // runs, as a step's time is the statistic of whole steps: a sum of
+    // per-op medians would leave out what every run pays somewhere (each
+    // op's times are skewed; the slow calls fall on different ops in
+    // different runs).
+    std::set<const bundle::Op *> chainOps;
+    for (const bundle::Op &op : fn.ops)
+      chainOps.insert(&op);
     bool timing = false;
+    double runTotal = 0;
     ex->executor->setOpTimer([&](const bundle::Op &op,
                                  const std::vector<int64_t> &,
                                  Clock::time_point b0, Clock::time_point b1) {
-      auto it = index.find(&op);
-      if (timing && it != index.end())
-        perOp[it->second].push_back(seconds(b0, b1));
+      if (timing && chainOps.count(&op))
+        runTotal += seconds(b0, b1);
     });
+    std::vector<double> runs;
     auto runChain = [&] {
       ex->executor->beginStep(1, 1);
       std::vector<exec::Tensor> values(fn.values.size());
@@ -625,34 +641,39 @@ Status Calibrator::chain() {
       values[1] = exec::Tensor::view({D, D}, wq.data());
       values[2] = exec::Tensor::view({D, F}, w1.data());
       values[3] = exec::Tensor::view({F, D}, w2.data());
+      runTotal = 0;
       if (Status st = ex->executor->runOps(fn, values, 0, fn.ops.size());
           !st && failed)
         failed = st;
+      if (timing)
+        runs.push_back(runTotal);
     };
     load();
     runChain(); // warm-up: the executor's buffers, the pool's threads
+    // Enough runs for the statistic to settle (a short chain's ops are a
+    // few microseconds each, their spread on a shared machine large): about
+    // 0.2 s of chain per size (0.02 s when quick), at least the repetitions
+    // asked for.
+    Clock::time_point w0 = Clock::now();
+    load();
+    runChain();
+    double once = std::max(1e-6, seconds(w0, Clock::now()));
+    const double budget = opts.quick ? 0.02 : 0.2;
+    const int reps = std::clamp(static_cast<int>(budget / once),
+                                std::max(c.repeats, 3), 400);
     timing = true;
-    const int reps = std::max(c.repeats, 3);
     for (int r = 0; r < reps; ++r) {
       load();
       runChain();
     }
+    std::sort(runs.begin(), runs.end());
     Timing t;
-    double lo = 0, hi = 0;
-    for (std::vector<double> &d : perOp) {
-      if (d.empty())
-        continue;
-      std::sort(d.begin(), d.end());
-      size_t n = d.size();
-      double median = n % 2 ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
-      t.median += median;
-      t.best += d.front();
-      lo += d.front();
-      hi += d.back();
-    }
+    size_t n = runs.size();
+    t.best = runs.front();
+    t.median = n % 2 ? runs[n / 2] : 0.5 * (runs[n / 2 - 1] + runs[n / 2]);
     t.value =
         opts.statistic == CalibrateOptions::Statistic::Best ? t.best : t.median;
-    t.spread = t.median > 0 ? (hi - lo) / t.median : 0;
+    t.spread = t.median > 0 ? (runs.back() - runs.front()) / t.median : 0;
     sim::Cost predicted = cost.function(fn, nullptr, 1, 1);
     kernels = static_cast<double>(predicted.kernels);
     double m = record("executor chain " + std::to_string(rows) + "x" +
@@ -805,17 +826,34 @@ void Calibrator::host() {
         std::make_unique<ThreadPool>(static_cast<unsigned>(c.optimizerThreads));
   train::AdamW adamw(train::AdamWConfig{}, pool.get());
   // One layer's parameters at the examples' sizes (1M: 16 MiB of state),
-  // as the deferred update runs them, one group at a time.
+  // as the deferred update runs them, one group at a time. In a step a
+  // group's parameters and moments were last touched a whole step earlier
+  // (only its gradient has just arrived): each call takes the next of
+  // `sets` copies of the state, three times the last-level cache in all,
+  // so that the state comes from memory as in a step, not from the cache.
   const size_t n = opts.quick ? (1u << 18) : (1u << 20);
-  std::vector<float> p = filled(n), m(n, 0.0f), v(n, 0.0f), g = filled(n);
-  train::AdamWTensor tensor;
-  tensor.param = p.data();
-  tensor.m = m.data();
-  tensor.v = v.data();
-  tensor.grad = g.data();
-  tensor.n = n;
+  const size_t stateBytes = 16 * n;
+  const size_t sets =
+      opts.quick
+          ? 1
+          : std::clamp<size_t>((3 * lastLevelCacheBytes() + stateBytes - 1) /
+                                   stateBytes,
+                               1, 32);
+  std::vector<std::vector<float>> ps(sets, filled(n)),
+      ms(sets, std::vector<float>(n, 0.0f)),
+      vs(sets, std::vector<float>(n, 0.0f)), gs(sets, filled(n));
+  size_t k = 0;
   int64_t step = 0;
-  Timing t = time([&] { adamw.step(tensor, ++step, 1e-4f, 1.0f); });
+  Timing t = time([&] {
+    train::AdamWTensor tensor;
+    tensor.param = ps[k].data();
+    tensor.m = ms[k].data();
+    tensor.v = vs[k].data();
+    tensor.grad = gs[k].data();
+    tensor.n = n;
+    adamw.step(tensor, ++step, 1e-4f, 1.0f);
+    k = (k + 1) % sets;
+  });
   c.adamwBytesPerSecond = record("adamw (28 B/param)", "B/s", 28.0 * n, t);
 }
 
