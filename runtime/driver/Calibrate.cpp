@@ -30,8 +30,8 @@
 //    step's update finds it).
 // 7. (After the dispatch probe.) A chain of a layer's ops (6 matmuls, 3
 //    weight_grads, transposes, adds, muls; each reads what an earlier op
-//    wrote) through exec::Executor at 64, 256 and 1024 tokens, the weights
-//    copied in by another thread before each run (a step's h2d memcpy),
+//    wrote) through exec::Executor at 16 to 1024 tokens (six sizes), the
+//    weights copied in by another thread before each run (a step's h2d memcpy),
 //    each op timed in place (Executor::setOpTimer), a run's time the sum of
 //    its ops', about 0.2 s of runs per size kept by the same statistic
 //    (whole runs, as a step is timed whole), against the price lib/Sim's
@@ -587,8 +587,9 @@ Status Calibrator::chain() {
   profile.device.launchLatency = c.launchLatency;
   sim::CostModel cost(profile, bundle::Precision::F32);
   const int64_t D = opts.quick ? 128 : 256, F = opts.quick ? 344 : 688;
-  std::vector<int64_t> sizes = opts.quick ? std::vector<int64_t>{32, 128}
-                                          : std::vector<int64_t>{64, 256, 1024};
+  std::vector<int64_t> sizes =
+      opts.quick ? std::vector<int64_t>{32, 128}
+                 : std::vector<int64_t>{16, 32, 64, 128, 256, 1024};
   // Per size: measured and predicted seconds, and the kernels.
   std::vector<double> measured, work;
   double kernels = 0;

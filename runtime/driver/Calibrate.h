@@ -121,7 +121,7 @@ struct Calibration {
   /// Bundle op name -> bytes/s of its memory-bound kernel.
   std::map<std::string, double> memoryBandwidthByKind;
   double launchLatency = 0;
-  /// A chain of a layer's ops run through the executor (three sizes) against
+  /// A chain of a layer's ops run through the executor (six sizes) against
   /// the price the figures above give it: measured - dispatch = scale x
   /// work + kernels x overhead, least squares (kernel_time_scale,
   /// kernel_overhead_s).
