@@ -116,6 +116,9 @@ public:
 
 private:
   Timing time(const std::function<void()> &fn);
+  /// The statistic of \p samples (seconds), their best and median, and
+  /// their spread.
+  Timing timingOf(std::vector<double> samples) const;
   /// Records a measurement of \p work units per call (rate = work / time),
   /// or a latency when \p work is 0; returns the rate (or the seconds).
   double record(const std::string &name, const std::string &unit, double work,
@@ -157,14 +160,21 @@ Timing Calibrator::time(const std::function<void()> &fn) {
       fn();
     per.push_back(seconds(a, Clock::now()) / static_cast<double>(calls));
   }
-  std::sort(per.begin(), per.end());
-  size_t n = per.size();
+  return timingOf(std::move(per));
+}
+
+Timing Calibrator::timingOf(std::vector<double> samples) const {
+  std::sort(samples.begin(), samples.end());
+  size_t n = samples.size();
   Timing t;
-  t.median = n % 2 ? per[n / 2] : 0.5 * (per[n / 2 - 1] + per[n / 2]);
-  t.best = per.front();
+  if (n == 0)
+    return t;
+  t.median =
+      n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  t.best = samples.front();
   t.value =
       opts.statistic == CalibrateOptions::Statistic::Best ? t.best : t.median;
-  t.spread = t.median > 0 ? (per.back() - per.front()) / t.median : 0;
+  t.spread = t.median > 0 ? (samples.back() - samples.front()) / t.median : 0;
   return t;
 }
 
@@ -667,14 +677,7 @@ Status Calibrator::chain() {
       load();
       runChain();
     }
-    std::sort(runs.begin(), runs.end());
-    Timing t;
-    size_t n = runs.size();
-    t.best = runs.front();
-    t.median = n % 2 ? runs[n / 2] : 0.5 * (runs[n / 2 - 1] + runs[n / 2]);
-    t.value =
-        opts.statistic == CalibrateOptions::Statistic::Best ? t.best : t.median;
-    t.spread = t.median > 0 ? (runs.back() - runs.front()) / t.median : 0;
+    Timing t = timingOf(runs);
     sim::Cost predicted = cost.function(fn, nullptr, 1, 1);
     kernels = static_cast<double>(predicted.kernels);
     double m = record("executor chain " + std::to_string(rows) + "x" +
