@@ -36,7 +36,7 @@ namespace {
 /// Element kernels: threads per block and the grid cap.
 constexpr int64_t kElementBlock = 256, kElementMaxBlocks = 2048;
 /// Rows kernels: a row per warp up to this row length, else a row per block.
-constexpr int64_t kWarpRowMax = 1024, kRowsBlock = 256;
+constexpr int64_t kWarpRowMax = bundle::kCudaWarpRowMax, kRowsBlock = 256;
 
 /// A float literal that reads back as exactly \p v.
 std::string literal(float v) {

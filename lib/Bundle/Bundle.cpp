@@ -1012,8 +1012,84 @@ uint64_t parseCudaKernels(const json &k, const std::string &w,
   return fused;
 }
 
+/// The threads per block entry \p entry of \p source was compiled for (its
+/// `__launch_bounds__(N)`), or 0 when the source does not say.
+int64_t launchBound(const std::string &source, const std::string &entry) {
+  const std::string tag = "__launch_bounds__(";
+  size_t at = source.find(") " + entry + "(");
+  if (at == std::string::npos)
+    return 0;
+  size_t open = source.rfind(tag, at);
+  if (open == std::string::npos || at - open > tag.size() + 8)
+    return 0;
+  int64_t n = 0;
+  for (size_t i = open + tag.size(); i < at; ++i) {
+    if (source[i] < '0' || source[i] > '9')
+      return 0;
+    n = n * 10 + (source[i] - '0');
+  }
+  return n;
+}
+
+/// The launch rule of entry \p e of kernel \p k covers every item of fused
+/// op \p op (docs/bundle.md, "cuda_kernels"): a rows kernel for a region
+/// that reduces rows (an elements kernel for one that does not) with the
+/// row length of that reduction; no more threads per block than the entry
+/// was compiled for; and, for rows, no more rows per block than its block
+/// computes (one per warp up to kCudaWarpRowMax elements, else one). An
+/// elements kernel loops over its elements whatever its grid.
+void checkCudaLaunch(const CudaKernels &ck, const CudaFusedKernel &k,
+                     const CudaFusedEntry &e, const Op &op,
+                     const std::string &w) {
+  const Op *reduction = nullptr;
+  if (op.region)
+    for (const Op &o : op.region->ops)
+      if (o.name == "sum" || o.name == "mean" || o.name == "max") {
+        reduction = &o;
+        break;
+      }
+  const std::string at =
+      " (the fused op at " + (op.loc.empty() ? std::string("?") : op.loc) + ")";
+  if (!reduction && k.launch != "elements")
+    fail(w, "is launched by rows, but its region reduces nothing" + at +
+                ": an elements kernel");
+  if (reduction && k.launch != "rows")
+    fail(w, "is launched by elements, but its region reduces rows" + at +
+                ": a rows kernel");
+  if (reduction && !reduction->operands.empty()) {
+    const Shape &shape =
+        op.region->values.at(static_cast<size_t>(reduction->operands[0])).shape;
+    const int64_t row = shape.empty() ? 1 : shape.back();
+    if (row != k.row)
+      fail(w, "has rows of " + std::to_string(k.row) +
+                  " elements, but its region reduces rows of " +
+                  std::to_string(row) + at);
+  }
+  const int64_t bound = launchBound(ck.source, e.entry);
+  if (bound > 0 && e.block > bound)
+    fail(w, "entry '" + e.entry + "' launches blocks of " +
+                std::to_string(e.block) +
+                " threads, but it was compiled for "
+                "at most " +
+                std::to_string(bound) + " (__launch_bounds__)");
+  if (k.launch != "rows")
+    return;
+  const int64_t rowsPerBlock = k.row <= kCudaWarpRowMax ? e.block / 32 : 1;
+  if (e.perBlock > rowsPerBlock)
+    fail(w, "entry '" + e.entry + "' gives each block " +
+                std::to_string(e.perBlock) + " rows, but a block of " +
+                std::to_string(e.block) + " threads computes " +
+                std::to_string(rowsPerBlock) +
+                (k.row <= kCudaWarpRowMax
+                     ? " (one row per warp of 32 threads)"
+                     : " (rows of over " + std::to_string(kCudaWarpRowMax) +
+                           " elements take a block each)") +
+                ": rows would be left unwritten");
+}
+
 /// Every fused op naming a kernel has that kernel and an entry for its
-/// storage signature in the bundle's CUDA kernels.
+/// storage signature in the bundle's CUDA kernels, with a launch rule that
+/// covers it (checkCudaLaunch).
 void checkCudaFusedOps(const Bundle &b, const std::string &w) {
   forEachFusedKernelOp(b, [&](const Op &op, const std::string &sig) {
     std::string name = op.strAttr("kernel");
@@ -1022,9 +1098,11 @@ void checkCudaFusedOps(const Bundle &b, const std::string &w) {
     const CudaFusedKernel *k = b.cudaKernels.kernel(name);
     if (!k)
       fail(w, "no kernel '" + name + "' for " + what);
-    if (!k->entry(sig))
+    const CudaFusedEntry *e = k->entry(sig);
+    if (!e)
       fail(w, "kernel '" + name + "' has no entry for storage '" + sig +
                   "' of " + what);
+    checkCudaLaunch(b.cudaKernels, *k, *e, op, w + ": kernel '" + name + "'");
   });
 }
 

@@ -179,6 +179,12 @@ struct CudaFusedEntry {
   int64_t maxBlocks = 0; ///< grid cap; 0: none
 };
 
+/// A "rows" kernel computes a row of up to this many elements with one warp
+/// (an entry's block then holds block / 32 rows), a longer row with a whole
+/// block (one row per block). The compiler emits, and the reader checks,
+/// launch rules by it.
+constexpr int64_t kCudaWarpRowMax = 1024;
+
 /// The CUDA kernel of one distinct fused region (the `kernel` attribute of
 /// its `fused` ops), with one entry per storage signature the bundle's plan
 /// needs.

@@ -1201,6 +1201,193 @@ void checkExpertSignatures(const Expert &e, const std::string &where) {
     checkSignature(g->second, where + ": function 'backward'", {t, t}, {t});
 }
 
+/// "program 3 (layers Block backward)": a command for messages.
+std::string describeCommand(const PlanCommand &c, size_t index) {
+  std::string d = "program " + std::to_string(index) + " (" + c.op;
+  if (c.op == "layers")
+    d += " " + c.strAttr("layer") + " " + c.strAttr("direction");
+  else if (c.op == "stage")
+    d += " [" + std::to_string(c.intAttr("begin")) + ", " +
+         std::to_string(c.intAttr("end")) + ")";
+  return d + ")";
+}
+
+/// One layers body: the commands the streaming runtime relies on, each
+/// once, in an order that keeps every buffer valid (docs/streaming.md,
+/// "The step program").
+void checkLayersBody(const StepPlan &s, const PlanCommand &loop,
+                     const std::string &where) {
+  const bool forward = loop.strAttr("direction") == "forward";
+  std::map<std::string, std::vector<size_t>> at; // command -> positions
+  for (size_t i = 0; i < loop.body.size(); ++i)
+    at[loop.body[i].op].push_back(i);
+  auto once = [&](const char *op, const std::string &why) -> size_t {
+    auto it = at.find(op);
+    size_t n = it == at.end() ? 0 : it->second.size();
+    if (n != 1)
+      fail(where, n == 0 ? "the body has no '" + std::string(op) + "': " + why
+                         : "the body has " + std::to_string(n) + " '" + op +
+                               "' commands; it needs exactly one: " + why);
+    return it->second.front();
+  };
+  auto body = [&](size_t i) {
+    return "body " + std::to_string(i) + " (" + loop.body[i].op + ")";
+  };
+  const size_t compute = at["compute"].front(); // exactly one (the reader)
+  const size_t wait = once(
+      "wait_weights", "the compute would run on weights it never waited for");
+  if (wait > compute)
+    fail(where, body(wait) + " comes after the compute at body " +
+                    std::to_string(compute) +
+                    ", which would not wait for its weights");
+  size_t firstLoad = wait;
+  int64_t prefetchAhead = 0;
+  if (at.count("prefetch")) {
+    const size_t pf = once("prefetch", "one copy ahead per instance");
+    const PlanCommand &c = loop.body[pf];
+    prefetchAhead = c.intAttr("ahead");
+    if (prefetchAhead >= s.prefetchDepth)
+      fail(where, body(pf) + ": ahead " + std::to_string(prefetchAhead) +
+                      " needs more than the plan's " +
+                      std::to_string(s.prefetchDepth) +
+                      " weight slots (prefetch_depth); at most " +
+                      std::to_string(s.prefetchDepth - 1));
+    if (c.strAttr("event") != loop.body[wait].strAttr("event"))
+      fail(where, body(wait) + " waits for event '" +
+                      loop.body[wait].strAttr("event") +
+                      "', but the prefetch records '" + c.strAttr("event") +
+                      "'");
+    firstLoad = std::min(firstLoad, pf);
+  }
+  if (forward) {
+    // The deferred AdamW update of an instance runs before its first
+    // weight copy of the step, or the step computes with last step's
+    // weights.
+    const size_t up = once("optimizer_update",
+                           "the deferred AdamW update of every instance must "
+                           "run before its weights are copied");
+    if (up > firstLoad)
+      fail(where, body(up) + " comes after " + body(firstLoad) +
+                      ": an instance's weights would be copied before its "
+                      "AdamW update");
+    if (loop.body[up].intAttr("ahead") < prefetchAhead)
+      fail(where, body(up) + ": ahead " +
+                      std::to_string(loop.body[up].intAttr("ahead")) +
+                      " is below the prefetch's " +
+                      std::to_string(prefetchAhead) +
+                      ": an instance's weights would be copied before its "
+                      "AdamW update");
+    const size_t save = once("save", "the backward needs what the forward "
+                                     "keeps for it");
+    if (loop.body[save].strAttr("to") != s.checkpoints)
+      fail(where, body(save) + " keeps to " + loop.body[save].strAttr("to") +
+                      " memory, but the plan keeps its checkpoints in " +
+                      s.checkpoints + " memory");
+    if (save > compute)
+      fail(where, body(save) + " comes after the compute at body " +
+                      std::to_string(compute));
+  } else {
+    const size_t restore =
+        once("restore", "the backward needs what the forward kept for it");
+    if (loop.body[restore].strAttr("from") != s.checkpoints)
+      fail(where, body(restore) + " restores from " +
+                      loop.body[restore].strAttr("from") +
+                      " memory, but the plan keeps its checkpoints in " +
+                      s.checkpoints + " memory");
+    if (restore > compute)
+      fail(where, body(restore) + " comes after the compute at body " +
+                      std::to_string(compute));
+    const size_t ret = once("grad_return", "every instance's gradients must "
+                                           "reach the host exactly once");
+    if (ret < compute)
+      fail(where, body(ret) + " comes before the compute at body " +
+                      std::to_string(compute) + ", whose gradients it returns");
+  }
+}
+
+/// The program as a whole (docs/streaming.md, "The step program"): its
+/// commands run forward_backward's ops once each, in order (stages for the
+/// model-level ops, a layers loop for each apply_layers op); the model-level
+/// weights are loaded before anything runs and their gradients returned
+/// after everything ran; every layer instance is computed once forward and
+/// once backward.
+void checkStepProgram(const Bundle &b) {
+  const StepPlan &s = *b.step;
+  auto fb = b.functions.find("forward_backward");
+  const size_t numOps = fb == b.functions.end() ? 0 : fb->second.ops.size();
+  size_t next = 0;
+  int loads = 0, returns = 0;
+  std::set<std::pair<std::string, int64_t>> seen[2]; // backward, forward
+  for (size_t i = 0; i < s.program.size(); ++i) {
+    const PlanCommand &c = s.program[i];
+    const std::string where = "step: " + describeCommand(c, i);
+    if (c.op == "load_model_weights") {
+      if (++loads > 1 || i != 0)
+        fail(where, "the model-level weights are loaded once, by the "
+                    "program's first command");
+      continue;
+    }
+    if (loads == 0)
+      fail(where, "runs before the model-level weights are loaded (the "
+                  "program must start with load_model_weights)");
+    if (c.op == "return_model_grads") {
+      if (++returns > 1 || i + 1 != s.program.size())
+        fail(where, "the model-level gradients are returned once, by the "
+                    "program's last command, after everything that computes "
+                    "them");
+      continue;
+    }
+    const size_t begin = static_cast<size_t>(
+        c.op == "stage" ? c.intAttr("begin") : c.intAttr("op_index"));
+    const size_t end = static_cast<size_t>(
+        c.op == "stage" ? c.intAttr("end") : c.intAttr("op_index") + 1);
+    if (begin != next)
+      fail(where, begin > next
+                      ? "skips ops [" + std::to_string(next) + ", " +
+                            std::to_string(begin) +
+                            ") of forward_backward (the first: " +
+                            fb->second.ops[next].name +
+                            (fb->second.ops[next].symbol.empty()
+                                 ? std::string()
+                                 : " @" + fb->second.ops[next].symbol) +
+                            "): no command runs them"
+                      : "runs op " + std::to_string(begin) +
+                            " of forward_backward again or out of order "
+                            "(the commands before it ran up to op " +
+                            std::to_string(next) + ")");
+    next = end;
+    if (c.op != "layers")
+      continue;
+    const bool forward = c.strAttr("direction") == "forward";
+    for (int64_t k = c.intAttr("first");
+         k < c.intAttr("first") + c.intAttr("count"); ++k)
+      if (!seen[forward].insert({c.strAttr("layer"), k}).second)
+        fail(where, "instance " + std::to_string(k) + " of layer '" +
+                        c.strAttr("layer") + "' already ran " +
+                        (forward ? "forward" : "backward") + " in this step");
+    checkLayersBody(s, c, where);
+  }
+  const std::string where = "step: program";
+  if (loads == 0)
+    fail(where, "no load_model_weights: the model-level weights would never "
+                "reach the device");
+  if (next != numOps)
+    fail(where, "ends at op " + std::to_string(next) +
+                    " of forward_backward's " + std::to_string(numOps) +
+                    ": ops [" + std::to_string(next) + ", " +
+                    std::to_string(numOps) + ") run in no command");
+  if (returns == 0)
+    fail(where, "no return_model_grads: the model-level gradients would "
+                "never reach the host");
+  for (const Layer &l : b.layers)
+    for (int64_t k = 0; k < l.count; ++k)
+      for (int forward = 0; forward < 2; ++forward)
+        if (!seen[forward].count({l.name, k}))
+          fail(where, "instance " + std::to_string(k) + " of layer '" + l.name +
+                          "' is never computed " +
+                          (forward ? "forward" : "backward"));
+}
+
 /// The buffers the streaming runtime binds by name (docs/streaming.md,
 /// "Device buffers"), and the layers loops' agreement with their ops.
 void checkStep(const Bundle &b) {
@@ -1286,6 +1473,7 @@ void checkStep(const Bundle &b) {
       fail(w, "selective_layers needs layer '" + l->name +
                   "' to have a backward_full function");
   }
+  checkStepProgram(b);
 }
 
 void validateBundle(const Bundle &b) {

@@ -163,12 +163,124 @@ def plan_segment_slots(b):
     b["step"]["checkpoint_every"] = b["step"]["prefetch_depth"] + 1
 
 
+def loop(b, direction):
+    return next(c for c in b["step"]["program"]
+                if c["op"] == "layers" and c["direction"] == direction)
+
+
+def drop(body, op):
+    i = next(i for i, c in enumerate(body) if c["op"] == op)
+    del body[i]
+
+
+def plan_no_wait(b):
+    # The forward compute no longer waits for its weights.
+    drop(loop(b, "forward")["body"], "wait_weights")
+
+
+def plan_wait_after_compute(b):
+    body = loop(b, "backward")["body"]
+    i = next(i for i, c in enumerate(body) if c["op"] == "wait_weights")
+    body.append(body.pop(i))
+
+
+def plan_no_optimizer_update(b):
+    # Last step's AdamW update would run after the weights were copied.
+    drop(loop(b, "forward")["body"], "optimizer_update")
+
+
+def plan_update_after_prefetch(b):
+    body = loop(b, "forward")["body"]
+    i = next(i for i, c in enumerate(body) if c["op"] == "optimizer_update")
+    body.insert(3, body.pop(i))
+
+
+def plan_no_grad_return(b):
+    drop(loop(b, "backward")["body"], "grad_return")
+
+
+def plan_two_grad_returns(b):
+    body = loop(b, "backward")["body"]
+    body.append(dict(next(c for c in body if c["op"] == "grad_return")))
+
+
+def plan_no_save(b):
+    drop(loop(b, "forward")["body"], "save")
+
+
+def plan_save_elsewhere(b):
+    # Checkpoints kept in device memory by a plan that keeps them in host
+    # memory (its device 'checkpoints' buffer is only the staging).
+    next(c for c in loop(b, "forward")["body"] if c["op"] == "save")["to"] = (
+        "device" if b["step"]["checkpoints"] == "host" else "host")
+
+
+def plan_prefetch_beyond_slots(b):
+    next(c for c in loop(b, "forward")["body"]
+         if c["op"] == "prefetch")["ahead"] = b["step"]["prefetch_depth"]
+
+
+def plan_no_model_load(b):
+    drop(b["step"]["program"], "load_model_weights")
+
+
+def plan_no_model_return(b):
+    drop(b["step"]["program"], "return_model_grads")
+
+
+def plan_no_forward(b):
+    # The forward layers loop dropped: its apply_layers op runs in no command.
+    program = b["step"]["program"]
+    program.remove(loop(b, "forward"))
+
+
+def plan_stage_twice(b):
+    program = b["step"]["program"]
+    i = next(i for i, c in enumerate(program) if c["op"] == "stage")
+    program.insert(i + 1, dict(program[i]))
+
+
+def rows_kernel(b):
+    return next(k for k in b["cuda_kernels"]["kernels"] if k["launch"] == "rows")
+
+
+def cuda_rows_block(b):
+    # A block of 32 threads (one warp, one row) given per_block rows.
+    rows_kernel(b)["entries"][0]["block"] = 32
+
+
+def cuda_rows_per_block(b):
+    e = rows_kernel(b)["entries"][0]
+    e["per_block"] = e["per_block"] * 2
+
+
+def cuda_row_length(b):
+    k = rows_kernel(b)
+    k["row"] = k["row"] * 2
+
+
+def cuda_rows_as_elements(b):
+    rows_kernel(b)["launch"] = "elements"
+
+
+def cuda_block_beyond_bounds(b):
+    e = rows_kernel(b)["entries"][0]
+    e["block"] = 2 * e["block"]
+    e["per_block"] = e["block"] // 32
+
+
 MUTATIONS = {f.__name__.replace("_", "-"): f for f in [
     matmul_wrong_operand, embedding_swapped, matmul_as_add, damaged_kernels,
     fused_operand, value_out_of_range, unknown_op, missing_attribute, ill_typed_attribute,
     use_before_definition, unknown_parameter, targets_as_float,
     missing_checksum, plan_loop_count, plan_no_workspace,
-    plan_segment_no_buffer, plan_segment_slots]}
+    plan_segment_no_buffer, plan_segment_slots, plan_no_wait,
+    plan_wait_after_compute, plan_no_optimizer_update,
+    plan_update_after_prefetch, plan_no_grad_return, plan_two_grad_returns,
+    plan_no_save, plan_save_elsewhere, plan_prefetch_beyond_slots,
+    plan_no_model_load, plan_no_model_return, plan_no_forward,
+    plan_stage_twice, cuda_rows_block, cuda_rows_per_block, cuda_row_length,
+    cuda_rows_as_elements, cuda_block_beyond_bounds]}
 
 
 def main():
