@@ -1342,28 +1342,7 @@ bool base64Decode(const std::string &text, std::string &out) {
 }
 
 Status writeFile(const Bundle &b, const std::string &path) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return Status::error("cannot write '" + tmp +
-                           "': " + std::strerror(errno));
-    out << toJson(b);
-    out.flush();
-    if (!out) {
-      Status st =
-          Status::error("cannot write '" + tmp + "': " + std::strerror(errno));
-      std::remove(tmp.c_str());
-      return st;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status st = Status::error("cannot rename '" + tmp + "' to '" + path +
-                              "': " + std::strerror(errno));
-    std::remove(tmp.c_str());
-    return st;
-  }
-  return Status::success();
+  return writeFileAtomically(path, toJson(b));
 }
 
 Expected<Bundle> readFile(const std::string &path) {

@@ -2,12 +2,13 @@
 //
 // Part of mtc. A move-only, read-only mapping of a whole file (POSIX mmap).
 // Empty files are valid and map to no memory (data() == nullptr, size() == 0).
-// Also: writing a file atomically (path.tmp, fsync, rename, fsync directory).
+// (AtomicFileWriter, baseName and dirName are in lib/Support/Files.h.)
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_FORMAT_MAPPEDFILE_H
 #define MTC_LIB_FORMAT_MAPPEDFILE_H
 
+#include "lib/Support/Files.h"
 #include "lib/Support/Status.h"
 
 #include <cstddef>
@@ -37,40 +38,6 @@ private:
   const uint8_t *ptr = nullptr;
   size_t len = 0;
   std::string file;
-};
-
-/// The file name without its directories ("a/b/model.safetensors" ->
-/// "model.safetensors"); used in messages.
-std::string baseName(const std::string &path);
-/// The directory part ("a/b/c" -> "a/b", "c" -> ".").
-std::string dirName(const std::string &path);
-
-/// Writes a file atomically: the bytes go to "path.tmp", which is fsync'ed and
-/// renamed over \p path; then the directory is fsync'ed. \p writeBody is called
-/// once with a writer `bool(const void*, size_t)` (false on an I/O error) and
-/// returns a Status of its own. On any failure the .tmp file is removed and
-/// \p path is left untouched.
-class AtomicFileWriter {
-public:
-  static Expected<AtomicFileWriter> create(const std::string &path);
-  AtomicFileWriter(AtomicFileWriter &&other) noexcept;
-  AtomicFileWriter &operator=(AtomicFileWriter &&) = delete;
-  AtomicFileWriter(const AtomicFileWriter &) = delete;
-  /// Removes the .tmp file unless commit() succeeded.
-  ~AtomicFileWriter();
-
-  /// Buffered append.
-  Status write(const void *data, size_t n);
-  /// Flushes, fsyncs, renames over the target, fsyncs the directory.
-  Status commit();
-
-private:
-  AtomicFileWriter() = default;
-  Status flushBuffer();
-  std::string target, tmp;
-  int fd = -1;
-  bool committed = false;
-  std::string buffer;
 };
 
 } // namespace mtc

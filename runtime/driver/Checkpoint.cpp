@@ -6,6 +6,7 @@
 
 #include "runtime/driver/Checkpoint.h"
 
+#include "lib/Bundle/Plan.h"
 #include "lib/Format/MappedFile.h"
 #include "lib/Format/Safetensors.h"
 #include "lib/Support/Hash.h"
@@ -174,7 +175,9 @@ Expected<FileSum> sumFile(const std::string &path) {
 // trainer_state.json
 //===----------------------------------------------------------------------===//
 
-ojson optionsJson(const TrainOptions &o) {
+/// The run's options; \p precision is the step plan's (fp32 without one),
+/// which a resume without --precision takes.
+ojson optionsJson(const TrainOptions &o, bundle::Precision precision) {
   return ojson{{"data", absolutePath(o.data)},
                {"steps", o.steps},
                {"batch", o.batch},
@@ -195,7 +198,8 @@ ojson optionsJson(const TrainOptions &o) {
                {"save_every", o.saveEvery},
                {"kernels", o.useKernels},
                {"data_format", o.dataFormat},
-               {"grad_dtype", o.gradDtype}};
+               {"grad_dtype", o.gradDtype},
+               {"precision", bundle::precisionName(precision)}};
 }
 
 /// A field error of trainer_state.json.
@@ -296,6 +300,13 @@ TrainOptions parseOptions(const Fields &f) {
   // Checkpoints written before --data-format existed: auto.
   if (f.raw().contains("data_format"))
     o.dataFormat = f.string("data_format");
+  // Checkpoints written before the precision was recorded: unknown ("").
+  if (f.raw().contains("precision")) {
+    o.precision = f.string("precision");
+    bundle::Precision p;
+    if (!bundle::parsePrecision(o.precision, p))
+      throw StateError{"'options.precision' must be \"fp32\" or \"bf16\""};
+  }
   // Checkpoints written before --grad-dtype existed: fp32.
   if (f.raw().contains("grad_dtype")) {
     o.gradDtype = f.string("grad_dtype");
@@ -449,7 +460,7 @@ Status writeCheckpoint(const std::string &dirArg, const bundle::Bundle &b,
         {"step", step},
         {"moments", kMoments},
         {"names", "<param>.exp_avg, <param>.exp_avg_sq"}}},
-      {"options", optionsJson(o)},
+      {"options", optionsJson(o, bundle::planPrecision(b))},
       {"data",
        {{"path", d.path},
         {"format", d.format},
@@ -518,6 +529,61 @@ Expected<std::string> resolveCheckpoint(const std::string &dirArg,
     return bak;
   }
   return Status::error("checkpoint directory '" + dir + "' does not exist");
+}
+
+namespace {
+
+/// Which directory \p dir is at this moment; all zero when it is gone.
+struct DirStamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  int64_t ctimeNs = 0;
+  bool operator==(const DirStamp &o) const {
+    return dev == o.dev && ino == o.ino && ctimeNs == o.ctimeNs;
+  }
+};
+
+DirStamp stampOf(const std::string &dir) {
+  struct stat st;
+  DirStamp s;
+  if (::stat(dir.c_str(), &st) == 0) {
+    s.dev = st.st_dev;
+    s.ino = st.st_ino;
+    s.ctimeNs = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 +
+                st.st_ctim.tv_nsec;
+  }
+  return s;
+}
+
+} // namespace
+
+Status
+readStableCheckpoint(const std::string &dir,
+                     const std::function<Status(const std::string &)> &read) {
+  constexpr int kAttempts = 50;
+  Status last = Status::success();
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (attempt > 0)
+      ::usleep(20000);
+    Expected<std::string> resolved = resolveCheckpoint(dir);
+    if (!resolved) {
+      // DIR looked at before a rename and DIR.bak after the next one: a
+      // replacement seen at the wrong moment resolves on a second look.
+      if (attempt >= 2)
+        return resolved.status();
+      last = resolved.status();
+      continue;
+    }
+    DirStamp before = stampOf(*resolved);
+    last = read(*resolved);
+    Expected<std::string> after = resolveCheckpoint(dir);
+    if (after && *after == *resolved && stampOf(*resolved) == before)
+      return last;
+  }
+  return Status::error("checkpoint '" + dir + "' kept being replaced while " +
+                       "it was read (" + std::to_string(kAttempts) +
+                       " tries); the last error: " +
+                       (last.ok() ? std::string("none") : last.message()));
 }
 
 namespace {
@@ -672,6 +738,25 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
         "); resume with the checkpoint's own model (leave out the model "
         "argument) or pass --allow-model-change to continue with this one");
 
+  // A run computes in one precision for its life: the fp32 state carries
+  // over to another, but the losses are no longer an uninterrupted run's.
+  const bundle::Precision then = bundle::planPrecision(*saved),
+                          now = bundle::planPrecision(b);
+  bool precisionChanged = then != now;
+  if (precisionChanged && !allowModelChange)
+    return Status::error("checkpoint '" + dir + "' was trained in " +
+                         bundle::precisionName(then) + " (--precision " +
+                         bundle::precisionName(then) +
+                         ", its model.mtb) and this run computes "
+                         "in " +
+                         bundle::precisionName(now) +
+                         "; resume with --precision " +
+                         bundle::precisionName(then) +
+                         " (what a resume without --precision takes), or pass "
+                         "--allow-model-change to continue in " +
+                         bundle::precisionName(now) +
+                         " from the checkpoint's fp32 weights and AdamW state");
+
   Expected<SafetensorsFile> weights =
       SafetensorsFile::open(dir + "/" + kWeights);
   if (!weights)
@@ -749,11 +834,18 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
                        "', this one '" + b.model +
                        "' (same parameters and config)");
     std::string text = bundle::toJson(b);
+    if (precisionChanged)
+      notes->push_back(std::string("the checkpoint was trained in ") +
+                       bundle::precisionName(then) + "; the run continues in " +
+                       bundle::precisionName(now) +
+                       " (--allow-model-change) from its fp32 weights and "
+                       "AdamW state, no longer identical to an uninterrupted "
+                       "run");
     if (modelChanged)
       notes->push_back("the model's computation differs from the "
                        "checkpoint's (--allow-model-change): the run "
                        "continues with this model");
-    else if (xxh64(text.data(), text.size()) != bundleHash)
+    else if (!precisionChanged && xxh64(text.data(), text.size()) != bundleHash)
       notes->push_back("the model's compiled functions differ from the "
                        "checkpoint's model.mtb (another compiler, --recompute "
                        "or --cpu?); losses may differ in the last bits from an "
@@ -924,10 +1016,42 @@ std::string lockHolder(int fd) {
   return pid;
 }
 
+/// \p outDir spelled one way, so that every spelling of a directory takes
+/// the same lock ("ck/.", "./ck/" and "ck" are "ck"); an error for a path
+/// that names the current directory or one above it, which a checkpoint
+/// cannot replace ("." would be renamed away under the process).
+Expected<std::string> normalizeOutDir(const std::string &outDir) {
+  std::string dir = trimSlashes(fs::path(outDir).lexically_normal().string());
+  fs::path last = fs::path(dir).filename();
+  std::error_code ec;
+  fs::path here = fs::current_path(ec);
+  fs::path full = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  bool aboveHere = false;
+  if (!ec && !here.empty()) {
+    // Whether `full` is the current directory or one of its ancestors.
+    auto h = here.begin();
+    aboveHere = true;
+    for (auto f = full.begin(); f != full.end(); ++f, ++h)
+      if (*f != "" && (h == here.end() || *f != *h)) {
+        aboveHere = false;
+        break;
+      }
+  }
+  if (dir == "." || dir == ".." || dir == "/" || last == ".." || aboveHere)
+    return Status::error("--out '" + outDir +
+                         "' is the current directory or one above it; every "
+                         "checkpoint replaces its whole directory, so give "
+                         "one of its own (e.g. --out ./checkpoint)");
+  return dir;
+}
+
 } // namespace
 
 Expected<CheckpointLock> CheckpointLock::acquire(const std::string &outDir) {
-  Expected<std::string> dir = followSymlinks(trimSlashes(outDir));
+  Expected<std::string> normal = normalizeOutDir(outDir);
+  if (!normal)
+    return normal.status();
+  Expected<std::string> dir = followSymlinks(*normal);
   if (!dir)
     return dir.status();
   if (Status s = checkCheckpointTarget(*dir); !s.ok())

@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -165,6 +166,19 @@ private:
 /// extended or altered file is an error naming it. What --resume, generate
 /// and export-hf do before reading a checkpoint's tensors.
 Status verifyCheckpointFiles(const std::string &dir);
+
+/// Runs \p read on the checkpoint \p dir (resolved as resolveCheckpoint
+/// does; \p read gets the resolved directory) so that everything it reads
+/// comes from one checkpoint, while a training run may be replacing it
+/// (writeCheckpoint's renames): when the resolved directory is another one
+/// after \p read than before (its device, inode or change time differ, or
+/// it is gone), \p read ran across a replacement and runs again on the new
+/// checkpoint, up to 50 times, 20 ms apart. \p read's own errors are
+/// returned when the checkpoint stayed the same. What generate, export-hf
+/// and --init-from use.
+Status
+readStableCheckpoint(const std::string &dir,
+                     const std::function<Status(const std::string &)> &read);
 
 /// Removes the records of the JSONL metrics file \p path whose "step" is above
 /// \p step (written after the checkpoint a run resumes from), and a last line

@@ -67,72 +67,89 @@ Status exportHF(const std::string &ckptDir, const std::string &outDir,
     return Status::error("-o '" + outDir + "' is the checkpoint '" + ckptDir +
                          "' itself; an output never overwrites an input: "
                          "give another directory");
-  // The checkpoint resume would accept, checked as resume checks it.
-  Expected<std::string> resolved = resolveCheckpoint(ckptDir);
-  if (!resolved)
-    return resolved.status();
-  if (Status st = verifyCheckpointFiles(*resolved); !st.ok())
-    return st;
-  Expected<bundle::Bundle> read = bundle::readFile(*resolved + "/model.mtb");
-  if (!read)
-    return Status::error(read.message() + " (is '" + ckptDir +
-                         "' a checkpoint written by mtc train --out?)");
-  bundle::Bundle b = std::move(read).value();
-  if (b.hfNames.empty())
-    return Status::error(
-        ckptDir + "/model.mtb: model '" + b.model +
-        "' has no HuggingFace tensor names; only models imported with --hf "
-        "DIR (or mtc compile --hf DIR) can be exported to HuggingFace layout");
-  if (opts.dtype != TensorDType::F32 && opts.dtype != TensorDType::BF16)
-    return Status::error("export-hf writes F32 or BF16 tensors");
-  std::string weightsPath = *resolved + "/model.safetensors";
-  Expected<SafetensorsFile> weights = SafetensorsFile::open(weightsPath);
-  if (!weights)
-    return Status::error(weights.message());
-
-  // Every instance, read in mtc layout and turned into HF layout.
-  std::vector<Instance> insts = instances(b);
+  // The checkpoint resume would accept, checked as resume checks it, read
+  // whole from one checkpoint while a run may be replacing it.
+  bundle::Bundle b;
   std::vector<std::vector<float>> data;
-  data.reserve(insts.size());
   std::vector<TensorToWrite> tensors;
-  std::map<std::string, std::string> seen; // HF tensor -> instance
-  std::vector<float> buf;
-  for (const Instance &inst : insts) {
-    auto it = b.hfNames.find(inst.name);
-    if (it == b.hfNames.end())
-      return Status::error(ckptDir + "/model.mtb: parameter '" + inst.name +
-                           "' has no HuggingFace name");
-    const bundle::HFTensorRef &ref = it->second;
-    auto [pos, fresh] = seen.insert({ref.tensor, inst.name});
-    if (!fresh)
-      return Status::error(ckptDir + "/model.mtb: parameters '" + pos->second +
-                           "' and '" + inst.name + "' both map to '" +
-                           ref.tensor + "'");
-    std::vector<int64_t> shape(inst.decl->shape.begin(),
-                               inst.decl->shape.end());
-    size_t n = 1;
-    for (int64_t d : shape)
-      n *= static_cast<size_t>(d);
-    buf.resize(n);
-    if (Status st = weights->readAsF32(inst.name, buf.data(), n); !st.ok())
-      return Status::error(weightsPath + ": " + st.message());
-    data.emplace_back(n);
-    std::vector<float> &dst = data.back();
-    if (ref.transpose) {
-      if (shape.size() != 2)
-        return Status::error(ckptDir + "/model.mtb: '" + inst.name +
-                             "' is marked transposed but is not a matrix");
-      // mtc [in, out] row-major -> HF [out, in].
-      int64_t in = shape[0], out = shape[1];
-      for (int64_t r = 0; r < in; ++r)
-        for (int64_t c = 0; c < out; ++c)
-          dst[c * in + r] = buf[r * out + c];
-      std::swap(shape[0], shape[1]);
-    } else {
-      dst = buf;
+  Status loaded = readStableCheckpoint(ckptDir, [&](const std::string
+                                                        &resolved) {
+    // The next save of the run replaces the checkpoint directory as a whole
+    // (and DIR.tmp, DIR.bak beside it): an export inside would vanish.
+    for (const std::string &dir :
+         {ckptDir, resolved, ckptDir + ".tmp", ckptDir + ".bak"})
+      if (isInside(outDir, dir))
+        return Status::error("-o '" + outDir + "' is inside the checkpoint '" +
+                             dir +
+                             "', which the next save of its run replaces as a "
+                             "whole; export outside it");
+    if (Status st = verifyCheckpointFiles(resolved); !st.ok())
+      return st;
+    Expected<bundle::Bundle> read = bundle::readFile(resolved + "/model.mtb");
+    if (!read)
+      return Status::error(read.message() + " (is '" + ckptDir +
+                           "' a checkpoint written by mtc train --out?)");
+    b = std::move(read).value();
+    if (b.hfNames.empty())
+      return Status::error(
+          ckptDir + "/model.mtb: model '" + b.model +
+          "' has no HuggingFace tensor names; only models imported with --hf "
+          "DIR (or mtc compile --hf DIR) can be exported to HuggingFace "
+          "layout");
+    if (opts.dtype != TensorDType::F32 && opts.dtype != TensorDType::BF16)
+      return Status::error("export-hf writes F32 or BF16 tensors");
+    std::string weightsPath = resolved + "/model.safetensors";
+    Expected<SafetensorsFile> weights = SafetensorsFile::open(weightsPath);
+    if (!weights)
+      return Status::error(weights.message());
+
+    // Every instance, read in mtc layout and turned into HF layout.
+    std::vector<Instance> insts = instances(b);
+    data.clear();
+    data.reserve(insts.size());
+    tensors.clear();
+    std::map<std::string, std::string> seen; // HF tensor -> instance
+    std::vector<float> buf;
+    for (const Instance &inst : insts) {
+      auto it = b.hfNames.find(inst.name);
+      if (it == b.hfNames.end())
+        return Status::error(ckptDir + "/model.mtb: parameter '" + inst.name +
+                             "' has no HuggingFace name");
+      const bundle::HFTensorRef &ref = it->second;
+      auto [pos, fresh] = seen.insert({ref.tensor, inst.name});
+      if (!fresh)
+        return Status::error(ckptDir + "/model.mtb: parameters '" +
+                             pos->second + "' and '" + inst.name +
+                             "' both map to '" + ref.tensor + "'");
+      std::vector<int64_t> shape(inst.decl->shape.begin(),
+                                 inst.decl->shape.end());
+      size_t n = 1;
+      for (int64_t d : shape)
+        n *= static_cast<size_t>(d);
+      buf.resize(n);
+      if (Status st = weights->readAsF32(inst.name, buf.data(), n); !st.ok())
+        return Status::error(weightsPath + ": " + st.message());
+      data.emplace_back(n);
+      std::vector<float> &dst = data.back();
+      if (ref.transpose) {
+        if (shape.size() != 2)
+          return Status::error(ckptDir + "/model.mtb: '" + inst.name +
+                               "' is marked transposed but is not a matrix");
+        // mtc [in, out] row-major -> HF [out, in].
+        int64_t in = shape[0], out = shape[1];
+        for (int64_t r = 0; r < in; ++r)
+          for (int64_t c = 0; c < out; ++c)
+            dst[c * in + r] = buf[r * out + c];
+        std::swap(shape[0], shape[1]);
+      } else {
+        dst = buf;
+      }
+      tensors.push_back({ref.tensor, opts.dtype, shape, dst.data()});
     }
-    tensors.push_back({ref.tensor, opts.dtype, shape, dst.data()});
-  }
+    return Status::success();
+  });
+  if (!loaded.ok())
+    return loaded;
   // HF checkpoints list tensors by name.
   std::vector<size_t> order(tensors.size());
   for (size_t k = 0; k < order.size(); ++k)

@@ -388,20 +388,6 @@ double availableHostBytes() {
   return 0;
 }
 
-/// Whether \p path lies inside directory \p dir (symlinks resolved as far as
-/// the paths exist).
-bool isInside(const std::string &path, const std::string &dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec1, ec2;
-  std::string p = fs::weakly_canonical(path, ec1).string();
-  std::string d = fs::weakly_canonical(dir, ec2).string();
-  if (ec1 || ec2 || d.empty())
-    return false;
-  if (d.back() != '/')
-    d += '/';
-  return p.compare(0, d.size(), d) == 0;
-}
-
 /// Outputs never overwrite inputs: --metrics, --trace and --host-state-file
 /// against --data (and its mask), --tokenizer and the model's files; nothing
 /// of either kind inside --out, which every checkpoint replaces as a whole
@@ -978,11 +964,28 @@ private:
                            : std::string("--resume continues one from its "
                                          "checkpoint (give one or the "
                                          "other)")));
-      Expected<size_t> n = loadInitWeights(*store, opts.initFrom);
-      if (!n)
-        return n.status();
-      out << "initialised from " << opts.initFrom << " (" << *n
-          << " tensors)\n";
+      // An mtc checkpoint (trainer_state.json, or a write of one under
+      // way) is read whole from one checkpoint while a run may replace it.
+      namespace fs = std::filesystem;
+      std::string from = opts.initFrom;
+      while (from.size() > 1 && from.back() == '/')
+        from.pop_back();
+      std::error_code ec;
+      const bool checkpoint =
+          fs::exists(from + "/trainer_state.json", ec) ||
+          (!fs::exists(from, ec) &&
+           fs::exists(from + ".bak/trainer_state.json", ec));
+      size_t n = 0;
+      auto load = [&](const std::string &path) {
+        Expected<size_t> read = loadInitWeights(*store, path);
+        n = read ? *read : 0;
+        return read.status();
+      };
+      if (Status st = checkpoint ? readStableCheckpoint(from, load)
+                                 : load(opts.initFrom);
+          !st.ok())
+        return st;
+      out << "initialised from " << opts.initFrom << " (" << n << " tensors)\n";
     }
     if (!opts.hfWeights.empty() && ckDir.empty()) {
       if (Status st = loadHFWeights(*store, b, opts.hfWeights); !st.ok())
@@ -1796,58 +1799,47 @@ private:
 
 int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
                  std::ostream &out, std::ostream &err) {
-  // The checkpoint resume would accept, checked as resume checks it.
-  Expected<std::string> resolved = resolveCheckpoint(ckpt);
-  Status verified =
-      resolved ? verifyCheckpointFiles(*resolved) : resolved.status();
-  if (!verified.ok()) {
-    err << opts.toolName << ": error: " << verified.message() << "\n";
-    return 1;
-  }
-  const std::string &dir = *resolved;
-  Expected<bundle::Bundle> read = bundle::readFile(dir + "/model.mtb");
-  if (!read) {
-    err << opts.toolName << ": error: " << read.message() << " (is '" << dir
-        << "' a checkpoint written by mtc train --out?)\n";
-    return 1;
-  }
-  bundle::Bundle b = std::move(read).value();
-  if (Status st = bundle::checkTokenShapes(b, 1, -1); !st.ok()) {
-    err << opts.toolName << ": error: " << st.message() << "\n";
-    return 1;
-  }
-  Expected<SafetensorsFile> weights =
-      SafetensorsFile::open(dir + "/model.safetensors");
-  if (!weights) {
-    err << opts.toolName << ": error: " << weights.message() << "\n";
-    return 1;
-  }
-  Expected<std::unique_ptr<exec::ParamStore>> created =
-      exec::ParamStore::create(b);
-  if (!created) {
-    err << opts.toolName << ": error: " << created.message() << "\n";
-    return 1;
-  }
-  exec::ParamStore &store = **created;
-  for (exec::ParamSlot &s : store.slots()) {
-    Status st = weights->readAsF32(s.name, s.value.data(), s.value.size());
-    if (!st.ok()) {
-      err << opts.toolName << ": error: " << st.message() << "\n";
-      return 1;
-    }
-  }
-  int64_t context = opts.context;
-  if (context <= 0) {
-    std::ifstream in(dir + "/trainer_state.json");
-    nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+  // The checkpoint resume would accept, checked as resume checks it, read
+  // whole from one checkpoint while a run may be replacing it.
+  bundle::Bundle b;
+  std::unique_ptr<exec::ParamStore> stored;
+  int64_t recordedSeq = 256;
+  Status loaded = readStableCheckpoint(ckpt, [&](const std::string &dir) {
+    if (Status st = verifyCheckpointFiles(dir); !st.ok())
+      return st;
+    Expected<bundle::Bundle> read = bundle::readFile(dir + "/model.mtb");
+    if (!read)
+      return Status::error(read.message() + " (is '" + dir +
+                           "' a checkpoint written by mtc train --out?)");
+    b = std::move(read).value();
+    if (Status st = bundle::checkTokenShapes(b, 1, -1); !st.ok())
+      return st;
+    Expected<SafetensorsFile> weights =
+        SafetensorsFile::open(dir + "/model.safetensors");
+    if (!weights)
+      return weights.status();
+    Expected<std::unique_ptr<exec::ParamStore>> created =
+        exec::ParamStore::create(b);
+    if (!created)
+      return created.status();
+    stored = std::move(*created);
+    for (exec::ParamSlot &s : stored->slots())
+      if (Status st =
+              weights->readAsF32(s.name, s.value.data(), s.value.size());
+          !st.ok())
+        return st;
     // options.seq (driver/Checkpoint.h); older checkpoints: seq.
-    if (state.is_object() && state.contains("options"))
-      state = state["options"];
-    context = state.is_object() && state.contains("seq") &&
-                      state["seq"].is_number_integer()
-                  ? state["seq"].get<int64_t>()
-                  : 256;
+    Expected<TrainerState> state = readTrainerState(dir);
+    if (state && state->options.seq > 0)
+      recordedSeq = state->options.seq;
+    return Status::success();
+  });
+  if (!loaded.ok()) {
+    err << opts.toolName << ": error: " << loaded.message() << "\n";
+    return 1;
   }
+  exec::ParamStore &store = *stored;
+  int64_t context = opts.context > 0 ? opts.context : recordedSeq;
   // A learned position table bounds the context: the KV cache takes the
   // rows at the tokens' absolute positions.
   if (Status st = bundle::checkSequenceFits(b, context, "--context");

@@ -47,6 +47,11 @@ struct TrainOptions {
   /// B/param under a step plan). The global norm is that of the rounded
   /// values. Refused with the immediate placement, which keeps none.
   std::string gradDtype = "fp32";
+  /// The precision of the step plan a checkpoint was trained with, as its
+  /// trainer_state.json records it ("fp32" or "bf16"; "" : not recorded).
+  /// Read from checkpoints only: a resume without --precision compiles in
+  /// it; the bundle decides the precision of a run.
+  std::string precision;
   uint64_t seed = 1;
   int64_t evalEvery = 50; ///< 0: only at the end
   int64_t evalBatches = 8;

@@ -270,6 +270,11 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
     if (!state)
       return state.status();
     inheritOptions(state->options, cmd.given, opts);
+    // A model compiled for the resumed run computes in the checkpoint's
+    // precision unless --precision says otherwise (then readCheckpoint
+    // refuses the change without --allow-model-change).
+    if (!cmd.given.count("--precision"))
+      cmd.precision = state->options.precision;
     if (opts.outDir.empty())
       opts.outDir = opts.resume;
     if (pos.empty() && cmd.hf.empty())

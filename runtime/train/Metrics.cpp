@@ -6,6 +6,7 @@
 
 #include "runtime/train/Metrics.h"
 
+#include "lib/Support/Files.h"
 #include "lib/Support/JsonString.h"
 
 #include <cerrno>
@@ -85,10 +86,17 @@ JsonlWriter::~JsonlWriter() {
 }
 
 Expected<JsonlWriter> JsonlWriter::open(const std::string &path, bool append) {
-  FILE *f = std::fopen(path.c_str(), append ? "ae" : "we");
-  if (!f)
-    return Status::error(path +
-                         ": cannot open for writing: " + std::strerror(errno));
+  // /dev/null, a FIFO, /dev/stdout: written through (lib/Support/Files.h).
+  Expected<int> fd = openOutputStream(path, append);
+  if (!fd)
+    return fd.status();
+  FILE *f = ::fdopen(*fd, append ? "a" : "w");
+  if (!f) {
+    Status st = Status::error(
+        path + ": cannot open for writing: " + std::strerror(errno));
+    ::close(*fd);
+    return st;
+  }
   JsonlWriter w;
   w.f = f;
   w.file = path;

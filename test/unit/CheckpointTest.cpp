@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/Checkpoint.h"
+#include "lib/Format/Safetensors.h"
 #include "lib/Support/Hash.h"
 
 #include "runtime/exec/ParamStore.h"
@@ -14,12 +15,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 using namespace mtc;
 using namespace mtc::driver;
@@ -368,4 +371,63 @@ TEST_F(CheckpointTest, TargetAndMetrics) {
   ASSERT_TRUE(trimMetrics(m, 2).ok());
   EXPECT_EQ(read(m), "{\"step\":1,\"loss\":3}\n{\"step\":2,\"loss\":2}\n");
   EXPECT_TRUE(trimMetrics(root + "/absent.jsonl", 2).ok());
+}
+
+// Readers of a checkpoint (generate, export-hf, --init-from) see one whole
+// checkpoint while a run replaces it: the weights they read are those of the
+// step its trainer_state.json names, and no read fails because a rename
+// happened between two of its files.
+TEST_F(CheckpointTest, ReadersSeeOneWholeCheckpointDuringRewrites) {
+  bundle::Bundle b = tinyBundle();
+  std::unique_ptr<exec::ParamStore> storeOwned =
+      must(exec::ParamStore::create(b));
+  exec::ParamStore &store = *storeOwned;
+  auto fill = [&](int64_t step) {
+    for (exec::ParamSlot &s : store.slots())
+      for (size_t i = 0; i < s.value.size(); ++i)
+        s.value[i] = static_cast<float>(step);
+  };
+  fill(1);
+  ASSERT_TRUE(writeCheckpoint(dir, b, store, someState(1)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> written{1};
+  std::thread writer([&] {
+    for (int64_t step = 2; !stop.load() && step < 100000; ++step) {
+      fill(step);
+      if (!writeCheckpoint(dir, b, store, someState(step)).ok())
+        break;
+      written.store(step);
+    }
+  });
+  int reads = 0;
+  std::string failure;
+  while (reads < 60 && failure.empty()) {
+    Status st = readStableCheckpoint(dir, [&](const std::string &resolved) {
+      if (Status v = verifyCheckpointFiles(resolved); !v.ok())
+        return v;
+      Expected<TrainerState> state = readTrainerState(resolved);
+      if (!state)
+        return state.status();
+      Expected<SafetensorsFile> w =
+          SafetensorsFile::open(resolved + "/model.safetensors");
+      if (!w)
+        return w.status();
+      std::vector<float> v(16);
+      if (Status r = w->readAsF32("Block.1.w", v.data(), v.size()); !r.ok())
+        return r;
+      const float x = v.back();
+      if (x != static_cast<float>(state->step))
+        return Status::error("step " + std::to_string(state->step) +
+                             " with the weights of step " +
+                             std::to_string(static_cast<int64_t>(x)));
+      return Status::success();
+    });
+    if (!st.ok())
+      failure = st.message();
+    ++reads;
+  }
+  stop.store(true);
+  writer.join();
+  EXPECT_EQ(failure, "") << "after " << reads << " reads";
+  EXPECT_GT(written.load(), 2) << "the writer never replaced the checkpoint";
 }

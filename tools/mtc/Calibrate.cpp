@@ -10,6 +10,7 @@
 
 #include "tools/mtc/Tool.h"
 
+#include "lib/Support/Files.h"
 #include "runtime/driver/Calibrate.h"
 
 #include <cerrno>
@@ -56,15 +57,9 @@ int runCalibrate(const std::vector<std::string> &args) {
                  std::string(calibrateUsage()) + ")");
   // The profile on stdout (-o -): the report goes to stderr.
   std::ostream &log = output == "-" ? std::cerr : std::cout;
-  if (output != "-") {
-    // Fail before measuring when the file cannot be written.
-    std::ofstream probe(output + ".tmp", std::ios::binary | std::ios::trunc);
-    if (!probe)
-      return error("simulate --calibrate: cannot write '" + output +
-                   ".tmp': " + std::strerror(errno));
-    probe.close();
-    std::remove((output + ".tmp").c_str());
-  }
+  // Fail before measuring when the file cannot be written.
+  if (mtc::Status st = mtc::checkOutputPath("-o", output); !st.ok())
+    return error("simulate --calibrate: " + st.message());
   if (statistic == "best")
     opts.statistic = driver::CalibrateOptions::Statistic::Best;
   else if (statistic == "median")

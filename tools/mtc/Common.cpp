@@ -60,33 +60,18 @@ bool readModelSource(const char *command, const std::string &hf,
   return true;
 }
 
-/// Writes \p text to \p path atomically (a temporary file, then rename), or to
-/// stdout when \p path is empty or "-".
+/// Writes \p text to \p path (lib/Support/Files.h, writeFileAtomically:
+/// a regular file atomically, /dev/null, a FIFO or /dev/stdout written
+/// through), or to stdout when \p path is empty or "-".
 bool writeOutput(const std::string &path, const std::string &text) {
   if (path.empty() || path == "-") {
     std::cout << text;
     std::cout.flush();
     return true;
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      error("cannot write '" + tmp + "': " + std::strerror(errno));
-      return false;
-    }
-    out << text;
-    out.flush();
-    if (!out) {
-      error("cannot write '" + tmp + "': " + std::strerror(errno));
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error("cannot rename '" + tmp + "' to '" + path +
-          "': " + std::strerror(errno));
-    std::remove(tmp.c_str());
+  std::cout.flush();
+  if (mtc::Status st = mtc::writeFileAtomically(path, text); !st.ok()) {
+    error("cannot write '" + path + "': " + st.message());
     return false;
   }
   return true;

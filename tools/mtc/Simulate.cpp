@@ -14,11 +14,13 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/BundleWriter.h"
+#include "frontend/HFImport.h"
 #include "lib/Bundle/Plan.h"
 #include "lib/Sim/Profile.h"
 #include "lib/Sim/Simulator.h"
 #include "lib/Sim/Timeline.h"
 #include "lib/Support/ByteSize.h"
+#include "lib/Support/Files.h"
 #include "runtime/driver/DeviceSelect.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -248,6 +250,15 @@ int runSimulate(const std::vector<std::string> &args) {
         l += (l.empty() ? "" : ", ") + n;
       return l;
     }() + ")");
+  // The timeline never replaces an input, and is known writable before
+  // the simulation.
+  if (mtc::Status st = mtc::checkOutputs(
+          {{"--timeline", timeline}},
+          {{"the model", input},
+           {"--hf", hf.empty() ? std::string() : mtc::hfConfigPath(hf)},
+           {"--gpu", gpu}});
+      !st.ok())
+    return error("simulate: " + st.message());
   mtc::Expected<mtc::sim::Profile> profile = mtc::sim::loadProfile(gpu);
   if (!profile)
     return error("simulate: --gpu: " + profile.message());

@@ -191,8 +191,16 @@ int runTokenize(const std::vector<std::string> &args) {
     if (!fromText)
       inputs.push_back({"the input", input});
     std::vector<mtc::NamedPath> outputs = {{"-o", output}};
-    if (jsonl && !output.empty())
+    if (jsonl && !output.empty()) {
+      // The mask goes beside the token file: a device or a descriptor has
+      // no "beside".
+      mtc::Expected<mtc::OutputTarget> t = mtc::resolveOutput(output);
+      if (t && t->kind != mtc::OutputTarget::Kind::Replace)
+        return error("tokenize: -o " + output +
+                     ": instruction data writes a token file and its loss "
+                     "mask beside it (OUT.bin.mask); give a file path");
       outputs.push_back({"the loss mask", mtc::tok::lossMaskPath(output)});
+    }
     if (mtc::Status st = mtc::checkOutputs(outputs, inputs); !st.ok())
       return error("tokenize: " + st.message());
   }
