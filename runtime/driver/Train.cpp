@@ -409,13 +409,11 @@ Status checkTrainPaths(const TrainOptions &opts, const std::string &outDir) {
   std::vector<NamedPath> outputs = {{"--metrics", opts.metrics},
                                     {"--trace", opts.trace},
                                     {"--host-state-file", opts.hostStateFile}};
-  if (Status st = checkOutputs(outputs, inputs); !st.ok())
-    return st;
-  if (outDir.empty())
-    return Status::success();
+  // Inside --out first: its directory may not exist yet, which the
+  // writability check of checkOutputs would report less helpfully.
   for (const std::vector<NamedPath> *list : {&inputs, &outputs})
     for (const NamedPath &p : *list) {
-      if (p.path.empty() || !isInside(p.path, outDir))
+      if (outDir.empty() || p.path.empty() || !isInside(p.path, outDir))
         continue;
       if (list == &inputs && p.what == "the model" &&
           sameFile(p.path, outDir + "/model.mtb"))
@@ -425,7 +423,7 @@ Status checkTrainPaths(const TrainOptions &opts, const std::string &outDir) {
                            "', which every checkpoint replaces as a whole; "
                            "keep it outside");
     }
-  return Status::success();
+  return checkOutputs(outputs, inputs);
 }
 
 /// The first SIGINT or SIGTERM asks the training loop to stop after the
