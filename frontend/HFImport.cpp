@@ -13,7 +13,9 @@
 
 #include "frontend/HFImport.h"
 
+#include "lib/Format/Safetensors.h"
 #include "lib/Support/JsonShow.h"
+#include "lib/Support/Shape.h"
 
 #include <nlohmann/json.hpp>
 
@@ -959,17 +961,22 @@ Arch readArch(const json &cfg, const std::string &file) {
   if (!(a.ropeFraction > 0 && a.ropeFraction <= 1))
     f.fail("partial_rotary_factor " + fmtFloat(a.ropeFraction) +
            " must be in (0, 1]");
-  // RoPE rotates pairs: the rotated part of a head (the rounding is the one
-  // of mt.rope, lib/Support/Shape.cpp) must be even and non-empty.
+  // transformers' int(head_dim * partial_rotary_factor) frequencies,
+  // rotating that many dims rounded up to even (mt.rope, lib/Support/Shape.h
+  // ropeDims): at least one frequency, at most head_dim dims.
   {
-    double rotary = std::round(a.ropeFraction * static_cast<double>(a.headDim));
-    if (rotary <= 0 || static_cast<int64_t>(rotary) % 2 != 0)
+    rules::RopeDims r = rules::ropeDims(a.ropeFraction, a.headDim);
+    if (r.freq < 1 || r.rotary > a.headDim)
       f.fail("head_dim " + std::to_string(a.headDim) +
              (a.ropeFraction != 1.0
                   ? " with partial_rotary_factor " + fmtFloat(a.ropeFraction)
                   : std::string()) +
-             " gives " + std::to_string(static_cast<int64_t>(rotary)) +
-             " rotary dimensions; RoPE needs an even, positive number");
+             " gives " + std::to_string(r.freq) +
+             " rotary frequency dimensions (int(head_dim * "
+             "partial_rotary_factor)), rotating " +
+             std::to_string(r.rotary) +
+             "; RoPE needs at least one, rotating "
+             "at most head_dim");
   }
 
   // Per-layer kinds: attention window and feed-forward.
@@ -1811,6 +1818,7 @@ Expected<HFImportResult> importHFConfigText(const std::string &jsonText,
     Printer printer(arch);
     out.source = printer.run();
     out.names = std::move(printer.names);
+    out.tiedHead = arch.tie;
     return out;
   } catch (const ImportError &e) {
     return Status::error(e.message);
@@ -1820,6 +1828,36 @@ Expected<HFImportResult> importHFConfigText(const std::string &jsonText,
     return Status::error(displayName + ": unexpected error while importing");
   }
 }
+
+namespace {
+
+/// Whether the checkpoint beside \p configPath stores an `lm_head.weight` of
+/// other values than the embeddings \p embedding (names from the import;
+/// without a base-model prefix when the checkpoint has none); false when
+/// there are no weights, no such tensor, or the weights cannot be read (the
+/// loader reports those).
+bool storedHeadDiffers(const std::string &configPath,
+                       const std::string &embedding) {
+  size_t slash = configPath.rfind('/');
+  std::string dir =
+      slash == std::string::npos ? "." : configPath.substr(0, slash);
+  struct stat st;
+  if (::stat((dir + "/model.safetensors").c_str(), &st) != 0 &&
+      ::stat((dir + "/model.safetensors.index.json").c_str(), &st) != 0)
+    return false;
+  Expected<SafetensorsModel> m = SafetensorsModel::open(dir);
+  if (!m)
+    return false;
+  std::string emb = embedding;
+  if (!m->find(emb) && emb.compare(0, 6, "model.") == 0)
+    emb = emb.substr(6);
+  else if (!m->find(emb) && emb.compare(0, 12, "transformer.") == 0)
+    emb = emb.substr(12);
+  Expected<bool> same = tensorsEqual(*m, "lm_head.weight", emb);
+  return same && !*same;
+}
+
+} // namespace
 
 Expected<HFImportResult> importHFConfig(const std::string &configPath) {
   struct stat st;
@@ -1839,7 +1877,25 @@ Expected<HFImportResult> importHFConfig(const std::string &configPath) {
                          "': " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
-  return importHFConfigText(ss.str(), configPath);
+  Expected<HFImportResult> tied = importHFConfigText(ss.str(), configPath);
+  if (!tied || !tied->tiedHead || !tied->names.count("tok_emb") ||
+      !storedHeadDiffers(configPath, tied->names.at("tok_emb").tensor))
+    return tied;
+  // transformers does not tie a head whose checkpoint stores other values
+  // than the embeddings: it keeps the stored head, with a warning.
+  json cfg = json::parse(ss.str());
+  cfg["tie_word_embeddings"] = false;
+  Expected<HFImportResult> untied = importHFConfigText(cfg.dump(), configPath);
+  if (!untied)
+    return untied;
+  untied->warnings.push_back(
+      configPath +
+      ": tie_word_embeddings is true, but the checkpoint's "
+      "lm_head.weight differs from the embeddings (" +
+      tied->names.at("tok_emb").tensor +
+      "); the model keeps it as its own head (untied), as transformers "
+      "does; set tie_word_embeddings to false in the config to silence this");
+  return untied;
 }
 
 } // namespace mtc

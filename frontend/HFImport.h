@@ -50,10 +50,16 @@ struct HFImportResult {
   /// The HF tensor of every parameter instance of the source (docs/hf.md,
   /// "Loading weights").
   HFNameMap names;
+  /// Whether the head is the embedding matrix (tie_word_embeddings).
+  bool tiedHead = false;
 };
 
 /// Reads the config at \p configPath (a file; see hfConfigPath) and writes
-/// the `.mt` source. An error names the file and, where there is one, the
+/// the `.mt` source. A config that ties the head to the embeddings
+/// (`tie_word_embeddings`) whose directory holds weights with an
+/// `lm_head.weight` of other values than the embeddings is imported untied,
+/// with a warning: transformers then keeps the stored head (docs/hf.md,
+/// "Loading weights"). An error names the file and, where there is one, the
 /// field and its value ("DIR/config.json: rope_scaling.type 'yarn' is not
 /// supported ...").
 Expected<HFImportResult> importHFConfig(const std::string &configPath);

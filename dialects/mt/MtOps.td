@@ -501,8 +501,11 @@ def MT_SliceOp : MT_Op<"slice", [Pure]> {
 def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
   let summary = "rotary position embedding";
   let description = [{
-    Rotates pairs of the first `fraction * D` dims of `[B, S, H, D]` by
-    position-dependent angles `pos * theta^(-2i/rot)` (rotate-half layout).
+    Rotates pairs of dims of `[B, S, H, D]` by position-dependent angles
+    (rotate-half layout), as transformers does with `partial_rotary_factor`:
+    `f = int(D * fraction)` frequencies `theta^(-2i/f)`, `i < ceil(f/2)`,
+    rotate the first `rot = f` rounded up to even dims, pairs
+    `(i, i + rot/2)`; the others pass through.
     `inverse` rotates by the negative angles (the vector-Jacobian product of
     the rotation, emitted by mtc-autodiff). With `scaling = "llama3"` the
     inverse frequencies are rescaled with

@@ -503,6 +503,33 @@ Status SafetensorsModel::readAsF32(std::string_view name, float *dst,
   return f->readAsF32(name, dst, n);
 }
 
+Expected<bool> tensorsEqual(const SafetensorsModel &m, std::string_view a,
+                            std::string_view b) {
+  const TensorInfo *ta = m.find(a), *tb = m.find(b);
+  for (auto [t, name] : {std::pair{ta, a}, std::pair{tb, b}})
+    if (!t)
+      return Status::error("checkpoint has no tensor '" + std::string(name) +
+                           "'");
+  if (ta->shape != tb->shape)
+    return false;
+  const uint8_t *pa = m.shardOf(a)->rawData(*ta);
+  const uint8_t *pb = m.shardOf(b)->rawData(*tb);
+  const size_t sa = dtypeSize(ta->dtype), sb = dtypeSize(tb->dtype);
+  if (ta->dtype == tb->dtype)
+    return std::memcmp(pa, pb, ta->nbytes()) == 0;
+  constexpr size_t kChunk = size_t(1) << 16;
+  std::vector<float> fa(kChunk), fb(kChunk);
+  for (uint64_t at = 0, n = ta->numel(); at < n; at += kChunk) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(kChunk, n - at));
+    convertToF32(ta->dtype, pa + at * sa, fa.data(), k);
+    convertToF32(tb->dtype, pb + at * sb, fb.data(), k);
+    for (size_t i = 0; i < k; ++i)
+      if (fa[i] != fb[i])
+        return false;
+  }
+  return true;
+}
+
 const std::map<std::string, std::string> &SafetensorsModel::metadata() const {
   static const std::map<std::string, std::string> empty;
   return files.empty() ? empty : files[0].metadata();

@@ -147,6 +147,12 @@ private:
   std::unordered_map<std::string, size_t> where;
 };
 
+/// Whether tensors \p a and \p b of \p m hold the same values (same shape,
+/// equal as fp32, compared in chunks straight from the mapping). Errors: a
+/// tensor missing.
+Expected<bool> tensorsEqual(const SafetensorsModel &m, std::string_view a,
+                            std::string_view b);
+
 /// A tensor to write: fp32 source data converted to \p dtype (F32 or BF16).
 struct TensorToWrite {
   std::string name;

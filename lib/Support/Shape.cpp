@@ -319,6 +319,16 @@ Status norm(const Shape &x, const Shape &w, const Shape *b) {
   return Status::success();
 }
 
+RopeDims ropeDims(double fraction, int64_t d) {
+  RopeDims r;
+  const double product = static_cast<double>(d) * fraction;
+  if (!(product >= 1) || !(product <= static_cast<double>(d)))
+    return r; // no frequency (or a fraction outside (0, 1])
+  r.freq = static_cast<int64_t>(std::floor(product)); // Python's int()
+  r.rotary = (r.freq + 1) / 2 * 2;
+  return r;
+}
+
 Status rope(const Shape &x, double fraction) {
   if (x.size() != 4)
     return Status::error("rope expects [B, S, H, D], got " + formatShape(x));
@@ -328,13 +338,18 @@ Status rope(const Shape &x, double fraction) {
                          formatShape(x));
   if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1)
     return Status::error("rope fraction must be in (0, 1]");
-  double rotary = std::round(fraction * static_cast<double>(d));
-  if (rotary <= 0 || rotary > static_cast<double>(d) ||
-      static_cast<int64_t>(rotary) % 2 != 0)
-    return Status::error("rope rotates " +
-                         std::to_string(static_cast<int64_t>(rotary)) +
+  RopeDims r = ropeDims(fraction, d);
+  if (r.freq < 1)
+    return Status::error("rope fraction " + std::to_string(fraction) +
                          " of the " + std::to_string(d) + " dimensions of " +
-                         formatShape(x) + ", which must be even and positive");
+                         formatShape(x) +
+                         " gives no rotary frequency (int(D * fraction) "
+                         "must be at least 1)");
+  if (r.rotary > d)
+    return Status::error("rope rotates " + std::to_string(r.rotary) +
+                         " dimensions (int(D * fraction) rounded up to even) "
+                         "of the " +
+                         std::to_string(d) + " of " + formatShape(x));
   return Status::success();
 }
 

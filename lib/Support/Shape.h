@@ -63,7 +63,18 @@ Expected<Shape> concat(const std::vector<Shape> &xs, int64_t axis);
 Expected<Shape> slice(const Shape &x, int64_t axis, int64_t start, int64_t end);
 /// x [.., D] normalised with weight (and bias) [D].
 Status norm(const Shape &x, const Shape &w, const Shape *b);
-/// x [B, S, H, D]; rotary dims = fraction * D must be even and > 0.
+/// The rotary embedding of a head of \p d dims with \p fraction (mt.rope's
+/// `fraction`, HuggingFace's `partial_rotary_factor`), as transformers
+/// computes it: `freq` = int(d * fraction) dims set the frequencies
+/// theta^(-2i / freq), i < ceil(freq / 2), which rotate the first `rotary`
+/// = freq rounded up to even dims (pairs (i, i + rotary / 2)).
+struct RopeDims {
+  int64_t freq = 0, rotary = 0;
+};
+RopeDims ropeDims(double fraction, int64_t d);
+
+/// x [B, S, H, D] with a static D; fraction in (0, 1], giving at least one
+/// frequency dim and at most D rotated dims (ropeDims).
 Status rope(const Shape &x, double fraction);
 /// q [B, S, Hq, D], k and v [B, S, Hkv, D], Hkv divides Hq.
 Expected<Shape> attention(const Shape &q, const Shape &k, const Shape &v);

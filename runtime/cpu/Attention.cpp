@@ -3,9 +3,10 @@
 // Part of mtc.
 //
 // rope
-//   rot = round(fraction * D) rounded down to even, half = rot / 2; pair
+//   freq = int(D * fraction), rot = freq rounded up to even, half = rot / 2
+//   (transformers' partial rotary, lib/Support/Shape.h ropeDims); pair
 //   (i, i + half) rotates by angle pos * invFreq[i], invFreq[i] =
-//   theta^(-2i / rot), optionally rescaled by the llama3 rule (wavelengths
+//   theta^(-2i / freq), optionally rescaled by the llama3 rule (wavelengths
 //   above originalMaxPosition / lowFreqFactor divided by `factor`, below
 //   originalMaxPosition / highFreqFactor kept, smooth interpolation between).
 //   Angles, cos and sin are computed in double into a [S, half] table (kept
@@ -56,6 +57,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 
+#include "lib/Support/Shape.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,16 +77,17 @@ namespace mtc::cpu {
 //===----------------------------------------------------------------------===//
 
 int64_t ropeRotaryDims(const RopeParams &p, int64_t D) {
-  int64_t rot = static_cast<int64_t>(std::llround(p.fraction * double(D)));
+  int64_t rot = rules::ropeDims(p.fraction, D).rotary;
   return std::min<int64_t>(std::max<int64_t>(rot, 0), D) & ~int64_t(1);
 }
 
-std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot) {
-  int64_t half = rot / 2;
+std::vector<double> ropeInvFreq(const RopeParams &p, int64_t D) {
+  const int64_t half = ropeRotaryDims(p, D) / 2;
+  const double freq = static_cast<double>(rules::ropeDims(p.fraction, D).freq);
   std::vector<double> f(half);
   const double pi = 3.14159265358979323846;
   for (int64_t i = 0; i < half; ++i) {
-    double inv = std::pow(p.theta, -2.0 * double(i) / double(rot));
+    double inv = std::pow(p.theta, -2.0 * double(i) / freq);
     if (p.llama3) {
       double orig = double(p.originalMaxPosition);
       double lowWave = orig / p.lowFreqFactor;
@@ -103,16 +107,16 @@ std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot) {
 }
 
 namespace {
-/// cos and sin tables [S, half] of one rope configuration.
+/// cos and sin tables [S, half] of one rope configuration (heads of D).
 struct RopeTables {
-  int64_t S = -1, posOffset = 0, rot = 0;
+  int64_t S = -1, posOffset = 0, D = 0;
   RopeParams p;
   bool inverse = false;
   std::vector<float> cosT, sinT;
 
-  bool matches(int64_t s, int64_t off, int64_t r, const RopeParams &q,
+  bool matches(int64_t s, int64_t off, int64_t d, const RopeParams &q,
                bool inv) const {
-    return S == s && posOffset == off && rot == r && inverse == inv &&
+    return S == s && posOffset == off && D == d && inverse == inv &&
            p.theta == q.theta && p.fraction == q.fraction &&
            p.llama3 == q.llama3 && p.factor == q.factor &&
            p.lowFreqFactor == q.lowFreqFactor &&
@@ -121,21 +125,21 @@ struct RopeTables {
   }
 };
 
-/// The tables for (S, posOffset, rot, p, inverse): computed in double, kept
+/// The tables for (S, posOffset, D, p, inverse): computed in double, kept
 /// in a small per-thread cache (a training step applies the same few
 /// configurations over and over).
-const RopeTables &ropeTables(int64_t S, int64_t posOffset, int64_t rot,
+const RopeTables &ropeTables(int64_t S, int64_t posOffset, int64_t D,
                              const RopeParams &p, bool inverse) {
   constexpr size_t kEntries = 4;
   thread_local RopeTables cache[kEntries];
   thread_local size_t nextSlot = 0;
   for (const RopeTables &t : cache)
-    if (t.matches(S, posOffset, rot, p, inverse))
+    if (t.matches(S, posOffset, D, p, inverse))
       return t;
   RopeTables &t = cache[nextSlot];
   nextSlot = (nextSlot + 1) % kEntries;
-  int64_t half = rot / 2;
-  std::vector<double> invFreq = ropeInvFreq(p, rot);
+  std::vector<double> invFreq = ropeInvFreq(p, D);
+  int64_t half = static_cast<int64_t>(invFreq.size());
   t.S = -1; // invalid until filled
   t.cosT.assign(S * half, 0.0f);
   t.sinT.assign(S * half, 0.0f);
@@ -150,7 +154,7 @@ const RopeTables &ropeTables(int64_t S, int64_t posOffset, int64_t rot,
   });
   t.S = S;
   t.posOffset = posOffset;
-  t.rot = rot;
+  t.D = D;
   t.p = p;
   t.inverse = inverse;
   return t;
@@ -161,7 +165,7 @@ void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t D,
           const RopeParams &p, bool inverse, int64_t posOffset) {
   int64_t rot = ropeRotaryDims(p, D);
   int64_t half = rot / 2;
-  const RopeTables &tables = ropeTables(S, posOffset, rot, p, inverse);
+  const RopeTables &tables = ropeTables(S, posOffset, D, p, inverse);
   const std::vector<float> &cosT = tables.cosT, &sinT = tables.sinT;
   parallelFor(B * S, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

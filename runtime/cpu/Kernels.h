@@ -133,7 +133,7 @@ void layernormGrad(const float *x, const float *w, const float *dy, float *dx,
 /// Rotary embedding parameters (see mt.rope).
 struct RopeParams {
   double theta = 10000.0;
-  double fraction = 1.0; ///< rotary dims = round(fraction * D), even
+  double fraction = 1.0; ///< the rotary dims of a head: ropeDims
   bool llama3 = false;
   double factor = 1, lowFreqFactor = 1, highFreqFactor = 4;
   int64_t originalMaxPosition = 8192;
@@ -143,13 +143,14 @@ struct RopeParams {
 /// VJP). y may alias x.
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t D,
           const RopeParams &p, bool inverse, int64_t posOffset = 0);
-/// The rotary dims of a head of D: round(fraction * D) clamped to [0, D] and
-/// rounded down to even.
+/// The rotated dims of a head of D (lib/Support/Shape.h, ropeDims: int(D *
+/// fraction) rounded up to even, as transformers), clamped to [0, D].
 int64_t ropeRotaryDims(const RopeParams &p, int64_t D);
-/// The rotation frequencies of the pairs (i, i + rot/2), i < rot/2, in
-/// double, llama3 scaling applied: what rope() uses, and what the CUDA rope
-/// kernel (runtime/cuda/kernels/rope.cu) takes as its frequency table.
-std::vector<double> ropeInvFreq(const RopeParams &p, int64_t rot);
+/// The rotation frequencies of the pairs (i, i + rot/2), i < rot/2, of a
+/// head of D (theta^(-2i / int(D * fraction)), ropeDims), in double, llama3
+/// scaling applied: what rope() uses, and what the CUDA rope kernel
+/// (runtime/cuda/kernels/rope.cu) takes as its frequency table.
+std::vector<double> ropeInvFreq(const RopeParams &p, int64_t D);
 
 struct AttentionParams {
   bool causal = true;

@@ -98,7 +98,7 @@ TEST_P(RopeEmbeddingKernels, RopeF32MatchesCpu) {
     std::vector<float> x = randoms(count, 11 + c.D), ref(count);
     cpu::rope(x.data(), ref.data(), c.B, c.S, c.H, c.D, p, c.inverse,
               c.posOffset);
-    std::vector<double> freq = cpu::ropeInvFreq(p, rot);
+    std::vector<double> freq = cpu::ropeInvFreq(p, c.D);
     unsigned long long dx = upload(x), dfreq = upload(freq);
     unsigned long long dy =
         c.inPlace ? dx : upload(std::vector<float>(count, NAN));
@@ -140,7 +140,7 @@ TEST_P(RopeEmbeddingKernels, RopeBf16WithinTwoUlps) {
     std::vector<float> xf = floats(x), ref(count);
     cpu::rope(xf.data(), ref.data(), c.B, c.S, c.H, c.D, p, c.inverse,
               c.posOffset);
-    std::vector<double> freq = cpu::ropeInvFreq(p, rot);
+    std::vector<double> freq = cpu::ropeInvFreq(p, c.D);
     unsigned long long dx = upload(x), dfreq = upload(freq);
     unsigned long long dy =
         c.inPlace ? dx : upload(std::vector<uint16_t>(count, 0x7fc0));

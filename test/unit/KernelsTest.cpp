@@ -739,11 +739,13 @@ TEST(KernelsNorm, LayernormForwardAndGrad) {
 namespace {
 VD ropeRef(const VD &x, int64_t B, int64_t S, int64_t H, int64_t D,
            const RopeParams &p, bool inverse, int64_t posOffset) {
-  int64_t rot = static_cast<int64_t>(std::llround(p.fraction * D)) / 2 * 2;
-  int64_t half = rot / 2;
+  // transformers: dim = int(head_dim * partial_rotary_factor), inv_freq =
+  // theta ** -(arange(0, dim, 2) / dim), rotating 2 * len(inv_freq) dims.
+  int64_t dim = static_cast<int64_t>(static_cast<double>(D) * p.fraction);
+  int64_t half = (dim + 1) / 2;
   VD freq(half);
   for (int64_t i = 0; i < half; ++i) {
-    double f = std::pow(p.theta, -2.0 * i / rot);
+    double f = std::pow(p.theta, -double(2 * i) / double(dim));
     if (p.llama3) { // Hugging Face's _compute_llama3_parameters
       double lowW = p.originalMaxPosition / p.lowFreqFactor;
       double highW = p.originalMaxPosition / p.highFreqFactor;
@@ -781,6 +783,9 @@ TEST(KernelsRope, ForwardMatchesReferenceIncludingLlama3AndPartial) {
   RopeParams partial;
   partial.fraction = 0.5;
   partial.theta = 500000;
+  // phi3-style 0.6 of 16: int(9.6) = 9 frequency dims, 10 rotated.
+  RopeParams odd;
+  odd.fraction = 0.6;
   RopeParams llama;
   llama.llama3 = true;
   llama.theta = 500000;
@@ -788,7 +793,8 @@ TEST(KernelsRope, ForwardMatchesReferenceIncludingLlama3AndPartial) {
   llama.lowFreqFactor = 1;
   llama.highFreqFactor = 4;
   llama.originalMaxPosition = 64; // small so all three bands occur for D=16
-  for (const RopeParams *p : {&plain, &partial, &llama})
+  EXPECT_EQ(ropeRotaryDims(odd, D), 10);
+  for (const RopeParams *p : {&plain, &partial, &odd, &llama})
     for (bool inv : {false, true}) {
       VF x = randv(B * S * H * D, 100), y(x.size());
       rope(x.data(), y.data(), B, S, H, D, *p, inv, 5);
@@ -811,7 +817,7 @@ TEST(KernelsRope, ForwardMatchesReferenceIncludingLlama3AndPartial) {
 TEST(KernelsRope, InverseIsTheVjp) {
   const int64_t B = 1, S = 20, H = 2, D = 12;
   RopeParams p;
-  p.fraction = 2.0 / 3.0; // 8 rotary dims of 12
+  p.fraction = 2.0 / 3.0; // int(7.99...) = 7 frequency dims, 8 rotated of 12
   p.llama3 = true;
   p.factor = 4;
   p.originalMaxPosition = 32;

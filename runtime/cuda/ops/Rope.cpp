@@ -43,7 +43,7 @@ Status rope(const Launch &L, DevPtr x, DevPtr y, int64_t B, int64_t S,
                          "(at most 12288)");
   DevPtr table = 0;
   if (rot > 0) {
-    const std::vector<double> freq = cpu::ropeInvFreq(p, rot);
+    const std::vector<double> freq = cpu::ropeInvFreq(p, D);
     Expected<DevPtr> t = L.scratch(static_cast<int64_t>(freq.size()) * 8);
     if (!t)
       return Status::error("rope: " + t.message());
