@@ -62,6 +62,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -426,9 +427,11 @@ Status checkTrainPaths(const TrainOptions &opts, const std::string &outDir) {
   return checkOutputs(outputs, inputs);
 }
 
-/// The first SIGINT or SIGTERM asks the training loop to stop after the
-/// current step (with a checkpoint); the handler then restores the default
-/// action, so a second one ends the process at once.
+/// The first SIGINT, SIGTERM or SIGUSR1 asks the training loop to stop after
+/// the current step (with a checkpoint); the handler then restores the
+/// default actions, so a second one ends the process at once. SIGUSR1 is
+/// the one Open MPI's mpirun forwards to the ranks (a SIGINT or SIGTERM
+/// makes mpirun end them itself, docs/distributed.md, "Faults").
 std::atomic<int> stopSignal{0};
 
 /// What onStopSignal prints, composed (with the tool's name) before it is
@@ -440,11 +443,12 @@ extern "C" void onStopSignal(int sig) {
   stopSignal.store(sig);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGUSR1, SIG_DFL);
   ssize_t ignored = ::write(2, stopMessage, stopMessageLength);
   (void)ignored;
 }
 
-/// Installs onStopSignal for SIGINT and SIGTERM while alive.
+/// Installs onStopSignal for SIGINT, SIGTERM and SIGUSR1 while alive.
 class StopSignals {
 public:
   /// \p tool names the program in the message.
@@ -462,18 +466,39 @@ public:
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, &oldInt);
     ::sigaction(SIGTERM, &sa, &oldTerm);
+    ::sigaction(SIGUSR1, &sa, &oldUsr1);
   }
   ~StopSignals() {
     ::sigaction(SIGINT, &oldInt, nullptr);
     ::sigaction(SIGTERM, &oldTerm, nullptr);
+    ::sigaction(SIGUSR1, &oldUsr1, nullptr);
   }
   /// The signal received (0: none).
   int received() const { return stopSignal.load(); }
 
 private:
   struct sigaction oldInt {
-  }, oldTerm{};
+  }, oldTerm{}, oldUsr1{};
 };
+
+/// Waits (at most 2 s) until whoever reads this process's stdout and
+/// stderr through a pipe -- mpirun forwarding a rank's output -- has read
+/// everything written so far: mpirun ends the job as soon as a rank exits
+/// non-zero, and what it has not read then is lost.
+void drainPipedOutput() {
+  for (int fd : {1, 2})
+    for (int wait = 0; wait < 200; ++wait) {
+      int unread = 0;
+      if (::ioctl(fd, FIONREAD, &unread) != 0 || unread <= 0)
+        break;
+      ::usleep(10000);
+    }
+}
+
+/// "SIGINT", "SIGTERM" or "SIGUSR1".
+const char *stopSignalName(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
+}
 
 /// Test hook MTC_TEST_SIGNAL_AT_STEP=N[xK]: raises SIGINT K times (default 1)
 /// at the start of step N, as a user pressing Ctrl-C K times would.
@@ -1215,6 +1240,10 @@ private:
           << ", " << localBatch << " rows of every micro-batch each; gradients "
           << (sharded ? "reduce-scattered" : "summed")
           << " per layer instance while the backward runs\n";
+    if (dp && rank == 0 && dist::launchedUnderMpi())
+      out << "stop: send SIGUSR1 to mpirun to stop after a step with a "
+             "checkpoint (Open MPI forwards it; on SIGINT or SIGTERM it ends "
+             "the ranks itself within a second)\n";
     if (deviceReduce)
       out << "dist backend: nccl, " << deviceReduce->description()
           << ": each group's fp32 gradients summed on the device (stream "
@@ -1398,12 +1427,22 @@ private:
     // SIGINT/SIGTERM: this step is the last; it is saved like the end.
     stoppedBy = signals->received();
     if (dp) {
-      // Every rank stops after the same step.
+      // Every rank stops after the same step, and names the same signal
+      // (exit 128 + it: mpirun reports the first rank's).
       Expected<bool> any = dp->any(stoppedBy != 0);
       if (!any)
         return any.status();
-      if (*any && !stoppedBy)
-        stoppedBy = SIGINT;
+      for (int sig : {SIGUSR1, SIGTERM, SIGINT}) {
+        if (!*any)
+          break;
+        Expected<bool> named = dp->any(stoppedBy == sig);
+        if (!named)
+          return named.status();
+        if (*named) {
+          stoppedBy = sig;
+          break;
+        }
+      }
     }
     // Every rank takes part in a save (a sharded optimizer gathers the
     // moments); rank 0 writes it.
@@ -1675,16 +1714,30 @@ private:
         << std::defaultfloat << "\n";
     if (!opts.outDir.empty())
       out << "checkpoint: " << opts.outDir << " (step " << lastStep << ")\n";
-    if (stoppedBy && rank != 0)
-      return 128 + stoppedBy;
     if (stoppedBy) {
-      out.flush();
-      err << opts.toolName << ": stopped by "
-          << (stoppedBy == SIGINT ? "SIGINT" : "SIGTERM") << " after step "
-          << lastStep << " of " << opts.steps
-          << (outDir.empty() ? std::string("; no checkpoint (no --out)")
-                             : "; continue with --resume " + opts.outDir)
-          << "\n";
+      if (rank == 0) {
+        out.flush();
+        // One write: mpirun forwards a rank's output in the pieces written.
+        err << (opts.toolName + ": stopped by " + stopSignalName(stoppedBy) +
+                " after step " + std::to_string(lastStep) + " of " +
+                std::to_string(opts.steps) +
+                (outDir.empty() ? std::string("; no checkpoint (no --out)")
+                                : "; continue with --resume " + opts.outDir) +
+                "\n");
+        err.flush();
+      }
+      // Data parallel: mpirun ends the job as soon as a rank exits
+      // non-zero, and output it has not printed by then is lost. So the
+      // other ranks wait until rank 0 has saved and said so, and end with 0;
+      // rank 0 ends last with 128 + the signal, the status mpirun reports.
+      if (dp) {
+        std::fflush(nullptr);
+        drainPipedOutput();
+        (void)dp->sum(0);
+        if (rank != 0)
+          return 0;
+        ::usleep(300000);
+      }
       return 128 + stoppedBy;
     }
     if (lastStep < opts.steps)

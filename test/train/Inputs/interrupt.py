@@ -1,5 +1,5 @@
 """Starts `mtc train ARGS...` with --metrics M, waits until M holds at least
-three steps, sends SIGNAL (INT or TERM) once, and prints the exit code, the
+three steps, sends SIGNAL (INT, TERM or USR1) once, and prints the exit code, the
 last line of stderr and the last step in M.
 
 usage: interrupt.py SIGNAL METRICS MTC ARGS..."""
