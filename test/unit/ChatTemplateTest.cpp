@@ -632,7 +632,12 @@ TEST(Instruct, LineErrors) {
             "messages[0]: missing field 'content'");
   EXPECT_EQ(err("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}"),
             "no assistant message (nothing to train)");
-  EXPECT_NE(err("{\"prompt\": ").find("malformed JSON"), std::string::npos);
+  EXPECT_EQ(err("{\"prompt\": "),
+            "not valid JSON: parse error at column 12: syntax error while "
+            "parsing value - unexpected end of input; expected '[', '{', or "
+            "a literal");
+  EXPECT_EQ(err("{\"prompt\": \"a\", \"response\": \"b\", \"n\": 1e999}"),
+            "column 39: number 1e999 is out of the range of a double");
 }
 
 TEST(Instruct, LossMaskFile) {
