@@ -16,8 +16,9 @@
 //               {% set x = e %}, {% set ns.attr = e %}, {% break %},
 //               {% continue %}, {% generation %} (rendered as its body),
 //               {# comments #}, whitespace control {%- -%} {{- -}} {%+
-//   literals    'strings' "strings" (escapes), integers, floats, true/false
-//               (also True/False), none/None, [lists], {dicts}
+//   literals    'strings' "strings" (Python's escapes but \N{...}),
+//               integers, floats, true/false (also True/False),
+//               none/None, [lists], {dicts}
 //   operators   + - * / // % ** ~, == != < <= > >= (chained), in, not in,
 //               and, or, not, `a if c else b`, x.attr, x[i], x[a:b:c]
 //   tests       is [not] defined/undefined/none/string/number/integer/float/

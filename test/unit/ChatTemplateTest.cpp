@@ -554,6 +554,33 @@ TEST(ChatTemplate, ArithmeticAsPython) {
             "-a-b- -a-b- -a-b bba olléh lé o");
 }
 
+// String literals decode Python's escapes as Jinja2 does (unicode-escape):
+// \x, \u and \U kept their backslash before.
+TEST(ChatTemplate, StringLiteralEscapes) {
+  json ctx = json::object();
+  EXPECT_EQ(
+      renderSimple(R"({{ '\u00e9|\x41|\101|\U0001F600|\777\1234|\q' }})", ctx),
+      "\xc3\xa9|A|A|\xf0\x9f\x98\x80|\xc7\xbfS4|\\q");
+  EXPECT_EQ(renderSimple(R"({{ '\a\b\f\v\0' | length }} {{ '\\x41' }})", ctx),
+            "5 \\x41");
+  auto parseError = [](const std::string &src) {
+    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
+    return t ? std::string("ok") : t.message();
+  };
+  EXPECT_EQ(parseError(R"({{ '\x4' }})"),
+            "T: line 1: truncated \\x escape in a string literal (2 hex digits "
+            "expected)");
+  EXPECT_EQ(parseError(R"({{ '\ud800' }})"),
+            "T: line 1: a surrogate code point in a string literal's escape "
+            "(not text UTF-8 can hold)");
+  EXPECT_EQ(parseError(R"({{ '\U00110000' }})"),
+            "T: line 1: illegal Unicode character in a string literal's "
+            "escape");
+  EXPECT_EQ(parseError(R"({{ '\N{BULLET}' }})"),
+            "T: line 1: unsupported escape \\N{...} in a string literal "
+            "(write the character itself)");
+}
+
 TEST(Instruct, IdsAndMasksMatchTransformers) {
   std::vector<std::string> lines;
   {
