@@ -17,11 +17,14 @@
 //
 // Errors are thrown inside as TemplateError and returned as Status by
 // ChatTemplate.cpp. Untrusted templates are bounded: the parsers refuse
-// nesting past kMaxDepth, the renderer checks every expression's result
-// against RenderLimits (Renderer::account) and refuses a namespace inside a
-// namespace, so values are acyclic. A value's cached size and depth miss only
-// what a namespace inside it gained after it was made (at most one value of
-// kMaxDepth levels per attribute), and printing is bounded as it goes.
+// nesting past kMaxDepth (expression trees as they are built), the renderer
+// spends RenderLimits::maxWork for all it makes, copies and scans (the cost
+// model is described at Renderer), checks lists and strings built from data
+// before or while they grow, checks every expression's result
+// (Renderer::account) and refuses a namespace inside a namespace, so values
+// are acyclic. A value's cached size and depth miss only what a namespace
+// inside it gained after it was made (at most one value of kMaxDepth levels
+// per attribute), and printing is bounded as it goes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_TOKENIZER_CHATTEMPLATEINTERNAL_H
