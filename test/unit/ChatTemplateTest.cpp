@@ -36,6 +36,12 @@ std::string readText(const std::string &path) {
   return ss.str();
 }
 
+/// "ok", or the error of parsing \p src as template "T".
+std::string parseError(const std::string &src) {
+  Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
+  return t ? std::string("ok") : t.message();
+}
+
 std::string renderSimple(const std::string &tmpl, const json &ctx) {
   Expected<ChatTemplate> t = ChatTemplate::parse(tmpl, "t");
   if (!t)
@@ -148,10 +154,6 @@ TEST(ChatTemplate, Expressions) {
 }
 
 TEST(ChatTemplate, Errors) {
-  auto parseError = [](const std::string &src) {
-    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
-    return t ? std::string("ok") : t.message();
-  };
   EXPECT_EQ(parseError("a\n{% macro f() %}{% endmacro %}"),
             "T: line 2: unsupported Jinja construct: '{% macro %}'");
   EXPECT_EQ(parseError("{% if x %}\nno end"),
@@ -211,10 +213,6 @@ TEST(ChatTemplate, OperatorPrecedence) {
 // overflow, value size and work (found reviewing the engine for the chat
 // template fuzzer, test/fuzz/ChatTemplateFuzzer.cpp).
 TEST(ChatTemplate, BoundsUntrustedTemplates) {
-  auto parseError = [](const std::string &src) {
-    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
-    return t ? std::string("ok") : t.message();
-  };
   const std::string deep = "T: line 1: the expression nests more than 200 "
                            "levels deep";
   EXPECT_EQ(parseError("{{ " + std::string(3000, '(') + "1" +
@@ -441,10 +439,6 @@ TEST(ChatTemplate, WorkCountsCopiesAndScans) {
 // while they are parsed: a chain of 100,000 filters was built, refused and
 // then destroyed by recursion, which overflowed the stack.
 TEST(ChatTemplate, RefusesDeepChainsWhileParsing) {
-  auto parseError = [](const std::string &src) {
-    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
-    return t ? std::string("ok") : t.message();
-  };
   const std::string deep = "T: line 2: the expression nests more than 200 "
                            "levels deep";
   auto chain = [](const std::string &head, const std::string &link, int n) {
@@ -563,10 +557,6 @@ TEST(ChatTemplate, StringLiteralEscapes) {
       "\xc3\xa9|A|A|\xf0\x9f\x98\x80|\xc7\xbfS4|\\q");
   EXPECT_EQ(renderSimple(R"({{ '\a\b\f\v\0' | length }} {{ '\\x41' }})", ctx),
             "5 \\x41");
-  auto parseError = [](const std::string &src) {
-    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
-    return t ? std::string("ok") : t.message();
-  };
   EXPECT_EQ(parseError(R"({{ '\x4' }})"),
             "T: line 1: truncated \\x escape in a string literal (2 hex digits "
             "expected)");
