@@ -57,7 +57,7 @@ Value Renderer::callFunction(const Expr &e) {
     List l;
     l.reserve(static_cast<size_t>(count));
     for (uint64_t k = 0; k < count; ++k)
-      l.push_back(Value::integer(start + static_cast<int64_t>(k) * step));
+      l.push_back(Value::integer(nthIndex(start, k, step)));
     return Value::makeList(std::move(l));
   }
   if (fn == "namespace" || fn == "dict") {
@@ -225,7 +225,7 @@ Value Renderer::toIntFilter(const Value &v, const Value &dflt, int line) {
   auto fromFloat = [&](double d, bool infIsDefault) {
     if (std::isnan(d) || (infIsDefault && std::isinf(d)))
       return dflt;
-    if (!(d > -9223372036854775809.0 && d < 9223372036854775808.0))
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
       overflow();
     return Value::integer(static_cast<int64_t>(d));
   };

@@ -201,6 +201,14 @@ struct Value {
   }
 };
 
+/// start + k * step, for a k whose result is known to be within int64 (an
+/// item of a range or slice): computed modulo 2^64, as k * step alone may
+/// overflow (range(-2**63, 2**63 - 1, 2**62)).
+inline int64_t nthIndex(int64_t start, uint64_t k, int64_t step) {
+  return static_cast<int64_t>(static_cast<uint64_t>(start) +
+                              k * static_cast<uint64_t>(step));
+}
+
 /// Python's type name of \p v ("str", "NoneType", ...).
 const char *typeName(const Value &v);
 /// Jinja2's truth value.

@@ -397,10 +397,8 @@ Value Renderer::slice(const Value &obj, const Expr &e) {
   out.reserve(static_cast<size_t>(count));
   uint64_t held = 0;
   for (uint64_t k = 0; k < count; ++k)
-    push(out,
-         (*obj.list)[static_cast<size_t>(start +
-                                         static_cast<int64_t>(k) * step)],
-         held, e.line);
+    push(out, (*obj.list)[static_cast<size_t>(nthIndex(start, k, step))], held,
+         e.line);
   return Value::makeList(std::move(out));
 }
 
@@ -423,7 +421,9 @@ Value Renderer::repeat(const Value &seq, int64_t times, int line) {
     return Value::str(std::move(out));
   }
   const List &l = *seq.list;
-  if (!l.empty() && t > limits.maxValueSize / (l.size() * kItemBytes))
+  if (l.empty()) // [] * 10**15: no loop over the count
+    return Value::makeList();
+  if (t > limits.maxValueSize / (l.size() * kItemBytes))
     tooBig(line);
   List out;
   uint64_t held = 0;

@@ -533,6 +533,15 @@ TEST(ChatTemplate, ArithmeticAsPython) {
                          "float }}",
                          ctx),
             "0.0 10.5 inf 0.5 0.0");
+  // Items of a range whose k * step alone overflows (UndefinedBehaviorSanitizer
+  // reported it), and int64's ends.
+  EXPECT_EQ(renderSimple("{{ range(-9223372036854775807 - 1, "
+                         "9223372036854775807, 4611686018427387904) | list }} "
+                         "{{ -9223372036854775808.0 | int }} {{ "
+                         "'-9223372036854775808' | int }}",
+                         ctx),
+            "[-9223372036854775808, -4611686018427387904, 0, "
+            "4611686018427387904] -9223372036854775808 -9223372036854775808");
   // Sequences repeat either way round.
   EXPECT_EQ(renderSimple("{{ [1] * 3 }} {{ 2 * [1, 2] }} {{ [1] * -1 }} {{ "
                          "'ab' * 2 }}",
