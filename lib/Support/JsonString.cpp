@@ -6,44 +6,45 @@
 
 #include "lib/Support/JsonString.h"
 
-#include <cstdio>
-
 namespace mtc {
 
 void appendJsonString(std::string &out, std::string_view s) {
+  // One pass, no formatting call per byte: a chat template's tojson may
+  // escape megabytes of control characters.
+  static const char hex[] = "0123456789abcdef";
+  out.reserve(out.size() + s.size() + 2);
   out += '"';
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && ch != '"' && ch != '\\') {
+      out += ch;
+      continue;
+    }
+    out += '\\';
     switch (c) {
     case '"':
-      out += "\\\"";
-      break;
     case '\\':
-      out += "\\\\";
+      out += ch;
       break;
     case '\b':
-      out += "\\b";
+      out += 'b';
       break;
     case '\f':
-      out += "\\f";
+      out += 'f';
       break;
     case '\n':
-      out += "\\n";
+      out += 'n';
       break;
     case '\r':
-      out += "\\r";
+      out += 'r';
       break;
     case '\t':
-      out += "\\t";
+      out += 't';
       break;
     default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out += ch;
-      }
+      out += "u00";
+      out += hex[c >> 4];
+      out += hex[c & 15];
     }
   }
   out += '"';

@@ -9,6 +9,7 @@
 
 #include "lib/Tokenizer/ChatTemplate.h"
 
+#include "lib/Support/JsonParse.h"
 #include "lib/Tokenizer/ChatTemplateInternal.h"
 
 #include <nlohmann/json.hpp>
@@ -40,12 +41,11 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source,
 
 Expected<std::string> ChatTemplate::render(std::string_view contextJson,
                                            const RenderLimits &limits) const {
-  nlohmann::json ctx;
-  try {
-    ctx = nlohmann::json::parse(contextJson);
-  } catch (const nlohmann::json::exception &e) {
-    return Status::error(impl->name + ": malformed context JSON: " + e.what());
-  }
+  Expected<nlohmann::json> parsed =
+      parseJson(contextJson, impl->name + ": the context");
+  if (!parsed)
+    return parsed.status();
+  const nlohmann::json &ctx = *parsed;
   if (!ctx.is_object())
     return Status::error(impl->name + ": the context must be a JSON object");
   std::string out;

@@ -16,8 +16,9 @@
 //               {% set x = e %}, {% set ns.attr = e %}, {% break %},
 //               {% continue %}, {% generation %} (rendered as its body),
 //               {# comments #}, whitespace control {%- -%} {{- -}} {%+
-//   literals    'strings' "strings" (escapes), integers, floats, true/false
-//               (also True/False), none/None, [lists], {dicts}
+//   literals    'strings' "strings" (Python's escapes but \N{...}),
+//               integers, floats, true/false (also True/False),
+//               none/None, [lists], {dicts}
 //   operators   + - * / // % ** ~, == != < <= > >= (chained), in, not in,
 //               and, or, not, `a if c else b`, x.attr, x[i], x[a:b:c]
 //   tests       is [not] defined/undefined/none/string/number/integer/float/
@@ -36,10 +37,19 @@
 // ['a', 'b']); attribute or item access on an undefined value is an error, as
 // in Jinja2. upper/lower/title/capitalize change ASCII letters only.
 //
+// Numbers follow Python: int ** negative, / and float // and % as Python
+// computes them, exact comparisons between int and float, floats printed as
+// repr() does. Where Python raises, so does the template (0 ** -1, a float
+// ** overflowing, a negative number to a fractional power, which Python
+// makes complex); integers are 64-bit, so a result beyond int64 (2 ** 64,
+// 1e300|int) is an error where Python would make a big integer.
+//
 // Untrusted templates are bounded: expressions, blocks and values nest at
-// most 200 levels (a parse or render error beyond), a namespace cannot hold a
-// namespace (so values never form cycles), integers overflowing int64 are an
-// error, and each rendering runs under RenderLimits.
+// most 200 levels (a parse or render error beyond; expression trees are
+// checked as they are built, so no recursion runs deeper), a namespace
+// cannot hold a namespace (so values never form cycles), range() is at most
+// 100,000 long (Jinja2's sandbox), and each rendering runs under
+// RenderLimits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_TOKENIZER_CHATTEMPLATE_H
@@ -55,20 +65,26 @@
 
 namespace mtc::tok {
 
-/// Bounds on one rendering; passing one is an error naming the template's
-/// line. The defaults are far above what published templates need.
+/// Bounds on one rendering; passing one is an error naming the limit and
+/// the template's line. The defaults stop any template within about a
+/// second of CPU time and a few hundred MiB of memory, while the published
+/// templates render conversations of up to about 25 MB (they spend about 10
+/// steps per byte of conversation).
 struct RenderLimits {
   /// Bytes of the rendered text, and of any one string.
   size_t maxOutput = size_t(64) << 20;
-  /// Loop iterations in all, and the length of a range().
-  int64_t maxIterations = 10'000'000;
-  /// Items, dict keys and string bytes in any one list or dict, nested
-  /// values counted in full.
+  /// Loop iterations in all. (range() is at most 100,000 long, as in
+  /// Jinja2's sandbox, and at most maxIterations.)
+  int64_t maxIterations = 250'000;
+  /// The size of any one list or dict: its string bytes, dict keys and
+  /// 128 bytes per item (about what an item takes in memory), nested values
+  /// counted in full.
   uint64_t maxValueSize = uint64_t(64) << 20;
-  /// Steps in all: one per expression evaluated and per loop iteration, plus
-  /// the string bytes and items each result holds and each search or
-  /// comparison scans.
-  uint64_t maxWork = uint64_t(1) << 32;
+  /// Steps in all, about one per nanosecond of work: each byte a string
+  /// operation makes, copies or scans, 128 per list or dict item made, 64
+  /// per expression evaluated, 512 per loop iteration, 4 per dict key
+  /// compared; printing or walking a list or dict spends its size.
+  uint64_t maxWork = uint64_t(1) << 28;
 };
 
 class ChatTemplate {

@@ -9,6 +9,9 @@
 #include "lib/Tokenizer/ChatTemplateInternal.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
 
 namespace mtc::tok::jinja {
 
@@ -31,14 +34,30 @@ Value Renderer::callFunction(const Expr &e) {
     }
     if (step == 0)
       fail(e.line, "range() step cannot be zero");
+    // The length, counted before anything is made.
+    uint64_t count = 0;
+    if (step > 0 && start < stop)
+      count = (static_cast<uint64_t>(stop) - static_cast<uint64_t>(start) - 1) /
+                  static_cast<uint64_t>(step) +
+              1;
+    else if (step < 0 && start > stop)
+      count = (static_cast<uint64_t>(start) - static_cast<uint64_t>(stop) - 1) /
+                  (static_cast<uint64_t>(-(step + 1)) + 1) +
+              1;
+    int64_t most = std::min<int64_t>(kMaxRange, limits.maxIterations);
+    if (count > static_cast<uint64_t>(most))
+      fail(e.line, "range() of " +
+                       withCommas(static_cast<int64_t>(
+                           std::min<uint64_t>(count, INT64_MAX))) +
+                       " items: more than " + withCommas(most) +
+                       (most == kMaxRange
+                            ? " (Jinja2's sandbox, as transformers uses it)"
+                            : " (RenderLimits::maxIterations)"));
+    reserve(count, 0, e.line);
     List l;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
-      if (static_cast<int64_t>(l.size()) >= limits.maxIterations)
-        fail(e.line, "range() is too long");
-      l.push_back(Value::integer(i));
-      if (__builtin_add_overflow(i, step, &i))
-        break;
-    }
+    l.reserve(static_cast<size_t>(count));
+    for (uint64_t k = 0; k < count; ++k)
+      l.push_back(Value::integer(nthIndex(start, k, step)));
     return Value::makeList(std::move(l));
   }
   if (fn == "namespace" || fn == "dict") {
@@ -55,7 +74,7 @@ Value Renderer::callFunction(const Expr &e) {
     return Value::makeDict(std::move(d),
                            fn == "namespace" ? Value::Ns : Value::DictK);
   }
-  Value v = lookup(fn);
+  Value v = lookup(fn, e.line);
   if (v.kind == Value::Undefined)
     fail(e.line, "'" + fn + "' is undefined (not a supported function)");
   fail(e.line, "'" + fn + "' is not callable");
@@ -65,16 +84,186 @@ std::string Renderer::replaceText(const std::string &s, const std::string &from,
                                   const std::string &to, int64_t count,
                                   int line) {
   std::string out;
+  if (from.empty()) {
+    // Python inserts before every code point and at the end.
+    int64_t done = 0;
+    for (size_t p = 0;; ++done) {
+      if (count >= 0 && done >= count)
+        return out.append(s, p, std::string::npos);
+      out += to;
+      grown(out, line);
+      spend(kKeySteps, line);
+      if (p == s.size())
+        return out;
+      size_t q = utf8Next(s, p);
+      out.append(s, p, q - p);
+      p = q;
+    }
+  }
+  TextFinder finder(from);
   size_t p = 0;
   for (int64_t done = 0;; ++done) {
     size_t q =
-        (count < 0 || done < count) ? findText(s, from, p) : std::string::npos;
+        (count < 0 || done < count) ? finder.find(s, p) : std::string::npos;
     if (q == std::string::npos)
-      return out + s.substr(p);
-    out += s.substr(p, q - p) + to;
+      return out.append(s, p, std::string::npos);
+    out.append(s, p, q - p);
+    out += to;
     grown(out, line);
+    spend(kKeySteps, line);
     p = q + from.size();
   }
+}
+
+Value Renderer::dictItems(const Value &d, int line) {
+  List l;
+  uint64_t held = 0;
+  for (const auto &kv : *d.dict) {
+    List pair = {Value::str(kv.first), kv.second};
+    spend(kv.first.size() + kItemBytes, line);
+    push(l, Value::makeList(std::move(pair)), held, line);
+  }
+  return Value::makeList(std::move(l));
+}
+
+namespace {
+
+/// Python's int() of a decimal string: optional whitespace and sign, digits
+/// with single underscores between them. False when \p t is not one; an
+/// overflow of int64 sets \p overflow.
+bool parsePyInt(const std::string &t, int64_t &out, bool &overflow) {
+  size_t k = 0, n = t.size();
+  bool neg = false;
+  if (k < n && (t[k] == '+' || t[k] == '-'))
+    neg = t[k++] == '-';
+  if (k == n)
+    return false;
+  uint64_t v = 0;
+  bool digit = false;
+  overflow = false;
+  for (; k < n; ++k) {
+    char c = t[k];
+    if (c == '_' && digit && k + 1 < n && t[k + 1] >= '0' && t[k + 1] <= '9')
+      continue;
+    if (c < '0' || c > '9')
+      return false;
+    digit = true;
+    if (v > (UINT64_MAX - 9) / 10)
+      overflow = true;
+    else
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > (neg ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX)))
+    overflow = true;
+  if (!overflow)
+    out = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+/// Python's float() of a string (whitespace stripped already): a decimal
+/// number with optional underscores between digits, inf, infinity or nan
+/// in any case, with an optional sign. Not hexadecimal, which strtod reads.
+bool parsePyFloat(const std::string &t, double &out) {
+  std::string clean;
+  size_t k = 0, n = t.size();
+  if (k < n && (t[k] == '+' || t[k] == '-'))
+    clean += t[k++];
+  std::string word;
+  for (size_t j = k; j < n; ++j)
+    word += static_cast<char>(std::tolower(static_cast<unsigned char>(t[j])));
+  if (word == "inf" || word == "infinity" || word == "nan") {
+    out = std::strtod((clean + word).c_str(), nullptr);
+    return true;
+  }
+  // digits [. digits] [e [sign] digits], at least one digit in the mantissa.
+  auto digits = [&](bool &any) {
+    while (k < n) {
+      char c = t[k];
+      if (c >= '0' && c <= '9') {
+        clean += c;
+        any = true;
+        ++k;
+      } else if (c == '_' && any && k + 1 < n && t[k + 1] >= '0' &&
+                 t[k + 1] <= '9' && t[k - 1] != '_') {
+        ++k;
+      } else {
+        break;
+      }
+    }
+  };
+  bool intPart = false, fracPart = false;
+  digits(intPart);
+  if (k < n && t[k] == '.') {
+    clean += t[k++];
+    digits(fracPart);
+  }
+  if (!intPart && !fracPart)
+    return false;
+  if (k < n && (t[k] == 'e' || t[k] == 'E')) {
+    clean += t[k++];
+    if (k < n && (t[k] == '+' || t[k] == '-'))
+      clean += t[k++];
+    bool expPart = false;
+    digits(expPart);
+    if (!expPart)
+      return false;
+  }
+  if (k != n)
+    return false;
+  out = std::strtod(clean.c_str(), nullptr);
+  return true;
+}
+
+} // namespace
+
+Value Renderer::toIntFilter(const Value &v, const Value &dflt, int line) {
+  auto overflow = [&] {
+    fail(line, "integer overflow in the int filter (beyond 64 bits)");
+  };
+  // Finite floats within int64 truncate; NaN is the default; others overflow
+  // (Jinja2 gives a Python integer, or raises for an infinity).
+  auto fromFloat = [&](double d, bool infIsDefault) {
+    if (std::isnan(d) || (infIsDefault && std::isinf(d)))
+      return dflt;
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+      overflow();
+    return Value::integer(static_cast<int64_t>(d));
+  };
+  switch (v.kind) {
+  case Value::Int:
+    return v;
+  case Value::Bool:
+    return Value::integer(v.b);
+  case Value::Float:
+    return fromFloat(v.f, false);
+  case Value::Str: {
+    // int(s), else int(float(s)) (Jinja2's "42.23"|int), else the default.
+    std::string t = pyStrip(v.s, true, true, nullptr);
+    int64_t i = 0;
+    bool over = false;
+    if (parsePyInt(t, i, over)) {
+      if (over)
+        overflow();
+      return Value::integer(i);
+    }
+    double d = 0;
+    if (parsePyFloat(t, d))
+      return fromFloat(d, true);
+    return dflt;
+  }
+  default:
+    return dflt;
+  }
+}
+
+Value Renderer::toFloatFilter(const Value &v, const Value &dflt) {
+  if (v.isNumber())
+    return Value::real(v.number());
+  double d = 0;
+  if (v.kind == Value::Str &&
+      parsePyFloat(pyStrip(v.s, true, true, nullptr), d))
+    return Value::real(d);
+  return dflt;
 }
 
 Value Renderer::callMethod(const Expr &e) {
@@ -89,6 +278,7 @@ Value Renderer::callMethod(const Expr &e) {
   };
   if (obj.kind == Value::Str) {
     const std::string &s = obj.s;
+    spend(s.size(), e.line); // every string method scans its string
     if (m == "strip" || m == "lstrip" || m == "rstrip") {
       const Value *chars = a.empty() ? nullptr : &a[0];
       return Value::str(pyStrip(s, m != "rstrip", m != "lstrip", chars));
@@ -102,41 +292,27 @@ Value Renderer::callMethod(const Expr &e) {
     if (m == "title")
       return Value::str(asciiMap(s, 3));
     if (m == "startswith" || m == "endswith") {
-      std::vector<std::string> cands;
+      std::vector<const std::string *> cands;
       if (!a.empty() && a[0].kind == Value::ListK) {
+        spend(a[0].weight, e.line);
         for (const Value &v : *a[0].list)
           if (v.kind == Value::Str)
-            cands.push_back(v.s);
+            cands.push_back(&v.s);
       } else {
-        cands.push_back(strArg(0));
+        strArg(0);
+        cands.push_back(&a[0].s);
       }
-      for (const std::string &c : cands)
-        if (s.size() >= c.size() &&
+      for (const std::string *c : cands)
+        if (s.size() >= c->size() &&
             (m == "startswith"
-                 ? s.compare(0, c.size(), c) == 0
-                 : s.compare(s.size() - c.size(), c.size(), c) == 0))
+                 ? s.compare(0, c->size(), *c) == 0
+                 : s.compare(s.size() - c->size(), c->size(), *c) == 0))
           return Value::boolean(true);
       return Value::boolean(false);
     }
     if (m == "replace") {
       std::string from = strArg(0), to = strArg(1);
       int64_t count = a.size() > 2 ? toInt(a[2], e.line, "count") : -1;
-      std::string out;
-      if (from.empty()) {
-        // Python inserts between every code point.
-        std::vector<std::string> cps = codePoints(s);
-        int64_t done = 0;
-        for (size_t k = 0; k <= cps.size(); ++k) {
-          if (count < 0 || done < count) {
-            out += to;
-            ++done;
-            grown(out, e.line);
-          }
-          if (k < cps.size())
-            out += cps[k];
-        }
-        return Value::str(out);
-      }
       return Value::str(replaceText(s, from, to, count, e.line));
     }
     if (m == "split") {
@@ -144,63 +320,70 @@ Value Renderer::callMethod(const Expr &e) {
       int64_t maxsplit = toInt(kwarg(e, "maxsplit", a, 1, Value::integer(-1)),
                                e.line, "maxsplit");
       List parts;
+      uint64_t held = 0;
+      auto part = [&](size_t from, size_t to) {
+        push(parts, Value::str(s.substr(from, to - from)), held, e.line);
+      };
       if (sep.kind == Value::None || sep.kind == Value::Undefined) {
-        std::vector<std::string> cps = codePoints(s);
-        size_t k = 0;
-        while (k < cps.size()) {
-          while (k < cps.size() && pySpace(utf8At(cps[k], 0, cps[k].size())))
-            ++k;
-          if (k >= cps.size())
+        // Runs of whitespace separate; none at either end. With maxsplit,
+        // the rest after the last split keeps its trailing whitespace.
+        size_t p = 0;
+        auto spaceAt = [&](size_t at, size_t &next) {
+          next = utf8Next(s, at);
+          return pySpace(utf8At(s, at, next));
+        };
+        while (true) {
+          size_t q;
+          while (p < s.size() && spaceAt(p, q))
+            p = q;
+          if (p >= s.size())
             break;
-          std::string w;
           if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) {
-            for (; k < cps.size(); ++k)
-              w += cps[k];
-            // Python strips trailing whitespace only when splitting.
-            parts.push_back(Value::str(w));
+            part(p, s.size());
             break;
           }
-          while (k < cps.size() && !pySpace(utf8At(cps[k], 0, cps[k].size())))
-            w += cps[k++];
-          parts.push_back(Value::str(w));
+          size_t w = p;
+          while (w < s.size() && !spaceAt(w, q))
+            w = q;
+          part(p, w);
+          p = w;
         }
         return Value::makeList(std::move(parts));
       }
       if (sep.kind != Value::Str || sep.s.empty())
         fail(e.line, "split() separator must be a non-empty string");
+      TextFinder finder(sep.s);
       size_t p = 0;
       while (true) {
         size_t q =
             (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit)
-                ? findText(s, sep.s, p)
+                ? finder.find(s, p)
                 : std::string::npos;
         if (q == std::string::npos) {
-          parts.push_back(Value::str(s.substr(p)));
+          part(p, s.size());
           break;
         }
-        parts.push_back(Value::str(s.substr(p, q - p)));
+        part(p, q);
         p = q + sep.s.size();
       }
       return Value::makeList(std::move(parts));
     }
   }
   if (obj.kind == Value::DictK || obj.kind == Value::Ns) {
-    if (m == "items" || m == "keys" || m == "values") {
+    if (m == "items")
+      return dictItems(obj, e.line);
+    if (m == "keys" || m == "values") {
       List l;
-      for (const auto &kv : *obj.dict) {
-        if (m == "items")
-          l.push_back(Value::makeList({Value::str(kv.first), kv.second}));
-        else if (m == "keys")
-          l.push_back(Value::str(kv.first));
-        else
-          l.push_back(kv.second);
-      }
+      uint64_t held = 0;
+      for (const auto &kv : *obj.dict)
+        push(l, m == "keys" ? Value::str(kv.first) : kv.second, held, e.line);
       return Value::makeList(std::move(l));
     }
     if (m == "get") {
       if (a.empty())
         fail(e.line, "get() needs a key");
-      const Value *v = a[0].kind == Value::Str ? obj.find(a[0].s) : nullptr;
+      const Value *v =
+          a[0].kind == Value::Str ? findKey(obj, a[0].s, e.line) : nullptr;
       return v ? *v : (a.size() > 1 ? a[1] : Value::none());
     }
   }
@@ -214,12 +397,14 @@ Value Renderer::applyFilter(const Expr &e) {
   Value v = eval(*e.args[0]);
   std::vector<Value> a = evalArgs(e, 1);
   const std::string &f = e.name;
+  if (v.kind == Value::Str)
+    spend(v.s.size(), e.line); // every string filter scans its string
   if (f == "trim")
     return Value::str(
         pyStrip(str(v, e.line), true, true, a.empty() ? nullptr : &a[0]));
   if (f == "length" || f == "count") {
     if (v.kind == Value::Str)
-      return Value::integer(static_cast<int64_t>(codePoints(v.s).size()));
+      return Value::integer(static_cast<int64_t>(cpCount(v.s)));
     if (v.kind == Value::ListK)
       return Value::integer(static_cast<int64_t>(v.list->size()));
     if (v.kind == Value::DictK || v.kind == Value::Ns)
@@ -240,6 +425,7 @@ Value Renderer::applyFilter(const Expr &e) {
           static_cast<int64_t>(std::min<size_t>(limits.maxOutput, 1 << 30))));
     }
     std::string out;
+    spend(v.weight, e.line);
     toJson(v, indent, 0, out, e.line, limits.maxOutput);
     return Value::str(out);
   }
@@ -252,66 +438,42 @@ Value Renderer::applyFilter(const Expr &e) {
     return Value::str(str(v, e.line));
   if (f == "safe")
     return v;
-  if (f == "int") {
-    if (v.kind == Value::Int)
-      return v;
-    // In the range of int64 (NaN fails both tests), else the default.
-    if (v.kind == Value::Float && v.f > -9223372036854775808.0 &&
-        v.f < 9223372036854775808.0)
-      return Value::integer(static_cast<int64_t>(v.f));
-    if (v.kind == Value::Bool)
-      return Value::integer(v.b);
-    if (v.kind == Value::Str) {
-      try {
-        size_t used = 0;
-        std::string t = pyStrip(v.s, true, true, nullptr);
-        int64_t i = std::stoll(t, &used);
-        if (used == t.size())
-          return Value::integer(i);
-      } catch (...) {
-      }
-    }
-    return a.empty() ? Value::integer(0) : a[0];
-  }
-  if (f == "float") {
-    if (v.isNumber())
-      return Value::real(v.number());
-    if (v.kind == Value::Str) {
-      char *end = nullptr;
-      std::string t = pyStrip(v.s, true, true, nullptr);
-      double d = std::strtod(t.c_str(), &end);
-      if (!t.empty() && end == t.c_str() + t.size())
-        return Value::real(d);
-    }
-    return a.empty() ? Value::real(0) : a[0];
-  }
+  if (f == "int")
+    return toIntFilter(v, kwarg(e, "default", a, 0, Value::integer(0)), e.line);
+  if (f == "float")
+    return toFloatFilter(v, kwarg(e, "default", a, 0, Value::real(0)));
   if (f == "first" || f == "last") {
-    List l = iterate(v, e.line);
-    if (l.empty())
-      return Value();
-    return f == "first" ? l.front() : l.back();
-  }
-  if (f == "reverse") {
     if (v.kind == Value::Str) {
-      std::vector<std::string> cps = codePoints(v.s);
-      std::string s;
-      for (size_t k = cps.size(); k-- > 0;)
-        s += cps[k];
-      return Value::str(s);
+      if (v.s.empty())
+        return Value();
+      size_t p = f == "first" ? 0 : cpOffset(v.s, cpCount(v.s) - 1);
+      return Value::str(v.s.substr(p, utf8Next(v.s, p) - p));
     }
-    List l = iterate(v, e.line);
-    std::reverse(l.begin(), l.end());
-    return Value::makeList(std::move(l));
+    std::shared_ptr<const List> l = iterate(v, e.line);
+    if (l->empty())
+      return Value();
+    return f == "first" ? l->front() : l->back();
   }
-  if (f == "list") {
-    return Value::makeList(iterate(v, e.line));
+  if (f == "reverse" || f == "list") {
+    if (v.kind == Value::Str && f == "reverse")
+      return Value::str(cpReverse(v.s));
+    std::shared_ptr<const List> l = iterate(v, e.line);
+    List out;
+    out.reserve(l->size());
+    uint64_t held = 0;
+    for (size_t k = 0; k < l->size(); ++k)
+      push(out, (*l)[f == "reverse" ? l->size() - 1 - k : k], held, e.line);
+    return Value::makeList(std::move(out));
   }
   if (f == "join") {
     std::string sep = a.empty() ? "" : str(a[0], e.line);
     std::string s;
-    List l = iterate(v, e.line);
-    for (size_t k = 0; k < l.size(); ++k) {
-      s += (k ? sep : "") + str(l[k], e.line);
+    std::shared_ptr<const List> l = iterate(v, e.line);
+    spend(v.kind == Value::ListK ? v.weight : 0, e.line);
+    for (size_t k = 0; k < l->size(); ++k) {
+      if (k)
+        s += sep;
+      s += str((*l)[k], e.line);
       grown(s, e.line);
     }
     return Value::str(s);
@@ -328,19 +490,19 @@ Value Renderer::applyFilter(const Expr &e) {
       return Value::makeList();
     if (v.kind != Value::DictK && v.kind != Value::Ns)
       fail(e.line, std::string("'items' needs a mapping, not ") + typeName(v));
-    List l;
-    for (const auto &kv : *v.dict)
-      l.push_back(Value::makeList({Value::str(kv.first), kv.second}));
-    return Value::makeList(std::move(l));
+    return dictItems(v, e.line);
   }
   if (f == "replace") {
+    // Jinja2's do_replace: str(s).replace(str(old), str(new), count).
     if (a.size() < 2)
       fail(e.line, "'replace' needs two arguments");
     std::string s = str(v, e.line), from = str(a[0], e.line),
                 to = str(a[1], e.line);
-    if (from.empty())
-      return Value::str(s);
-    return Value::str(replaceText(s, from, to, -1, e.line));
+    Value count = kwarg(e, "count", a, 2, Value::none());
+    return Value::str(replaceText(
+        s, from, to,
+        count.kind == Value::None ? -1 : toInt(count, e.line, "count"),
+        e.line));
   }
   fail(e.line, "unsupported Jinja filter '" + f + "'");
 }
@@ -385,6 +547,7 @@ bool Renderer::applyTest(const Expr &e) {
   if (t == "equalto" || t == "eq" || t == "sameas") {
     if (a.empty())
       fail(e.line, "'" + t + "' needs an argument");
+    spend(v.weight + a[0].weight, e.line); // equality walks both
     return equal(v, a[0]);
   }
   fail(e.line, "unsupported Jinja test '" + t + "'");

@@ -16,6 +16,7 @@
 
 #include "lib/Tokenizer/ChatTemplateInternal.h"
 
+#include <algorithm>
 #include <string>
 
 namespace mtc::tok::jinja {
@@ -67,24 +68,6 @@ constexpr int kLowestPrecedence = 1;
 
 } // namespace
 
-namespace {
-
-/// Whether the tree under \p e is more than \p budget levels deep (visits
-/// at most that many levels).
-bool deeperThan(const Expr &e, int budget) {
-  if (budget <= 0)
-    return true;
-  for (const ExprP &a : e.args)
-    if (a && deeperThan(*a, budget - 1))
-      return true;
-  for (const auto &kw : e.kwargs)
-    if (deeperThan(*kw.second, budget - 1))
-      return true;
-  return false;
-}
-
-} // namespace
-
 ExprParser::Nest::Nest(ExprParser &p) : p(p) {
   if (++p.nesting > kMaxDepth)
     fail(p.line, "the expression nests more than " + std::to_string(kMaxDepth) +
@@ -94,14 +77,7 @@ ExprParser::Nest::Nest(ExprParser &p) : p(p) {
 ExprParser::Nest::~Nest() { --p.nesting; }
 
 ExprP ExprParser::parseExpression(bool allowCond) {
-  bool outermost = nesting == 0;
-  ExprP e = parseConditional(allowCond);
-  // Operator chains (a + b + ...) and postfix chains build deep trees
-  // without nesting the parser; the renderer recurses over the tree.
-  if (outermost && deeperThan(*e, kMaxDepth))
-    fail(line, "the expression nests more than " + std::to_string(kMaxDepth) +
-                   " levels deep");
-  return e;
+  return parseConditional(allowCond);
 }
 
 ExprP ExprParser::parseConditional(bool allowCond) {
@@ -164,7 +140,7 @@ ExprP ExprParser::parseBinary(int minPrec) {
       do {
         pos += width;
         cmp->ops.push_back(op->op);
-        cmp->args.push_back(parseBinary(next));
+        adopt(*cmp, parseBinary(next));
         op = binaryOp(width);
       } while (op && op->chained);
       lhs = cmp;
@@ -200,11 +176,11 @@ void ExprParser::parseArgs(ExprP call) {
         toks[pos + 1].text == "=") {
       std::string key = toks[pos].text;
       pos += 2;
-      call->kwargs.emplace_back(key, parseExpression());
+      adopt(*call, parseExpression(), key);
     } else {
       if (!call->kwargs.empty())
         fail(line, "positional argument after a keyword argument");
-      call->args.push_back(parseExpression());
+      adopt(*call, parseExpression());
     }
     if (!isOp(","))
       break;
@@ -266,7 +242,7 @@ ExprP ExprParser::parsePrimary() {
         ++pos;
         if (isOp(")"))
           break;
-        l->args.push_back(parseExpression());
+        adopt(*l, parseExpression());
       }
       e = l;
     }
@@ -277,7 +253,7 @@ ExprP ExprParser::parsePrimary() {
     ++pos;
     ExprP l = make(Expr::ListLit);
     while (!isOp("]")) {
-      l->args.push_back(parseExpression());
+      adopt(*l, parseExpression());
       if (!isOp(","))
         break;
       ++pos;
@@ -289,9 +265,9 @@ ExprP ExprParser::parsePrimary() {
     ++pos;
     ExprP d = make(Expr::DictLit);
     while (!isOp("}")) {
-      d->args.push_back(parseExpression());
+      adopt(*d, parseExpression());
       expectOp(":");
-      d->args.push_back(parseExpression());
+      adopt(*d, parseExpression());
       if (!isOp(","))
         break;
       ++pos;
@@ -316,7 +292,7 @@ ExprP ExprParser::parsePostfix(ExprP node) {
         } catch (...) {
           fail(line, "integer literal " + digits + " is out of range");
         }
-        e->args.push_back(idx);
+        adopt(*e, idx);
       } else {
         e->name = expectName();
       }
@@ -378,7 +354,7 @@ ExprP ExprParser::parseFilterExpr(ExprP node) {
         parseArgs(t);
       } else if (peek().kind == Tok::String || peek().kind == Tok::Int ||
                  peek().kind == Tok::Float) {
-        t->args.push_back(parsePrimary());
+        adopt(*t, parsePrimary());
       }
       node = t;
     } else if (isOp("(")) {
@@ -418,9 +394,27 @@ void ExprParser::expectEnd() {
 ExprP ExprParser::make(Expr::Kind k, std::vector<ExprP> args) {
   auto e = std::make_shared<Expr>();
   e->kind = k;
-  e->args = std::move(args);
   e->line = line;
+  for (ExprP &a : args)
+    if (a)
+      adopt(*e, std::move(a));
+    else
+      e->args.push_back(nullptr); // an omitted slice bound or else branch
   return e;
+}
+
+void ExprParser::adopt(Expr &parent, ExprP child, const std::string &key) {
+  // Operator and postfix chains (a + b + ..., x|f|f|...) build deep trees
+  // without nesting the parser: the depth is checked here, before the
+  // chain grows further.
+  if (child->depth >= kMaxDepth)
+    fail(line, "the expression nests more than " + std::to_string(kMaxDepth) +
+                   " levels deep");
+  parent.depth = std::max(parent.depth, child->depth + 1);
+  if (key.empty())
+    parent.args.push_back(std::move(child));
+  else
+    parent.kwargs.emplace_back(key, std::move(child));
 }
 
 } // namespace mtc::tok::jinja

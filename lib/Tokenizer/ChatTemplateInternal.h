@@ -17,11 +17,14 @@
 //
 // Errors are thrown inside as TemplateError and returned as Status by
 // ChatTemplate.cpp. Untrusted templates are bounded: the parsers refuse
-// nesting past kMaxDepth, the renderer checks every expression's result
-// against RenderLimits (Renderer::account) and refuses a namespace inside a
-// namespace, so values are acyclic. A value's cached size and depth miss only
-// what a namespace inside it gained after it was made (at most one value of
-// kMaxDepth levels per attribute), and printing is bounded as it goes.
+// nesting past kMaxDepth (expression trees as they are built), the renderer
+// spends RenderLimits::maxWork for all it makes, copies and scans (the cost
+// model is described at Renderer), checks lists and strings built from data
+// before or while they grow, checks every expression's result
+// (Renderer::account) and refuses a namespace inside a namespace, so values
+// are acyclic. A value's cached size and depth miss only what a namespace
+// inside it gained after it was made (at most one value of kMaxDepth levels
+// per attribute), and printing is bounded as it goes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_LIB_TOKENIZER_CHATTEMPLATEINTERNAL_H
@@ -44,6 +47,15 @@ namespace mtc::tok::jinja {
 /// How deep expressions, blocks and values may nest (Jinja2 has Python's
 /// recursion limit); deeper is an error, so no recursion overflows the stack.
 constexpr int kMaxDepth = 200;
+
+/// What each value counts for in the size of the list or dict that holds
+/// it, beside its string bytes: about the memory one item takes, so that
+/// RenderLimits::maxValueSize bounds memory, not only a count.
+constexpr uint64_t kItemBytes = 128;
+
+/// The longest range(): Jinja2's sandbox (MAX_RANGE, which transformers'
+/// ImmutableSandboxedEnvironment keeps) refuses longer ones.
+constexpr int64_t kMaxRange = 100000;
 
 /// An error at template line \p line (-1: no line, e.g. raise_exception).
 struct TemplateError {
@@ -73,11 +85,12 @@ struct Value {
   std::string s;
   std::shared_ptr<List> list;
   std::shared_ptr<Dict> dict; // DictK and Ns
-  /// Items, dict keys and string bytes, nested values in full (saturating);
-  /// levels of lists and dicts (0: a scalar); whether a namespace is in it.
-  /// Set when a list or dict is made (measure()); a namespace's own contents
-  /// change, so size() and nesting() recount it.
-  uint64_t weight = 1;
+  /// kItemBytes for the value itself plus its string bytes, dict keys and
+  /// nested values in full (saturating); levels of lists and dicts (0: a
+  /// scalar); whether a namespace is in it. Set when a list or dict is made
+  /// (measure(), from the cached weights of its items); a namespace's own
+  /// contents change, so size() and nesting() recount it.
+  uint64_t weight = kItemBytes;
   int depth = 0;
   bool hasNs = false;
 
@@ -108,7 +121,7 @@ struct Value {
     Value v;
     v.kind = Str;
     v.s = std::move(x);
-    v.weight = 1 + v.s.size();
+    v.weight = kItemBytes + v.s.size();
     return v;
   }
   static Value makeList(List l = {}) {
@@ -137,26 +150,28 @@ struct Value {
         return &kv.second;
     return nullptr;
   }
-  /// Sets weight, depth and hasNs of a list or dict from its items.
+  /// Sets weight, depth and hasNs of a list or dict from its items' cached
+  /// ones (a constant time per item; for a namespace item, what it held
+  /// when that copy of it was made).
   void measure() {
-    weight = 1;
+    weight = kItemBytes;
     depth = 1;
     hasNs = kind == Ns;
-    auto add = [&](const Value &c) {
-      uint64_t w = c.size();
+    auto add = [&](uint64_t w) {
       weight = weight + w < weight ? UINT64_MAX : weight + w;
-      depth = std::max(depth, c.nesting() + 1);
+    };
+    auto item = [&](const Value &c) {
+      add(c.weight);
+      depth = std::max(depth, c.depth + 1);
       hasNs = hasNs || c.hasNs;
     };
     if (list)
       for (const Value &c : *list)
-        add(c);
+        item(c);
     if (dict)
       for (const auto &kv : *dict) {
-        weight = weight + kv.first.size() + 1 < weight
-                     ? UINT64_MAX
-                     : weight + kv.first.size() + 1;
-        add(kv.second);
+        add(kv.first.size());
+        item(kv.second);
       }
   }
   /// The weight; a namespace's counted now (it holds no namespace).
@@ -186,6 +201,14 @@ struct Value {
   }
 };
 
+/// start + k * step, for a k whose result is known to be within int64 (an
+/// item of a range or slice): computed modulo 2^64, as k * step alone may
+/// overflow (range(-2**63, 2**63 - 1, 2**62)).
+inline int64_t nthIndex(int64_t start, uint64_t k, int64_t step) {
+  return static_cast<int64_t>(static_cast<uint64_t>(start) +
+                              k * static_cast<uint64_t>(step));
+}
+
 /// Python's type name of \p v ("str", "NoneType", ...).
 const char *typeName(const Value &v);
 /// Jinja2's truth value.
@@ -205,25 +228,51 @@ void toJson(const Value &v, int indent, int depth, std::string &out, int line,
 /// A JSON value as a template value (\p depth: its level; an error past
 /// kMaxDepth).
 Value fromJson(const nlohmann::json &j, int depth = 0);
-/// The first \p needle in \p hay at or after \p from (std::string::npos if
-/// none), in time linear in their lengths.
-size_t findText(const std::string &hay, const std::string &needle,
-                size_t from = 0);
+
+/// Finds a fixed, non-empty string in texts in time linear in their lengths
+/// (Knuth-Morris-Pratt, the table built once for every search).
+class TextFinder {
+public:
+  explicit TextFinder(std::string needle);
+  /// The first occurrence in \p hay at or after \p from, or
+  /// std::string::npos.
+  size_t find(const std::string &hay, size_t from = 0) const;
+  size_t size() const { return needle.size(); }
+
+private:
+  std::string needle;
+  std::vector<size_t> border; // border[k]: longest proper border of [0, k]
+};
+
 /// "64 MiB" for whole MiB, else "N bytes".
 std::string describeBytes(uint64_t n);
 /// 10000000 as "10,000,000".
 std::string withCommas(int64_t n);
 /// Python's ==.
 bool equal(const Value &a, const Value &b);
-/// The byte after the UTF-8 code point at \p pos.
-size_t utf8Next(const std::string &s, size_t pos);
+/// Python's ordering of two numbers (bool, int, float), exact between int
+/// and float: -1, 0, 1, or 2 when unordered (a NaN).
+int compareNumbers(const Value &a, const Value &b);
+/// The byte after the UTF-8 code point at \p pos (its lead byte gives its
+/// length, whatever follows).
+inline size_t utf8Next(const std::string &s, size_t pos) {
+  unsigned char c = static_cast<unsigned char>(s[pos]);
+  size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+  return std::min(s.size(), pos + n);
+}
 /// The code point at [pos, end).
 uint32_t utf8At(const std::string &s, size_t pos, size_t end);
-/// \p s split into code points.
-std::vector<std::string> codePoints(const std::string &s);
+/// The number of code points of \p s (Python's len).
+size_t cpCount(const std::string &s);
+/// The byte where code point \p index of \p s starts (s.size() past the
+/// end).
+size_t cpOffset(const std::string &s, size_t index);
+/// \p s with its code points in reverse order (Python's s[::-1]).
+std::string cpReverse(const std::string &s);
 /// Python's str.isspace for one code point.
 bool pySpace(uint32_t c);
-/// str.strip / lstrip / rstrip, with \p chars (code points) or whitespace.
+/// str.strip / lstrip / rstrip, with \p chars (code points) or whitespace;
+/// linear in the lengths, no copy per code point.
 std::string pyStrip(const std::string &s, bool left, bool right,
                     const Value *chars);
 /// ASCII case mapping; \p mode 0: upper, 1: lower, 2: capitalize, 3: title.
@@ -283,6 +332,10 @@ struct Expr {
   std::vector<ExprP> args;
   std::vector<std::pair<std::string, ExprP>> kwargs;
   int line = 0;
+  /// Levels of the tree under this node (1: a leaf); at most kMaxDepth,
+  /// checked as the parser builds it, so that no recursion over the tree
+  /// (rendering, destruction) runs deeper.
+  int depth = 1;
 };
 
 struct BinaryOp;
@@ -326,6 +379,9 @@ private:
   ExprP parseConditional(bool allowCond);
   const BinaryOp *binaryOp(size_t &width) const;
   ExprP make(Expr::Kind k, std::vector<ExprP> args = {});
+  /// Appends \p child to \p parent's arguments (keyword \p key when not
+  /// empty); an error when \p parent would nest past kMaxDepth.
+  void adopt(Expr &parent, ExprP child, const std::string &key = "");
   ExprP parseBinary(int minPrec);
   ExprP parseUnary(bool withFilter);
   void parseArgs(ExprP call);
@@ -363,8 +419,29 @@ Body parseTemplate(std::vector<Piece> pieces);
 
 enum class Flow { Normal, Break, Continue };
 
+/// Steps (RenderLimits::maxWork) each expression evaluated costs, beside the
+/// string bytes of its result: about the nanoseconds it takes, as one step
+/// is about one byte made or scanned, or one nanosecond of work.
+constexpr uint64_t kExprSteps = 64;
+/// Steps each loop iteration costs (its `loop` variable and scope), beside
+/// the string bytes of the items it copies.
+constexpr uint64_t kLoopSteps = 512;
+/// Steps per dict key compared (names looked up, attributes, assignments)
+/// and per replacement a str.replace makes.
+constexpr uint64_t kKeySteps = 4;
+
 /// Walks a statement tree, appending to out, within \p limits. Scopes are
 /// dicts; the first holds the context's variables.
+///
+/// The cost model: every operation spends steps (spend()) for what it makes
+/// and scans before or as it does it: string bytes made, copied or scanned
+/// (a string filter or method scans its input once more), kItemBytes per
+/// list or dict item made, kKeySteps per dict key compared, kExprSteps per
+/// expression, kLoopSteps per loop iteration, a container's size when it is
+/// printed or walked. So maxWork bounds both the time and the memory a
+/// rendering takes (one step is about a nanosecond); a list, dict or string
+/// built from data is checked against maxValueSize or maxOutput before or
+/// while it grows.
 class Renderer {
 public:
   Renderer(Value globals, const RenderLimits &limits) : limits(limits) {
@@ -388,27 +465,49 @@ private:
   /// Adds \p steps to the work; an error past maxWork.
   void spend(uint64_t steps, int line);
   /// Checks the result of an expression against the limits (string length,
-  /// value size and depth) and spends its size.
+  /// value size and depth) and spends kExprSteps and its string bytes.
   void account(const Value &v, int line);
-  /// pyStr(v) bounded by maxOutput.
-  std::string str(const Value &v, int line) const {
+  /// The error for a value larger than maxValueSize.
+  [[noreturn]] void tooBig(int line) const;
+  /// Before making \p items items holding \p bytes string bytes: an error
+  /// when they would pass maxValueSize; spends them.
+  void reserve(uint64_t items, uint64_t bytes, int line);
+  /// Appends \p v to \p l, a list being built whose size so far is \p held:
+  /// an error when it would pass maxValueSize; spends the item.
+  void push(List &l, Value v, uint64_t &held, int line);
+  /// The value named \p name in scope, spending the keys compared.
+  Value lookup(const std::string &name, int line);
+  /// The value at \p key of dict or namespace \p obj (null if none),
+  /// spending the keys compared.
+  const Value *findKey(const Value &obj, const std::string &key, int line);
+  /// Sets \p key of dict \p d, spending the keys compared.
+  void setKey(Value &d, const std::string &key, Value v, int line);
+  /// pyStr(v) bounded by maxOutput; a list or dict spends its size first
+  /// (printing one walks all of it).
+  std::string str(const Value &v, int line) {
+    if (v.kind == Value::ListK || v.kind == Value::DictK || v.kind == Value::Ns)
+      spend(v.weight, line);
     return pyStr(v, limits.maxOutput, line);
   }
   /// An error when \p s, a string being built, passes maxOutput.
   void grown(const std::string &s, int line);
-  /// \p s with its first \p count occurrences (every one when negative)
-  /// of the non-empty \p from replaced by \p to, bounded like grown().
+  /// An error when a string of \p a + \p b bytes would pass maxOutput.
+  void willGrow(uint64_t a, uint64_t b, int line);
+  /// \p s with its first \p count occurrences (every one when negative) of
+  /// \p from replaced by \p to, as Python's str.replace (an empty \p from
+  /// matches before every code point and at the end), bounded like grown().
   std::string replaceText(const std::string &s, const std::string &from,
                           const std::string &to, int64_t count, int line);
   /// eval without the accounting.
   Value evalNode(const Expr &e);
 
   // ChatTemplateRender.cpp: statements, operators, indexing.
-  Value lookup(const std::string &name) const;
-  void assign(const std::string &name, Value v);
+  void assign(const std::string &name, Value v, int line);
   void emit(const std::string &s, int line);
   Flow execNode(const Node &n);
-  List iterate(const Value &v, int line);
+  /// The items a for loop (or a filter) walks over \p v: a list's own
+  /// items (not copied), a dict's keys, a string's code points.
+  std::shared_ptr<const List> iterate(const Value &v, int line);
   void bindVars(const std::vector<std::string> &vars, const Value &item,
                 int line);
   Flow execFor(const Node &n);
@@ -416,6 +515,9 @@ private:
   Value item(const Value &obj, const Value &key, int line);
   Value slice(const Value &obj, const Expr &e);
   Value evalBinary(const Expr &e);
+  Value arithmetic(const std::string &op, const Value &l, const Value &r,
+                   int line);
+  Value repeat(const Value &seq, int64_t times, int line);
   bool compare(const std::string &op, const Value &l, const Value &r, int line);
   std::vector<Value> evalArgs(const Expr &e, size_t from);
   Value kwarg(const Expr &e, const std::string &key,
@@ -426,6 +528,12 @@ private:
   Value callMethod(const Expr &e);
   Value applyFilter(const Expr &e);
   bool applyTest(const Expr &e);
+  /// [key, value] pairs of dict \p d (the items filter and method).
+  Value dictItems(const Value &d, int line);
+  /// The int filter: Jinja2's do_int with 64-bit integers.
+  Value toIntFilter(const Value &v, const Value &dflt, int line);
+  /// The float filter: Python's float() of a string, else \p dflt.
+  Value toFloatFilter(const Value &v, const Value &dflt);
 };
 
 } // namespace mtc::tok::jinja

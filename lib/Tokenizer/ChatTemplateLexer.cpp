@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lib/Tokenizer/ChatTemplateInternal.h"
+#include "lib/Tokenizer/Unicode.h"
 
 #include <cctype>
 #include <cstring>
@@ -143,6 +144,47 @@ std::vector<Piece> splitTemplate(const std::string &raw) {
   return out;
 }
 
+namespace {
+
+// Python's \xHH, \uHHHH, \UHHHHHHHH and \ooo (one to three octal digits)
+// escapes, as Jinja2 decodes string literals (unicode-escape): the code point
+// appended to \p out as UTF-8. \p at is the escape's letter (or first
+// digit) in \p s; returns the position after the escape.
+size_t codePointEscape(const std::string &s, size_t at, char kind,
+                       std::string &out, int line) {
+  uint32_t cp = 0;
+  size_t k = at;
+  if (kind >= '0' && kind <= '7') {
+    for (int n = 0; n < 3 && k < s.size() && s[k] >= '0' && s[k] <= '7';
+         ++n, ++k)
+      cp = cp * 8 + static_cast<uint32_t>(s[k] - '0');
+  } else {
+    int digits = kind == 'x' ? 2 : kind == 'u' ? 4 : 8;
+    ++k;
+    for (int n = 0; n < digits; ++n, ++k) {
+      char c = k < s.size() ? s[k] : '\0';
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
+      if (d < 0)
+        fail(line, std::string("truncated \\") + kind + " escape in a string " +
+                       "literal (" + std::to_string(digits) +
+                       " hex digits expected)");
+      cp = cp * 16 + static_cast<uint32_t>(d);
+    }
+  }
+  if (cp > 0x10FFFF)
+    fail(line, "illegal Unicode character in a string literal's escape");
+  if (cp >= 0xD800 && cp <= 0xDFFF)
+    fail(line, "a surrogate code point in a string literal's escape (not "
+               "text UTF-8 can hold)");
+  appendUtf8(out, cp);
+  return k;
+}
+
+} // namespace
+
 std::vector<Token> lexExpr(const std::string &s, int line) {
   std::vector<Token> toks;
   size_t k = 0;
@@ -224,6 +266,34 @@ std::vector<Token> lexExpr(const std::string &s, int line) {
             break;
           case '\n':
             break;
+          case 'a':
+            v += '\a';
+            break;
+          case 'b':
+            v += '\b';
+            break;
+          case 'f':
+            v += '\f';
+            break;
+          case 'v':
+            v += '\v';
+            break;
+          case 'x':
+          case 'u':
+          case 'U':
+          case '0':
+          case '1':
+          case '2':
+          case '3':
+          case '4':
+          case '5':
+          case '6':
+          case '7':
+            k = codePointEscape(s, k - 1, e, v, line);
+            break;
+          case 'N':
+            fail(line, "unsupported escape \\N{...} in a string literal "
+                       "(write the character itself)");
           default:
             v += '\\';
             v += e;

@@ -24,15 +24,34 @@ Flow Renderer::exec(const Body &body) {
   return Flow::Normal;
 }
 
-Value Renderer::lookup(const std::string &name) const {
-  for (size_t k = scopes.size(); k-- > 0;)
-    if (const Value *v = scopes[k].find(name))
-      return *v;
+Value Renderer::lookup(const std::string &name, int line) {
+  uint64_t compared = 0;
+  for (size_t k = scopes.size(); k-- > 0;) {
+    const Dict &d = *scopes[k].dict;
+    for (const auto &kv : d)
+      if (kv.first == name) {
+        spend((compared + d.size()) * kKeySteps, line);
+        return kv.second;
+      }
+    compared += d.size();
+  }
+  spend(compared * kKeySteps, line);
   return Value();
 }
 
-void Renderer::assign(const std::string &name, Value v) {
-  scopes.back().setKey(name, std::move(v));
+const Value *Renderer::findKey(const Value &obj, const std::string &key,
+                               int line) {
+  spend(obj.dict ? obj.dict->size() * kKeySteps : 0, line);
+  return obj.find(key);
+}
+
+void Renderer::setKey(Value &d, const std::string &key, Value v, int line) {
+  spend(d.dict->size() * kKeySteps, line);
+  d.setKey(key, std::move(v));
+}
+
+void Renderer::assign(const std::string &name, Value v, int line) {
+  setKey(scopes.back(), name, std::move(v), line);
 }
 
 void Renderer::emit(const std::string &s, int line) {
@@ -47,16 +66,47 @@ void Renderer::grown(const std::string &s, int line) {
     fail(line, "a string exceeds " + describeBytes(limits.maxOutput));
 }
 
+void Renderer::willGrow(uint64_t a, uint64_t b, int line) {
+  if (a > limits.maxOutput || b > limits.maxOutput - a)
+    fail(line, "a string exceeds " + describeBytes(limits.maxOutput));
+}
+
 void Renderer::spend(uint64_t steps, int line) {
   work = work + steps < work ? UINT64_MAX : work + steps;
   if (work > limits.maxWork)
-    fail(line, "rendering takes more than " + std::to_string(limits.maxWork) +
-                   " steps (expressions, loop iterations and the bytes and "
-                   "items they make)");
+    fail(line, "rendering takes more than " +
+                   withCommas(static_cast<int64_t>(
+                       std::min<uint64_t>(limits.maxWork, INT64_MAX))) +
+                   " steps (RenderLimits::maxWork: about one per byte made "
+                   "or scanned, " +
+                   std::to_string(kExprSteps) + " per expression, " +
+                   std::to_string(kLoopSteps) + " per loop iteration)");
+}
+
+void Renderer::tooBig(int line) const {
+  fail(line, "a value holds more than " + describeBytes(limits.maxValueSize) +
+                 " (RenderLimits::maxValueSize: its string bytes and " +
+                 std::to_string(kItemBytes) + " bytes per item)");
+}
+
+void Renderer::reserve(uint64_t items, uint64_t bytes, int line) {
+  uint64_t cap = limits.maxValueSize;
+  if (items > cap / kItemBytes || bytes > cap - items * kItemBytes)
+    tooBig(line);
+  spend(items * kItemBytes + bytes, line);
+}
+
+void Renderer::push(List &l, Value v, uint64_t &held, int line) {
+  uint64_t w = v.weight;
+  if (w > limits.maxValueSize || held > limits.maxValueSize - w)
+    tooBig(line);
+  held += w;
+  spend(kItemBytes + (v.kind == Value::Str ? v.s.size() : 0), line);
+  l.push_back(std::move(v));
 }
 
 void Renderer::account(const Value &v, int line) {
-  uint64_t steps = 1;
+  uint64_t steps = kExprSteps;
   switch (v.kind) {
   case Value::Str:
     if (v.s.size() > limits.maxOutput)
@@ -65,16 +115,23 @@ void Renderer::account(const Value &v, int line) {
     break;
   case Value::ListK:
   case Value::DictK:
-  case Value::Ns:
-    if (v.nesting() > kMaxDepth)
+  case Value::Ns: {
+    // A namespace's contents change: recount it (its keys are the cost).
+    Value fresh;
+    const Value *m = &v;
+    if (v.kind == Value::Ns) {
+      fresh = v;
+      fresh.measure();
+      m = &fresh;
+      steps += v.dict->size();
+    }
+    if (m->depth > kMaxDepth)
       fail(line, "values nest more than " + std::to_string(kMaxDepth) +
                      " levels deep");
-    if (v.size() > limits.maxValueSize)
-      fail(line, "a value holds more than " +
-                     std::to_string(limits.maxValueSize) +
-                     " items and string bytes");
-    steps += v.kind == Value::ListK ? v.list->size() : v.dict->size();
+    if (m->weight > limits.maxValueSize)
+      tooBig(line);
     break;
+  }
   default:
     break;
   }
@@ -97,9 +154,9 @@ Flow Renderer::execNode(const Node &n) {
   case Node::Set: {
     Value v = eval(*n.expr);
     if (n.vars.size() == 1) {
-      assign(n.vars[0], std::move(v));
+      assign(n.vars[0], std::move(v), n.line);
     } else {
-      Value ns = lookup(n.vars[0]);
+      Value ns = lookup(n.vars[0], n.line);
       if (ns.kind != Value::Ns)
         fail(n.line, "cannot assign attribute '" + n.vars[1] + "' of '" +
                          n.vars[0] + "' (a " + typeName(ns) +
@@ -108,7 +165,7 @@ Flow Renderer::execNode(const Node &n) {
       if (v.hasNs)
         fail(n.line, "cannot store a namespace in attribute '" + n.vars[1] +
                          "' of namespace '" + n.vars[0] + "'");
-      ns.setKey(n.vars[1], std::move(v));
+      setKey(ns, n.vars[1], std::move(v), n.line);
     }
     return Flow::Normal;
   }
@@ -122,27 +179,30 @@ Flow Renderer::execNode(const Node &n) {
   return Flow::Normal;
 }
 
-List Renderer::iterate(const Value &v, int line) {
-  spend(v.kind == Value::ListK   ? v.list->size()
-        : v.kind == Value::DictK ? v.dict->size()
-        : v.kind == Value::Str   ? v.s.size()
-                                 : 0,
-        line);
+std::shared_ptr<const List> Renderer::iterate(const Value &v, int line) {
   switch (v.kind) {
   case Value::Undefined:
-    return {};
+    return std::make_shared<List>();
   case Value::ListK:
-    return *v.list;
+    return v.list;
   case Value::DictK: {
-    List keys;
+    uint64_t bytes = 0;
     for (const auto &kv : *v.dict)
-      keys.push_back(Value::str(kv.first));
+      bytes += kv.first.size();
+    reserve(v.dict->size(), bytes, line);
+    auto keys = std::make_shared<List>();
+    for (const auto &kv : *v.dict)
+      keys->push_back(Value::str(kv.first));
     return keys;
   }
   case Value::Str: {
-    List l;
-    for (std::string &cp : codePoints(v.s))
-      l.push_back(Value::str(std::move(cp)));
+    reserve(cpCount(v.s), v.s.size(), line);
+    auto l = std::make_shared<List>();
+    for (size_t p = 0; p < v.s.size();) {
+      size_t q = utf8Next(v.s, p);
+      l->push_back(Value::str(v.s.substr(p, q - p)));
+      p = q;
+    }
     return l;
   }
   default:
@@ -153,43 +213,56 @@ List Renderer::iterate(const Value &v, int line) {
 void Renderer::bindVars(const std::vector<std::string> &vars, const Value &item,
                         int line) {
   if (vars.size() == 1) {
-    assign(vars[0], item);
+    assign(vars[0], item, line);
     return;
   }
-  List parts = iterate(item, line);
-  if (parts.size() != vars.size())
-    fail(line, "cannot unpack " + std::to_string(parts.size()) +
+  std::shared_ptr<const List> parts = iterate(item, line);
+  if (parts->size() != vars.size())
+    fail(line, "cannot unpack " + std::to_string(parts->size()) +
                    " values into " + std::to_string(vars.size()));
   for (size_t k = 0; k < vars.size(); ++k)
-    assign(vars[k], parts[k]);
+    assign(vars[k], (*parts)[k], line);
 }
 
 Flow Renderer::execFor(const Node &n) {
-  List items = iterate(eval(*n.expr), n.line);
+  std::shared_ptr<const List> items = iterate(eval(*n.expr), n.line);
+  auto strBytes = [](const Value &v) {
+    return v.kind == Value::Str ? v.s.size() : 0;
+  };
   if (n.filter) {
-    List kept;
-    for (const Value &item : items) {
+    auto kept = std::make_shared<List>();
+    uint64_t held = 0;
+    for (const Value &item : *items) {
+      if (++iterations > limits.maxIterations)
+        fail(n.line, "more than " + withCommas(limits.maxIterations) +
+                         " loop iterations (RenderLimits::maxIterations)");
+      spend(kLoopSteps + strBytes(item), n.line);
       scopes.push_back(Value::makeDict());
       bindVars(n.vars, item, n.line);
       bool keep = truthy(eval(*n.filter));
       scopes.pop_back();
       if (keep)
-        kept.push_back(item);
+        push(*kept, item, held, n.line);
     }
     items = std::move(kept);
   }
-  if (items.empty()) {
+  if (items->empty()) {
     scopes.push_back(Value::makeDict());
     exec(n.elseBody);
     scopes.pop_back();
     return Flow::Normal;
   }
-  int64_t len = static_cast<int64_t>(items.size());
+  int64_t len = static_cast<int64_t>(items->size());
   for (int64_t k = 0; k < len; ++k) {
     if (++iterations > limits.maxIterations)
       fail(n.line, "more than " + withCommas(limits.maxIterations) +
-                       " loop iterations");
-    spend(16, n.line);
+                       " loop iterations (RenderLimits::maxIterations)");
+    const Value &item = (*items)[static_cast<size_t>(k)];
+    const Value *prev = k > 0 ? &(*items)[static_cast<size_t>(k - 1)] : nullptr;
+    const Value *next =
+        k + 1 < len ? &(*items)[static_cast<size_t>(k + 1)] : nullptr;
+    // The item is copied into the loop variable, previtem and nextitem.
+    spend(kLoopSteps + 3 * strBytes(item), n.line);
     Dict loop = {
         {"index", Value::integer(k + 1)},
         {"index0", Value::integer(k)},
@@ -198,11 +271,11 @@ Flow Renderer::execFor(const Node &n) {
         {"first", Value::boolean(k == 0)},
         {"last", Value::boolean(k == len - 1)},
         {"length", Value::integer(len)},
-        {"previtem", k > 0 ? items[k - 1] : Value()},
-        {"nextitem", k + 1 < len ? items[k + 1] : Value()},
+        {"previtem", prev ? *prev : Value()},
+        {"nextitem", next ? *next : Value()},
     };
     scopes.push_back(Value::makeDict({{"loop", Value::makeDict(loop)}}));
-    bindVars(n.vars, items[k], n.line);
+    bindVars(n.vars, item, n.line);
     Flow f = exec(n.body);
     scopes.pop_back();
     if (f == Flow::Break)
@@ -226,13 +299,15 @@ Value Renderer::item(const Value &obj, const Value &key, int line) {
   if (obj.kind == Value::DictK || obj.kind == Value::Ns) {
     if (key.kind != Value::Str)
       return Value();
-    const Value *v = obj.find(key.s);
+    const Value *v = findKey(obj, key.s, line);
     return v ? *v : Value();
   }
   if (obj.kind == Value::ListK || obj.kind == Value::Str) {
     if (key.kind == Value::Str)
       return Value(); // an attribute of a list or string: undefined
     int64_t i = toInt(key, line, "an index");
+    if (obj.kind == Value::Str)
+      spend(obj.s.size(), line); // walked to the code point
     if (obj.kind == Value::ListK) {
       int64_t n = static_cast<int64_t>(obj.list->size());
       if (i < 0)
@@ -241,13 +316,13 @@ Value Renderer::item(const Value &obj, const Value &key, int line) {
         return Value();
       return (*obj.list)[static_cast<size_t>(i)];
     }
-    std::vector<std::string> cps = codePoints(obj.s);
-    int64_t n = static_cast<int64_t>(cps.size());
+    int64_t n = static_cast<int64_t>(cpCount(obj.s));
     if (i < 0)
       i += n;
     if (i < 0 || i >= n)
       return Value();
-    return Value::str(cps[static_cast<size_t>(i)]);
+    size_t p = cpOffset(obj.s, static_cast<size_t>(i));
+    return Value::str(obj.s.substr(p, utf8Next(obj.s, p) - p));
   }
   if (obj.kind == Value::None)
     fail(line, "'None' has no item " + pyRepr(key, limits.maxOutput, line));
@@ -255,17 +330,12 @@ Value Renderer::item(const Value &obj, const Value &key, int line) {
 }
 
 Value Renderer::slice(const Value &obj, const Expr &e) {
-  std::vector<Value> src;
   bool isStr = obj.kind == Value::Str;
-  if (isStr) {
-    for (std::string &cp : codePoints(obj.s))
-      src.push_back(Value::str(std::move(cp)));
-  } else if (obj.kind == Value::ListK) {
-    src = *obj.list;
-  } else {
+  if (!isStr && obj.kind != Value::ListK)
     fail(e.line, std::string("cannot slice a ") + typeName(obj));
-  }
-  int64_t n = static_cast<int64_t>(src.size());
+  if (isStr)
+    spend(obj.s.size(), e.line); // walked (and reversed for a negative step)
+  int64_t n = static_cast<int64_t>(isStr ? cpCount(obj.s) : obj.list->size());
   int64_t step = 1;
   if (e.args[3]) {
     Value s = eval(*e.args[3]);
@@ -282,25 +352,84 @@ Value Renderer::slice(const Value &obj, const Expr &e) {
       return dflt;
     int64_t i = toInt(v, e.line, "a slice index");
     if (i < 0)
-      i += n;
+      i = i < -n ? -1 : i + n;
     if (step > 0)
       return std::clamp<int64_t>(i, 0, n);
     return std::clamp<int64_t>(i, -1, n - 1);
   };
   int64_t start = bound(e.args[1], step > 0 ? 0 : n - 1);
   int64_t stop = bound(e.args[2], step > 0 ? n : -1);
-  List out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
-    out.push_back(src[static_cast<size_t>(i)]);
-    if (__builtin_add_overflow(i, step, &i))
-      break;
-  }
+  // The indices start, start + step, ... before stop (Python's slice).
+  uint64_t count = 0;
+  if (step > 0 && start < stop)
+    count = (static_cast<uint64_t>(stop - start) - 1) /
+                static_cast<uint64_t>(step) +
+            1;
+  else if (step < 0 && start > stop)
+    count = (static_cast<uint64_t>(start - stop) - 1) /
+                (static_cast<uint64_t>(-(step + 1)) + 1) +
+            1;
   if (isStr) {
-    std::string s;
-    for (const Value &v : out)
-      s += v.s;
-    return Value::str(s);
+    // A backward slice is a forward one of the reversed string.
+    const std::string *src = &obj.s;
+    std::string reversed;
+    uint64_t stride = static_cast<uint64_t>(step);
+    if (step < 0) {
+      reversed = cpReverse(obj.s);
+      src = &reversed;
+      start = n - 1 - start;
+      stride = static_cast<uint64_t>(-(step + 1)) + 1;
+    }
+    std::string out;
+    size_t p = cpOffset(*src, static_cast<size_t>(start));
+    for (uint64_t k = 0; k < count; ++k) {
+      size_t q = utf8Next(*src, p);
+      out.append(*src, p, q - p);
+      // The next index: stride code points on (stride may pass the end).
+      for (uint64_t j = 0; j < stride && p < src->size(); ++j)
+        p = utf8Next(*src, p);
+    }
+    return Value::str(std::move(out));
   }
+  if (count > limits.maxValueSize / kItemBytes)
+    tooBig(e.line);
+  List out;
+  out.reserve(static_cast<size_t>(count));
+  uint64_t held = 0;
+  for (uint64_t k = 0; k < count; ++k)
+    push(out, (*obj.list)[static_cast<size_t>(nthIndex(start, k, step))], held,
+         e.line);
+  return Value::makeList(std::move(out));
+}
+
+Value Renderer::repeat(const Value &seq, int64_t times, int line) {
+  if (times <= 0)
+    return seq.kind == Value::Str ? Value::str("") : Value::makeList();
+  uint64_t t = static_cast<uint64_t>(times);
+  if (seq.kind == Value::Str) {
+    if (!seq.s.empty() && t > limits.maxOutput / seq.s.size())
+      fail(line,
+           "string repetition exceeds " + describeBytes(limits.maxOutput));
+    // Doubling: a few copies of memory, not one append per repetition.
+    size_t total = seq.s.size() * static_cast<size_t>(t);
+    std::string out;
+    out.reserve(total);
+    if (total > 0)
+      out = seq.s;
+    while (out.size() < total)
+      out.append(out, 0, std::min(out.size(), total - out.size()));
+    return Value::str(std::move(out));
+  }
+  const List &l = *seq.list;
+  if (l.empty()) // [] * 10**15: no loop over the count
+    return Value::makeList();
+  if (t > limits.maxValueSize / (l.size() * kItemBytes))
+    tooBig(line);
+  List out;
+  uint64_t held = 0;
+  for (uint64_t k = 0; k < t; ++k)
+    for (const Value &v : l)
+      push(out, v, held, line);
   return Value::makeList(std::move(out));
 }
 
@@ -315,53 +444,82 @@ Value Renderer::evalBinary(const Expr &e) {
     return truthy(l) ? l : eval(*e.args[1]);
   }
   Value l = eval(*e.args[0]), r = eval(*e.args[1]);
-  if (op == "~")
-    return Value::str(str(l, e.line) + str(r, e.line));
+  if (op == "~") {
+    std::string a = str(l, e.line), b = str(r, e.line);
+    willGrow(a.size(), b.size(), e.line);
+    return Value::str(a + b);
+  }
   if (op == "+") {
-    if (l.kind == Value::Str && r.kind == Value::Str)
+    if (l.kind == Value::Str && r.kind == Value::Str) {
+      willGrow(l.s.size(), r.s.size(), e.line);
       return Value::str(l.s + r.s);
+    }
     if (l.kind == Value::ListK && r.kind == Value::ListK) {
-      if (l.list->size() + r.list->size() > limits.maxValueSize)
-        fail(e.line, "a value holds more than " +
-                         std::to_string(limits.maxValueSize) +
-                         " items and string bytes");
-      List c = *l.list;
-      c.insert(c.end(), r.list->begin(), r.list->end());
+      // Checked before the copy: l + l doubling a list is refused here.
+      if (l.weight + r.weight - kItemBytes > limits.maxValueSize)
+        tooBig(e.line);
+      List c;
+      c.reserve(l.list->size() + r.list->size());
+      uint64_t held = 0;
+      for (const List *part : {l.list.get(), r.list.get()})
+        for (const Value &v : *part)
+          push(c, v, held, e.line);
       return Value::makeList(std::move(c));
     }
   }
   if (op == "*") {
-    const Value *s = l.kind == Value::Str   ? &l
-                     : r.kind == Value::Str ? &r
-                                            : nullptr;
-    const Value *n = s == &l ? &r : &l;
-    if (s && (n->kind == Value::Int || n->kind == Value::Bool)) {
-      std::string out;
-      int64_t times = toInt(*n, e.line, "a repeat count");
-      if (times > 0 && !s->s.empty() &&
-          static_cast<uint64_t>(times) > limits.maxOutput / s->s.size())
-        fail(e.line,
-             "string repetition exceeds " + describeBytes(limits.maxOutput));
-      for (int64_t k = 0; k < times; ++k)
-        out += s->s;
-      return Value::str(out);
-    }
+    // str * int, list * int (either way round), bool counting as an int.
+    bool ls = l.kind == Value::Str || l.kind == Value::ListK;
+    bool rs = r.kind == Value::Str || r.kind == Value::ListK;
+    const Value *seq = ls ? &l : rs ? &r : nullptr;
+    const Value *n = seq == &l ? &r : &l;
+    if (seq && (n->kind == Value::Int || n->kind == Value::Bool))
+      return repeat(*seq, toInt(*n, e.line, "a repeat count"), e.line);
   }
   if (!l.isNumber() || !r.isNumber())
     fail(e.line, "unsupported operand types for " + op + ": '" + typeName(l) +
                      "' and '" + typeName(r) + "'");
+  return arithmetic(op, l, r, e.line);
+}
+
+namespace {
+
+/// Python's float ** float: an error where Python raises (0 to a negative
+/// power, a finite result too large for a double, a negative base to a
+/// fractional power, which gives a complex number).
+double pyPow(double a, double b, int line) {
+  if (b == 0)
+    return 1.0;
+  if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b))
+    return std::pow(a, b);
+  if (a == 0 && b < 0)
+    fail(line, "division by zero: 0.0 cannot be raised to a negative power");
+  if (a < 0 && b != std::floor(b))
+    fail(line, "a negative number raised to a fractional power is a complex "
+               "number (not supported)");
+  double r = std::pow(a, b);
+  if (std::isinf(r))
+    fail(line, "float overflow in ** (the result is beyond the largest "
+               "double, about 1.8e308)");
+  return r;
+}
+
+} // namespace
+
+Value Renderer::arithmetic(const std::string &op, const Value &l,
+                           const Value &r, int line) {
   bool ints = l.kind != Value::Float && r.kind != Value::Float;
   auto asInt = [](const Value &v) { return v.kind == Value::Int ? v.i : v.b; };
   if (op == "/") {
     if (r.number() == 0)
-      fail(e.line, "division by zero");
+      fail(line, "division by zero");
     return Value::real(l.number() / r.number());
   }
   if (ints) {
     int64_t a = asInt(l), b = asInt(r);
     int64_t c = 0;
     auto overflow = [&] {
-      fail(e.line, "integer overflow in " + op + " (beyond 64 bits)");
+      fail(line, "integer overflow in " + op + " (beyond 64 bits)");
     };
     if (op == "+") {
       if (__builtin_add_overflow(a, b, &c))
@@ -380,7 +538,7 @@ Value Renderer::evalBinary(const Expr &e) {
     }
     if (op == "//" || op == "%") {
       if (b == 0)
-        fail(e.line, "division by zero");
+        fail(line, "division by zero");
       if (a == INT64_MIN && b == -1) {
         if (op == "%")
           return Value::integer(0);
@@ -394,8 +552,10 @@ Value Renderer::evalBinary(const Expr &e) {
       return Value::integer(op == "//" ? q : m);
     }
     if (op == "**") {
+      // A negative exponent gives a float, as in Python.
       if (b < 0)
-        return Value::real(std::pow(static_cast<double>(a), b));
+        return Value::real(
+            pyPow(static_cast<double>(a), static_cast<double>(b), line));
       if (a == 0 || a == 1)
         return Value::integer(b == 0 ? 1 : a);
       if (a == -1)
@@ -415,19 +575,40 @@ Value Renderer::evalBinary(const Expr &e) {
   if (op == "*")
     return Value::real(a * b);
   if (op == "//" || op == "%") {
+    // CPython's float divmod: exact remainder by fmod, sign of the divisor.
     if (b == 0)
-      fail(e.line, "division by zero");
-    double q = std::floor(a / b);
-    return Value::real(op == "//" ? q : a - q * b);
+      fail(line, "division by zero");
+    double mod = std::fmod(a, b);
+    double div = (a - mod) / b;
+    if (mod != 0) {
+      if ((b < 0) != (mod < 0)) {
+        mod += b;
+        div -= 1.0;
+      }
+    } else {
+      mod = std::copysign(0.0, b);
+    }
+    if (op == "%")
+      return Value::real(mod);
+    double floordiv;
+    if (div != 0) {
+      floordiv = std::floor(div);
+      if (div - floordiv > 0.5)
+        floordiv += 1.0;
+    } else {
+      floordiv = std::copysign(0.0, a / b);
+    }
+    return Value::real(floordiv);
   }
   if (op == "**")
-    return Value::real(std::pow(a, b));
-  fail(e.line, "unsupported operator " + op);
+    return Value::real(pyPow(a, b, line));
+  fail(line, "unsupported operator " + op);
 }
 
 bool Renderer::compare(const std::string &op, const Value &l, const Value &r,
                        int line) {
-  spend(l.size() + r.size(), line);
+  // Equality walks both values (a namespace compares by identity).
+  spend(l.weight + r.weight, line);
   if (op == "==")
     return equal(l, r);
   if (op == "!=")
@@ -438,12 +619,12 @@ bool Renderer::compare(const std::string &op, const Value &l, const Value &r,
       if (l.kind != Value::Str)
         fail(line, std::string("'in <string>' requires a string, not ") +
                        typeName(l));
-      in = findText(r.s, l.s) != std::string::npos;
+      in = TextFinder(l.s).find(r.s) != std::string::npos;
     } else if (r.kind == Value::ListK) {
       for (const Value &v : *r.list)
         in = in || equal(l, v);
     } else if (r.kind == Value::DictK || r.kind == Value::Ns) {
-      in = l.kind == Value::Str && r.find(l.s);
+      in = l.kind == Value::Str && findKey(r, l.s, line);
     } else if (r.kind == Value::Undefined) {
       fail(line, "'in' an undefined value");
     } else {
@@ -453,13 +634,17 @@ bool Renderer::compare(const std::string &op, const Value &l, const Value &r,
     return op == "in" ? in : !in;
   }
   int c;
-  if (l.isNumber() && r.isNumber())
-    c = l.number() < r.number() ? -1 : l.number() > r.number() ? 1 : 0;
-  else if (l.kind == Value::Str && r.kind == Value::Str)
-    c = l.s.compare(r.s) < 0 ? -1 : l.s.compare(r.s) > 0 ? 1 : 0;
-  else
+  if (l.isNumber() && r.isNumber()) {
+    c = compareNumbers(l, r);
+    if (c == 2) // NaN: every ordering is false
+      return false;
+  } else if (l.kind == Value::Str && r.kind == Value::Str) {
+    int k = l.s.compare(r.s);
+    c = k < 0 ? -1 : k > 0 ? 1 : 0;
+  } else {
     fail(line, "'" + op + "' is not supported between '" + typeName(l) +
                    "' and '" + typeName(r) + "'");
+  }
   if (op == "<")
     return c < 0;
   if (op == ">")
@@ -495,14 +680,14 @@ Value Renderer::evalNode(const Expr &e) {
   case Expr::Lit:
     return e.lit;
   case Expr::Name:
-    return lookup(e.name);
+    return lookup(e.name, e.line);
   case Expr::Attr: {
     Value obj = eval(*e.args[0]);
     if (obj.kind == Value::Undefined)
       fail(e.line,
            "cannot read attribute '" + e.name + "' of an undefined value");
     if (obj.kind == Value::DictK || obj.kind == Value::Ns) {
-      const Value *v = obj.find(e.name);
+      const Value *v = findKey(obj, e.name, e.line);
       return v ? *v : Value();
     }
     if (obj.kind == Value::None)
@@ -568,7 +753,7 @@ Value Renderer::evalNode(const Expr &e) {
       Value key = eval(*e.args[k]);
       if (key.kind != Value::Str)
         fail(e.line, "dict keys must be strings here");
-      d.setKey(key.s, eval(*e.args[k + 1]));
+      setKey(d, key.s, eval(*e.args[k + 1]), e.line);
     }
     d.measure();
     return d;

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace mtc::tok::jinja {
 
@@ -67,104 +68,159 @@ bool truthy(const Value &v) {
   return false;
 }
 
-// Python's repr of a float: the shortest round-tripping digits, ".0" when
-// integral.
+// Python's repr of a float: the shortest digits that read back as the same
+// double, in positional notation when the decimal point falls within 16
+// digits of them (1e-4 <= |x| < 1e16), else d.ddde+XX; ".0" when integral.
 std::string floatRepr(double x) {
   if (std::isnan(x))
     return "nan";
   if (std::isinf(x))
     return x > 0 ? "inf" : "-inf";
   char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, x);
+  for (int prec = 0; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec, x);
     if (std::strtod(buf, nullptr) == x)
       break;
   }
-  std::string s = buf;
-  // Python switches to exponent form at 1e16 and below 1e-4.
-  if (s.find_first_of(".en") == std::string::npos)
-    s += ".0";
-  size_t e = s.find('e');
-  if (e != std::string::npos) {
-    // %g gives e+16 / e-05; Python gives e+16 / e-05 as well.
-    std::string mant = s.substr(0, e), ex = s.substr(e + 1);
-    char sign = ex[0];
-    ex = ex.substr(1);
-    while (ex.size() > 2 && ex[0] == '0')
-      ex.erase(0, 1);
-    s = mant + "e" + sign + ex;
+  // buf is [-]d[.ddd]e(+|-)XX.
+  const char *p = buf;
+  std::string sign;
+  if (*p == '-') {
+    sign = "-";
+    ++p;
   }
-  return s;
+  std::string digits;
+  for (; *p != 'e'; ++p)
+    if (*p != '.')
+      digits += *p;
+  int exp = std::atoi(p + 1);
+  while (digits.size() > 1 && digits.back() == '0')
+    digits.pop_back();
+  int ndigits = static_cast<int>(digits.size());
+  int decpt = exp + 1; // x = 0.digits * 10^decpt
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0)
+      return sign + "0." + std::string(static_cast<size_t>(-decpt), '0') +
+             digits;
+    if (decpt >= ndigits)
+      return sign + digits +
+             std::string(static_cast<size_t>(decpt - ndigits), '0') + ".0";
+    return sign + digits.substr(0, static_cast<size_t>(decpt)) + "." +
+           digits.substr(static_cast<size_t>(decpt));
+  }
+  std::string e = std::to_string(exp < 0 ? -exp : exp);
+  if (e.size() < 2)
+    e = "0" + e;
+  return sign + digits.substr(0, 1) +
+         (ndigits > 1 ? "." + digits.substr(1) : "") + "e" +
+         (exp < 0 ? "-" : "+") + e;
 }
 
-std::string pyStr(const Value &v, size_t limit, int line) {
-  auto grown = [&](const std::string &s) {
-    if (s.size() > limit)
+namespace {
+
+// Appends Python's str(v) (repr: repr(v)) to out; an error at \p line when
+// out passes \p limit bytes.
+void appendPy(std::string &out, const Value &v, bool repr, size_t limit,
+              int line) {
+  auto check = [&] {
+    if (out.size() > limit)
       fail(line, "a string exceeds " + describeBytes(limit));
   };
   switch (v.kind) {
   case Value::Undefined:
-    return "";
+    return;
   case Value::None:
-    return "None";
+    out += "None";
+    return;
   case Value::Bool:
-    return v.b ? "True" : "False";
+    out += v.b ? "True" : "False";
+    return;
   case Value::Int:
-    return std::to_string(v.i);
+    out += std::to_string(v.i);
+    return;
   case Value::Float:
-    return floatRepr(v.f);
-  case Value::Str:
-    return v.s;
-  case Value::ListK: {
-    std::string s = "[";
-    for (size_t k = 0; k < v.list->size(); ++k) {
-      s += (k ? ", " : "") + pyRepr((*v.list)[k], limit, line);
-      grown(s);
+    out += floatRepr(v.f);
+    return;
+  case Value::Str: {
+    if (!repr) {
+      out += v.s;
+      check();
+      return;
     }
-    return s + "]";
+    bool hasSingle = v.s.find('\'') != std::string::npos;
+    bool hasDouble = v.s.find('"') != std::string::npos;
+    char q = hasSingle && !hasDouble ? '"' : '\'';
+    static const char hex[] = "0123456789abcdef";
+    out.reserve(out.size() + v.s.size() + 2);
+    out += q;
+    for (char ch : v.s) {
+      unsigned char c = static_cast<unsigned char>(ch);
+      if (c >= 0x20 && c != 0x7f && ch != '\\' && ch != q) {
+        out += ch;
+        continue;
+      }
+      out += '\\';
+      if (ch == '\\' || ch == q)
+        out += ch;
+      else if (ch == '\n')
+        out += 'n';
+      else if (ch == '\r')
+        out += 'r';
+      else if (ch == '\t')
+        out += 't';
+      else {
+        out += 'x';
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      }
+    }
+    out += q;
+    check();
+    return;
   }
+  case Value::ListK:
+    out += '[';
+    for (size_t k = 0; k < v.list->size(); ++k) {
+      if (k)
+        out += ", ";
+      appendPy(out, (*v.list)[k], true, limit, line);
+      check();
+    }
+    out += ']';
+    return;
   case Value::DictK:
   case Value::Ns: {
-    std::string s = v.kind == Value::Ns ? "<Namespace {" : "{";
+    out += v.kind == Value::Ns ? "<Namespace {" : "{";
     bool first = true;
     for (const auto &kv : *v.dict) {
-      s += (first ? "" : ", ") + pyRepr(Value::str(kv.first)) + ": " +
-           pyRepr(kv.second, limit, line);
-      grown(s);
+      if (!first)
+        out += ", ";
       first = false;
+      appendPy(out, Value::str(kv.first), true, limit, line);
+      out += ": ";
+      appendPy(out, kv.second, true, limit, line);
+      check();
     }
-    return s + (v.kind == Value::Ns ? "}>" : "}");
+    out += v.kind == Value::Ns ? "}>" : "}";
+    return;
   }
   }
-  return "";
+}
+
+} // namespace
+
+std::string pyStr(const Value &v, size_t limit, int line) {
+  if (v.kind == Value::Str)
+    return v.s;
+  std::string out;
+  appendPy(out, v, false, limit, line);
+  return out;
 }
 
 std::string pyRepr(const Value &v, size_t limit, int line) {
-  if (v.kind != Value::Str)
-    return pyStr(v, limit, line);
-  bool hasSingle = v.s.find('\'') != std::string::npos;
-  bool hasDouble = v.s.find('"') != std::string::npos;
-  char q = hasSingle && !hasDouble ? '"' : '\'';
-  std::string s(1, q);
-  for (unsigned char c : v.s) {
-    if (c == '\\')
-      s += "\\\\";
-    else if (c == '\n')
-      s += "\\n";
-    else if (c == '\r')
-      s += "\\r";
-    else if (c == '\t')
-      s += "\\t";
-    else if (c == static_cast<unsigned char>(q))
-      s += std::string("\\") + q;
-    else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      s += buf;
-    } else
-      s += static_cast<char>(c);
-  }
-  return s + q;
+  std::string out;
+  appendPy(out, v, true, limit, line);
+  return out;
 }
 
 // json.dumps(x, ensure_ascii=False, indent=indent).
@@ -254,6 +310,10 @@ Value fromJson(const nlohmann::json &j, int depth) {
   case nlohmann::json::value_t::number_integer:
     return Value::integer(j.get<int64_t>());
   case nlohmann::json::value_t::number_unsigned:
+    if (j.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(-1, "the context holds the integer " +
+                   std::to_string(j.get<uint64_t>()) +
+                   ", beyond 64 bits (integers here are 64-bit)");
     return Value::integer(static_cast<int64_t>(j.get<uint64_t>()));
   case nlohmann::json::value_t::number_float:
     return Value::real(j.get<double>());
@@ -276,13 +336,45 @@ Value fromJson(const nlohmann::json &j, int depth) {
   }
 }
 
-bool equal(const Value &a, const Value &b) {
-  if (a.isNumber() && b.isNumber()) {
-    if (a.kind == Value::Float || b.kind == Value::Float)
-      return a.number() == b.number();
-    return (a.kind == Value::Int ? a.i : a.b) ==
-           (b.kind == Value::Int ? b.i : b.b);
+namespace {
+
+// Python's ordering of an int and a float, exact (-1: i < f; 2: f is NaN).
+int compareIntFloat(int64_t i, double f) {
+  if (std::isnan(f))
+    return 2;
+  if (f >= 9223372036854775808.0)
+    return -1;
+  if (f < -9223372036854775808.0)
+    return 1;
+  double t = std::trunc(f);
+  int64_t ti = static_cast<int64_t>(t);
+  if (i != ti)
+    return i < ti ? -1 : 1;
+  return f > t ? -1 : f < t ? 1 : 0;
+}
+
+} // namespace
+
+int compareNumbers(const Value &a, const Value &b) {
+  auto asInt = [](const Value &v) -> int64_t {
+    return v.kind == Value::Int ? v.i : v.b;
+  };
+  bool fa = a.kind == Value::Float, fb = b.kind == Value::Float;
+  if (!fa && !fb) {
+    int64_t x = asInt(a), y = asInt(b);
+    return x < y ? -1 : x > y ? 1 : 0;
   }
+  if (fa && fb)
+    return a.f < b.f ? -1 : a.f > b.f ? 1 : a.f == b.f ? 0 : 2;
+  if (fb)
+    return compareIntFloat(asInt(a), b.f);
+  int c = compareIntFloat(asInt(b), a.f);
+  return c == 2 ? 2 : -c;
+}
+
+bool equal(const Value &a, const Value &b) {
+  if (a.isNumber() && b.isNumber())
+    return compareNumbers(a, b) == 0;
   if (a.kind != b.kind)
     return false;
   switch (a.kind) {
@@ -292,21 +384,45 @@ bool equal(const Value &a, const Value &b) {
   case Value::Str:
     return a.s == b.s;
   case Value::ListK:
+    if (a.list == b.list)
+      return true;
     if (a.list->size() != b.list->size())
       return false;
     for (size_t k = 0; k < a.list->size(); ++k)
       if (!equal((*a.list)[k], (*b.list)[k]))
         return false;
     return true;
-  case Value::DictK:
-    if (a.dict->size() != b.dict->size())
+  case Value::DictK: {
+    if (a.dict == b.dict)
+      return true;
+    const Dict &x = *a.dict, &y = *b.dict;
+    if (x.size() != y.size())
       return false;
-    for (const auto &kv : *a.dict) {
-      const Value *o = b.find(kv.first);
-      if (!o || !equal(kv.second, *o))
+    // Keys in the same order (the usual case) compare in one pass; others
+    // by key after sorting, never a search per key.
+    bool sameOrder = true;
+    for (size_t k = 0; k < x.size() && sameOrder; ++k)
+      sameOrder = x[k].first == y[k].first;
+    std::vector<const std::pair<std::string, Value> *> px, py;
+    if (!sameOrder) {
+      for (size_t k = 0; k < x.size(); ++k) {
+        px.push_back(&x[k]);
+        py.push_back(&y[k]);
+      }
+      auto byKey = [](const auto *l, const auto *r) {
+        return l->first < r->first;
+      };
+      std::sort(px.begin(), px.end(), byKey);
+      std::sort(py.begin(), py.end(), byKey);
+    }
+    for (size_t k = 0; k < x.size(); ++k) {
+      const auto &l = sameOrder ? x[k] : *px[k];
+      const auto &r = sameOrder ? y[k] : *py[k];
+      if (l.first != r.first || !equal(l.second, r.second))
         return false;
     }
     return true;
+  }
   case Value::Ns:
     return a.dict == b.dict;
   default:
@@ -315,12 +431,6 @@ bool equal(const Value &a, const Value &b) {
 }
 
 // UTF-8 helpers for Python's len / iteration / strip over code points.
-size_t utf8Next(const std::string &s, size_t pos) {
-  unsigned char c = static_cast<unsigned char>(s[pos]);
-  size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-  return std::min(s.size(), pos + n);
-}
-
 uint32_t utf8At(const std::string &s, size_t pos, size_t end) {
   unsigned char c = static_cast<unsigned char>(s[pos]);
   if (c < 0x80)
@@ -331,14 +441,33 @@ uint32_t utf8At(const std::string &s, size_t pos, size_t end) {
   return cp;
 }
 
-std::vector<std::string> codePoints(const std::string &s) {
-  std::vector<std::string> out;
-  for (size_t p = 0; p < s.size();) {
+size_t cpCount(const std::string &s) {
+  size_t n = 0;
+  for (size_t p = 0; p < s.size(); p = utf8Next(s, p))
+    ++n;
+  return n;
+}
+
+size_t cpOffset(const std::string &s, size_t index) {
+  size_t p = 0;
+  for (size_t k = 0; k < index && p < s.size(); ++k)
+    p = utf8Next(s, p);
+  return p;
+}
+
+std::string cpReverse(const std::string &s) {
+  // Each code point [p, q) lands at [n - q, n - p), its bytes in order.
+  size_t n = s.size();
+  std::string r(n, '\0');
+  for (size_t p = 0; p < n;) {
     size_t q = utf8Next(s, p);
-    out.push_back(s.substr(p, q - p));
+    if (q == p + 1)
+      r[n - q] = s[p];
+    else
+      std::memcpy(&r[n - q], s.data() + p, q - p);
     p = q;
   }
-  return out;
+  return r;
 }
 
 // Python's str.isspace.
@@ -352,28 +481,41 @@ bool pySpace(uint32_t c) {
 // str.strip / lstrip / rstrip, with \p chars (code points) or whitespace.
 std::string pyStrip(const std::string &s, bool left, bool right,
                     const Value *chars) {
-  std::vector<std::string> cps = codePoints(s);
-  std::vector<std::string> set;
-  if (chars && chars->kind == Value::Str) {
-    set = codePoints(chars->s);
+  bool given = chars && chars->kind == Value::Str;
+  std::vector<std::string_view> set;
+  if (given) {
+    const std::string &c = chars->s;
+    for (size_t p = 0; p < c.size();) {
+      size_t q = utf8Next(c, p);
+      set.emplace_back(c.data() + p, q - p);
+      p = q;
+    }
     std::sort(set.begin(), set.end());
   }
-  auto strip = [&](const std::string &cp) {
-    if (chars && chars->kind == Value::Str)
-      return std::binary_search(set.begin(), set.end(), cp);
-    return pySpace(utf8At(cp, 0, cp.size()));
+  auto strip = [&](size_t p, size_t q) {
+    if (given)
+      return std::binary_search(set.begin(), set.end(),
+                                std::string_view(s.data() + p, q - p));
+    unsigned char c = static_cast<unsigned char>(s[p]);
+    if (c < 0x80)
+      return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
+    return pySpace(utf8At(s, p, q));
   };
-  size_t b = 0, e = cps.size();
+  size_t b = 0, e = s.size();
   if (left)
-    while (b < e && strip(cps[b]))
-      ++b;
-  if (right)
-    while (e > b && strip(cps[e - 1]))
-      --e;
-  std::string out;
-  for (size_t k = b; k < e; ++k)
-    out += cps[k];
-  return out;
+    for (size_t q; b < s.size() && strip(b, q = utf8Next(s, b));)
+      b = q;
+  if (right) {
+    // The end of the last code point kept, found walking forward (code
+    // points are delimited from the start).
+    e = b;
+    for (size_t p = b, q; p < s.size(); p = q) {
+      q = utf8Next(s, p);
+      if (!strip(p, q))
+        e = q;
+    }
+  }
+  return s.substr(b, e - b);
 }
 
 std::string asciiMap(std::string s, int mode) {
@@ -394,16 +536,9 @@ std::string asciiMap(std::string s, int mode) {
   return s;
 }
 
-size_t findText(const std::string &hay, const std::string &needle,
-                size_t from) {
-  size_t n = hay.size(), m = needle.size();
-  if (m == 0)
-    return from <= n ? from : std::string::npos;
-  if (from >= n || n - from < m)
-    return std::string::npos;
-  // Knuth-Morris-Pratt: fail[k] is the length of the longest proper border
-  // of needle[0, k].
-  std::vector<size_t> border(m, 0);
+TextFinder::TextFinder(std::string n) : needle(std::move(n)) {
+  size_t m = needle.size();
+  border.assign(m, 0);
   for (size_t k = 1, b = 0; k < m; ++k) {
     while (b > 0 && needle[k] != needle[b])
       b = border[b - 1];
@@ -411,6 +546,16 @@ size_t findText(const std::string &hay, const std::string &needle,
       ++b;
     border[k] = b;
   }
+}
+
+size_t TextFinder::find(const std::string &hay, size_t from) const {
+  size_t n = hay.size(), m = needle.size();
+  if (m == 0)
+    return from <= n ? from : std::string::npos;
+  if (m == 1)
+    return hay.find(needle[0], from);
+  if (from >= n || n - from < m)
+    return std::string::npos;
   for (size_t k = from, q = 0; k < n; ++k) {
     while (q > 0 && hay[k] != needle[q])
       q = border[q - 1];

@@ -7,11 +7,11 @@
 #include "lib/Tokenizer/Instruct.h"
 
 #include "lib/Support/Files.h"
+#include "lib/Support/JsonParse.h"
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
+#include <cerrno>
 #include <sys/stat.h>
 
 namespace mtc::tok {
@@ -32,13 +32,16 @@ const char *const kDefaultChatTemplate =
 
 namespace {
 
-bool fileExists(const std::string &path) {
+/// Whether the optional file \p path is there; one that is there but is not
+/// a regular file (a directory, a FIFO) is an error, not skipped, so that a
+/// tokenizer's own template or special tokens are never silently replaced.
+Expected<bool> optionalFile(const std::string &path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-Expected<std::string> readWhole(const std::string &path) {
-  return readRegularFile(path);
+  if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+    return false;
+  if (Status s = checkRegularFile(path); !s.ok())
+    return s;
+  return true;
 }
 
 std::string dirOf(const std::string &file) {
@@ -80,20 +83,17 @@ Expected<ChatFormat> loadChatFormat(const Tokenizer &tok,
   std::string cfgPath = dir + "/tokenizer_config.json";
   ChatFormat f;
   json cfg;
-  bool haveCfg = fileExists(cfgPath);
-  if (haveCfg) {
-    Expected<std::string> text = readWhole(cfgPath);
+  Expected<bool> haveCfg = optionalFile(cfgPath);
+  if (!haveCfg)
+    return haveCfg.status();
+  if (*haveCfg) {
+    Expected<std::string> text = readRegularFile(cfgPath);
     if (!text)
       return text.status();
-    try {
-      cfg = json::parse(*text);
-    } catch (const json::exception &e) {
-      std::string what = e.what();
-      size_t p = what.find("] ");
-      return Status::error(
-          cfgPath + ": malformed JSON: " +
-          (p == std::string::npos ? what : what.substr(p + 2)));
-    }
+    Expected<json> parsed = parseJson(*text, cfgPath);
+    if (!parsed)
+      return parsed.status();
+    cfg = std::move(*parsed);
     if (!cfg.is_object())
       return Status::error(cfgPath + ": not a JSON object");
     auto bos = configToken(cfg, "bos_token", cfgPath);
@@ -116,19 +116,23 @@ Expected<ChatFormat> loadChatFormat(const Tokenizer &tok,
 
   std::string source, origin;
   std::string jinjaPath = dir + "/chat_template.jinja";
+  Expected<bool> haveJinja =
+      templateFile.empty() ? optionalFile(jinjaPath) : Expected<bool>(false);
+  if (!haveJinja)
+    return haveJinja.status();
   if (!templateFile.empty()) {
-    Expected<std::string> text = readWhole(templateFile);
+    Expected<std::string> text = readRegularFile(templateFile);
     if (!text)
       return text.status();
     source = *text;
     origin = templateFile;
-  } else if (fileExists(jinjaPath)) {
-    Expected<std::string> text = readWhole(jinjaPath);
+  } else if (*haveJinja) {
+    Expected<std::string> text = readRegularFile(jinjaPath);
     if (!text)
       return text.status();
     source = *text;
     origin = jinjaPath;
-  } else if (haveCfg && cfg.contains("chat_template") &&
+  } else if (*haveCfg && cfg.contains("chat_template") &&
              !cfg["chat_template"].is_null()) {
     const json &ct = cfg["chat_template"];
     origin = cfgPath + ": chat_template";
@@ -169,18 +173,15 @@ Expected<ChatFormat> loadChatFormat(const Tokenizer &tok,
 }
 
 Expected<std::vector<ChatMessage>> parseInstructionLine(std::string_view line) {
-  json j;
-  try {
-    j = json::parse(line.begin(), line.end());
-  } catch (const json::exception &e) {
-    std::string what = e.what();
-    size_t p = what.find("] ");
-    what = p == std::string::npos ? what : what.substr(p + 2);
-    // One line: the column is what locates it.
-    if (size_t l = what.find("at line 1, column "); l != std::string::npos)
-      what.replace(l, 18, "at column ");
-    return Status::error("malformed JSON: " + what);
+  Expected<json> parsed = parseJson(line, "");
+  if (!parsed) {
+    // The caller names the file and line; the column is what locates it.
+    std::string what = parsed.message().substr(2); // after parseJson's ": "
+    if (size_t l = what.find("line 1, column "); l != std::string::npos)
+      what.erase(l, 8); // "line 1, "
+    return Status::error(what);
   }
+  json j = std::move(*parsed);
   if (!j.is_object())
     return Status::error("expected a JSON object, found " +
                          std::string(j.type_name()));

@@ -11,6 +11,7 @@
 #include "lib/Tokenizer/Tokenizer.h"
 
 #include "lib/Format/MappedFile.h"
+#include "lib/Support/JsonParse.h"
 #include "lib/Tokenizer/Regex.h"
 #include "lib/Tokenizer/TokenizerInternal.h"
 #include "lib/Tokenizer/Unicode.h"
@@ -238,15 +239,10 @@ Expected<Tokenizer> Tokenizer::load(const std::string &path) {
 
 Expected<Tokenizer> Tokenizer::fromJson(std::string_view text,
                                         const std::string &name) {
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::exception &e) {
-    std::string what = e.what();
-    size_t p = what.find("] ");
-    return Status::error(name + ": malformed JSON: " +
-                         (p == std::string::npos ? what : what.substr(p + 2)));
-  }
+  Expected<json> parsed = parseJson(text, name);
+  if (!parsed)
+    return parsed.status();
+  const json &root = *parsed;
   auto impl = std::make_shared<Impl>();
   impl->name = name;
   try {

@@ -5,7 +5,14 @@
 // (system, user, assistant with a tool call, tool reply), with and without
 // the generation prompt, under small RenderLimits so that every input ends
 // quickly. Every input must parse or fail with a message naming the template;
-// every rendering must succeed within the output limit or fail with one.
+// every rendering must succeed within the output limit or fail with one, and
+// end within half a second of CPU time: maxWork (2^20 steps, a few
+// milliseconds even under the sanitizers) bounds it, so a slower rendering
+// is work the engine does not count. maxIterations is left high so that the
+// work, not the loop count, stops loops. The seeds list-doubling,
+// work-bomb-copy, work-bomb-scan, deep-filters and pow-overflow start the
+// search where such inputs were found (work-bomb-copy took 2 s here before
+// loops stopped copying their lists).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 namespace {
@@ -53,11 +61,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   mtc::tok::RenderLimits limits;
   limits.maxOutput = 1 << 16;
-  limits.maxIterations = 10000;
+  limits.maxIterations = 1000000;
   limits.maxValueSize = 1 << 16;
   limits.maxWork = 1 << 20;
   for (const char *ctx : kContexts) {
+    std::clock_t start = std::clock();
     mtc::Expected<std::string> out = t->render(ctx, limits);
+    if (std::clock() - start > CLOCKS_PER_SEC / 2)
+      bug("a rendering took more than half a second of CPU time within "
+          "maxWork");
     if (!out) {
       if (out.message().rfind("fuzz.jinja: ", 0) != 0)
         bug("a render error does not name the template");

@@ -36,6 +36,12 @@ std::string readText(const std::string &path) {
   return ss.str();
 }
 
+/// "ok", or the error of parsing \p src as template "T".
+std::string parseError(const std::string &src) {
+  Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
+  return t ? std::string("ok") : t.message();
+}
+
 std::string renderSimple(const std::string &tmpl, const json &ctx) {
   Expected<ChatTemplate> t = ChatTemplate::parse(tmpl, "t");
   if (!t)
@@ -148,10 +154,6 @@ TEST(ChatTemplate, Expressions) {
 }
 
 TEST(ChatTemplate, Errors) {
-  auto parseError = [](const std::string &src) {
-    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
-    return t ? std::string("ok") : t.message();
-  };
   EXPECT_EQ(parseError("a\n{% macro f() %}{% endmacro %}"),
             "T: line 2: unsupported Jinja construct: '{% macro %}'");
   EXPECT_EQ(parseError("{% if x %}\nno end"),
@@ -171,6 +173,19 @@ TEST(ChatTemplate, Errors) {
   EXPECT_EQ(renderSimple("{{ 'a' + 1 }}", ctx),
             "RENDER ERROR: t: line 1: unsupported operand types for +: 'str' "
             "and 'int'");
+  // The context: JSON numbers beyond a double or int64 are errors.
+  Expected<ChatTemplate> t = ChatTemplate::parse("{{ x }}", "C");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->render("{\"x\": 1e999}").message(),
+            "C: the context: line 1, column 7: number 1e999 is out of the "
+            "range of a double");
+  EXPECT_EQ(t->render("{\"x\": 18446744073709551615}").message(),
+            "C: the context holds the integer 18446744073709551615, beyond 64 "
+            "bits (integers here are 64-bit)");
+  EXPECT_EQ(t->render("{\"x\": ").message(),
+            "C: the context: not valid JSON: parse error at line 1, column 7: "
+            "syntax error while parsing value - unexpected end of input; "
+            "expected '[', '{', or a literal");
 }
 
 // Token ids and masks against transformers' apply_chat_template with
@@ -198,10 +213,6 @@ TEST(ChatTemplate, OperatorPrecedence) {
 // overflow, value size and work (found reviewing the engine for the chat
 // template fuzzer, test/fuzz/ChatTemplateFuzzer.cpp).
 TEST(ChatTemplate, BoundsUntrustedTemplates) {
-  auto parseError = [](const std::string &src) {
-    Expected<ChatTemplate> t = ChatTemplate::parse(src, "T");
-    return t ? std::string("ok") : t.message();
-  };
   const std::string deep = "T: line 1: the expression nests more than 200 "
                            "levels deep";
   EXPECT_EQ(parseError("{{ " + std::string(3000, '(') + "1" +
@@ -258,7 +269,7 @@ TEST(ChatTemplate, BoundsUntrustedTemplates) {
                              big + "] }}",
                          ctx),
             "2 [2]");
-  EXPECT_EQ(renderSimple("{{ 1e300 | int }} {{ 2.7 | int }}", ctx), "0 2");
+  EXPECT_EQ(renderSimple("{{ 2.7 | int }}", ctx), "2");
 
   // Values stay acyclic and shallow.
   EXPECT_EQ(
@@ -279,8 +290,9 @@ TEST(ChatTemplate, BoundsUntrustedTemplates) {
                          "range(40) %}{% set ns.x = [ns.x, ns.x] %}{% endfor "
                          "%}{{ ns.x == ns.x }}",
                          ctx),
-            "RENDER ERROR: t: line 1: a value holds more than 67108864 items "
-            "and string bytes");
+            "RENDER ERROR: t: line 1: a value holds more than 64 MiB "
+            "(RenderLimits::maxValueSize: its string bytes and 128 bytes per "
+            "item)");
   // tojson's indentation is bounded by the output limit; negative indents
   // as json.dumps (newlines, no spaces).
   EXPECT_EQ(renderSimple("{{ [[1]] | tojson(indent=1000000000) }}", ctx),
@@ -299,8 +311,10 @@ TEST(ChatTemplate, RenderLimits) {
   RenderLimits small;
   small.maxOutput = 100;
   small.maxIterations = 10;
-  small.maxValueSize = 100;
-  small.maxWork = 1000;
+  small.maxValueSize = 4096; // 32 items of 128 bytes
+  small.maxWork = 100000;
+  const std::string tooBig = " (RenderLimits::maxValueSize: its string bytes "
+                             "and 128 bytes per item)";
   EXPECT_EQ(render("{% for i in range(5) %}{{ i }}{% endfor %}", small),
             "01234");
   EXPECT_EQ(render("{% for i in range(9) %}\n{{ 'abcdefghijklmn' }}{% endfor "
@@ -310,22 +324,20 @@ TEST(ChatTemplate, RenderLimits) {
   EXPECT_EQ(render("{% for i in range(3) %}{% for j in range(4) %}{% endfor "
                    "%}{% endfor %}",
                    small),
-            "L: line 1: more than 10 loop iterations");
-  EXPECT_EQ(render("{{ range(11) }}", small), "L: line 1: range() is too long");
+            "L: line 1: more than 10 loop iterations "
+            "(RenderLimits::maxIterations)");
+  EXPECT_EQ(render("{{ range(11) }}", small),
+            "L: line 1: range() of 11 items: more than 10 "
+            "(RenderLimits::maxIterations)");
   EXPECT_EQ(render("{{ 'ab' * 51 }}", small),
             "L: line 1: string repetition exceeds 100 bytes");
   EXPECT_EQ(render("{{ ('ab' * 50 ~ 'c') | length }}", small),
             "L: line 1: a string exceeds 100 bytes");
   EXPECT_EQ(render("{{ 'a,b,c' | replace(',', 'x' * 50) }}", small),
             "L: line 1: a string exceeds 100 bytes");
-  EXPECT_EQ(render("{{ [range(10), range(10), range(10), range(10), "
-                   "range(10)] | length }}",
-                   small),
-            "5");
-  EXPECT_EQ(render("{% set l = [range(10), range(10), range(10), range(10), "
-                   "range(10)] %}{{ [l, l] }}",
-                   small),
-            "L: line 1: a value holds more than 100 items and string bytes");
+  EXPECT_EQ(render("{{ [range(10), range(10)] | length }}", small), "2");
+  EXPECT_EQ(render("{% set l = [range(10), range(10)] %}{{ [l, l] }}", small),
+            "L: line 1: a value holds more than 4096 bytes" + tooBig);
   // A namespace grown after lists took it in: their cached sizes are
   // stale, so printing is bounded as it goes (doubling 24 times instead
   // printed 2^24 copies).
@@ -334,13 +346,238 @@ TEST(ChatTemplate, RenderLimits) {
                    "{% set ns.s = 'x' * 90 %}{{ c }}",
                    small),
             "L: line 1: a string exceeds 100 bytes");
-  small.maxValueSize = 1000;
   small.maxOutput = 100000;
+  small.maxWork = 20000;
   EXPECT_EQ(render("{% for i in range(10) %}{{ range(10) ~ range(10) }}"
                    "{% endfor %}",
                    small),
-            "L: line 1: rendering takes more than 1000 steps (expressions, "
-            "loop iterations and the bytes and items they make)");
+            "L: line 1: rendering takes more than 20,000 steps "
+            "(RenderLimits::maxWork: about one per byte made or scanned, 64 "
+            "per expression, 512 per loop iteration)");
+}
+
+// Lists, strings and ranges that would take gigabytes are refused before
+// they are made, with the limit named (a doubled list aborted on bad_alloc;
+// iterating a long string made a 104-byte value per character).
+TEST(ChatTemplate, RefusesValuesBeforeAllocating) {
+  json ctx = json::object();
+  const std::string tooBig = "RENDER ERROR: t: line 2: a value holds more "
+                             "than 64 MiB (RenderLimits::maxValueSize: its "
+                             "string bytes and 128 bytes per item)";
+  EXPECT_EQ(renderSimple("{% set ns = namespace(l=[1]) %}\n{% for i in "
+                         "range(100) %}{% set ns.l = ns.l + ns.l %}{% endfor "
+                         "%}{{ ns.l | length }}",
+                         ctx),
+            tooBig);
+  EXPECT_EQ(renderSimple("{% set s = 'x' * 10000000 %}\n{% for c in s %}{% "
+                         "break %}{% endfor %}",
+                         ctx),
+            tooBig);
+  EXPECT_EQ(renderSimple("{% set s = 'x' * 10000000 %}\n{{ s | list | length "
+                         "}}",
+                         ctx),
+            tooBig);
+  EXPECT_EQ(renderSimple("\n{{ (',' * 1000000).split(',') | length }}", ctx),
+            tooBig);
+  EXPECT_EQ(renderSimple("\n{{ ([0] * 1000000) | length }}", ctx), tooBig);
+  EXPECT_EQ(renderSimple("{{ range(100000) | length }}", ctx), "100000");
+  EXPECT_EQ(renderSimple("\n{{ range(100001) | length }}", ctx),
+            "RENDER ERROR: t: line 2: range() of 100,001 items: more than "
+            "100,000 (Jinja2's sandbox, as transformers uses it)");
+  // An empty string repeated 10^15 times looped 10^15 times.
+  EXPECT_EQ(renderSimple("{{ ('' * 1000000000000000) | length }} {{ ([] * "
+                         "1000000000000000) | length }}",
+                         ctx),
+            "0 0");
+}
+
+// The work of a rendering counts what is copied and scanned, not only what
+// is made: each of these took at least ten times its count before (a loop
+// over a list of long strings copied them all each time, and counted one
+// step per item), so a template could run for minutes within maxWork.
+TEST(ChatTemplate, WorkCountsCopiesAndScans) {
+  RenderLimits limits;
+  limits.maxWork = 1000000;
+  auto render = [&](const std::string &src) {
+    Expected<ChatTemplate> t = ChatTemplate::parse(src, "W");
+    if (!t)
+      return "PARSE ERROR: " + t.message();
+    Expected<std::string> r = t->render("{}", limits);
+    return r ? std::string("ok") : r.message();
+  };
+  const std::string stopped = "W: line 2: rendering takes more than 1,000,000 "
+                              "steps (RenderLimits::maxWork: about one per "
+                              "byte made or scanned, 64 per expression, 512 "
+                              "per loop iteration)";
+  // Loops and copies of a list of long strings.
+  EXPECT_EQ(render("{% set l = ['x' * 100000] %}\n{% for i in range(100) %}"
+                   "{% for c in l %}{% endfor %}{% endfor %}"),
+            stopped);
+  EXPECT_EQ(render("{% set l = ['x' * 100000] %}\n{% for i in range(100) %}"
+                   "{% set t = l + [] %}{% endfor %}"),
+            stopped);
+  // A replacement per byte; a list printed item by item.
+  EXPECT_EQ(render("{% set s = 'a' * 100000 %}\n{% for i in range(4) %}"
+                   "{% set t = s.replace('a', 'b') %}{% endfor %}"),
+            stopped);
+  EXPECT_EQ(render("{% set l = range(3000) %}\n{% for i in range(10) %}{% set "
+                   "t = l | join %}{% endfor %}"),
+            stopped);
+  // Names looked up among thousands.
+  std::string sets = "\n";
+  for (int k = 0; k < 2000; ++k)
+    sets += "{% set a" + std::to_string(k) + " = 1 %}";
+  EXPECT_EQ(render(sets), stopped);
+  // The same templates within the default limits' budget of a published
+  // template: a short loop over a short list.
+  EXPECT_EQ(render("{% set l = ['x' * 100] %}\n{% for i in range(10) %}"
+                   "{% for c in l %}{{ c | length }}{% endfor %}{% endfor %}"),
+            "ok");
+}
+
+// Deep chains of filters, operators, attributes and subscripts are refused
+// while they are parsed: a chain of 100,000 filters was built, refused and
+// then destroyed by recursion, which overflowed the stack.
+TEST(ChatTemplate, RefusesDeepChainsWhileParsing) {
+  const std::string deep = "T: line 2: the expression nests more than 200 "
+                           "levels deep";
+  auto chain = [](const std::string &head, const std::string &link, int n) {
+    std::string s = "\n{{ " + head;
+    for (int k = 0; k < n; ++k)
+      s += link;
+    return s + " }}";
+  };
+  // (These two crashed an optimized build; 100,000 filters one built with
+  // AddressSanitizer.)
+  EXPECT_EQ(parseError(chain("1", "+1", 300000)), deep);
+  EXPECT_EQ(parseError(chain("x", ".a", 300000)), deep);
+  for (const char *link :
+       {"|string", "[0]", "(1)", " is string", "|default(1)", " ~ 'a'", "**2"})
+    EXPECT_EQ(parseError(chain("x", link, 3000)), deep) << link;
+  // A flat comparison chain is one node, however long.
+  EXPECT_EQ(parseError(chain("1", " < 2", 10000)), "ok");
+  // 199 filters still render.
+  EXPECT_EQ(renderSimple(chain("1", "|string", 199), json::object()), "\n1");
+}
+
+// Numbers as Python computes them; Jinja2 (transformers'
+// ImmutableSandboxedEnvironment) gave every expected value here.
+TEST(ChatTemplate, ArithmeticAsPython) {
+  json ctx = json::object();
+  auto err = [](const std::string &m) {
+    return "RENDER ERROR: t: line 1: " + m;
+  };
+  // Where Python raises, the template fails.
+  EXPECT_EQ(renderSimple("{{ 0 ** -1 }}", ctx),
+            err("division by zero: 0.0 cannot be raised to a negative power"));
+  EXPECT_EQ(renderSimple("{{ 0.0 ** -0.5 }}", ctx),
+            err("division by zero: 0.0 cannot be raised to a negative power"));
+  for (const char *overflow : {"{{ 10.0 ** 400 }}", "{{ 1e308 ** 2 }}",
+                               "{{ 2.0 ** 1024 }}", "{{ (-2.0) ** 1025 }}"})
+    EXPECT_EQ(renderSimple(overflow, ctx),
+              err("float overflow in ** (the result is beyond the largest "
+                  "double, about 1.8e308)"))
+        << overflow;
+  EXPECT_EQ(renderSimple("{{ (-8.0) ** 0.5 }}", ctx),
+            err("a negative number raised to a fractional power is a complex "
+                "number (not supported)"));
+  EXPECT_EQ(renderSimple("{{ 5.0 // 0.0 }}", ctx), err("division by zero"));
+  EXPECT_EQ(renderSimple("{{ 7 % 0.0 }}", ctx), err("division by zero"));
+  // Infinite operands and underflow do not raise.
+  EXPECT_EQ(renderSimple("{{ (1e308 * 10) ** 2 }} {{ 10 ** -400 }} {{ 0.5 ** "
+                         "2000 }} {{ 2 ** -1 }} {{ (-2) ** -1 }} {{ 0.0 ** 0 "
+                         "}} {{ (-8) ** 2.0 }}",
+                         ctx),
+            "inf 0.0 0.0 0.5 -0.5 1.0 64.0");
+  // Float floor division and modulo: exact remainders, the divisor's sign.
+  EXPECT_EQ(renderSimple("{{ 1e300 % 3.0 }} {{ 1e300 // 7.0 }} {{ -7.5 % 2 }} "
+                         "{{ 7.5 % -2 }} {{ -0.0 // 1 }} {{ 0.0 % -2 }} {{ -1 "
+                         "// 3.0 }}",
+                         ctx),
+            "0.0 1.4285714285714286e+299 0.5 -0.5 -0.0 -0.0 -1.0");
+  // Int and float compare exactly; NaN is unordered.
+  EXPECT_EQ(renderSimple("{{ 9007199254740993 == 9007199254740992.0 }} {{ "
+                         "9007199254740993 > 9007199254740992.0 }} {{ 1 == "
+                         "1.0 }} {{ [1, 2.0] == [1.0, 2] }} {% set n = 'nan' "
+                         "| float %}{{ n < 1 }} {{ n >= 1 }} {{ n == n }}",
+                         ctx),
+            "False True True True False False False");
+  EXPECT_EQ(renderSimple("{{ {'a': 1, 'b': 2} == {'b': 2, 'a': 1} }} {{ {'a': "
+                         "1} == {'b': 1} }}",
+                         ctx),
+            "True False");
+  // Floats print as repr(): positional from 1e-4 up to 1e16.
+  EXPECT_EQ(renderSimple("{{ 1e15 }} {{ 1.5e10 }} {{ 1e16 }} {{ 0.0001 }} {{ "
+                         "1e-5 }} {{ 123456789.125 }} {{ 0.1 + 0.2 }} {{ "
+                         "9223372036854775807 / 1 }} {{ 5e-324 }} {{ -0.0 }} "
+                         "{{ 100.0 }}",
+                         ctx),
+            "1000000000000000.0 15000000000.0 1e+16 0.0001 1e-05 "
+            "123456789.125 0.30000000000000004 9.223372036854776e+18 5e-324 "
+            "-0.0 100.0");
+  // The int and float filters: Python's int() and float() of strings,
+  // int(float(s)) for "3.5"; an int beyond 64 bits is an error here (Python
+  // makes a big integer).
+  EXPECT_EQ(renderSimple("{{ '3.5' | int }} {{ '1e3' | int }} {{ '1_000' | "
+                         "int }} {{ ' 12 ' | int }} {{ '12abc' | int }} {{ "
+                         "'1__0' | int }} {{ 'nan' | int }} {{ '1e400' | int "
+                         "}} {{ 'x' | int(default=7) }} {{ -3.7 | int }}",
+                         ctx),
+            "3 1000 1000 12 0 0 0 0 7 -3");
+  EXPECT_EQ(renderSimple("{{ 1e300 | int }}", ctx),
+            err("integer overflow in the int filter (beyond 64 bits)"));
+  EXPECT_EQ(renderSimple("{{ '99999999999999999999' | int }}", ctx),
+            err("integer overflow in the int filter (beyond 64 bits)"));
+  EXPECT_EQ(renderSimple("{{ '0x1p3' | float }} {{ '1_0.5' | float }} {{ "
+                         "'Infinity' | float }} {{ '.5' | float }} {{ 'e5' | "
+                         "float }}",
+                         ctx),
+            "0.0 10.5 inf 0.5 0.0");
+  // Items of a range whose k * step alone overflows (UndefinedBehaviorSanitizer
+  // reported it), and int64's ends.
+  EXPECT_EQ(renderSimple("{{ range(-9223372036854775807 - 1, "
+                         "9223372036854775807, 4611686018427387904) | list }} "
+                         "{{ -9223372036854775808.0 | int }} {{ "
+                         "'-9223372036854775808' | int }}",
+                         ctx),
+            "[-9223372036854775808, -4611686018427387904, 0, "
+            "4611686018427387904] -9223372036854775808 -9223372036854775808");
+  // Sequences repeat either way round.
+  EXPECT_EQ(renderSimple("{{ [1] * 3 }} {{ 2 * [1, 2] }} {{ [1] * -1 }} {{ "
+                         "'ab' * 2 }}",
+                         ctx),
+            "[1, 1, 1] [1, 2, 1, 2] [] abab");
+  // str.replace and the replace filter: an empty pattern matches before
+  // every character and at the end; both take a count.
+  EXPECT_EQ(renderSimple("{{ 'ab'.replace('', '-') }} {{ 'ab' | "
+                         "replace('', '-') }} {{ 'ab'.replace('', '-', 2) }} "
+                         "{{ 'aaa' | replace('a', 'b', 2) }} {{ 'héllo'[::-1] "
+                         "}} {{ 'héllo'[-2::-2] }} {{ 'héllo' | last }}",
+                         ctx),
+            "-a-b- -a-b- -a-b bba olléh lé o");
+}
+
+// String literals decode Python's escapes as Jinja2 does (unicode-escape):
+// \x, \u and \U kept their backslash before.
+TEST(ChatTemplate, StringLiteralEscapes) {
+  json ctx = json::object();
+  EXPECT_EQ(
+      renderSimple(R"({{ '\u00e9|\x41|\101|\U0001F600|\777\1234|\q' }})", ctx),
+      "\xc3\xa9|A|A|\xf0\x9f\x98\x80|\xc7\xbfS4|\\q");
+  EXPECT_EQ(renderSimple(R"({{ '\a\b\f\v\0' | length }} {{ '\\x41' }})", ctx),
+            "5 \\x41");
+  EXPECT_EQ(parseError(R"({{ '\x4' }})"),
+            "T: line 1: truncated \\x escape in a string literal (2 hex digits "
+            "expected)");
+  EXPECT_EQ(parseError(R"({{ '\ud800' }})"),
+            "T: line 1: a surrogate code point in a string literal's escape "
+            "(not text UTF-8 can hold)");
+  EXPECT_EQ(parseError(R"({{ '\U00110000' }})"),
+            "T: line 1: illegal Unicode character in a string literal's "
+            "escape");
+  EXPECT_EQ(parseError(R"({{ '\N{BULLET}' }})"),
+            "T: line 1: unsupported escape \\N{...} in a string literal "
+            "(write the character itself)");
 }
 
 TEST(Instruct, IdsAndMasksMatchTransformers) {
@@ -421,7 +658,12 @@ TEST(Instruct, LineErrors) {
             "messages[0]: missing field 'content'");
   EXPECT_EQ(err("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}"),
             "no assistant message (nothing to train)");
-  EXPECT_NE(err("{\"prompt\": ").find("malformed JSON"), std::string::npos);
+  EXPECT_EQ(err("{\"prompt\": "),
+            "not valid JSON: parse error at column 12: syntax error while "
+            "parsing value - unexpected end of input; expected '[', '{', or "
+            "a literal");
+  EXPECT_EQ(err("{\"prompt\": \"a\", \"response\": \"b\", \"n\": 1e999}"),
+            "column 39: number 1e999 is out of the range of a double");
 }
 
 TEST(Instruct, LossMaskFile) {

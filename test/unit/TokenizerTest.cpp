@@ -149,7 +149,7 @@ TEST(TokenizerErrors, Messages) {
             "tokenizer.json: model.type 'Unigram' is not supported "
             "(supported: BPE)");
   EXPECT_EQ(loadError("{\"model\": "),
-            "tokenizer.json: malformed JSON: parse error at line 1, column "
+            "tokenizer.json: not valid JSON: parse error at line 1, column "
             "11: syntax error while parsing value - unexpected end of input; "
             "expected '[', '{', or a literal");
   EXPECT_EQ(loadError("[1, 2]"), "tokenizer.json: expected a JSON object at "

@@ -12,12 +12,11 @@
 #include "lib/Tokenizer/TokenFile.h"
 #include "lib/Tokenizer/Tokenizer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -65,14 +64,18 @@ int tokenizeInstructions(const mtc::tok::Tokenizer &tok,
       mtc::tok::loadChatFormat(tok, tokPath, chatTemplate);
   if (!fmt)
     return error("tokenize: " + fmt.message());
-  std::ifstream in;
-  if (std::string why = openRegularFile(input, in); !why.empty())
-    return error("tokenize: " + why);
+  // A regular file only: a FIFO would block the read forever.
+  mtc::Expected<std::string> data = mtc::readRegularFile(input);
+  if (!data)
+    return error("tokenize: " + data.message());
   std::vector<uint32_t> ids;
   std::vector<uint8_t> mask;
   std::string line;
   size_t lineNo = 0, examples = 0;
-  while (std::getline(in, line)) {
+  for (size_t pos = 0; pos < data->size();) {
+    size_t end = std::min(data->find('\n', pos), data->size());
+    line.assign(*data, pos, end - pos);
+    pos = end + 1;
     ++lineNo;
     if (!line.empty() && line.back() == '\r')
       line.pop_back();
@@ -215,12 +218,10 @@ int runTokenize(const std::vector<std::string> &args) {
   if (fromText) {
     bytes = text;
   } else {
-    std::ifstream in;
-    if (std::string why = openRegularFile(input, in); !why.empty())
-      return error("tokenize: " + why);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    bytes = ss.str();
+    mtc::Expected<std::string> data = mtc::readRegularFile(input);
+    if (!data)
+      return error("tokenize: " + data.message());
+    bytes = std::move(*data);
   }
 
   if (decode) {
