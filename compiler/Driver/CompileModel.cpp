@@ -314,7 +314,10 @@ bool runPipelines(mlir::ModuleOp module, const CompileOptions &options,
   return mlir::succeeded(pm.run(module));
 }
 
-bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
+} // namespace
+
+bool readModelFile(const std::string &path, std::string &out,
+                   std::ostream &errs) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     errs << "mtc: error: cannot open '" << path << "': " << std::strerror(errno)
@@ -337,8 +340,6 @@ bool readFile(const std::string &path, std::string &out, std::ostream &errs) {
   out = ss.str();
   return true;
 }
-
-} // namespace
 
 analysis::StepRates stepRatesFor(const CompileOptions &options) {
   if (options.gpu)
@@ -378,7 +379,7 @@ bool compileModelFile(const std::string &path, const CompileOptions &options,
                       std::ostream &errs, CompileStage stage,
                       mlir::MLIRContext &context, CompiledModel &out) {
   std::string source;
-  if (!readFile(path, source, errs))
+  if (!readModelFile(path, source, errs))
     return false;
   return compileModelSource(source, path, options, errs, stage, context, out);
 }

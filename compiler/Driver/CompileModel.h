@@ -173,6 +173,13 @@ analysis::StepRates stepRatesFor(const CompileOptions &options);
 std::optional<analysis::StepTimeEstimate>
 predictStepTime(mlir::ModuleOp module, const analysis::StepRates &rates);
 
+/// Reads the model source \p path: a regular file (a FIFO or a device is
+/// refused without being opened) of at most kMaxSourceBytes. Prints the
+/// error ("mtc: error: cannot open 'x': ...") to \p errs and returns false
+/// on failure.
+bool readModelFile(const std::string &path, std::string &out,
+                   std::ostream &errs);
+
 /// Reads \p path and runs the compiler up to \p stage (MLIR stages use
 /// \p context). Every error is printed to \p errs (file:line:col with a
 /// caret); returns false then. The Bundled stage also compiles the fused

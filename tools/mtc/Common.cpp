@@ -31,31 +31,13 @@
 
 namespace mtc::cli {
 
-/// Opens the regular file \p path into \p in; on failure returns what went
-/// wrong ("cannot open 'x': reason" / "cannot read 'x'"), else "".
-std::string openRegularFile(const std::string &path, std::ifstream &in) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return "cannot open '" + path + "': " + std::strerror(errno);
-  in.open(path, std::ios::binary);
-  if (!S_ISREG(st.st_mode) || !in)
-    return "cannot read '" + path + "'";
-  return "";
-}
-
-bool readModelSource(const char *command, const std::string &hf,
+bool readModelSource(const char * /*command*/, const std::string &hf,
                      const std::string &input, std::string &source,
                      std::string &name) {
   if (!hf.empty())
     return mtc::importHFModel(hf, source, name, std::cerr);
-  std::ifstream in;
-  if (std::string why = openRegularFile(input, in); !why.empty()) {
-    error(std::string(command) + ": " + why);
+  if (!mtc::readModelFile(input, source, std::cerr))
     return false;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  source = ss.str();
   name = input;
   return true;
 }

@@ -46,10 +46,6 @@ int error(const std::string &message);
 
 using driver::Flag;
 
-/// Opens the regular file \p path into \p in; on failure returns what went
-/// wrong ("cannot open 'x': reason" / "cannot read 'x'"), else "".
-std::string openRegularFile(const std::string &path, std::ifstream &in);
-
 /// The model source of a command: the .mt file \p input, or the DSL imported
 /// from the HuggingFace directory \p hf when it is not empty; \p name is
 /// the name diagnostics use. Prints the error ("COMMAND: ...") and returns
