@@ -45,6 +45,7 @@ void printUsage(std::ostream &os);
 int error(const std::string &message);
 
 using driver::Flag;
+namespace limits = driver::limits;
 
 /// Opens the regular file \p path into \p in; on failure returns what went
 /// wrong ("cannot open 'x': reason" / "cannot read 'x'"), else "".
