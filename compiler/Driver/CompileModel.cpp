@@ -122,6 +122,13 @@ bool checkStreamOptions(const CompileOptions &options,
   // A weight slot per layer instance at most (the default 2 stays valid for
   // a one-layer model): more would only be memory no load ever fills.
   const int64_t instances = model.totalLayerInstances();
+  if (instances > bundle::kMaxLayerInstances) {
+    diags.error({}, "the model has " + std::to_string(instances) +
+                        " layer instances, more than the limit of " +
+                        std::to_string(bundle::kMaxLayerInstances) +
+                        " of a step plan (--device-memory)");
+    return false;
+  }
   const int64_t maxDepth = std::max<int64_t>(instances, 2);
   if (s.prefetchDepth > maxDepth) {
     diags.error({}, "--prefetch-depth " + std::to_string(s.prefetchDepth) +

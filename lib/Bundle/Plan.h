@@ -151,6 +151,11 @@ constexpr int64_t kSizeCap = int64_t(1) << 62;
 /// that a few of them add up without overflow.
 constexpr int64_t kMaxPlanBytes = int64_t(1) << 56;
 
+/// The layer instances a step plan may have (its weight slots, its
+/// segments and its mixed plans are chosen per instance): 2^16, far beyond
+/// any model's depth.
+constexpr int64_t kMaxLayerInstances = int64_t(1) << 16;
+
 /// \p a + \p b (both in [0, kSizeCap]), at most kSizeCap.
 constexpr int64_t addSize(int64_t a, int64_t b) {
   int64_t r = 0;

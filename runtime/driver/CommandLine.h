@@ -9,6 +9,7 @@
 #ifndef MTC_RUNTIME_DRIVER_COMMANDLINE_H
 #define MTC_RUNTIME_DRIVER_COMMANDLINE_H
 
+#include "lib/Bundle/Plan.h"
 #include "lib/Support/Status.h"
 
 #include <cstdint>
@@ -57,7 +58,7 @@ constexpr int64_t kStepTokens = int64_t(1) << 32;
 constexpr int64_t kThreads = 1024;
 /// --prefetch-depth, --checkpoint-every, --selective-layers (each is also
 /// refused beyond the model's layer instances once the model is known).
-constexpr int64_t kLayerInstances = int64_t(1) << 16;
+constexpr int64_t kLayerInstances = bundle::kMaxLayerInstances;
 /// Tokens generated or sampled (--tokens, --sample-tokens), --top-k.
 constexpr int64_t kTokens = int64_t(1) << 24;
 constexpr int64_t kEvalBatches = int64_t(1) << 20; ///< --eval-batches

@@ -330,11 +330,12 @@ int runSimulate(const std::vector<std::string> &args) {
   std::vector<std::string> policies = {"full", "selective", "none"};
   if (!recompute.empty() && recompute != "auto")
     policies = {recompute};
+  // Micro-batch sizes whose count stays within --micro-batches' bound.
   std::vector<int64_t> sizes;
   for (int64_t b = 1; b <= rows; b *= 2)
-    if (rows % b == 0)
+    if (rows % b == 0 && rows / b <= limits::kMicroBatches)
       sizes.push_back(b);
-  if (sizes.back() != rows)
+  if (sizes.empty() || sizes.back() != rows)
     sizes.push_back(rows); // one micro-batch of all the rows
   // `--recompute auto` is tried too: where host memory rules out the pure
   // policies it finds the mixed plan (selective for the first S layer
