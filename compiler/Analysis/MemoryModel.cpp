@@ -52,11 +52,11 @@ int64_t paramBytes(Block &body, bundle::Precision precision, int64_t &elements,
   int64_t bytes = 0;
   for (auto p : body.getOps<mt::ParamOp>()) {
     elements = addSize(elements, p.getNumElements());
-    bytes = addSize(bytes, bundle::tensorBytes(
-                               p.getNumElements(),
-                               bundle::deviceParamDType(precision)));
-    gradBytes = addSize(gradBytes,
-                        bundle::tensorBytes(p.getNumElements(), DType::F32));
+    bytes = addSize(bytes,
+                    bundle::tensorBytes(p.getNumElements(),
+                                        bundle::deviceParamDType(precision)));
+    gradBytes =
+        addSize(gradBytes, bundle::tensorBytes(p.getNumElements(), DType::F32));
   }
   return bytes;
 }
@@ -136,9 +136,9 @@ int64_t opWorkspaceBytes(Operation *op, const StorageMap &storage,
     bytes = addSize(bytes,
                     valueBytes(r.getType(), storage.lookup(r), dims, tokens));
   if (isa<mt::AttentionOp>(op))
-    bytes = addSize(bytes, bundle::attentionLseBytes(
-                               shapeOf(op->getResult(0).getType()), dims.batch,
-                               dims.seq));
+    bytes = addSize(
+        bytes, bundle::attentionLseBytes(shapeOf(op->getResult(0).getType()),
+                                         dims.batch, dims.seq));
   if (isa<mt::MoeOp, mt::MoeGradOp>(op)) {
     if (mt::ExpertOp expert = expertOf(op)) {
       int64_t n = dims.tokens(), inner = 0;
@@ -215,7 +215,8 @@ int64_t workspaceBytes(func::FuncOp fn, const Dims &dims, int64_t tokens) {
   StorageMap storage = valueStorage(fn, dims.precision);
   int64_t bytes = 0;
   for (Operation &op : fn.getBody().front())
-    bytes = bundle::addSize(bytes, opWorkspaceBytes(&op, storage, dims, tokens));
+    bytes =
+        bundle::addSize(bytes, opWorkspaceBytes(&op, storage, dims, tokens));
   return bytes;
 }
 
@@ -251,14 +252,15 @@ int64_t opFlops(Operation *op, const Dims &dims, int64_t tokens) {
   }
   if (isa<mt::MoeOp>(op)) {
     Shape router = shapeOf(op->getOperand(1).getType());
-    int64_t f = mulSize(mulSize(2, dims.tokens()),
-                        bundle::concreteNumel(router, 0, 0));
+    int64_t f =
+        mulSize(mulSize(2, dims.tokens()), bundle::concreteNumel(router, 0, 0));
     if (mt::ExpertOp expert = expertOf(op))
       if (func::FuncOp fwd = expert.getForward())
         f = addSize(
-            f, flops(fwd, dims,
-                     mulSize(dims.tokens(),
-                             op->getAttrOfType<IntegerAttr>("top_k").getInt())));
+            f,
+            flops(fwd, dims,
+                  mulSize(dims.tokens(),
+                          op->getAttrOfType<IntegerAttr>("top_k").getInt())));
     return f;
   }
   return numelOf(op->getResult(0).getType(), dims, tokens);
@@ -297,9 +299,7 @@ int64_t ModelCost::totalInstances() const {
 namespace {
 
 /// "2^56 bytes (64 PiB)": the plan limit as people read it.
-std::string planLimitText() {
-  return "2^56 bytes (64 PiB)";
-}
+std::string planLimitText() { return "2^56 bytes (64 PiB)"; }
 
 /// A size for a message: its bytes, or "more than 2^62" when saturated.
 std::string sizeText(int64_t bytes) {
@@ -596,10 +596,10 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
     }
     if (kept > 0)
       maxCkpt = std::max(maxCkpt, l->checkpointBytes);
-    ckptDevice = addSize(
-        ckptDevice,
-        mulSize(mulSize(segmentCount(kept, choices.checkpointEvery), m),
-                l->checkpointBytes));
+    ckptDevice =
+        addSize(ckptDevice,
+                mulSize(mulSize(segmentCount(kept, choices.checkpointEvery), m),
+                        l->checkpointBytes));
   }
   const int64_t k = std::max<int64_t>(1, choices.checkpointEvery);
   auto add = [&](std::string name, std::string kind, int64_t bytes,

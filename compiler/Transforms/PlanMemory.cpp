@@ -49,8 +49,8 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
       return signalPassFailure();
     }
     analysis::MemoryPlan plan = analysis::planMemory(cost, choices);
-    if (llvm::Error e = analysis::checkPlanSizes(
-            plan, steputil::dimsOf(step), choices)) {
+    if (llvm::Error e =
+            analysis::checkPlanSizes(plan, steputil::dimsOf(step), choices)) {
       step.emitError() << llvm::toString(std::move(e));
       return signalPassFailure();
     }

@@ -151,9 +151,9 @@ int64_t opScratchBytes(const Bundle &b, const std::string &layer,
     return 0;
   int64_t bytes = 0;
   for (int r : op.results)
-    bytes = addSize(bytes,
-                    tensorBytes(numelOf(fn.values.at(r), batch, seq, tokens),
-                                storage.at(r)));
+    bytes =
+        addSize(bytes, tensorBytes(numelOf(fn.values.at(r), batch, seq, tokens),
+                                   storage.at(r)));
   if (op.name == "attention" && !op.results.empty())
     bytes = addSize(bytes, attentionLseBytes(fn.values.at(op.results[0]).shape,
                                              batch, seq));
@@ -172,12 +172,11 @@ int64_t opScratchBytes(const Bundle &b, const std::string &layer,
       if (op.name == "moe_grad") {
         auto g = e->functions.find("backward");
         if (g != e->functions.end())
-          inner =
-              addSize(inner, bumpBytes(b, layer, g->second, batch, seq, n));
+          inner = addSize(inner, bumpBytes(b, layer, g->second, batch, seq, n));
       }
-      bytes = addSize(bytes, addSize(inner, op.name == "moe_grad"
-                                                ? mulSize(2, rows)
-                                                : rows));
+      bytes =
+          addSize(bytes, addSize(inner, op.name == "moe_grad" ? mulSize(2, rows)
+                                                              : rows));
     }
   }
   return bytes;

@@ -324,7 +324,9 @@ struct StagePlan {
     std::vector<int64_t> inOffset, outOffset; ///< in the slot
     std::vector<int> args;                    ///< arguments it reads
     int64_t inBytes = 0, outBytes = 0, scratch = 0;
-    int64_t bytes() const { return addSize(addSize(inBytes, outBytes), scratch); }
+    int64_t bytes() const {
+      return addSize(addSize(inBytes, outBytes), scratch);
+    }
   };
   std::vector<Segment> segments;   ///< non-empty runs of stage ops, in order
   std::vector<int64_t> hostOffset; ///< per value id; -1: not carried

@@ -67,12 +67,12 @@ using Json = nlohmann::json;
 // least kMinRate and at most its maximum, every efficiency at least
 // kMinEfficiency, so that the time of any step the planner accepts (sizes
 // below 2^62 bytes and FLOPs) is finite and positive, never inf or nan.
-constexpr double kMinRate = 1e6;          ///< bytes/s or FLOP/s
-constexpr double kMaxBandwidth = 1e18;    ///< bytes/s (HBM today: ~1e13)
-constexpr double kMaxPeakFlops = 1e18;    ///< FLOP/s (a GPU today: ~1e15)
-constexpr double kMaxFlops = 1e30;        ///< an efficiency point's FLOPs
-constexpr double kMinEfficiency = 1e-6;   ///< of the peak
-constexpr double kMinMemoryBytes = 1 << 20;         ///< 1 MiB
+constexpr double kMinRate = 1e6;            ///< bytes/s or FLOP/s
+constexpr double kMaxBandwidth = 1e18;      ///< bytes/s (HBM today: ~1e13)
+constexpr double kMaxPeakFlops = 1e18;      ///< FLOP/s (a GPU today: ~1e15)
+constexpr double kMaxFlops = 1e30;          ///< an efficiency point's FLOPs
+constexpr double kMinEfficiency = 1e-6;     ///< of the peak
+constexpr double kMinMemoryBytes = 1 << 20; ///< 1 MiB
 constexpr double kMaxMemoryBytes = double(1LL << 50); ///< 1 PiB
 constexpr size_t kMaxCurvePoints = 1024;
 constexpr size_t kMaxGemmShapes = 4096;
@@ -216,8 +216,7 @@ public:
       checkKnown(pt, pp, {"flops", "efficiency"});
       EfficiencyPoint e;
       e.flops = number(pt, "flops", pp, 1, kMaxFlops, false);
-      e.efficiency =
-          number(pt, "efficiency", pp, kMinEfficiency, 1, false);
+      e.efficiency = number(pt, "efficiency", pp, kMinEfficiency, 1, false);
       if (failed())
         return c;
       if (!c.points.empty() && e.flops <= c.points.back().flops) {
@@ -398,10 +397,10 @@ Expected<Profile> parseProfile(const std::string &text,
   if (const Json *l = r.object(doc, "link", "link",
                                {"h2d_bandwidth", "d2h_bandwidth",
                                 "duplex_factor", "copy_latency_s"})) {
-    p.link.h2dBandwidth = r.number(*l, "h2d_bandwidth", "link", kMinRate,
-                                   kMaxBandwidth, false);
-    p.link.d2hBandwidth = r.number(*l, "d2h_bandwidth", "link", kMinRate,
-                                   kMaxBandwidth, false);
+    p.link.h2dBandwidth =
+        r.number(*l, "h2d_bandwidth", "link", kMinRate, kMaxBandwidth, false);
+    p.link.d2hBandwidth =
+        r.number(*l, "d2h_bandwidth", "link", kMinRate, kMaxBandwidth, false);
     p.link.duplexFactor = r.number(*l, "duplex_factor", "link", 0.5, 1, false);
     p.link.copyLatency = r.number(*l, "copy_latency_s", "link", 0, 1, false);
   }
@@ -410,16 +409,16 @@ Expected<Profile> parseProfile(const std::string &text,
                                 "adamw_bytes_per_s", "convert_bytes_per_s"})) {
     p.host.cores =
         static_cast<int64_t>(r.number(*h, "cores", "host", 1, 1e6, false));
-    p.host.memoryBandwidth = r.number(*h, "memory_bandwidth", "host",
-                                      kMinRate, kMaxBandwidth, false);
-    p.host.adamwBytesPerS = r.number(*h, "adamw_bytes_per_s", "host",
-                                     kMinRate, kMaxBandwidth, false);
+    p.host.memoryBandwidth = r.number(*h, "memory_bandwidth", "host", kMinRate,
+                                      kMaxBandwidth, false);
+    p.host.adamwBytesPerS = r.number(*h, "adamw_bytes_per_s", "host", kMinRate,
+                                     kMaxBandwidth, false);
     // The default (memory bandwidth over cores) may fall below kMinRate.
     p.host.convertBytesPerS = r.number(
         *h, "convert_bytes_per_s", "host", kMinRate, kMaxBandwidth, false,
         /*required=*/false,
-        std::max(kMinRate, p.host.memoryBandwidth /
-                               static_cast<double>(p.host.cores)));
+        std::max(kMinRate,
+                 p.host.memoryBandwidth / static_cast<double>(p.host.cores)));
     if (doc["host"].contains("cores") && doc["host"]["cores"].is_number() &&
         doc["host"]["cores"].get<double>() !=
             std::floor(doc["host"]["cores"].get<double>()))
@@ -458,8 +457,9 @@ Expected<Profile> loadProfile(const std::string &nameOrFile) {
   // file past the limit is never read whole.
   Expected<std::string> text = readRegularFile(nameOrFile, kMaxProfileBytes);
   if (!text)
-    return Status::error(text.message() + " (a hardware profile: a JSON file "
-                                          "of at most " +
+    return Status::error(text.message() +
+                         " (a hardware profile: a JSON file "
+                         "of at most " +
                          std::to_string(kMaxProfileBytes) +
                          " bytes, docs/simulate.md)");
   return parseProfile(*text, nameOrFile);

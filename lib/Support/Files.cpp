@@ -505,7 +505,8 @@ Expected<std::string> readRegularFile(const std::string &path,
     return fd.status();
   auto tooLarge = [&](const std::string &size) {
     ::close(*fd);
-    return Status::error(path + ": " + size + " bytes, more than the limit of " +
+    return Status::error(path + ": " + size +
+                         " bytes, more than the limit of " +
                          std::to_string(maxBytes));
   };
   struct stat st;

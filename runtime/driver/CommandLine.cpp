@@ -108,7 +108,8 @@ Status parseFlags(const char *command, const std::vector<std::string> &args,
           !(v <= flag->max) || !std::isfinite(v))
         return Status::error(
             bad + "a finite number >= " + std::to_string(flag->min) +
-            (std::isinf(flag->max) ? "" : " and <= " + std::to_string(flag->max)) +
+            (std::isinf(flag->max) ? ""
+                                   : " and <= " + std::to_string(flag->max)) +
             ", got '" + value + "'");
       *static_cast<double *>(flag->target) = v;
       break;
@@ -138,8 +139,9 @@ Status checkStepTokens(const char *command, int64_t batch, int64_t seq,
     return Status::success();
   std::string product =
       "--batch " + std::to_string(batch) + " x --seq " + std::to_string(seq) +
-      (microBatches == 1 ? std::string()
-                         : " x --micro-batches " + std::to_string(microBatches));
+      (microBatches == 1
+           ? std::string()
+           : " x --micro-batches " + std::to_string(microBatches));
   return Status::error(
       std::string(command) + ": " + product + " = " +
       (overflow ? std::string("more than 2^63") : std::to_string(tokens)) +

@@ -291,8 +291,8 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
       pos.push_back(*dir + "/model.mtb");
   }
   // After --resume: the checkpoint's values count too.
-  if (Status st = checkStepTokens("train", opts.batch, opts.seq,
-                                  opts.microBatches);
+  if (Status st =
+          checkStepTokens("train", opts.batch, opts.seq, opts.microBatches);
       !st.ok())
     return st;
   if (cmd.hf.empty()) {

@@ -1,4 +1,5 @@
-//===- ProfileFuzzer.cpp - libFuzzer target for hardware profiles -*- C++ -*-===//
+//===- ProfileFuzzer.cpp - libFuzzer target for hardware profiles -*- C++
+//-*-===//
 //
 // Part of mtc. Feeds arbitrary text to sim::parseProfile (`--gpu FILE`,
 // docs/simulate.md). Every input must end in a profile or an error naming
@@ -44,8 +45,8 @@ const mtc::bundle::Bundle &seedBundle() {
     mtc::Expected<mtc::bundle::Bundle> read =
         mtc::bundle::readFile(MTC_FUZZ_SIM_BUNDLE);
     if (!read || !read->step)
-      bug("cannot read the seed bundle", read ? "no step plan"
-                                              : read.message());
+      bug("cannot read the seed bundle",
+          read ? "no step plan" : read.message());
     return std::optional<mtc::bundle::Bundle>(std::move(*read));
   }();
   return *b;
@@ -70,9 +71,8 @@ void checkBounds(const mtc::sim::Profile &p) {
             within(p.link.copyLatency, 0, 1) &&
             within(p.host.memoryBandwidth, 1e6, 1e18) &&
             within(p.host.adamwBytesPerS, 1e6, 1e18) &&
-            within(p.host.convertBytesPerS, 1e6, 1e18) &&
-            p.host.cores >= 1 && d.hostThreads >= 0 &&
-            !d.gemmEfficiency.points.empty() &&
+            within(p.host.convertBytesPerS, 1e6, 1e18) && p.host.cores >= 1 &&
+            d.hostThreads >= 0 && !d.gemmEfficiency.points.empty() &&
             d.gemmEfficiency.points.size() <= 1024 &&
             !d.attentionEfficiency.points.empty() &&
             d.attentionEfficiency.points.size() <= 1024 &&
@@ -83,8 +83,7 @@ void checkBounds(const mtc::sim::Profile &p) {
   for (const auto &[kind, bw] : d.memoryBandwidthByKind)
     ok = ok && within(bw, 1e6, 1e18);
   if (!ok)
-    bug("parseProfile accepted a number outside the documented bounds",
-        p.name);
+    bug("parseProfile accepted a number outside the documented bounds", p.name);
 }
 
 } // namespace
@@ -95,8 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       mtc::sim::parseProfile(text, "fuzz.json");
   if (!parsed) {
     if (parsed.message().rfind("fuzz.json: ", 0) != 0)
-      bug("a refused profile's error does not name the file",
-          parsed.message());
+      bug("a refused profile's error does not name the file", parsed.message());
     return 0;
   }
   const mtc::sim::Profile &p = *parsed;

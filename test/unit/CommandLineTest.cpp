@@ -55,10 +55,9 @@ TEST(CommandLine, IntegersAreBoundedNeverWrapped) {
   EXPECT_EQ(p.threads, 0);
   const std::string bound =
       "train: --threads expects an integer from 0 to 1024, got '";
-  for (const char *bad :
-       {"2147483648", "1025", "-1", "99999999999999999999", "4294967297",
-        "9223372036854775808", "", " 4", "4 ", "+4", "0x10", "1e3", "4.0",
-        "--", "-", "ten"})
+  for (const char *bad : {"2147483648", "1025", "-1", "99999999999999999999",
+                          "4294967297", "9223372036854775808", "", " 4", "4 ",
+                          "+4", "0x10", "1e3", "4.0", "--", "-", "ten"})
     EXPECT_EQ(parse({"--threads", bad}), bound + bad + "'") << bad;
 }
 
@@ -83,14 +82,15 @@ TEST(CommandLine, DoublesStayFiniteAndBounded) {
   EXPECT_EQ(parse({"--lr", "2e-3"}, p), "");
   EXPECT_DOUBLE_EQ(p.lr, 2e-3);
   for (const char *bad : {"inf", "nan", "1e400", "-1"})
-    EXPECT_NE(parse({"--lr", bad}).find("train: --lr expects a finite number "
-                                        ">= 0"),
+    EXPECT_NE(parse({"--lr", bad})
+                  .find("train: --lr expects a finite number "
+                        ">= 0"),
               std::string::npos)
         << bad;
   double x = 0;
   std::vector<std::string> pos;
-  Status st = parseFlags("t", {"--x", "2.5"},
-                         {{Flag::Double, "--x", &x, 0, 2}}, pos);
+  Status st =
+      parseFlags("t", {"--x", "2.5"}, {{Flag::Double, "--x", &x, 0, 2}}, pos);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message(), "t: --x expects a finite number >= 0.000000 and <= "
                           "2.000000, got '2.5'");

@@ -412,10 +412,10 @@ TEST(SimProfile, RatesAndSizesAreBounded) {
                          "\"efficiency\": 1e-300}], \"attention"),
             "bad.json: field 'device.gemm_efficiency[0].efficiency': expected "
             "a number >= 1e-06 and <= 1, got 1e-300");
-  EXPECT_EQ(profileError("\"memory_bytes\": 1000000000",
-                         "\"memory_bytes\": 1e18"),
-            "bad.json: field 'device.memory_bytes': expected a number >= "
-            "1048576 and <= 1125899906842624, got 1e+18");
+  EXPECT_EQ(
+      profileError("\"memory_bytes\": 1000000000", "\"memory_bytes\": 1e18"),
+      "bad.json: field 'device.memory_bytes': expected a number >= "
+      "1048576 and <= 1125899906842624, got 1e+18");
   EXPECT_EQ(profileError("\"memory_bytes\": 1000000000", "\"memory_bytes\": 1"),
             "bad.json: field 'device.memory_bytes': expected a number >= "
             "1048576 and <= 1125899906842624, got 1");
@@ -440,8 +440,8 @@ std::string withGemmCurve(const std::string &curve) {
 TEST(SimProfile, CurvesAndShapesAreBounded) {
   std::string points = "[";
   for (int i = 0; i < 1025; ++i)
-    points += std::string(i ? ", " : "") + "{\"flops\": " +
-              std::to_string(i + 1) + ", \"efficiency\": 0.5}";
+    points += std::string(i ? ", " : "") +
+              "{\"flops\": " + std::to_string(i + 1) + ", \"efficiency\": 0.5}";
   points += "]";
   Expected<Profile> p = parseProfile(withGemmCurve(points), "bad.json");
   ASSERT_FALSE(p.ok());

@@ -223,16 +223,14 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back({Flag::String, "--grad-dtype", &optimizer.gradDType});
   flags.push_back({Flag::Int, "--batch", &stream.batch, 1, limits::kBatch});
   flags.push_back({Flag::Int, "--seq", &stream.seq, 1, limits::kSeq});
-  flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches,
-                   1, limits::kMicroBatches});
-  flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth,
-                   1, limits::kLayerInstances});
-  flags.push_back(
-      {Flag::Int, "--checkpoint-every", &stream.checkpointEvery,
-                   1, limits::kLayerInstances});
-  flags.push_back(
-      {Flag::Int, "--selective-layers", &stream.selectiveLayers,
-                   0, limits::kLayerInstances});
+  flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1,
+                   limits::kMicroBatches});
+  flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1,
+                   limits::kLayerInstances});
+  flags.push_back({Flag::Int, "--checkpoint-every", &stream.checkpointEvery, 1,
+                   limits::kLayerInstances});
+  flags.push_back({Flag::Int, "--selective-layers", &stream.selectiveLayers, 0,
+                   limits::kLayerInstances});
   flags.push_back({Flag::String, "--checkpoints", &checkpoints});
 }
 

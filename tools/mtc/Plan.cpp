@@ -213,21 +213,19 @@ int runPlan(const std::vector<std::string> &args) {
       int64_t selective =
           mtc::analysis::keptCheckpoints(mixed, instances, count);
       fullInstances += count - selective;
-      ckptBytes = addSize(ckptBytes, mulSize(mulSize(count - selective,
-                                                     step.microBatches),
-                                             l->boundaryBytes));
+      ckptBytes = addSize(ckptBytes,
+                          mulSize(mulSize(count - selective, step.microBatches),
+                                  l->boundaryBytes));
       segs -= count - selective;
       kept += segs;
       instances += count;
-      ckptBytes = addSize(
-          ckptBytes,
-          mulSize(mulSize(segs, step.microBatches), l->checkpointBytes));
-      extraFlops = addSize(
-          extraFlops,
-          mulSize(mulSize(mtc::analysis::segmentExtraForwards(
-                              count, step.checkpointEvery),
-                          step.microBatches),
-                  l->forwardFlops));
+      ckptBytes = addSize(ckptBytes, mulSize(mulSize(segs, step.microBatches),
+                                             l->checkpointBytes));
+      extraFlops = addSize(extraFlops,
+                           mulSize(mulSize(mtc::analysis::segmentExtraForwards(
+                                               count, step.checkpointEvery),
+                                           step.microBatches),
+                                   l->forwardFlops));
     }
   if (step.checkpointEvery > 1)
     os << "segment checkpointing: " << kept << " of " << instances
@@ -294,9 +292,9 @@ int runPlan(const std::vector<std::string> &args) {
       mtc::bundle::stateBytesPerParam(ring, copts.stream.gradDType);
   // A sharded data-parallel rank (docs/distributed.md): the whole fp32
   // values, and m, v and the summed gradient of 1/N of every tensor.
-  const int64_t state = sharded ? addSize(mulSize(4, params),
-                                          mulSize(12, params) / ranks)
-                                : mulSize(perParam, params);
+  const int64_t state =
+      sharded ? addSize(mulSize(4, params), mulSize(12, params) / ranks)
+              : mulSize(perParam, params);
   const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
   int64_t hostCkpt = host ? host->bytes : 0, hostTotal = state;
   if (sharded)

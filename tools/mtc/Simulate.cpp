@@ -172,7 +172,8 @@ void printOutcome(std::ostream &os, const Outcome &o,
      << " bytes) of " << gib(step.deviceBudget) << " budget, "
      << gib(profile.device.memoryBytes) << " on the device\n";
   os << "host memory: state " << o.hostPerParam << " B/param x "
-     << withCommas(o.params) << " = " << gib(mtc::bundle::mulSize(o.hostPerParam, o.params));
+     << withCommas(o.params) << " = "
+     << gib(mtc::bundle::mulSize(o.hostPerParam, o.params));
   for (const mtc::bundle::PlanBuffer &b : step.buffers)
     if (b.space == "host")
       os << ", " << b.name << " " << gib(b.bytes);
@@ -226,8 +227,7 @@ int runSimulate(const std::vector<std::string> &args) {
       {Flag::String, "--gpu", &gpu},
       {Flag::String, "--timeline", &timeline},
       {Flag::String, "--host-convert", &hostConvert},
-      {Flag::Int, "--convert-threads", &convertThreads, 1,
-       limits::kThreads},
+      {Flag::Int, "--convert-threads", &convertThreads, 1, limits::kThreads},
       {Flag::String, "--precision", &precision}};
   OptimizerFlags optimizer;
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
