@@ -10,6 +10,7 @@
 #include "lib/Sim/BuiltinProfiles.h"
 #include "lib/Support/Files.h"
 #include "lib/Support/JsonParse.h"
+#include "lib/Support/JsonShow.h"
 
 #include <nlohmann/json.hpp>
 
@@ -90,13 +91,9 @@ std::string boundText(double v) {
   return buf;
 }
 
-/// \p v as JSON text for a message, cut after 80 characters.
-std::string shortDump(const Json &v) {
-  std::string d = v.dump();
-  if (d.size() > 80)
-    d = d.substr(0, 77) + "...";
-  return d;
-}
+/// \p v as JSON text for a message: short, and never recursing per level
+/// of a value nested deep (json::dump would overflow the stack).
+std::string shortDump(const Json &v) { return showJson(v); }
 
 /// Reads the fields of one JSON object, recording the first error with the
 /// field's dotted path; unknown fields are errors.

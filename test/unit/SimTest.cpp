@@ -395,6 +395,23 @@ TEST(SimProfile, NumberBeyondADoubleIsAnErrorWithItsPlace) {
             "of a double");
 }
 
+// An error quoting a value nested half a million levels deep (within the
+// size limit) overflowed the stack (json::dump recurses per level); the
+// quote is short and bounded.
+TEST(SimProfile, DeeplyNestedValueIsAShortError) {
+  const size_t depth = 500000;
+  std::string deep = std::string(depth, '[') + std::string(depth, ']');
+  Expected<Profile> p =
+      parseProfile("{\"name\": " + deep + ", \"source\": \"x\"}", "deep.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.message().rfind("deep.json: field 'name': expected a string, "
+                              "got array [[[[",
+                              0),
+            0u)
+      << p.message().substr(0, 200);
+  EXPECT_LT(p.message().size(), 200u);
+}
+
 // Tiny rates gave an infinite step time (printed as inf, tokens/s 0, mfu
 // nan); every rate and efficiency has a floor, every memory size bounds.
 TEST(SimProfile, RatesAndSizesAreBounded) {
