@@ -56,8 +56,8 @@ constexpr int64_t kMicroBatches = int64_t(1) << 16; ///< --micro-batches
 constexpr int64_t kStepTokens = int64_t(1) << 32;
 /// --threads, --optimizer-threads, --convert-threads.
 constexpr int64_t kThreads = 1024;
-/// --prefetch-depth, --checkpoint-every, --selective-layers (each is also
-/// refused beyond the model's layer instances once the model is known).
+/// --prefetch-depth, --checkpoint-every, --selective-layers; the first two
+/// are also refused beyond the model's layer instances once it is known.
 constexpr int64_t kLayerInstances = bundle::kMaxLayerInstances;
 /// Tokens generated or sampled (--tokens, --sample-tokens), --top-k.
 constexpr int64_t kTokens = int64_t(1) << 24;
