@@ -14,6 +14,7 @@
 #include "frontend/HFImport.h"
 
 #include "lib/Format/Safetensors.h"
+#include "lib/Support/JsonParse.h"
 #include "lib/Support/JsonShow.h"
 #include "lib/Support/Shape.h"
 
@@ -43,6 +44,38 @@ struct ImportError {
 
 constexpr int64_t kMaxDim = (int64_t(1) << 31) - 1;
 constexpr size_t kMaxConfigBytes = 16u << 20;
+
+/// The largest value of each size field (docs/hf.md, "Limits"): far beyond
+/// any published model, and checked before anything is allocated from it
+/// (the importer keeps a record per layer, and a name per layer instance,
+/// expert and tensor). Other integer fields are limited to kMaxDim.
+int64_t maxSizeOf(const std::string &field) {
+  static const std::map<std::string, int64_t> limits = {
+      {"vocab_size", int64_t(1) << 24},
+      {"hidden_size", int64_t(1) << 20},
+      {"n_embd", int64_t(1) << 20},
+      {"num_hidden_layers", int64_t(1) << 14},
+      {"n_layer", int64_t(1) << 14},
+      {"num_attention_heads", int64_t(1) << 14},
+      {"n_head", int64_t(1) << 14},
+      {"num_key_value_heads", int64_t(1) << 14},
+      {"head_dim", int64_t(1) << 16},
+      {"intermediate_size", int64_t(1) << 22},
+      {"n_inner", int64_t(1) << 22},
+      {"moe_intermediate_size", int64_t(1) << 22},
+      {"shared_expert_intermediate_size", int64_t(1) << 22},
+      {"num_experts", int64_t(1) << 14},
+      {"num_local_experts", int64_t(1) << 14},
+      {"num_experts_per_tok", int64_t(1) << 14},
+      {"n_positions", int64_t(1) << 24},
+      {"max_position_embeddings", int64_t(1) << 24},
+  };
+  auto it = limits.find(field);
+  return it == limits.end() ? kMaxDim : it->second;
+}
+
+/// Layer instances x experts: the expert instances the importer names.
+constexpr int64_t kMaxExpertInstances = int64_t(1) << 18;
 
 std::string show(const json &v) { return showJson(v); }
 
@@ -144,8 +177,13 @@ public:
   int64_t checkInt(const json &v, const std::string &name, int64_t min) const {
     if (!v.is_number_integer())
       fail("field '" + name + "' must be an integer, got " + show(v));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxDim))
-      fail("field '" + name + "' is too large: " + show(v));
+    const int64_t max = maxSizeOf(name);
+    auto tooLarge = [&] {
+      fail("field '" + name + "' is " + show(v) + ", more than the limit of " +
+           std::to_string(max));
+    };
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(max))
+      tooLarge();
     int64_t x = v.get<int64_t>();
     if (x < min)
       fail("field '" + name + "' must be " +
@@ -153,8 +191,8 @@ public:
             : min == 0 ? std::string("non-negative")
                        : ">= " + std::to_string(min)) +
            ", got " + std::to_string(x));
-    if (x > kMaxDim)
-      fail("field '" + name + "' is too large: " + std::to_string(x));
+    if (x > max)
+      tooLarge();
     return x;
   }
   double number(const std::string &name, bool positive, double fallback,
@@ -1067,6 +1105,12 @@ Arch readArch(const json &cfg, const std::string &file) {
     f.markUsed("num_experts");
     f.markUsed("num_local_experts");
     a.nExperts = f.integer(expertsField, 1);
+    if (a.nLayers * a.nExperts > kMaxExpertInstances)
+      f.fail("num_hidden_layers " + std::to_string(a.nLayers) + " x " +
+             expertsField + " " + std::to_string(a.nExperts) + " = " +
+             std::to_string(a.nLayers * a.nExperts) +
+             " expert instances, more than the limit of " +
+             std::to_string(kMaxExpertInstances));
     a.topK = f.integer("num_experts_per_tok", 1);
     if (a.topK > a.nExperts)
       f.fail("num_experts_per_tok " + std::to_string(a.topK) +
@@ -1795,17 +1839,12 @@ std::string hfConfigPath(const std::string &dirOrConfig) {
 Expected<HFImportResult> importHFConfigText(const std::string &jsonText,
                                             const std::string &displayName) {
   try {
-    json cfg;
-    try {
-      cfg = json::parse(jsonText);
-    } catch (const json::parse_error &e) {
-      std::string what = e.what();
-      // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-      size_t p = what.find("] ");
-      return Status::error(
-          displayName + ": malformed JSON: " +
-          (p == std::string::npos ? what : what.substr(p + 2)));
-    }
+    // Every failure of the parser (a number past a double's range
+    // included) is an error with its place.
+    Expected<json> parsed = parseJson(jsonText, displayName);
+    if (!parsed)
+      return parsed.status();
+    const json &cfg = *parsed;
     Arch arch = readArch(cfg, displayName);
     HFImportResult out;
     for (const std::string &k : arch.unknownFields)

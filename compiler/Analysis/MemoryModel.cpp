@@ -48,12 +48,15 @@ func::FuncOp functionIn(Operation *symbolTable, StringRef name) {
 /// gradBytes.
 int64_t paramBytes(Block &body, bundle::Precision precision, int64_t &elements,
                    int64_t &gradBytes) {
+  using bundle::addSize;
   int64_t bytes = 0;
   for (auto p : body.getOps<mt::ParamOp>()) {
-    elements += p.getNumElements();
-    bytes += bundle::tensorBytes(p.getNumElements(),
-                                 bundle::deviceParamDType(precision));
-    gradBytes += bundle::tensorBytes(p.getNumElements(), DType::F32);
+    elements = addSize(elements, p.getNumElements());
+    bytes = addSize(bytes,
+                    bundle::tensorBytes(p.getNumElements(),
+                                        bundle::deviceParamDType(precision)));
+    gradBytes =
+        addSize(gradBytes, bundle::tensorBytes(p.getNumElements(), DType::F32));
   }
   return bytes;
 }
@@ -127,27 +130,30 @@ int64_t opWorkspaceBytes(Operation *op, const StorageMap &storage,
                          const Dims &dims, int64_t tokens) {
   if (isa<mt::ParamRefOp, mt::ReshapeOp>(op))
     return 0;
+  using bundle::addSize, bundle::mulSize;
   int64_t bytes = 0;
   for (Value r : op->getResults())
-    bytes += valueBytes(r.getType(), storage.lookup(r), dims, tokens);
+    bytes = addSize(bytes,
+                    valueBytes(r.getType(), storage.lookup(r), dims, tokens));
   if (isa<mt::AttentionOp>(op))
-    bytes += bundle::attentionLseBytes(shapeOf(op->getResult(0).getType()),
-                                       dims.batch, dims.seq);
+    bytes = addSize(
+        bytes, bundle::attentionLseBytes(shapeOf(op->getResult(0).getType()),
+                                         dims.batch, dims.seq));
   if (isa<mt::MoeOp, mt::MoeGradOp>(op)) {
     if (mt::ExpertOp expert = expertOf(op)) {
       int64_t n = dims.tokens(), inner = 0;
       if (func::FuncOp fwd = expert.getForward())
-        inner += workspaceBytes(fwd, dims, n);
+        inner = addSize(inner, workspaceBytes(fwd, dims, n));
       if (isa<mt::MoeGradOp>(op))
         if (func::FuncOp bwd = functionIn(expert, "backward"))
-          inner += workspaceBytes(bwd, dims, n);
+          inner = addSize(inner, workspaceBytes(bwd, dims, n));
       // The expert's gathered input rows [T, D] (and, for moe_grad, its
       // output gradient rows), T <= N.
       Shape in = shapeOf(op->getOperand(0).getType());
-      int64_t rows = bundle::tensorBytes(n * (in.empty() ? 0 : in.back()),
+      int64_t rows = bundle::tensorBytes(mulSize(n, in.empty() ? 0 : in.back()),
                                          storage.lookup(op->getOperand(0)));
-      inner += isa<mt::MoeGradOp>(op) ? 2 * rows : rows;
-      bytes += inner;
+      inner = addSize(inner, isa<mt::MoeGradOp>(op) ? mulSize(2, rows) : rows);
+      bytes = addSize(bytes, inner);
     }
   }
   return bytes;
@@ -179,8 +185,8 @@ int64_t plannedWorkspaceBytes(func::FuncOp fn, const Dims &dims) {
         continue;
       int64_t b = valueBytes(v.getType(), storage.lookup(v), dims);
       if (isa<mt::AttentionOp>(op) && r == 0)
-        b += bundle::attentionLseBytes(shapeOf(v.getType()), dims.batch,
-                                       dims.seq);
+        b = bundle::addSize(b, bundle::attentionLseBytes(shapeOf(v.getType()),
+                                                         dims.batch, dims.seq));
       bytes[v] = b;
       order.push_back(v);
     }
@@ -202,20 +208,22 @@ int64_t plannedWorkspaceBytes(func::FuncOp fn, const Dims &dims) {
   for (Value v : order)
     live.push_back({bytes.lookup(v), def.lookup(v), last.lookup(v)});
   std::vector<int64_t> offsets;
-  return bundle::packLiveValues(live, offsets) + scratch;
+  return bundle::addSize(bundle::packLiveValues(live, offsets), scratch);
 }
 
 int64_t workspaceBytes(func::FuncOp fn, const Dims &dims, int64_t tokens) {
   StorageMap storage = valueStorage(fn, dims.precision);
   int64_t bytes = 0;
   for (Operation &op : fn.getBody().front())
-    bytes += opWorkspaceBytes(&op, storage, dims, tokens);
+    bytes =
+        bundle::addSize(bytes, opWorkspaceBytes(&op, storage, dims, tokens));
   return bytes;
 }
 
 namespace {
 
 int64_t opFlops(Operation *op, const Dims &dims, int64_t tokens) {
+  using bundle::addSize, bundle::mulSize;
   if (isa<mt::ParamRefOp, mt::ReshapeOp, func::ReturnOp>(op) ||
       op->getNumResults() == 0)
     return 0;
@@ -224,30 +232,35 @@ int64_t opFlops(Operation *op, const Dims &dims, int64_t tokens) {
     int64_t k = a.empty() ? 1
                           : bundle::concreteNumel({a.back()}, dims.batch,
                                                   dims.seq, tokens);
-    return 2 * k * numelOf(op->getResult(0).getType(), dims, tokens);
+    return mulSize(mulSize(2, k),
+                   numelOf(op->getResult(0).getType(), dims, tokens));
   }
   if (auto attn = dyn_cast<mt::AttentionOp>(op)) {
     Shape q = shapeOf(op->getResult(0).getType());
-    int64_t f =
-        4 * numelOf(op->getResult(0).getType(), dims, tokens) *
-        (q.size() == 4 ? bundle::concreteNumel({q[1]}, dims.batch, dims.seq)
-                       : 1);
-    return attn.getCausal() ? f / 2 : f;
+    int64_t f = mulSize(
+        mulSize(4, numelOf(op->getResult(0).getType(), dims, tokens)),
+        q.size() == 4 ? bundle::concreteNumel({q[1]}, dims.batch, dims.seq)
+                      : 1);
+    // A saturated count stays saturated.
+    return attn.getCausal() && f < bundle::kSizeCap ? f / 2 : f;
   }
   if (auto fused = dyn_cast<mt::FusedOp>(op)) {
     int64_t f = 0;
     for (Operation &inner : fused.getBody().front())
-      f += opFlops(&inner, dims, tokens);
+      f = addSize(f, opFlops(&inner, dims, tokens));
     return f;
   }
   if (isa<mt::MoeOp>(op)) {
     Shape router = shapeOf(op->getOperand(1).getType());
-    int64_t f = 2 * dims.tokens() * bundle::concreteNumel(router, 0, 0);
+    int64_t f =
+        mulSize(mulSize(2, dims.tokens()), bundle::concreteNumel(router, 0, 0));
     if (mt::ExpertOp expert = expertOf(op))
       if (func::FuncOp fwd = expert.getForward())
-        f += flops(fwd, dims,
-                   dims.tokens() *
-                       op->getAttrOfType<IntegerAttr>("top_k").getInt());
+        f = addSize(
+            f,
+            flops(fwd, dims,
+                  mulSize(dims.tokens(),
+                          op->getAttrOfType<IntegerAttr>("top_k").getInt())));
     return f;
   }
   return numelOf(op->getResult(0).getType(), dims, tokens);
@@ -258,7 +271,7 @@ int64_t opFlops(Operation *op, const Dims &dims, int64_t tokens) {
 int64_t flops(func::FuncOp fn, const Dims &dims, int64_t tokens) {
   int64_t f = 0;
   for (Operation &op : fn.getBody().front())
-    f += opFlops(&op, dims, tokens);
+    f = bundle::addSize(f, opFlops(&op, dims, tokens));
   return f;
 }
 
@@ -272,16 +285,83 @@ const LayerCost *ModelCost::layer(llvm::StringRef name) const {
 int64_t ModelCost::totalParams() const {
   int64_t n = modelParams;
   for (const LayerCost &l : layers)
-    n += l.params * l.count;
+    n = bundle::addSize(n, bundle::mulSize(l.params, l.count));
   return n;
 }
 
 int64_t ModelCost::totalInstances() const {
   int64_t n = 0;
   for (const LayerCost &l : layers)
-    n += l.count;
+    n = bundle::addSize(n, l.count);
   return n;
 }
+
+namespace {
+
+/// "2^56 bytes (64 PiB)": the plan limit as people read it.
+std::string planLimitText() { return "2^56 bytes (64 PiB)"; }
+
+/// A size for a message: its bytes, or "more than 2^62" when saturated.
+std::string sizeText(int64_t bytes) {
+  return bytes >= bundle::kSizeCap ? std::string("more than 2^62")
+                                   : std::to_string(bytes);
+}
+
+/// The error for \p what needing \p bytes at \p dims (\p microBatches:
+/// 0 when the size is per micro-batch).
+llvm::Error sizeLimitError(const std::string &what, int64_t bytes,
+                           const Dims &dims, int64_t microBatches) {
+  std::string flags = "--batch " + std::to_string(dims.batch) + " and --seq " +
+                      std::to_string(dims.seq);
+  if (microBatches > 0)
+    flags = "--batch " + std::to_string(dims.batch) + ", --seq " +
+            std::to_string(dims.seq) + " and --micro-batches " +
+            std::to_string(microBatches);
+  return llvm::createStringError(
+      "at " + flags + ", " + what + " needs " + sizeText(bytes) +
+      " bytes, more than the limit of " + planLimitText() +
+      " on any size of a step plan; give smaller values (or a model with "
+      "smaller dimensions)");
+}
+
+/// analyzeModel's limits on \p cost (see its comment).
+llvm::Error checkCostSizes(const ModelCost &cost, const Dims &dims) {
+  const int64_t maxParams = bundle::kMaxPlanBytes / bundle::kStateBytesPerParam;
+  int64_t params = cost.totalParams();
+  if (params > maxParams)
+    return llvm::createStringError(
+        "model @" + cost.name + " has " +
+        (params >= bundle::kSizeCap ? std::string("more than 2^62")
+                                    : std::to_string(params)) +
+        " parameters, more than the limit of " + std::to_string(maxParams) +
+        " (2^52) of a step plan: their training state (" +
+        std::to_string(bundle::kStateBytesPerParam) +
+        " B/param) must stay within " + planLimitText());
+  auto over = [](int64_t v) { return v > bundle::kMaxPlanBytes; };
+  for (const LayerCost &l : cost.layers) {
+    const std::pair<const char *, int64_t> sizes[] = {
+        {"weights", l.weightBytes},
+        {"gradients", l.gradBytes},
+        {"checkpoint", l.checkpointBytes},
+        {"workspace", l.workspaceBytes}};
+    for (const auto &[what, bytes] : sizes)
+      if (over(bytes))
+        return sizeLimitError("the " + std::string(what) + " of layer @" +
+                                  l.name + " (one instance)",
+                              bytes, dims, 0);
+    if (l.forwardFlops >= bundle::kSizeCap)
+      return llvm::createStringError(
+          "at --batch " + std::to_string(dims.batch) + " and --seq " +
+          std::to_string(dims.seq) + ", the forward of layer @" + l.name +
+          " needs more than 2^62 FLOPs per micro-batch, the limit of a step "
+          "plan; give smaller values");
+  }
+  if (over(cost.stageBytes))
+    return sizeLimitError("the model-level stage", cost.stageBytes, dims, 0);
+  return llvm::Error::success();
+}
+
+} // namespace
 
 llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
   ModelCost out;
@@ -298,8 +378,9 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
     l.weightBytes = paramBytes(lb, dims.precision, l.params, l.gradBytes);
     for (auto expert : lb.getOps<mt::ExpertOp>())
       for (int64_t e = 0, n = expert.getCount(); e < n; ++e)
-        l.weightBytes += paramBytes(expert.getBody().front(), dims.precision,
-                                    l.params, l.gradBytes);
+        l.weightBytes = bundle::addSize(
+            l.weightBytes, paramBytes(expert.getBody().front(), dims.precision,
+                                      l.params, l.gradBytes));
     func::FuncOp fwd = layer.getForward();
     func::FuncOp bwd = functionIn(layer, "backward");
     if (!fwd || !bwd)
@@ -316,11 +397,15 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
     // needs both).
     Operation *ret = fwd.getBody().front().getTerminator();
     for (unsigned i = 1; i < type.getNumResults(); ++i) {
-      l.checkpointBytes += valueBytes(
-          type.getResult(i), fwdStorage.lookup(ret->getOperand(i)), dims);
+      l.checkpointBytes = bundle::addSize(
+          l.checkpointBytes,
+          valueBytes(type.getResult(i), fwdStorage.lookup(ret->getOperand(i)),
+                     dims));
       if (isa_and_nonnull<mt::AttentionOp>(ret->getOperand(i).getDefiningOp()))
-        l.checkpointBytes += bundle::attentionLseBytes(
-            shapeOf(type.getResult(i)), dims.batch, dims.seq);
+        l.checkpointBytes = bundle::addSize(
+            l.checkpointBytes,
+            bundle::attentionLseBytes(shapeOf(type.getResult(i)), dims.batch,
+                                      dims.seq));
     }
     l.keepsIntermediates = type.getNumResults() > 1;
     l.recomputes = backwardRecomputes(bwd);
@@ -331,7 +416,8 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
       if (l.save == "selective") {
         for (Operation &op : fwd.getBody().front())
           if (!isa<mt::MatMulOp, mt::AttentionOp, mt::MoeOp>(op))
-            l.recomputeFlops += opFlops(&op, dims, 0);
+            l.recomputeFlops =
+                bundle::addSize(l.recomputeFlops, opFlops(&op, dims, 0));
       } else {
         l.recomputeFlops = l.forwardFlops;
       }
@@ -365,7 +451,8 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
     return it->second;
   };
   for (BlockArgument a : fbBody.getArguments()) {
-    out.stageBytes += valueBytes(a.getType(), fbStorage.lookup(a), dims);
+    out.stageBytes = bundle::addSize(
+        out.stageBytes, valueBytes(a.getType(), fbStorage.lookup(a), dims));
     stage.args.push_back(idOf(a));
   }
   int64_t index = 0;
@@ -373,7 +460,7 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
     if (isa<func::ReturnOp>(op))
       continue;
     int64_t scratch = opWorkspaceBytes(&op, fbStorage, dims);
-    out.stageBytes += scratch;
+    out.stageBytes = bundle::addSize(out.stageBytes, scratch);
     bundle::StageOp sop;
     for (Value v : op.getOperands())
       sop.operands.push_back(idOf(v));
@@ -400,7 +487,24 @@ llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims) {
   bundle::StagePlan sp = bundle::planStage(stage);
   out.stageSlotBytes = sp.slotBytes;
   out.stageHostBytes = sp.hostBytes;
+  if (llvm::Error e = checkCostSizes(out, dims))
+    return std::move(e);
   return out;
+}
+
+llvm::Error checkPlanSizes(const MemoryPlan &plan, const Dims &dims,
+                           const PlanChoices &choices) {
+  for (const bundle::PlanBuffer &b : plan.buffers)
+    if (b.bytes > bundle::kMaxPlanBytes)
+      return sizeLimitError("the " + b.space + " buffer '" + b.name + "'",
+                            b.bytes, dims, choices.microBatches);
+  if (plan.devicePeak > bundle::kMaxPlanBytes)
+    return sizeLimitError("the device peak", plan.devicePeak, dims,
+                          choices.microBatches);
+  if (plan.hostBytes > bundle::kMaxPlanBytes)
+    return sizeLimitError("the host buffers", plan.hostBytes, dims,
+                          choices.microBatches);
+  return llvm::Error::success();
 }
 
 std::vector<std::pair<std::string, int64_t>>
@@ -460,6 +564,8 @@ double recomputeCostSeconds(const ModelCost &cost, const PlanChoices &choices,
 }
 
 MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
+  // Every size saturates at bundle::kSizeCap (checkPlanSizes refuses it).
+  using bundle::addSize, bundle::mulSize;
   MemoryPlan p;
   int64_t m = choices.microBatches;
   int64_t weights = 0, grads = 0, boundary = 0, maxCkpt = 0, ckptDevice = 0,
@@ -485,12 +591,15 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
     before += count;
     if (kept < count) {
       maxCkpt = std::max(maxCkpt, l->boundaryBytes);
-      ckptDevice += (count - kept) * m * l->boundaryBytes;
+      ckptDevice = addSize(ckptDevice,
+                           mulSize(mulSize(count - kept, m), l->boundaryBytes));
     }
     if (kept > 0)
       maxCkpt = std::max(maxCkpt, l->checkpointBytes);
-    ckptDevice +=
-        segmentCount(kept, choices.checkpointEvery) * m * l->checkpointBytes;
+    ckptDevice =
+        addSize(ckptDevice,
+                mulSize(mulSize(segmentCount(kept, choices.checkpointEvery), m),
+                        l->checkpointBytes));
   }
   const int64_t k = std::max<int64_t>(1, choices.checkpointEvery);
   auto add = [&](std::string name, std::string kind, int64_t bytes,
@@ -515,11 +624,14 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
   // device.
   bool hostActivations = choices.checkpointsOnHost && m > 1;
   add("activations", "activations",
-      hostActivations ? 4 * boundary : 2 * m * boundary);
+      hostActivations ? mulSize(4, boundary)
+                      : mulSize(mulSize(2, m), boundary));
   if (hostActivations)
-    add("activations.host", "activations", m * boundary, /*host=*/true);
+    add("activations.host", "activations", mulSize(m, boundary),
+        /*host=*/true);
   if (choices.checkpointsOnHost) {
-    add("checkpoints", "checkpoints", (hostActivations ? 2 : 2 * m) * maxCkpt);
+    add("checkpoints", "checkpoints",
+        mulSize(hostActivations ? 2 : mulSize(2, m), maxCkpt));
     add("checkpoints.host", "checkpoints", ckptDevice, /*host=*/true);
   } else {
     add("checkpoints", "checkpoints", ckptDevice);
@@ -527,28 +639,29 @@ MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices) {
   // Segment checkpointing: the inputs of the recomputed segment's k
   // instances, every micro-batch's.
   if (k > 1)
-    add("segment", "activations", k * m * boundary);
+    add("segment", "activations", mulSize(mulSize(k, m), boundary));
   // With host activations the model-level values wait in host memory too:
   // one micro-batch's stage runs in the device slot at a time.
   if (hostActivations) {
     add("stage", "stage", cost.stageSlotBytes);
-    add("stage.host", "stage", m * cost.stageHostBytes, /*host=*/true);
+    add("stage.host", "stage", mulSize(m, cost.stageHostBytes),
+        /*host=*/true);
   } else {
-    add("stage", "stage", m * cost.stageBytes);
+    add("stage", "stage", mulSize(m, cost.stageBytes));
   }
   add("workspace", "workspace", workspace);
   if (choices.immediateOptimizer)
     add("grads.host", "grads",
-        bundle::kGradRingSlots * std::max(grads, cost.modelGradBytes),
+        mulSize(bundle::kGradRingSlots, std::max(grads, cost.modelGradBytes)),
         /*host=*/true);
   int64_t end = 0;
   for (bundle::PlanBuffer &b : p.buffers) {
     if (b.space == "host") {
-      p.hostBytes += b.bytes;
+      p.hostBytes = addSize(p.hostBytes, b.bytes);
       continue;
     }
     b.offset = bundle::alignOffset(end);
-    end = b.offset + b.bytes;
+    end = addSize(b.offset, b.bytes);
   }
   p.devicePeak = end;
   return p;

@@ -35,7 +35,7 @@ struct Dims {
   int64_t batch = 1, seq = 1;
   bundle::Precision precision = bundle::Precision::F32;
   /// N, the tokens of a micro-batch: what an expert's T is bound to.
-  int64_t tokens() const { return batch * seq; }
+  int64_t tokens() const { return bundle::mulSize(batch, seq); }
 };
 
 /// The device storage type of each value of a function (arguments and the
@@ -130,7 +130,12 @@ struct ModelCost {
 };
 
 /// The costs of \p model (after mtc-autodiff). An error when the model has
-/// no @forward_backward or a layer lacks @backward.
+/// no @forward_backward or a layer lacks @backward, or when a size is too
+/// large for a plan (docs/streaming.md, "Limits"): more parameters than
+/// bundle::kMaxPlanBytes / 16 (their training state), a layer's weights,
+/// checkpoint, workspace or the stage beyond bundle::kMaxPlanBytes, a
+/// layer's FLOPs beyond bundle::kSizeCap at \p dims; the message names the
+/// layer, --batch and --seq and the limit.
 llvm::Expected<ModelCost> analyzeModel(mt::ModelOp model, const Dims &dims);
 
 /// The choices a memory plan depends on besides the model.
@@ -211,6 +216,13 @@ inline int64_t segmentExtraForwards(int64_t count, int64_t k) {
 /// The buffers, sizes and offsets of a step (docs/streaming.md, "Device
 /// buffers"). Loops must name layers of \p cost.
 MemoryPlan planMemory(const ModelCost &cost, const PlanChoices &choices);
+
+/// An error when a buffer of \p plan, its device peak or its host total is
+/// more than bundle::kMaxPlanBytes: the step's sizes at \p dims and \p
+/// choices' micro-batches are too large for a plan. The message names
+/// --batch, --seq and --micro-batches, their values and the limit.
+llvm::Error checkPlanSizes(const MemoryPlan &plan, const Dims &dims,
+                           const PlanChoices &choices);
 
 /// The choices of \p cost's own @forward_backward structure.
 std::vector<std::pair<std::string, int64_t>>

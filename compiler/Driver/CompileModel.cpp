@@ -102,9 +102,9 @@ std::string loweredModelHash(mlir::ModuleOp module) {
   return hex;
 }
 
-/// Checks the streaming options; prints the first problem.
+/// Checks the streaming options against \p model; prints the first problem.
 bool checkStreamOptions(const CompileOptions &options,
-                        DiagnosticEngine &diags) {
+                        const CheckedModel &model, DiagnosticEngine &diags) {
   const StreamOptions &s = options.stream;
   if (s.batch < 1 || s.seq < 1) {
     diags.error({}, "a step plan needs --batch and --seq (>= 1)");
@@ -117,6 +117,26 @@ bool checkStreamOptions(const CompileOptions &options,
   }
   if (s.deviceMemory < 0) {
     diags.error({}, "device memory must be positive");
+    return false;
+  }
+  // A weight slot per layer instance at most (the default 2 stays valid for
+  // a one-layer model): more would only be memory no load ever fills.
+  const int64_t instances = model.totalLayerInstances();
+  if (instances > bundle::kMaxLayerInstances) {
+    diags.error({}, "the model has " + std::to_string(instances) +
+                        " layer instances, more than the limit of " +
+                        std::to_string(bundle::kMaxLayerInstances) +
+                        " of a step plan (--device-memory)");
+    return false;
+  }
+  const int64_t maxDepth = std::max<int64_t>(instances, 2);
+  if (s.prefetchDepth > maxDepth) {
+    diags.error({}, "--prefetch-depth " + std::to_string(s.prefetchDepth) +
+                        " is more than the model's " +
+                        std::to_string(instances) + " layer instance" +
+                        (instances == 1 ? "" : "s") +
+                        " (the limit: one weight slot per instance, " +
+                        std::to_string(maxDepth) + ")");
     return false;
   }
   return true;
@@ -489,7 +509,8 @@ bool compileModelSource(const std::string &source, const std::string &path,
   std::string modelHash = loweredModelHash(*out.module);
   if (stage == CompileStage::Lowered)
     return finish(true);
-  if (options.stream.enabled && !checkStreamOptions(options, diags))
+  if (options.stream.enabled &&
+      !checkStreamOptions(options, out.checked, diags))
     return finish(false);
   std::string ignored;
   if (options.recompute == RecomputePolicy::Auto && options.stream.enabled &&

@@ -49,6 +49,11 @@ struct PlanMemory : mtc::impl::MtcPlanMemoryBase<PlanMemory> {
       return signalPassFailure();
     }
     analysis::MemoryPlan plan = analysis::planMemory(cost, choices);
+    if (llvm::Error e =
+            analysis::checkPlanSizes(plan, steputil::dimsOf(step), choices)) {
+      step.emitError() << llvm::toString(std::move(e));
+      return signalPassFailure();
+    }
 
     // Replace the buffers.
     Block &body = step.getBody().front();

@@ -12,6 +12,7 @@
 #include "lib/Bundle/Validate.h"
 #include "lib/Support/Files.h"
 #include "lib/Support/Hash.h"
+#include "lib/Support/JsonParse.h"
 #include "lib/Support/JsonShow.h"
 
 #include <nlohmann/json.hpp>
@@ -1109,8 +1110,13 @@ void checkCudaFusedOps(const Bundle &b, const std::string &w) {
 } // namespace
 
 Expected<Bundle> fromJson(const std::string &text) {
+  // Every failure of the parser (a number past a double's range included)
+  // is an error with its place, never an exception.
+  Expected<json> parsed = parseJson(text, "bundle");
+  if (!parsed)
+    return parsed.status();
   try {
-    json doc = json::parse(text);
+    const json &doc = *parsed;
     const std::string where = "bundle";
     if (getString(doc, "format", where) != "mtc-bundle")
       fail(where, "not an mtc bundle (format is not 'mtc-bundle')");

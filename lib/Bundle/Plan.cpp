@@ -35,16 +35,17 @@ int64_t packLiveValues(const std::vector<LiveValue> &values,
     busy.clear();
     for (size_t p : placed)
       if (values[p].begin <= lv.end && lv.begin <= values[p].end)
-        busy.push_back({offsets[p], offsets[p] + align64(values[p].bytes)});
+        busy.push_back(
+            {offsets[p], addSize(offsets[p], align64(values[p].bytes))});
     std::sort(busy.begin(), busy.end());
     int64_t at = 0;
     for (const auto &[lo, hi] : busy) {
-      if (at + size <= lo)
+      if (addSize(at, size) <= lo)
         break;
       at = std::max(at, hi);
     }
     offsets[v] = at;
-    total = std::max(total, at + size);
+    total = std::max(total, addSize(at, size));
     placed.push_back(v);
   }
   return total;
@@ -150,28 +151,32 @@ int64_t opScratchBytes(const Bundle &b, const std::string &layer,
     return 0;
   int64_t bytes = 0;
   for (int r : op.results)
-    bytes += tensorBytes(numelOf(fn.values.at(r), batch, seq, tokens),
-                         storage.at(r));
+    bytes =
+        addSize(bytes, tensorBytes(numelOf(fn.values.at(r), batch, seq, tokens),
+                                   storage.at(r)));
   if (op.name == "attention" && !op.results.empty())
-    bytes += attentionLseBytes(fn.values.at(op.results[0]).shape, batch, seq);
+    bytes = addSize(bytes, attentionLseBytes(fn.values.at(op.results[0]).shape,
+                                             batch, seq));
   if (op.name == "moe" || op.name == "moe_grad") {
     const Layer *l = b.layer(layer);
     const Expert *e = l ? l->expert(op.symbol) : nullptr;
     if (e && !op.operands.empty()) {
-      int64_t n = batch * seq;
+      int64_t n = mulSize(batch, seq);
       const Shape &in = fn.values.at(op.operands[0]).shape;
-      int64_t rows = tensorBytes(n * (in.empty() ? 0 : in.back()),
+      int64_t rows = tensorBytes(mulSize(n, in.empty() ? 0 : in.back()),
                                  storage.at(op.operands[0]));
       int64_t inner = 0;
       auto f = e->functions.find("forward");
       if (f != e->functions.end())
-        inner += bumpBytes(b, layer, f->second, batch, seq, n);
+        inner = addSize(inner, bumpBytes(b, layer, f->second, batch, seq, n));
       if (op.name == "moe_grad") {
         auto g = e->functions.find("backward");
         if (g != e->functions.end())
-          inner += bumpBytes(b, layer, g->second, batch, seq, n);
+          inner = addSize(inner, bumpBytes(b, layer, g->second, batch, seq, n));
       }
-      bytes += inner + (op.name == "moe_grad" ? 2 * rows : rows);
+      bytes =
+          addSize(bytes, addSize(inner, op.name == "moe_grad" ? mulSize(2, rows)
+                                                              : rows));
     }
   }
   return bytes;
@@ -182,7 +187,8 @@ int64_t bumpBytes(const Bundle &b, const std::string &layer, const Function &fn,
   std::vector<DType> storage = valueStorage(fn, planPrecision(b));
   int64_t bytes = 0;
   for (const Op &op : fn.ops)
-    bytes += opScratchBytes(b, layer, fn, storage, op, batch, seq, tokens);
+    bytes = addSize(
+        bytes, opScratchBytes(b, layer, fn, storage, op, batch, seq, tokens));
   return bytes;
 }
 
@@ -211,7 +217,8 @@ FunctionPlan planLayerFunction(const Bundle &b, const std::string &layer,
       placedValue[v] = true;
       bytes[v] = tensorBytes(numelOf(fn.values[v], batch, seq, 0), storage[v]);
       if (op.name == "attention" && r == 0)
-        bytes[v] += attentionLseBytes(fn.values[v].shape, batch, seq);
+        bytes[v] = addSize(bytes[v],
+                           attentionLseBytes(fn.values[v].shape, batch, seq));
     }
     plan.scratchBytes =
         std::max(plan.scratchBytes,
@@ -298,12 +305,12 @@ StagePlan planStage(const StageProgram &prog) {
   plan.hostOffset.assign(nvals, -1);
   for (int v : order) {
     plan.hostOffset[v] = plan.hostBytes;
-    plan.hostBytes += align64(prog.valueBytes[v]);
+    plan.hostBytes = addSize(plan.hostBytes, align64(prog.valueBytes[v]));
   }
   for (StagePlan::Segment &seg : plan.segments) {
     for (int64_t k = seg.begin; k < seg.end; ++k) {
       const StageOp &op = prog.ops[k];
-      seg.scratch += op.scratch;
+      seg.scratch = addSize(seg.scratch, op.scratch);
       for (int v : op.operands) {
         if (isArg[v])
           seg.args.push_back(v);
@@ -318,14 +325,14 @@ StagePlan planStage(const StageProgram &prog) {
     byRank(seg.in);
     byRank(seg.out);
     for (int a : seg.args)
-      seg.scratch += align64(prog.valueBytes[a]);
+      seg.scratch = addSize(seg.scratch, align64(prog.valueBytes[a]));
     for (int v : seg.in) {
       seg.inOffset.push_back(seg.inBytes);
-      seg.inBytes += align64(prog.valueBytes[v]);
+      seg.inBytes = addSize(seg.inBytes, align64(prog.valueBytes[v]));
     }
     for (int v : seg.out) {
-      seg.outOffset.push_back(seg.inBytes + seg.outBytes);
-      seg.outBytes += align64(prog.valueBytes[v]);
+      seg.outOffset.push_back(addSize(seg.inBytes, seg.outBytes));
+      seg.outBytes = addSize(seg.outBytes, align64(prog.valueBytes[v]));
     }
     plan.slotBytes = std::max(plan.slotBytes, seg.bytes());
   }

@@ -138,6 +138,36 @@ constexpr int64_t kTensorAlign = 64;
 /// Buffers start at multiples of this many bytes of the device arena.
 constexpr int64_t kOffsetAlign = 256;
 
+/// Sizes (bytes, element counts, FLOPs) that the planner and the simulator
+/// derive from user input (--batch, --seq, --micro-batches, a model's
+/// dimensions) are products that can exceed 64 bits. The rules of this file
+/// saturate instead of wrapping: a result past kSizeCap is kSizeCap, never a
+/// negative or small number, and stays kSizeCap through addSize and mulSize.
+/// A plan whose sizes pass kMaxPlanBytes is refused (compiler/Analysis,
+/// docs/streaming.md, "Limits"); a saturated size always does.
+constexpr int64_t kSizeCap = int64_t(1) << 62;
+/// The largest buffer, device peak, host total or training state a step plan
+/// may have: 2^56 bytes (64 PiB), far beyond any machine, and small enough
+/// that a few of them add up without overflow.
+constexpr int64_t kMaxPlanBytes = int64_t(1) << 56;
+
+/// The layer instances a step plan may have (its weight slots, its
+/// segments and its mixed plans are chosen per instance): 2^16, far beyond
+/// any model's depth.
+constexpr int64_t kMaxLayerInstances = int64_t(1) << 16;
+
+/// \p a + \p b (both in [0, kSizeCap]), at most kSizeCap.
+constexpr int64_t addSize(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) || r > kSizeCap ? kSizeCap : r;
+}
+
+/// \p a x \p b (both in [0, kSizeCap]), at most kSizeCap.
+constexpr int64_t mulSize(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) || r > kSizeCap ? kSizeCap : r;
+}
+
 /// \p v rounded up to a multiple of \p a (a > 0, v >= 0).
 constexpr int64_t alignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -151,23 +181,28 @@ constexpr int64_t alignOffset(int64_t end) {
   return alignUp(end, kOffsetAlign);
 }
 
-/// The bytes a tensor of \p numel elements takes: align64(4 * numel).
+/// The bytes a tensor of \p numel elements takes: align64(4 * numel)
+/// (saturating: kSizeCap).
 constexpr int64_t tensorBytes(int64_t numel) {
-  return align64(kElementBytes * numel);
+  return align64(mulSize(kElementBytes, numel));
 }
 
-/// The bytes a tensor of \p numel elements stored as \p t takes.
+/// The bytes a tensor of \p numel elements stored as \p t takes
+/// (saturating: kSizeCap).
 constexpr int64_t tensorBytes(int64_t numel, DType t) {
-  return align64(elementBytes(t) * numel);
+  return align64(mulSize(elementBytes(t), numel));
 }
 
 /// The element count of \p shape with B = \p batch, S = \p seq and T = \p
-/// tokens (the tokens routed to one expert).
+/// tokens (the tokens routed to one expert); kSizeCap when it is larger.
 inline int64_t concreteNumel(const Shape &shape, int64_t batch, int64_t seq,
                              int64_t tokens = 0) {
   int64_t n = 1;
   for (Dim d : shape)
-    n *= d == kDimB ? batch : d == kDimS ? seq : d == kDimT ? tokens : d;
+    n = mulSize(n, d == kDimB   ? batch
+                   : d == kDimS ? seq
+                   : d == kDimT ? tokens
+                                : d);
   return n;
 }
 
@@ -238,7 +273,7 @@ struct FunctionPlan {
   std::vector<int64_t> offset; ///< per value id; -1: not in the workspace
   int64_t packedBytes = 0;     ///< the packed region [0, packedBytes)
   int64_t scratchBytes = 0;    ///< the largest single op's scratch
-  int64_t bytes() const { return packedBytes + scratchBytes; }
+  int64_t bytes() const { return addSize(packedBytes, scratchBytes); }
 };
 
 /// Plans \p fn, a function of layer \p layer of \p b (its experts serve the
@@ -289,7 +324,9 @@ struct StagePlan {
     std::vector<int64_t> inOffset, outOffset; ///< in the slot
     std::vector<int> args;                    ///< arguments it reads
     int64_t inBytes = 0, outBytes = 0, scratch = 0;
-    int64_t bytes() const { return inBytes + outBytes + scratch; }
+    int64_t bytes() const {
+      return addSize(addSize(inBytes, outBytes), scratch);
+    }
   };
   std::vector<Segment> segments;   ///< non-empty runs of stage ops, in order
   std::vector<int64_t> hostOffset; ///< per value id; -1: not carried

@@ -8,12 +8,16 @@
 
 #include "lib/Bundle/OpKind.h"
 #include "lib/Sim/BuiltinProfiles.h"
+#include "lib/Support/Files.h"
+#include "lib/Support/JsonParse.h"
+#include "lib/Support/JsonShow.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -60,6 +64,37 @@ namespace {
 
 using Json = nlohmann::json;
 
+// The bounds of a profile (docs/simulate.md, "Limits"): every rate is at
+// least kMinRate and at most its maximum, every efficiency at least
+// kMinEfficiency, so that the time of any step the planner accepts (sizes
+// below 2^62 bytes and FLOPs) is finite and positive, never inf or nan.
+constexpr double kMinRate = 1e6;            ///< bytes/s or FLOP/s
+constexpr double kMaxBandwidth = 1e18;      ///< bytes/s (HBM today: ~1e13)
+constexpr double kMaxPeakFlops = 1e18;      ///< FLOP/s (a GPU today: ~1e15)
+constexpr double kMaxFlops = 1e30;          ///< an efficiency point's FLOPs
+constexpr double kMinEfficiency = 1e-6;     ///< of the peak
+constexpr double kMinMemoryBytes = 1 << 20; ///< 1 MiB
+constexpr double kMaxMemoryBytes = double(1LL << 50); ///< 1 PiB
+constexpr size_t kMaxCurvePoints = 1024;
+constexpr size_t kMaxGemmShapes = 4096;
+/// A profile's text (the built-in ones are ~3 KB, a calibrated one with
+/// its measurements ~20 KB).
+constexpr size_t kMaxProfileBytes = size_t(1) << 20;
+
+/// A bound for a message: %g (1e+16, 0.5) where that is exact, else the
+/// digits of a whole number (1048576).
+std::string boundText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  if (std::strtod(buf, nullptr) != v && v == std::floor(v))
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+/// \p v as JSON text for a message: short, and never recursing per level
+/// of a value nested deep (json::dump would overflow the stack).
+std::string shortDump(const Json &v) { return showJson(v); }
+
 /// Reads the fields of one JSON object, recording the first error with the
 /// field's dotted path; unknown fields are errors.
 class Reader {
@@ -100,6 +135,7 @@ public:
         for (const std::string &k : known)
           list += (list.empty() ? "" : ", ") + k;
         fail(join(path, it.key()), "unknown field (known: " + list + ")");
+        return;
       }
   }
 
@@ -136,12 +172,11 @@ public:
     }
     double v = it->get<double>();
     if (!std::isfinite(v) || v < lo || v > hi || (positive && v <= lo)) {
-      std::ostringstream os;
-      os << "expected a number " << (positive ? "> " : ">= ") << lo;
+      std::string what = std::string("expected a number ") +
+                         (positive ? "> " : ">= ") + boundText(lo);
       if (std::isfinite(hi))
-        os << " and <= " << hi;
-      os << ", got " << it->dump();
-      fail(p, os.str());
+        what += " and <= " + boundText(hi);
+      fail(p, what + ", got " + shortDump(*it));
       return dflt;
     }
     return v;
@@ -162,6 +197,12 @@ public:
                   typeOf(*it));
       return c;
     }
+    if (it->size() > kMaxCurvePoints) {
+      fail(p, "has " + std::to_string(it->size()) +
+                  " points, more than the limit of " +
+                  std::to_string(kMaxCurvePoints));
+      return c;
+    }
     for (size_t i = 0; i < it->size(); ++i) {
       const Json &pt = (*it)[i];
       std::string pp = p + "[" + std::to_string(i) + "]";
@@ -171,8 +212,8 @@ public:
       }
       checkKnown(pt, pp, {"flops", "efficiency"});
       EfficiencyPoint e;
-      e.flops = number(pt, "flops", pp, 0, INFINITY, true);
-      e.efficiency = number(pt, "efficiency", pp, 0, 1, true);
+      e.flops = number(pt, "flops", pp, 1, kMaxFlops, false);
+      e.efficiency = number(pt, "efficiency", pp, kMinEfficiency, 1, false);
       if (failed())
         return c;
       if (!c.points.empty() && e.flops <= c.points.back().flops) {
@@ -200,6 +241,12 @@ public:
                   typeOf(*it));
       return out;
     }
+    if (it->size() > kMaxGemmShapes) {
+      fail(p, "has " + std::to_string(it->size()) +
+                  " shapes, more than the limit of " +
+                  std::to_string(kMaxGemmShapes));
+      return out;
+    }
     for (size_t i = 0; i < it->size(); ++i) {
       const Json &pt = (*it)[i];
       std::string pp = p + "[" + std::to_string(i) + "]";
@@ -217,7 +264,7 @@ public:
           fail(join(pp, names[d]),
                "expected a whole number, got " + pt[names[d]].dump());
       }
-      g.efficiency = number(pt, "efficiency", pp, 0, 1, true);
+      g.efficiency = number(pt, "efficiency", pp, kMinEfficiency, 1, false);
       if (failed())
         return out;
       out.push_back(g);
@@ -243,7 +290,7 @@ public:
         fail(join(p, k.key()), "not a bundle op name (docs/bundle.md)");
         return out;
       }
-      double v = number(*it, k.key(), p, 0, INFINITY, true);
+      double v = number(*it, k.key(), p, kMinRate, kMaxBandwidth, false);
       if (failed())
         return out;
       out[k.key()] = v;
@@ -257,7 +304,7 @@ private:
   }
   static std::string typeOf(const Json &v) {
     std::string t = v.type_name();
-    return t == "null" ? "null" : t + " " + v.dump();
+    return t == "null" ? "null" : t + " " + shortDump(v);
   }
   const Json *field(const Json &parent, const std::string &key,
                     const std::string &path) {
@@ -276,22 +323,19 @@ private:
 
 Expected<Profile> parseProfile(const std::string &text,
                                const std::string &origin) {
-  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false,
-                         /*ignore_comments=*/false);
-  if (doc.is_discarded()) {
-    // Parse again with exceptions for the position of the error.
-    try {
-      (void)Json::parse(text);
-    } catch (const Json::parse_error &e) {
-      return Status::error(origin + ": not valid JSON: " + e.what());
-    }
-    return Status::error(origin + ": not valid JSON");
-  }
+  if (text.size() > kMaxProfileBytes)
+    return Status::error(origin + ": " + std::to_string(text.size()) +
+                         " bytes, more than the limit of " +
+                         std::to_string(kMaxProfileBytes) +
+                         " of a hardware profile");
+  Expected<Json> parsed = parseJson(text, origin);
+  if (!parsed)
+    return parsed.status();
+  const Json &doc = *parsed;
   if (!doc.is_object())
     return Status::error(origin + ": expected a JSON object");
   Reader r(origin);
   Profile p;
-  const double inf = INFINITY;
   // "calibration" (written by `mtc simulate --calibrate`: the raw
   // measurements and their spreads) is documentation for the reader; the
   // simulator does not use it.
@@ -309,27 +353,32 @@ Expected<Profile> parseProfile(const std::string &text,
                                 "memory_bandwidth", "memory_bandwidth_by_kind",
                                 "launch_latency_s", "kernel_time_scale",
                                 "kernel_overhead_s", "host_threads"})) {
-    p.device.memoryBytes = static_cast<int64_t>(
-        r.number(*d, "memory_bytes", "device", 0, 1e18, true));
+    p.device.memoryBytes = static_cast<int64_t>(r.number(
+        *d, "memory_bytes", "device", kMinMemoryBytes, kMaxMemoryBytes, false));
+    if (d->contains("memory_bytes") && (*d)["memory_bytes"].is_number() &&
+        (*d)["memory_bytes"].get<double>() !=
+            std::floor((*d)["memory_bytes"].get<double>()))
+      r.fail("device.memory_bytes",
+             "expected a whole number, got " + shortDump((*d)["memory_bytes"]));
     if (const Json *f =
             r.object(*d, "peak_flops", "device.peak_flops", {"bf16", "fp32"})) {
-      p.device.peakFlopsBF16 =
-          r.number(*f, "bf16", "device.peak_flops", 0, inf, true);
-      p.device.peakFlopsFP32 =
-          r.number(*f, "fp32", "device.peak_flops", 0, inf, true);
+      p.device.peakFlopsBF16 = r.number(*f, "bf16", "device.peak_flops",
+                                        kMinRate, kMaxPeakFlops, false);
+      p.device.peakFlopsFP32 = r.number(*f, "fp32", "device.peak_flops",
+                                        kMinRate, kMaxPeakFlops, false);
     }
     p.device.gemmEfficiency = r.curve(*d, "gemm_efficiency", "device");
     p.device.gemmShapes = r.shapes(*d, "gemm_shapes", "device");
     p.device.attentionEfficiency =
         r.curve(*d, "attention_efficiency", "device");
-    p.device.memoryBandwidth =
-        r.number(*d, "memory_bandwidth", "device", 0, inf, true);
+    p.device.memoryBandwidth = r.number(*d, "memory_bandwidth", "device",
+                                        kMinRate, kMaxBandwidth, false);
     p.device.memoryBandwidthByKind =
         r.byKind(*d, "memory_bandwidth_by_kind", "device");
     p.device.launchLatency =
         r.number(*d, "launch_latency_s", "device", 0, 1, false);
     p.device.kernelTimeScale =
-        r.number(*d, "kernel_time_scale", "device", 0, 100, true,
+        r.number(*d, "kernel_time_scale", "device", 1e-3, 100, false,
                  /*required=*/false, 1.0);
     p.device.hostThreads = static_cast<int64_t>(
         r.number(*d, "host_threads", "device", 0, 1e6, false,
@@ -338,15 +387,17 @@ Expected<Profile> parseProfile(const std::string &text,
         (*d)["host_threads"].get<double>() !=
             std::floor((*d)["host_threads"].get<double>()))
       r.fail("device.host_threads",
-             "expected a whole number, got " + (*d)["host_threads"].dump());
+             "expected a whole number, got " + shortDump((*d)["host_threads"]));
     p.device.kernelOverhead = r.number(*d, "kernel_overhead_s", "device", 0, 1,
                                        false, /*required=*/false, 0.0);
   }
   if (const Json *l = r.object(doc, "link", "link",
                                {"h2d_bandwidth", "d2h_bandwidth",
                                 "duplex_factor", "copy_latency_s"})) {
-    p.link.h2dBandwidth = r.number(*l, "h2d_bandwidth", "link", 0, inf, true);
-    p.link.d2hBandwidth = r.number(*l, "d2h_bandwidth", "link", 0, inf, true);
+    p.link.h2dBandwidth =
+        r.number(*l, "h2d_bandwidth", "link", kMinRate, kMaxBandwidth, false);
+    p.link.d2hBandwidth =
+        r.number(*l, "d2h_bandwidth", "link", kMinRate, kMaxBandwidth, false);
     p.link.duplexFactor = r.number(*l, "duplex_factor", "link", 0.5, 1, false);
     p.link.copyLatency = r.number(*l, "copy_latency_s", "link", 0, 1, false);
   }
@@ -355,18 +406,21 @@ Expected<Profile> parseProfile(const std::string &text,
                                 "adamw_bytes_per_s", "convert_bytes_per_s"})) {
     p.host.cores =
         static_cast<int64_t>(r.number(*h, "cores", "host", 1, 1e6, false));
-    p.host.memoryBandwidth =
-        r.number(*h, "memory_bandwidth", "host", 0, inf, true);
-    p.host.adamwBytesPerS =
-        r.number(*h, "adamw_bytes_per_s", "host", 0, inf, true);
+    p.host.memoryBandwidth = r.number(*h, "memory_bandwidth", "host", kMinRate,
+                                      kMaxBandwidth, false);
+    p.host.adamwBytesPerS = r.number(*h, "adamw_bytes_per_s", "host", kMinRate,
+                                     kMaxBandwidth, false);
+    // The default (memory bandwidth over cores) may fall below kMinRate.
     p.host.convertBytesPerS = r.number(
-        *h, "convert_bytes_per_s", "host", 0, inf, true, /*required=*/false,
-        p.host.memoryBandwidth / static_cast<double>(p.host.cores));
+        *h, "convert_bytes_per_s", "host", kMinRate, kMaxBandwidth, false,
+        /*required=*/false,
+        std::max(kMinRate,
+                 p.host.memoryBandwidth / static_cast<double>(p.host.cores)));
     if (doc["host"].contains("cores") && doc["host"]["cores"].is_number() &&
         doc["host"]["cores"].get<double>() !=
             std::floor(doc["host"]["cores"].get<double>()))
       r.fail("host.cores",
-             "expected a whole number, got " + doc["host"]["cores"].dump());
+             "expected a whole number, got " + shortDump(doc["host"]["cores"]));
   }
   if (r.failed())
     return r.status();
@@ -396,12 +450,16 @@ Expected<Profile> loadProfile(const std::string &nameOrFile) {
                          "' (built in: " + list +
                          "; or give a FILE.json, docs/simulate.md)");
   }
-  std::ifstream in(nameOrFile, std::ios::binary);
-  if (!in)
-    return Status::error(nameOrFile + ": cannot open the hardware profile");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parseProfile(ss.str(), nameOrFile);
+  // A FIFO, a device or a directory is refused without reading it, and a
+  // file past the limit is never read whole.
+  Expected<std::string> text = readRegularFile(nameOrFile, kMaxProfileBytes);
+  if (!text)
+    return Status::error(text.message() +
+                         " (a hardware profile: a JSON file "
+                         "of at most " +
+                         std::to_string(kMaxProfileBytes) +
+                         " bytes, docs/simulate.md)");
+  return parseProfile(*text, nameOrFile);
 }
 
 } // namespace mtc::sim

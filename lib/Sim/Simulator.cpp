@@ -292,9 +292,9 @@ private:
     if (precision == bundle::Precision::BF16 && o.convertOnHost)
       e.add(s, Resource::Fixed, convertSeconds(params), "convert " + label,
             "host-memory");
-    e.add(s, Resource::H2D, static_cast<double>(params * paramBytes()),
-          "weights " + label, "h2d");
-    h2dBytes += static_cast<double>(params * paramBytes());
+    const double bytes = static_cast<double>(params) * paramBytes();
+    e.add(s, Resource::H2D, bytes, "weights " + label, "h2d");
+    h2dBytes += bytes;
   }
   void copy(int s, bool toDevice, double bytes, const std::string &label) {
     e.add(s, toDevice ? Resource::H2D : Resource::D2H, bytes, label,
@@ -422,15 +422,17 @@ Status Walker::build() {
     sActIn = e.stream("h2d.act");
     sActOut = e.stream("d2h.act");
   }
+  // Parameter counts saturate (lib/Bundle/Plan.h), as every size here.
+  using bundle::addSize, bundle::mulSize;
   for (const bundle::Param &q : b.params)
-    modelParams += q.numel();
+    modelParams = addSize(modelParams, q.numel());
   for (const bundle::Layer &l : b.layers) {
     LayerInfo li;
     for (const bundle::Param &q : l.params)
-      li.params += q.numel();
+      li.params = addSize(li.params, q.numel());
     for (const bundle::Expert &x : l.experts)
       for (const bundle::Param &q : x.params)
-        li.params += q.numel() * x.count;
+        li.params = addSize(li.params, mulSize(q.numel(), x.count));
     auto f = l.functions.find("forward"), g = l.functions.find("backward");
     if (f != l.functions.end())
       li.forward = cost.function(f->second, &l, p.batch, p.seq);
@@ -525,16 +527,13 @@ Status Walker::build() {
   if (!immediate && o.clip) {
     int host = e.stream("host");
     e.waitAll(host);
+    int64_t params = modelParams;
+    for (const bundle::Layer &l : b.layers)
+      params = bundle::addSize(
+          params, bundle::mulSize(layers.at(l.name).params, l.count));
     e.add(host, Resource::Fixed,
           static_cast<double>(o.gradBytesPerParam) *
-              static_cast<double>(modelParams +
-                                  [&] {
-                                    int64_t n = 0;
-                                    for (const bundle::Layer &l : b.layers)
-                                      n += layers.at(l.name).params * l.count;
-                                    return n;
-                                  }()) /
-              prof.host.memoryBandwidth,
+              static_cast<double>(params) / prof.host.memoryBandwidth,
           "gradient norm", "host-memory");
   }
   return e.run();
@@ -860,7 +859,22 @@ Expected<SimResult> simulateStep(const bundle::Bundle &b,
   Walker w(b, profile, options);
   if (Status st = w.build(); !st)
     return st;
-  return w.result();
+  SimResult r = w.result();
+  // The profile's bounds (Profile.cpp) keep every time finite and positive
+  // for the sizes a plan may have; a result that is not is refused rather
+  // than printed as inf or nan.
+  double sums[] = {r.stepSeconds, r.computeSeconds, r.hardwareFlops,
+                   r.h2dBytes,    r.d2hBytes,       r.optimizerSeconds};
+  for (double v : sums)
+    if (!std::isfinite(v) || v < 0)
+      return Status::error("the simulated step on profile '" + profile.name +
+                           "' is not finite (its rates are out of "
+                           "proportion to the plan's sizes)");
+  if (!(r.stepSeconds > 0))
+    return Status::error("the simulated step on profile '" + profile.name +
+                         "' takes no time (its rates are out of proportion "
+                         "to the plan's sizes)");
+  return r;
 }
 
 } // namespace mtc::sim

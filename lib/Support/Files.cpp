@@ -498,13 +498,25 @@ Expected<int> openRegularFile(const std::string &path) {
   return fd;
 }
 
-Expected<std::string> readRegularFile(const std::string &path) {
+Expected<std::string> readRegularFile(const std::string &path,
+                                      uint64_t maxBytes) {
   Expected<int> fd = openRegularFile(path);
   if (!fd)
     return fd.status();
+  auto tooLarge = [&](const std::string &size) {
+    ::close(*fd);
+    return Status::error(path + ": " + size +
+                         " bytes, more than the limit of " +
+                         std::to_string(maxBytes));
+  };
+  struct stat st;
+  if (::fstat(*fd, &st) == 0 && static_cast<uint64_t>(st.st_size) > maxBytes)
+    return tooLarge(std::to_string(st.st_size));
   std::string text;
   char buf[1 << 16];
   for (;;) {
+    if (text.size() > maxBytes)
+      return tooLarge("more than " + std::to_string(maxBytes));
     ssize_t n = ::read(*fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR)
       continue;

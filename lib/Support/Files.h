@@ -23,6 +23,8 @@
 #include "lib/Support/Status.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -141,8 +143,12 @@ Status checkRegularFile(const std::string &path);
 /// a FIFO: returns the file descriptor (the caller closes it).
 Expected<int> openRegularFile(const std::string &path);
 
-/// Reads the whole regular file \p path.
-Expected<std::string> readRegularFile(const std::string &path);
+/// Reads the whole regular file \p path. A file of more than \p maxBytes
+/// bytes is an error ("PATH: 5000000 bytes, more than the limit of 4194304")
+/// found before reading, and never read past the limit if it grows.
+Expected<std::string>
+readRegularFile(const std::string &path,
+                uint64_t maxBytes = std::numeric_limits<uint64_t>::max());
 
 } // namespace mtc
 

@@ -10,6 +10,7 @@
 #include "lib/Format/MappedFile.h"
 #include "lib/Format/Safetensors.h"
 #include "lib/Support/Hash.h"
+#include "lib/Support/JsonParse.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Data.h"
 
@@ -601,16 +602,10 @@ Expected<ParsedState> parseState(const std::string &dir) {
     return Status::error(path + ": cannot open: " + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::exception &e) {
-    std::string what = e.what();
-    size_t close = what.find("] ");
-    if (close != std::string::npos)
-      what = what.substr(close + 2);
-    return Status::error(path + ": malformed JSON: " + what);
-  }
+  Expected<json> parsed = parseJson(ss.str(), path);
+  if (!parsed)
+    return parsed.status();
+  const json &j = *parsed;
   try {
     Fields f(j, "");
     if (!j.is_object() || !j.contains("format") || j["format"] != json(kFormat))
@@ -863,29 +858,28 @@ Status checkResume(const TrainerState &ck, const std::string &dir,
                    std::vector<std::string> &notes) {
   const TrainOptions &c = ck.options;
   std::string where = " (" + dir + "/" + kState + ")";
-  auto mustMatch = [&](const char *flag, double now, double then) -> Status {
-    if (now == then)
-      return Status::success();
+  auto mismatch = [&](const char *flag, const std::string &now,
+                      const std::string &then) {
     return Status::error(
-        std::string(flag) + " " + showNumber(now) +
-        " differs from the "
-        "checkpoint's " +
-        showNumber(then) + where +
+        std::string(flag) + " " + now + " differs from the checkpoint's " +
+        then + where +
         ": --batch, --seq, --micro-batches, --seed and --val-fraction must "
         "match to continue the run exactly (leave them out to use the "
         "checkpoint's; start a new run to change them)");
   };
-  const std::tuple<const char *, double, double> exact[] = {
-      {"--batch", double(opts.batch), double(c.batch)},
-      {"--seq", double(opts.seq), double(c.seq)},
-      {"--micro-batches", double(opts.microBatches), double(c.microBatches)},
-      {"--seed", double(opts.seed), double(c.seed)},
-      {"--val-fraction", opts.valFraction, c.valFraction}};
+  // Integers compared and shown exactly (a seed takes all 64 bits).
+  const std::tuple<const char *, uint64_t, uint64_t> exact[] = {
+      {"--batch", uint64_t(opts.batch), uint64_t(c.batch)},
+      {"--seq", uint64_t(opts.seq), uint64_t(c.seq)},
+      {"--micro-batches", uint64_t(opts.microBatches),
+       uint64_t(c.microBatches)},
+      {"--seed", opts.seed, c.seed}};
   for (const auto &[flag, now, then] : exact)
-    if (Status s = mustMatch(flag, now, then); !s.ok())
-      return s;
-  if (opts.seed != c.seed) // beyond 2^53
-    return mustMatch("--seed", 0, 1);
+    if (now != then)
+      return mismatch(flag, std::to_string(now), std::to_string(then));
+  if (opts.valFraction != c.valFraction)
+    return mismatch("--val-fraction", showNumber(opts.valFraction),
+                    showNumber(c.valFraction));
 
   if (data.bytes != ck.data.bytes || data.fingerprint != ck.data.fingerprint)
     return Status::error(
@@ -1151,7 +1145,9 @@ Status trimMetrics(const std::string &path, int64_t step) {
       dropped = true;
       break;
     }
-    json r = json::parse(line, nullptr, false);
+    // A line that is not JSON (or holds a number past a double) is kept.
+    Expected<json> parsed = parseJson(line, path);
+    const json r = parsed ? std::move(*parsed) : json();
     if (r.is_object() && r.contains("step") && r["step"].is_number_integer() &&
         r["step"].get<int64_t>() > step) {
       dropped = true;

@@ -13,6 +13,53 @@
 
 namespace mtc::driver {
 
+namespace {
+
+/// A bound of an integer flag as digits (kNoMax: the type's largest).
+std::string boundText(const Flag &flag, double bound) {
+  if (std::isinf(bound))
+    return flag.kind == Flag::Uint
+               ? std::to_string(std::numeric_limits<uint64_t>::max())
+               : std::to_string(std::numeric_limits<int64_t>::max());
+  return std::to_string(static_cast<long long>(bound));
+}
+
+/// Parses \p value for the Int or Uint \p flag into its target: decimal
+/// digits only (a '-' first for Int), no blanks or '+', no value past the
+/// type's range or the flag's [min, max].
+Status parseInteger(const Flag &flag, const std::string &value,
+                    const std::string &bad) {
+  auto refuse = [&] {
+    return Status::error(bad + "an integer from " + boundText(flag, flag.min) +
+                         " to " + boundText(flag, flag.max) + ", got '" +
+                         value + "'");
+  };
+  const bool isInt = flag.kind == Flag::Int;
+  size_t first = isInt && !value.empty() && value[0] == '-' ? 1 : 0;
+  if (value.size() == first)
+    return refuse();
+  for (size_t i = first; i < value.size(); ++i)
+    if (value[i] < '0' || value[i] > '9')
+      return refuse();
+  errno = 0;
+  if (isInt) {
+    long long v = std::strtoll(value.c_str(), nullptr, 10);
+    if (errno == ERANGE || static_cast<double>(v) < flag.min ||
+        static_cast<double>(v) > flag.max)
+      return refuse();
+    *static_cast<int64_t *>(flag.target) = v;
+    return Status::success();
+  }
+  unsigned long long v = std::strtoull(value.c_str(), nullptr, 10);
+  if (errno == ERANGE || static_cast<double>(v) < flag.min ||
+      (!std::isinf(flag.max) && static_cast<double>(v) > flag.max))
+    return refuse();
+  *static_cast<uint64_t *>(flag.target) = v;
+  return Status::success();
+}
+
+} // namespace
+
 Status parseFlags(const char *command, const std::vector<std::string> &args,
                   const std::vector<Flag> &flags,
                   std::vector<std::string> &positional,
@@ -47,29 +94,23 @@ Status parseFlags(const char *command, const std::vector<std::string> &args,
     if (given)
       given->insert(flag->name);
     std::string bad = cmd + ": " + a + " expects ";
-    char *end = nullptr;
-    errno = 0;
     switch (flag->kind) {
     case Flag::Int:
-    case Flag::Uint: {
-      long long v = std::strtoll(value.c_str(), &end, 10);
-      if (errno || end == value.c_str() || *end != '\0' || v < flag->min)
-        return Status::error(
-            bad + "an integer >= " + std::to_string((long long)flag->min) +
-            ", got '" + value + "'");
-      if (flag->kind == Flag::Int)
-        *static_cast<int64_t *>(flag->target) = v;
-      else
-        *static_cast<uint64_t *>(flag->target) = static_cast<uint64_t>(v);
+    case Flag::Uint:
+      if (Status st = parseInteger(*flag, value, bad); !st.ok())
+        return st;
       break;
-    }
     case Flag::Double: {
+      char *end = nullptr;
+      errno = 0;
       double v = std::strtod(value.c_str(), &end);
       if (errno || end == value.c_str() || *end != '\0' || !(v >= flag->min) ||
-          !std::isfinite(v))
-        return Status::error(bad +
-                             "a finite number >= " + std::to_string(flag->min) +
-                             ", got '" + value + "'");
+          !(v <= flag->max) || !std::isfinite(v))
+        return Status::error(
+            bad + "a finite number >= " + std::to_string(flag->min) +
+            (std::isinf(flag->max) ? ""
+                                   : " and <= " + std::to_string(flag->max)) +
+            ", got '" + value + "'");
       *static_cast<double *>(flag->target) = v;
       break;
     }
@@ -87,6 +128,25 @@ Status parseFlags(const char *command, const std::vector<std::string> &args,
     }
   }
   return Status::success();
+}
+
+Status checkStepTokens(const char *command, int64_t batch, int64_t seq,
+                       int64_t microBatches) {
+  int64_t tokens = 0;
+  bool overflow = __builtin_mul_overflow(batch, seq, &tokens) ||
+                  __builtin_mul_overflow(tokens, microBatches, &tokens);
+  if (!overflow && tokens <= limits::kStepTokens)
+    return Status::success();
+  std::string product =
+      "--batch " + std::to_string(batch) + " x --seq " + std::to_string(seq) +
+      (microBatches == 1
+           ? std::string()
+           : " x --micro-batches " + std::to_string(microBatches));
+  return Status::error(
+      std::string(command) + ": " + product + " = " +
+      (overflow ? std::string("more than 2^63") : std::to_string(tokens)) +
+      " tokens per step, more than the limit of " +
+      std::to_string(limits::kStepTokens) + " (2^32)");
 }
 
 Expected<std::string> onePositional(const char *command,

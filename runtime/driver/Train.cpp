@@ -30,6 +30,7 @@
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/LocalRank.h"
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/CommandLine.h"
 #include "runtime/driver/DataParallel.h"
 #include "runtime/driver/DeviceModel.h"
 #include "runtime/driver/DeviceReduce.h"
@@ -1881,6 +1882,11 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
         return st;
     // options.seq (driver/Checkpoint.h); older checkpoints: seq.
     Expected<TrainerState> state = readTrainerState(dir);
+    if (state && state->options.seq > limits::kSeq)
+      return Status::error(dir + "/trainer_state.json: options.seq " +
+                           std::to_string(state->options.seq) +
+                           " is more than the limit of --seq and --context, " +
+                           std::to_string(limits::kSeq));
     if (state && state->options.seq > 0)
       recordedSeq = state->options.seq;
     return Status::success();

@@ -6,6 +6,8 @@
 #   SEEDS_GLOB  which files under SEEDS are seeds, relative to it (default "*";
 #               may reach into subdirectories: "*/config.json"); each is copied
 #               into the corpus under its relative path with '/' turned to '_'
+#   EXTRA_SEEDS optional: a directory whose every file is a seed too (copied
+#               as extra_<name>): hand-written inputs beside SEEDS
 #   DICT        a libFuzzer dictionary, or empty for none
 #   WORK        the corpus directory (removed and recreated)
 #   ARTIFACTS   prefix of crash/leak/timeout inputs (default WORK/../)
@@ -32,6 +34,16 @@ foreach(seed IN LISTS seeds)
   string(REPLACE "/" "_" flat ${seed})
   configure_file(${SEEDS}/${seed} ${WORK}/${flat} COPYONLY)
 endforeach()
+if(EXTRA_SEEDS)
+  file(GLOB extra RELATIVE ${EXTRA_SEEDS} ${EXTRA_SEEDS}/*)
+  list(LENGTH extra nextra)
+  if(nextra EQUAL 0)
+    message(FATAL_ERROR "no seeds in ${EXTRA_SEEDS}")
+  endif()
+  foreach(seed IN LISTS extra)
+    configure_file(${EXTRA_SEEDS}/${seed} ${WORK}/extra_${seed} COPYONLY)
+  endforeach()
+endif()
 set(dict_arg)
 if(DICT)
   set(dict_arg -dict=${DICT})

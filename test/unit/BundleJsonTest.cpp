@@ -38,6 +38,19 @@ TEST(BundleJson, VersionIsNotTruncated) {
       << err;
 }
 
+// A number past a double's range is an error with its place (mtc::parseJson),
+// not nlohmann's exception text.
+TEST(BundleJson, NumberBeyondADoubleIsAnErrorWithItsPlace) {
+  Expected<Bundle> b = fromJson(header("1e999"));
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.message(), "bundle: line 1, column 37: number 1e999 is out of "
+                         "the range of a double");
+  b = fromJson("{\"format\": \"mtc-bundle\",\n \"x\": -1e400}");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.message(), "bundle: line 2, column 7: number -1e400 is out of "
+                         "the range of a double");
+}
+
 // Error messages quoted values with json::dump, which recurses once per level:
 // a value nested a million arrays deep overflowed the stack.
 TEST(BundleJson, DeeplyNestedValueIsAnErrorNotACrash) {

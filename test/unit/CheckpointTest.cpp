@@ -245,7 +245,20 @@ TEST_F(CheckpointTest, CorruptFilesAreRefused) {
   write(dir + "/trainer_state.json", state.substr(0, state.size() / 2));
   st = readCheckpoint(dir, b, loaded);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("trainer_state.json: malformed JSON"),
+  EXPECT_NE(st.message().find("trainer_state.json: not valid JSON"),
+            std::string::npos)
+      << st.message();
+
+  // A number past a double's range: an error with its place, not an
+  // uncaught exception of the parser.
+  std::string huge = state;
+  huge.replace(huge.find("\n \"step\": 5"), 11, "\n \"step\": 1e999");
+  write(dir + "/trainer_state.json", huge);
+  st = readCheckpoint(dir, b, loaded);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("trainer_state.json: line "), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("number 1e999 is out of the range of a double"),
             std::string::npos)
       << st.message();
 
@@ -303,6 +316,30 @@ TEST_F(CheckpointTest, AnotherModelIsRefused) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("has no tensor 'Block.2.w'"), std::string::npos)
       << st.message();
+}
+
+// A seed takes all 64 bits: written exactly, read back exactly, and seeds
+// that differ beyond 2^53 are told apart and shown as they are.
+TEST_F(CheckpointTest, SeedsRoundTripExactly) {
+  bundle::Bundle b = tinyBundle();
+  std::unique_ptr<exec::ParamStore> store = must(exec::ParamStore::create(b));
+  TrainerState state = someState(5);
+  state.options.seed = UINT64_MAX;
+  ASSERT_TRUE(writeCheckpoint(dir, b, *store, state).ok());
+  EXPECT_NE(read(dir + "/trainer_state.json").find("18446744073709551615"),
+            std::string::npos);
+  Expected<TrainerState> back = readTrainerState(dir);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->options.seed, UINT64_MAX);
+  std::vector<std::string> notes;
+  TrainOptions near = back->options;
+  near.seed = UINT64_MAX - 1; // the same double
+  Status s = checkResume(*back, "ck", near, back->data, notes);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--seed 18446744073709551614 differs from the "
+                             "checkpoint's 18446744073709551615"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST(CheckpointResume, OptionsThatMustMatch) {

@@ -20,8 +20,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace mtc::sim {
 namespace {
@@ -210,8 +214,8 @@ std::string profileError(const std::string &from, const std::string &to) {
 
 TEST(SimProfile, ErrorsNameTheFileTheFieldAndTheProblem) {
   EXPECT_EQ(profileError("\"fp32\": 1e9", "\"fp32\": -1"),
-            "bad.json: field 'device.peak_flops.fp32': expected a number > "
-            "0, got -1");
+            "bad.json: field 'device.peak_flops.fp32': expected a number >= "
+            "1e+06 and <= 1e+18, got -1");
   EXPECT_EQ(profileError("\"name\": \"toy\", ", ""),
             "bad.json: field 'name': missing");
   EXPECT_EQ(profileError("\"duplex_factor\": 1", "\"duplex_factor\": 0.2"),
@@ -232,14 +236,18 @@ TEST(SimProfile, ErrorsNameTheFileTheFieldAndTheProblem) {
   EXPECT_EQ(profileError("\"efficiency\": 1}],\n             \"attention",
                          "\"efficiency\": 1.5}], \"attention"),
             "bad.json: field 'device.gemm_efficiency[0].efficiency': expected "
-            "a number > 0 and <= 1, got 1.5");
+            "a number >= 1e-06 and <= 1, got 1.5");
   Expected<Profile> notJson = parseProfile("{\"name\": ", "x.json");
   ASSERT_FALSE(notJson.ok());
   EXPECT_EQ(notJson.message().rfind("x.json: not valid JSON: ", 0), 0u);
   Expected<Profile> missing = loadProfile("/nonexistent/gpu.json");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.message(),
-            "/nonexistent/gpu.json: cannot open the hardware profile");
+  EXPECT_EQ(missing.message().rfind("/nonexistent/gpu.json: cannot open: No "
+                                    "such file or directory (a hardware "
+                                    "profile",
+                                    0),
+            0u)
+      << missing.message();
   Expected<Profile> unknown = loadProfile("h300");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.message().find("unknown hardware profile 'h300' (built "
@@ -304,7 +312,7 @@ TEST(SimProfile, KindBandwidthAndGemmShapeErrors) {
             "not a bundle op name (docs/bundle.md)");
   EXPECT_EQ(deviceError("\"memory_bandwidth_by_kind\": {\"add\": 0}"),
             "bad.json: field 'device.memory_bandwidth_by_kind.add': expected "
-            "a number > 0, got 0");
+            "a number >= 1e+06 and <= 1e+18, got 0");
   EXPECT_EQ(deviceError("\"memory_bandwidth_by_kind\": {\"add\": \"fast\"}"),
             "bad.json: field 'device.memory_bandwidth_by_kind.add': expected "
             "a number, got string \"fast\"");
@@ -326,7 +334,7 @@ TEST(SimProfile, KindBandwidthAndGemmShapeErrors) {
   EXPECT_EQ(deviceError("\"gemm_shapes\": [{\"m\": 8, \"n\": 8, \"k\": 8, "
                         "\"efficiency\": 1.5}]"),
             "bad.json: field 'device.gemm_shapes[0].efficiency': expected a "
-            "number > 0 and <= 1, got 1.5");
+            "number >= 1e-06 and <= 1, got 1.5");
   EXPECT_EQ(
       deviceError("\"gemm_shapes\": [{\"m\": 8, \"n\": 8, \"efficiency\": "
                   "0.5}]"),
@@ -357,8 +365,8 @@ TEST(SimProfile, KernelScaleOverheadAndHostThreadsParse) {
 
 TEST(SimProfile, KernelScaleOverheadAndHostThreadsErrors) {
   EXPECT_EQ(deviceError("\"kernel_time_scale\": 0"),
-            "bad.json: field 'device.kernel_time_scale': expected a number > "
-            "0 and <= 100, got 0");
+            "bad.json: field 'device.kernel_time_scale': expected a number >= "
+            "0.001 and <= 100, got 0");
   EXPECT_EQ(deviceError("\"kernel_time_scale\": \"slow\""),
             "bad.json: field 'device.kernel_time_scale': expected a number, "
             "got string \"slow\"");
@@ -374,6 +382,132 @@ TEST(SimProfile, KernelScaleOverheadAndHostThreadsErrors) {
   EXPECT_NE(deviceError("\"kernel_scale\": 1")
                 .find("field 'device.kernel_scale': unknown field"),
             std::string::npos);
+}
+
+// A number past a double's range was an uncaught exception of the JSON
+// parser (std::terminate); it is an error with its place.
+TEST(SimProfile, NumberBeyondADoubleIsAnErrorWithItsPlace) {
+  EXPECT_EQ(profileError("\"fp32\": 1e9", "\"fp32\": 1e999"),
+            "bad.json: line 4, column 50: number 1e999 is out of the range of "
+            "a double");
+  EXPECT_EQ(profileError("\"cores\": 4", "\"cores\": -1e999"),
+            "bad.json: line 10, column 21: number -1e999 is out of the range "
+            "of a double");
+}
+
+// An error quoting a value nested half a million levels deep (within the
+// size limit) overflowed the stack (json::dump recurses per level); the
+// quote is short and bounded.
+TEST(SimProfile, DeeplyNestedValueIsAShortError) {
+  const size_t depth = 500000;
+  std::string deep = std::string(depth, '[') + std::string(depth, ']');
+  Expected<Profile> p =
+      parseProfile("{\"name\": " + deep + ", \"source\": \"x\"}", "deep.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.message().rfind("deep.json: field 'name': expected a string, "
+                              "got array [[[[",
+                              0),
+            0u)
+      << p.message().substr(0, 200);
+  EXPECT_LT(p.message().size(), 200u);
+}
+
+// Tiny rates gave an infinite step time (printed as inf, tokens/s 0, mfu
+// nan); every rate and efficiency has a floor, every memory size bounds.
+TEST(SimProfile, RatesAndSizesAreBounded) {
+  EXPECT_EQ(profileError("\"bf16\": 2e9", "\"bf16\": 1e-300"),
+            "bad.json: field 'device.peak_flops.bf16': expected a number >= "
+            "1e+06 and <= 1e+18, got 1e-300");
+  EXPECT_EQ(profileError("\"h2d_bandwidth\": 4e7", "\"h2d_bandwidth\": 1e-300"),
+            "bad.json: field 'link.h2d_bandwidth': expected a number >= "
+            "1e+06 and <= 1e+18, got 1e-300");
+  EXPECT_EQ(profileError("\"adamw_bytes_per_s\": 1e18",
+                         "\"adamw_bytes_per_s\": 1e19"),
+            "bad.json: field 'host.adamw_bytes_per_s': expected a number >= "
+            "1e+06 and <= 1e+18, got 1e+19");
+  EXPECT_EQ(profileError("\"efficiency\": 1}],\n             \"attention",
+                         "\"efficiency\": 1e-300}], \"attention"),
+            "bad.json: field 'device.gemm_efficiency[0].efficiency': expected "
+            "a number >= 1e-06 and <= 1, got 1e-300");
+  EXPECT_EQ(
+      profileError("\"memory_bytes\": 1000000000", "\"memory_bytes\": 1e18"),
+      "bad.json: field 'device.memory_bytes': expected a number >= "
+      "1048576 and <= 1125899906842624, got 1e+18");
+  EXPECT_EQ(profileError("\"memory_bytes\": 1000000000", "\"memory_bytes\": 1"),
+            "bad.json: field 'device.memory_bytes': expected a number >= "
+            "1048576 and <= 1125899906842624, got 1");
+  EXPECT_EQ(profileError("\"memory_bytes\": 1000000000",
+                         "\"memory_bytes\": 1000000000.5"),
+            "bad.json: field 'device.memory_bytes': expected a whole number, "
+            "got 1000000000.5");
+}
+
+/// kProfile with the gemm_efficiency curve replaced by \p curve.
+std::string withGemmCurve(const std::string &curve) {
+  std::string text = kProfile;
+  std::string from = R"("gemm_efficiency": [{"flops": 1, "efficiency": 1}])";
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos);
+  text.replace(at, from.size(), "\"gemm_efficiency\": " + curve);
+  return text;
+}
+
+// The simulation's cost grows with the points and shapes it searches per
+// op: both are bounded.
+TEST(SimProfile, CurvesAndShapesAreBounded) {
+  std::string points = "[";
+  for (int i = 0; i < 1025; ++i)
+    points += std::string(i ? ", " : "") +
+              "{\"flops\": " + std::to_string(i + 1) + ", \"efficiency\": 0.5}";
+  points += "]";
+  Expected<Profile> p = parseProfile(withGemmCurve(points), "bad.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.message(), "bad.json: field 'device.gemm_efficiency': has 1025 "
+                         "points, more than the limit of 1024");
+  std::string shapes = "\"gemm_shapes\": [";
+  for (int i = 0; i < 4097; ++i)
+    shapes += std::string(i ? ", " : "") +
+              "{\"m\": 8, \"n\": 8, \"k\": 8, \"efficiency\": 0.5}";
+  shapes += "]";
+  EXPECT_EQ(deviceError(shapes), "bad.json: field 'device.gemm_shapes': has "
+                                 "4097 shapes, more than the limit of 4096");
+}
+
+/// A fresh directory for files of one test.
+std::string tempDir() {
+  std::string d = ::testing::TempDir() + "/mtc-sim-XXXXXX";
+  if (!::mkdtemp(d.data()))
+    ADD_FAILURE() << "mkdtemp " << d << " failed";
+  return d;
+}
+
+// A directory or /dev/zero read as a profile was a JSON parse error at line
+// 1; a FIFO hung in open(); a huge file was read whole. Each is refused by
+// what it is, before anything is read.
+TEST(SimProfile, SpecialFilesAndHugeFilesAreRefusedUnread) {
+  std::string d = tempDir();
+  auto starts = [](const Expected<Profile> &p, const std::string &prefix) {
+    EXPECT_FALSE(p.ok());
+    EXPECT_EQ(p.message().rfind(prefix, 0), 0u) << p.message();
+  };
+  starts(loadProfile(d), d + ": is a directory");
+  starts(loadProfile("/dev/zero"),
+         "/dev/zero: is a character device, not a regular file");
+  ASSERT_EQ(::mkfifo((d + "/fifo.json").c_str(), 0600), 0);
+  starts(loadProfile(d + "/fifo.json"),
+         d + "/fifo.json: is a FIFO, not a regular file");
+  {
+    std::ofstream big(d + "/big.json");
+    big << std::string((1 << 20) + 1, ' ');
+  }
+  starts(loadProfile(d + "/big.json"),
+         d + "/big.json: 1048577 bytes, more than the limit of 1048576");
+  {
+    std::ofstream ok(d + "/ok.json");
+    ok << kProfile;
+  }
+  Expected<Profile> p = loadProfile(d + "/ok.json");
+  EXPECT_TRUE(p.ok()) << p.message();
 }
 
 TEST(SimCost, KernelScaleAndOverheadPriceEveryKernel) {
@@ -821,6 +955,43 @@ TEST(SimStep, NoStepPlanIsAnError) {
 // slower, and neither does a faster optimizer, host conversion or host
 // memory; for plans with and without segments, clipping, bf16 weights and
 // bf16 gradients.
+// At the bounds of a profile (Profile.cpp) and the largest micro-batch
+// the flags allow (2^32 tokens), a step takes a finite, positive time; a
+// profile built past the bounds (not parsed) gives an error, never inf.
+TEST(SimStep, FiniteAtTheProfileBounds) {
+  Bundle b = toyBundle(4);
+  b.step->batch = int64_t(1) << 20;
+  b.step->seq = int64_t(1) << 12;
+  auto setRates = [](Profile &p, double rate, double eff) {
+    p.device.peakFlopsBF16 = p.device.peakFlopsFP32 = rate;
+    p.device.memoryBandwidth = p.link.h2dBandwidth = p.link.d2hBandwidth =
+        p.host.memoryBandwidth = p.host.adamwBytesPerS =
+            p.host.convertBytesPerS = rate;
+    p.device.gemmEfficiency.points = {{1, eff}};
+    p.device.attentionEfficiency.points = {{1, eff}};
+  };
+  Profile slow = toyProfile();
+  setRates(slow, 1e6, 1e-6);
+  slow.device.kernelTimeScale = 100;
+  Profile fast = toyProfile();
+  setRates(fast, 1e18, 1);
+  fast.device.kernelTimeScale = 1e-3;
+  for (const Profile *p : {&slow, &fast}) {
+    SimOptions o;
+    Expected<SimResult> r = simulateStep(b, *p, o);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_TRUE(std::isfinite(r->stepSeconds));
+    EXPECT_GT(r->stepSeconds, 0);
+  }
+  Profile broken = toyProfile();
+  setRates(broken, 1e-300, 1e-300);
+  Expected<SimResult> r = simulateStep(b, broken, SimOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "the simulated step on profile 'toy' is not finite "
+                         "(its rates are out of proportion to the plan's "
+                         "sizes)");
+}
+
 TEST(SimStep, MonotoneInEveryRate) {
   std::mt19937_64 rng(15);
   auto uni = [&](double lo, double hi) {

@@ -43,8 +43,8 @@ int runCalibrate(const std::vector<std::string> &args) {
   int64_t threads = 0, repeats = 0;
   if (!parseArgs("simulate --calibrate", valued,
                  {{Flag::String, "--output", &output},
-                  {Flag::Int, "--threads", &threads, 1},
-                  {Flag::Int, "--repeats", &repeats, 1},
+                  {Flag::Int, "--threads", &threads, 1, limits::kThreads},
+                  {Flag::Int, "--repeats", &repeats, 1, limits::kRepeats},
                   {Flag::String, "--statistic", &statistic}},
                  pos))
     return 1;

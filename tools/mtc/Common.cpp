@@ -203,14 +203,16 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
   flags.push_back(
       {Flag::String, "--optimizer-placement", &optimizer.placement});
   flags.push_back({Flag::String, "--grad-dtype", &optimizer.gradDType});
-  flags.push_back({Flag::Int, "--batch", &stream.batch, 1});
-  flags.push_back({Flag::Int, "--seq", &stream.seq, 1});
-  flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1});
-  flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1});
-  flags.push_back(
-      {Flag::Int, "--checkpoint-every", &stream.checkpointEvery, 1});
-  flags.push_back(
-      {Flag::Int, "--selective-layers", &stream.selectiveLayers, 0});
+  flags.push_back({Flag::Int, "--batch", &stream.batch, 1, limits::kBatch});
+  flags.push_back({Flag::Int, "--seq", &stream.seq, 1, limits::kSeq});
+  flags.push_back({Flag::Int, "--micro-batches", &stream.microBatches, 1,
+                   limits::kMicroBatches});
+  flags.push_back({Flag::Int, "--prefetch-depth", &stream.prefetchDepth, 1,
+                   limits::kLayerInstances});
+  flags.push_back({Flag::Int, "--checkpoint-every", &stream.checkpointEvery, 1,
+                   limits::kLayerInstances});
+  flags.push_back({Flag::Int, "--selective-layers", &stream.selectiveLayers, 0,
+                   limits::kLayerInstances});
   flags.push_back({Flag::String, "--checkpoints", &checkpoints});
 }
 
@@ -282,6 +284,12 @@ bool finishStreamFlags(const char *command, const std::string &deviceMemory,
                        const std::string &hostMemory,
                        mtc::StreamOptions &stream, std::string &recompute,
                        bool always, bool stateOnDisk) {
+  if (mtc::Status st = mtc::driver::checkStepTokens(
+          command, stream.batch, stream.seq, stream.microBatches);
+      !st.ok()) {
+    error(st.message());
+    return false;
+  }
   if (!deviceMemory.empty()) {
     llvm::Expected<int64_t> bytes = mtc::parseDeviceMemory(deviceMemory);
     if (!bytes) {

@@ -27,26 +27,31 @@ int runGradCheck(const std::vector<std::string> &args) {
   std::vector<std::string> pos;
   std::string input, hf, recompute, device = "cpu", deviceMemory;
   std::vector<std::string> sets;
-  if (!parseArgs("gradcheck", args,
-                 {{Flag::Int, "--batch", &opts.batch, 1},
-                  {Flag::Int, "--seq", &opts.seq, 1},
-                  {Flag::Uint, "--seed", &opts.seed, 0},
-                  {Flag::Double, "--tolerance", &opts.tolerance, 0},
-                  {Flag::Double, "--step", &opts.step, 1e-12},
-                  {Flag::Int, "--coordinates", &coords, 0},
-                  {Flag::String, "--tensors", &opts.tensors},
-                  {Flag::List, "--set", &sets},
-                  {Flag::String, "--recompute", &recompute},
-                  {Flag::String, "--cpu", &copts.cpu},
-                  {Flag::String, "--hf", &hf},
-                  {Flag::String, "--device", &device},
-                  {Flag::String, "--device-memory", &deviceMemory}},
-                 pos) ||
+  if (!parseArgs(
+          "gradcheck", args,
+          {{Flag::Int, "--batch", &opts.batch, 1, limits::kBatch},
+           {Flag::Int, "--seq", &opts.seq, 1, limits::kSeq},
+           {Flag::Uint, "--seed", &opts.seed, 0},
+           {Flag::Double, "--tolerance", &opts.tolerance, 0},
+           {Flag::Double, "--step", &opts.step, 1e-12},
+           {Flag::Int, "--coordinates", &coords, 0, limits::kCoordinates},
+           {Flag::String, "--tensors", &opts.tensors},
+           {Flag::List, "--set", &sets},
+           {Flag::String, "--recompute", &recompute},
+           {Flag::String, "--cpu", &copts.cpu},
+           {Flag::String, "--hf", &hf},
+           {Flag::String, "--device", &device},
+           {Flag::String, "--device-memory", &deviceMemory}},
+          pos) ||
       !parseDeviceFlag("gradcheck", device, copts) ||
       !parseOverrides("gradcheck", sets, copts.overrides) ||
       !modelInput("gradcheck", pos, hf, input) ||
       !parsePolicyFlags(recompute, "", copts))
     return 1;
+  if (mtc::Status st =
+          mtc::driver::checkStepTokens("gradcheck", opts.batch, opts.seq, 1);
+      !st.ok())
+    return error(st.message());
   opts.coordinates = static_cast<int>(coords);
   opts.device = device;
   if (device != "cpu") {

@@ -91,7 +91,7 @@ int runPlan(const std::vector<std::string> &args) {
                              {Flag::String, "--device", &device},
                              {Flag::String, "--gpu", &gpu},
                              {Flag::String, "--precision", &precision},
-                             {Flag::Int, "--ranks", &ranks, 1},
+                             {Flag::Int, "--ranks", &ranks, 1, limits::kRanks},
                              {Flag::String, "--shard-optimizer", &shardFlag}};
   OptimizerFlags optimizer;
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
@@ -199,7 +199,9 @@ int runPlan(const std::vector<std::string> &args) {
     os << buf;
   }
   printRecomputeChoice(os, compiled);
-  // Every layer checkpoint of the step, wherever it is kept.
+  // Every layer checkpoint of the step, wherever it is kept (sizes saturate,
+  // lib/Bundle/Plan.h; the plan's own were checked against its limit).
+  using mtc::bundle::addSize, mtc::bundle::mulSize;
   int64_t ckptBytes = 0, kept = 0, instances = 0, extraFlops = 0,
           fullInstances = 0;
   mtc::analysis::PlanChoices mixed;
@@ -211,14 +213,19 @@ int runPlan(const std::vector<std::string> &args) {
       int64_t selective =
           mtc::analysis::keptCheckpoints(mixed, instances, count);
       fullInstances += count - selective;
-      ckptBytes += (count - selective) * step.microBatches * l->boundaryBytes;
+      ckptBytes = addSize(ckptBytes,
+                          mulSize(mulSize(count - selective, step.microBatches),
+                                  l->boundaryBytes));
       segs -= count - selective;
       kept += segs;
       instances += count;
-      ckptBytes += segs * step.microBatches * l->checkpointBytes;
-      extraFlops +=
-          mtc::analysis::segmentExtraForwards(count, step.checkpointEvery) *
-          step.microBatches * l->forwardFlops;
+      ckptBytes = addSize(ckptBytes, mulSize(mulSize(segs, step.microBatches),
+                                             l->checkpointBytes));
+      extraFlops = addSize(extraFlops,
+                           mulSize(mulSize(mtc::analysis::segmentExtraForwards(
+                                               count, step.checkpointEvery),
+                                           step.microBatches),
+                                   l->forwardFlops));
     }
   if (step.checkpointEvery > 1)
     os << "segment checkpointing: " << kept << " of " << instances
@@ -266,13 +273,13 @@ int runPlan(const std::vector<std::string> &args) {
   int64_t loads = 2 * n - resident;
   int64_t loadBytes = 0;
   for (const mtc::analysis::LayerCost &l : cost.layers)
-    loadBytes += 2 * l.count * l.weightBytes;
+    loadBytes = addSize(loadBytes, mulSize(2 * l.count, l.weightBytes));
   // The last `resident` instances of the forward stay for the backward;
   // approximate their bytes with the largest layer's.
   int64_t largest = 0;
   for (const mtc::analysis::LayerCost &l : cost.layers)
     largest = std::max(largest, l.weightBytes);
-  loadBytes -= resident * largest;
+  loadBytes -= std::min(loadBytes, mulSize(resident, largest));
   os << "weight loads per step: " << loads << " layer instances (2 x " << n
      << " - " << resident << " resident at the forward/backward turnaround), "
      << formatByteSize(loadBytes) << " host to device, + "
@@ -286,7 +293,8 @@ int runPlan(const std::vector<std::string> &args) {
   // A sharded data-parallel rank (docs/distributed.md): the whole fp32
   // values, and m, v and the summed gradient of 1/N of every tensor.
   const int64_t state =
-      sharded ? 4 * params + 12 * params / ranks : perParam * params;
+      sharded ? addSize(mulSize(4, params), mulSize(12, params) / ranks)
+              : mulSize(perParam, params);
   const mtc::bundle::PlanBuffer *host = step.buffer("checkpoints.host");
   int64_t hostCkpt = host ? host->bytes : 0, hostTotal = state;
   if (sharded)
@@ -311,7 +319,7 @@ int runPlan(const std::vector<std::string> &args) {
          << mtc::bundle::kGradRingSlots
          << " slots of the largest layer's gradients; AdamW reads one while "
             "the next is copied in)\n";
-      hostTotal += buf.bytes;
+      hostTotal = addSize(hostTotal, buf.bytes);
       continue;
     }
     const char *what = buf.kind == "checkpoints" ? "layer checkpoints"
@@ -321,7 +329,7 @@ int runPlan(const std::vector<std::string> &args) {
     os << "  " << buf.name << ": " << formatByteSize(buf.bytes) << " ("
        << formatByteSize(buf.bytes / step.microBatches) << " per micro-batch; "
        << what << ")\n";
-    hostTotal += buf.bytes;
+    hostTotal = addSize(hostTotal, buf.bytes);
   }
   os << "host total: " << formatByteSize(hostTotal, true) << " (" << hostTotal
      << " bytes)";
@@ -335,7 +343,7 @@ int runPlan(const std::vector<std::string> &args) {
     // the state per rank: the whole fp32 values, 12/N of m, v and the
     // summed gradient (ShardedOptimizer.h). Unsharded: every gradient
     // summed whole, the state of one process.
-    allreduceBytes = (sharded ? 8 : 4) * params;
+    allreduceBytes = mulSize(sharded ? 8 : 4, params);
     rankStateBytes = state;
     os << "data parallel: " << ranks << " ranks of [" << step.batch << ", "
        << step.seq << "] rows of every --batch " << globalBatch

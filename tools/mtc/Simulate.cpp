@@ -56,10 +56,10 @@ int64_t hostBytesOf(const mtc::bundle::StepPlan &step, int64_t params,
                     mtc::bundle::GradDType grads, int64_t &perParam) {
   const bool ring = step.buffer("grads.host") != nullptr;
   perParam = mtc::bundle::stateBytesPerParam(ring, grads);
-  int64_t total = perParam * params;
+  int64_t total = mtc::bundle::mulSize(perParam, params);
   for (const mtc::bundle::PlanBuffer &buf : step.buffers)
     if (buf.space == "host")
-      total += buf.bytes;
+      total = mtc::bundle::addSize(total, buf.bytes);
   return total;
 }
 
@@ -81,9 +81,9 @@ int64_t paramCount(const mtc::bundle::Bundle &b, bool active = false) {
           if (op.name == "moe" && op.symbol == e.name)
             uses = std::min(e.count, op.intAttr("top_k", e.count));
       for (const mtc::bundle::Param &p : e.params)
-        one += p.numel() * uses;
+        one = mtc::bundle::addSize(one, mtc::bundle::mulSize(p.numel(), uses));
     }
-    n += one * l.count;
+    n = mtc::bundle::addSize(n, mtc::bundle::mulSize(one, l.count));
   }
   return n;
 }
@@ -124,7 +124,8 @@ bool planAndSimulate(const std::string &source, const std::string &name,
   out.activeParams = paramCount(out.bundle, /*active=*/true);
   out.hostBytes =
       hostBytesOf(step, out.params, copts.stream.gradDType, out.hostPerParam);
-  out.tokens = static_cast<double>(step.batch * step.seq * step.microBatches);
+  out.tokens = static_cast<double>(step.batch) * static_cast<double>(step.seq) *
+               static_cast<double>(step.microBatches);
   return true;
 }
 
@@ -171,7 +172,8 @@ void printOutcome(std::ostream &os, const Outcome &o,
      << " bytes) of " << gib(step.deviceBudget) << " budget, "
      << gib(profile.device.memoryBytes) << " on the device\n";
   os << "host memory: state " << o.hostPerParam << " B/param x "
-     << withCommas(o.params) << " = " << gib(o.hostPerParam * o.params);
+     << withCommas(o.params) << " = "
+     << gib(mtc::bundle::mulSize(o.hostPerParam, o.params));
   for (const mtc::bundle::PlanBuffer &b : step.buffers)
     if (b.space == "host")
       os << ", " << b.name << " " << gib(b.bytes);
@@ -225,7 +227,7 @@ int runSimulate(const std::vector<std::string> &args) {
       {Flag::String, "--gpu", &gpu},
       {Flag::String, "--timeline", &timeline},
       {Flag::String, "--host-convert", &hostConvert},
-      {Flag::Int, "--convert-threads", &convertThreads, 1},
+      {Flag::Int, "--convert-threads", &convertThreads, 1, limits::kThreads},
       {Flag::String, "--precision", &precision}};
   OptimizerFlags optimizer;
   addStreamFlags(flags, copts.stream, deviceMemory, checkpoints, hostMemory,
@@ -268,8 +270,17 @@ int runSimulate(const std::vector<std::string> &args) {
     // What `--device-memory auto` leaves on a GPU of this size: its memory
     // less the CUDA backend's own allocations and the safety margin.
     int64_t total = profile->device.memoryBytes;
-    int64_t bytes = total - mtc::driver::cudaBackendReserveBytes() -
-                    mtc::driver::cudaSafetyMarginBytes(total);
+    int64_t reserve = mtc::driver::cudaBackendReserveBytes(),
+            margin = mtc::driver::cudaSafetyMarginBytes(total);
+    int64_t bytes = total - reserve - margin;
+    if (bytes <= 0)
+      return error("simulate: --device-memory auto: the device of profile '" +
+                   profile->name + "' has " + std::to_string(total) +
+                   " bytes (device.memory_bytes), no more than the CUDA "
+                   "backend's " +
+                   std::to_string(reserve) + " and the margin of " +
+                   std::to_string(margin) +
+                   ": nothing is left for a plan; give --device-memory SIZE");
     std::cout << "device memory: " << bytes << " bytes ("
               << mtc::formatBytes(bytes, mtc::ByteFormat::approx())
               << ", --device-memory auto on " << profile->name << ")\n";
@@ -319,11 +330,12 @@ int runSimulate(const std::vector<std::string> &args) {
   std::vector<std::string> policies = {"full", "selective", "none"};
   if (!recompute.empty() && recompute != "auto")
     policies = {recompute};
+  // Micro-batch sizes whose count stays within --micro-batches' bound.
   std::vector<int64_t> sizes;
   for (int64_t b = 1; b <= rows; b *= 2)
-    if (rows % b == 0)
+    if (rows % b == 0 && rows / b <= limits::kMicroBatches)
       sizes.push_back(b);
-  if (sizes.back() != rows)
+  if (sizes.empty() || sizes.back() != rows)
     sizes.push_back(rows); // one micro-batch of all the rows
   // `--recompute auto` is tried too: where host memory rules out the pure
   // policies it finds the mixed plan (selective for the first S layer

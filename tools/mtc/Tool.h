@@ -45,6 +45,7 @@ void printUsage(std::ostream &os);
 int error(const std::string &message);
 
 using driver::Flag;
+namespace limits = driver::limits;
 
 /// The model source of a command: the .mt file \p input, or the DSL imported
 /// from the HuggingFace directory \p hf when it is not empty; \p name is
