@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace mtc {
@@ -319,6 +320,15 @@ Status norm(const Shape &x, const Shape &w, const Shape *b) {
   return Status::success();
 }
 
+namespace {
+/// \p v as %g writes it ("0.05").
+std::string shortNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+} // namespace
+
 RopeDims ropeDims(double fraction, int64_t d) {
   RopeDims r;
   const double product = static_cast<double>(d) * fraction;
@@ -340,8 +350,8 @@ Status rope(const Shape &x, double fraction) {
     return Status::error("rope fraction must be in (0, 1]");
   RopeDims r = ropeDims(fraction, d);
   if (r.freq < 1)
-    return Status::error("rope fraction " + std::to_string(fraction) +
-                         " of the " + std::to_string(d) + " dimensions of " +
+    return Status::error("rope fraction " + shortNumber(fraction) + " of the " +
+                         std::to_string(d) + " dimensions of " +
                          formatShape(x) +
                          " gives no rotary frequency (int(D * fraction) "
                          "must be at least 1)");

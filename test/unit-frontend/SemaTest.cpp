@@ -402,9 +402,9 @@ TEST(SemaShapes, Calls) {
               "rank 3");
   EXPECT_DIAG(body("y = sum(x, 1.5)"), "error: axis 1.5 is not an integer");
   EXPECT_DIAG(body("y = rope(reshape(x, [B, S, h, hd]), 10000.0, fraction = "
-                   "0.3)"),
-              "error: shape mismatch in 'rope': rope rotates 1 of the 4 "
-              "dimensions");
+                   "0.2)"),
+              "error: shape mismatch in 'rope': rope fraction 0.2 of the 4 "
+              "dimensions of [B, S, 2, 4] gives no rotary frequency");
   EXPECT_DIAG(body("y = rope(reshape(x, [B, S, h, hd]), 10000.0, scaling = "
                    "llama3(8.0, 1.0))"),
               "error: rope scaling must be llama3(factor, low_freq_factor, "

@@ -190,10 +190,17 @@ TEST(ShapeRules, Rope) {
   EXPECT_TRUE(accepted(rules::rope({B, S, 8, 64}, 0.25)));
   EXPECT_EQ(rejected(rules::rope({B, S, 256}, 1.0)),
             "rope expects [B, S, H, D], got [B, S, 256]");
-  // round(0.3 * 10) = 3 is odd.
-  EXPECT_EQ(rejected(rules::rope({B, S, 8, 10}, 0.3)),
-            "rope rotates 3 of the 10 dimensions of [B, S, 8, 10], "
-            "which must be even and positive");
+  // transformers' partial rotary: int(10 * 0.3) = 3 frequencies rotate 4
+  // dims; int(10 * 0.05) = 0 frequencies is no rotation at all.
+  EXPECT_TRUE(accepted(rules::rope({B, S, 8, 10}, 0.3)));
+  EXPECT_EQ(rules::ropeDims(0.3, 10).freq, 3);
+  EXPECT_EQ(rules::ropeDims(0.3, 10).rotary, 4);
+  EXPECT_EQ(rules::ropeDims(0.6, 16).freq, 9);
+  EXPECT_EQ(rules::ropeDims(0.6, 16).rotary, 10);
+  EXPECT_EQ(rejected(rules::rope({B, S, 8, 10}, 0.05)),
+            "rope fraction 0.05 of the 10 dimensions of [B, S, 8, 10] "
+            "gives no rotary frequency (int(D * fraction) must be at least "
+            "1)");
   EXPECT_FALSE(rules::rope({B, S, 8, 64}, 0.0).ok());
   EXPECT_FALSE(rules::rope({B, S, 8, 64}, 1.5).ok());
   EXPECT_FALSE(rules::rope({B, S, 8, 3}, 1.0).ok());
