@@ -73,7 +73,7 @@ func.func @f(%q: !mt.tensor<[B, S, 6, 4], f32>, %k: !mt.tensor<[B, S, 4, 4], f32
 
 func.func @f(%x: !mt.tensor<[B, S, 4, 6], f32>) {
   // expected-error @+1 {{'mt.rope' op}}
-  %r = mt.rope %x theta = 1.0e+04 fraction = 0.5 : !mt.tensor<[B, S, 4, 6], f32>
+  %r = mt.rope %x theta = 1.0e+04 fraction = 0.1 : !mt.tensor<[B, S, 4, 6], f32>
   return
 }
 
