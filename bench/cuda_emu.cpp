@@ -14,7 +14,7 @@
 //
 //   ninja -C build mtc-bench-cuda-emu && build/bin/mtc-bench-cuda-emu
 //
-// docs/cuda.md quotes its output.
+// docs/cuda-emulator.md quotes its output.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda_emu.h"

@@ -23,7 +23,7 @@
 // element ops run once per element, the sums and maxima combine with warp
 // shuffles (and shared memory across warps), and the ops after them run once
 // per row. Arithmetic is fp32 with the CPU runtime's formulas.
-// docs/cuda.md, "Fused regions as CUDA C".
+// docs/cuda-kernels.md, "Fused regions as CUDA C".
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_COMPILER_TARGET_CUDAKERNELS_H

@@ -5,7 +5,7 @@
 // that are not multiples of the block, the warp or the vector width), in
 // every thread schedule, and compared with a double-precision reference and
 // with runtime/cpu's kernels. Tolerances and the errors measured are in
-// docs/cuda.md.
+// docs/cuda-emulator.md.
 //
 //===----------------------------------------------------------------------===//
 #include <gtest/gtest.h>

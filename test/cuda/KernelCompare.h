@@ -3,7 +3,7 @@
 //
 // Part of mtc. What the library-kernel tests (Norm-, Reduce-,
 // ElementwiseKernelsTest.cpp) share: random inputs, bf16 vectors, and the
-// error measures the tolerances are stated in (docs/cuda.md):
+// error measures the tolerances are stated in (docs/cuda-kernels.md):
 //
 //   f32 outputs   relative error |got - ref| / max(|ref|, floor * max|ref|),
 //                 the floor (a fraction of the tensor's largest magnitude)

@@ -6,7 +6,7 @@
 // bytes the kernel must move (each input read once, each output written
 // once) per second. Runs on the real driver only (scripts/gpu-check.sh);
 // skipped on cuda_emu, where timings mean nothing. Asserts nothing: the
-// numbers are for docs/cuda.md and for spotting a slow kernel.
+// numbers are for docs/benchmarks.md and for spotting a slow kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/kernels/shapes.cuh"

@@ -218,8 +218,8 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
 /// will run on. For the CUDA backend the fused regions are also emitted as
-/// CUDA C (the bundle's cuda_kernels, docs/cuda.md). Prints the error and
-/// returns false on an unknown device.
+/// CUDA C (the bundle's cuda_kernels, docs/cuda-kernels.md). Prints the
+/// error and returns false on an unknown device.
 bool parseDeviceFlag(const char *command, const std::string &device,
                      mtc::CompileOptions &copts) {
   if (device != "cpu" && device != "cuda" && device != "cuda-emu") {

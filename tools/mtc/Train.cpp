@@ -105,7 +105,7 @@ int runTrain(const std::vector<std::string> &args) {
       return error("train: --device " + opts.device +
                    " runs a streaming step plan: give its budget with "
                    "--device-memory SIZE");
-    // The CUDA backend runs the fused regions as CUDA C (docs/cuda.md).
+    // The CUDA backend runs the fused regions as CUDA C (docs/cuda-kernels.md).
     copts.cudaKernels = true;
   }
   if (!parseGpuFlag("train", opts.device, cmd.gpu, copts))

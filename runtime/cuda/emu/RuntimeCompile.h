@@ -1,9 +1,9 @@
 //===- RuntimeCompile.h - CUDA C compiled for the emulator at run time -*- C++
 //-*-===//
 //
-// Part of mtc. Kernels that exist only at run time -- the CUDA C of a
-// bundle's fused regions (docs/cuda.md, "Fused regions as CUDA C") -- reach
-// the emulated driver as text. compileAndRegister() does at run time what
+// Part of mtc. Kernels that exist only at run time -- the CUDA C of a bundle's
+// fused regions (docs/cuda-kernels.md, "Fused regions as CUDA C") -- reach the
+// emulated driver as text. compileAndRegister() does at run time what
 // mtc_cuda_emu_kernels does at build time: it writes the text and the
 // library headers (runtime/cuda/kernels/*.cuh) to a private temporary
 // directory, wraps it (Wrap.h), compiles the wrapper as a shared object with

@@ -16,7 +16,8 @@
 //
 // Entries (D in {64, 80, 96, 128, 256}, one per D and storage type; BK = 64
 // for D <= 128, 32 for D = 256; smem: the dynamic shared memory bytes, per
-// D in a table in docs/cuda.md; above 48 KiB the launcher raises the limit):
+// D in a table in docs/cuda-kernels.md; above 48 KiB the launcher raises
+// the limit):
 //
 //   attention_fwd_{f32,bf16}_d<D> (q, k, v, o, lse, S, Sk, Hq, Hkv, qOffset,
 //                                  causal, window, scale, softcap)

@@ -3,7 +3,7 @@
 // Part of mtc. Included by every library kernel (runtime/cuda/kernels/*.cu)
 // and by the kernels the compiler emits for fused regions. Valid CUDA C for
 // NVRTC (the runtime hands it over as an in-memory header) and for the CPU
-// emulator (runtime/cuda/emu): see docs/cuda.md for the rules.
+// emulator (runtime/cuda/emu): see docs/cuda-emulator.md for the rules.
 //
 // Storage types: a tensor is stored as f32 or bf16; kernels compute in fp32.
 // `Load<T>` / `Store<T>` convert at the boundary (bf16 stores round to

@@ -3,8 +3,8 @@
 //
 // Part of mtc. Memory-bound kernels keep enough bytes in flight only with
 // wide loads: a thread moving one bf16 at a time reaches about half of an
-// H100's bandwidth (measured, docs/cuda.md). Pack<T> is 16 bytes of T (4 f32
-// or 8 bf16) moved as one float4; the row loops below walk a row of D
+// H100's bandwidth (measured, docs/benchmarks.md). Pack<T> is 16 bytes of
+// T (4 f32 or 8 bf16) moved as one float4; the row loops below walk a row of D
 // elements with the whole block, in packs when the caller has checked that
 // every pointer involved is 16-byte aligned (`vec`), with a scalar tail for
 // the last D % kN elements, and element by element otherwise. Which thread

@@ -15,11 +15,11 @@
 
 namespace mtc::cuda::ops::geometry {
 
-/// Threads of a block that walks a row of \p n elements of \p type in
-/// 16-byte packs (the norm, reduce and softmax row kernels): about two
-/// packs per thread, a power of two in [64, 512]. On an H100 (docs/cuda.md)
-/// 512 threads suit f32 rows of 4096 (1024 packs) and 256 bf16 ones (512
-/// packs); rows of 32k and more want 512.
+/// Threads of a block that walks a row of \p n elements of \p type in 16-byte
+/// packs (the norm, reduce and softmax row kernels): about two packs per
+/// thread, a power of two in [64, 512]. On an H100 (docs/benchmarks.md) 512
+/// threads suit f32 rows of 4096 (1024 packs) and 256 bf16 ones (512 packs);
+/// rows of 32k and more want 512.
 inline unsigned rowBlock(int64_t n, DType type) {
   const int64_t perPack = 16 / dtypeBytes(type);
   const int64_t half = ((n + perPack - 1) / perPack + 1) / 2;

@@ -15,12 +15,12 @@
 //             backward on (x_e, dy_e), moeScatter(e, unweighted) into dh;
 //             moeRouterGrad
 //
-// Capacity. Which tokens an expert gets is known on the device only, so
-// every expert runs over N rows (its tokens first, in ascending order, then
-// zero rows): shapes are fixed, no count comes back to the host. The cost
-// is E / K times the expert FLOPs of an exact split (docs/cuda.md). Zero
-// input rows with zero output gradients add exactly nothing to the experts'
-// weight gradients for row-wise expert bodies (the experts of mtc's models).
+// Capacity. Which tokens an expert gets is known on the device only, so every
+// expert runs over N rows (its tokens first, in ascending order, then zero
+// rows): shapes are fixed, no count comes back to the host. The cost is E / K
+// times the expert FLOPs of an exact split (docs/cuda-kernels.md). Zero input
+// rows with zero output gradients add exactly nothing to the experts' weight
+// gradients for row-wise expert bodies (the experts of mtc's models).
 //
 // Storage: the rows (h, x_e, y, dy, dh and the experts' outputs) are f32 or
 // bf16 (`type`); the routing itself (probabilities, gates, gradients) is

@@ -1,8 +1,9 @@
 //===- add_rmsnorm.cu - Fused residual add + RMSNorm (CUDA C) -------------===//
 //
-// Part of mtc. A demonstration kernel of the CUDA emulator (docs/cuda.md):
-// the same text is compiled by NVRTC for sm_80/sm_90 and, as host C++, run
-// by test/cuda-emu/KernelsTest.cpp against a double-precision reference.
+// Part of mtc. A demonstration kernel of the CUDA emulator
+// (docs/cuda-emulator.md): the same text is compiled by NVRTC for sm_80/sm_90
+// and, as host C++, run by test/cuda-emu/KernelsTest.cpp against a
+// double-precision reference.
 //
 // One block per row (blockDim.x a multiple of 32, at most 1024):
 //

@@ -31,7 +31,7 @@ extern "C" __global__ void fault_static_shared(float *out) {
 
 /// Reads through a float4 pointer that is not 16-byte aligned. (UBSan checks
 /// member accesses like this one; it does not check a whole-vector copy
-/// `float4 v = *p`, see docs/cuda.md.)
+/// `float4 v = *p`, see docs/cuda-emulator.md.)
 extern "C" __global__ void fault_misaligned(const float *in, float *out) {
   const float4 *v = reinterpret_cast<const float4 *>(in + 1);
   out[threadIdx.x] = v->y; // FAULT: misaligned

@@ -1,7 +1,8 @@
 //===- sgemm.cu - Tiled single-precision GEMM (CUDA C) --------------------===//
 //
-// Part of mtc. A demonstration kernel of the CUDA emulator (docs/cuda.md),
-// compiled by NVRTC and run on the CPU by test/cuda-emu/KernelsTest.cpp.
+// Part of mtc. A demonstration kernel of the CUDA emulator
+// (docs/cuda-emulator.md), compiled by NVRTC and run on the CPU by
+// test/cuda-emu/KernelsTest.cpp.
 //
 // C[M, N] = alpha * A[M, K] @ B[K, N] + beta * C, row-major f32 (C is not
 // read when beta == 0). A block of 256 threads computes a 64 x 64 tile of C,

@@ -1,7 +1,8 @@
 //===- softmax.cu - Row softmax (CUDA C) ----------------------------------===//
 //
-// Part of mtc. A demonstration kernel of the CUDA emulator (docs/cuda.md),
-// compiled by NVRTC and run on the CPU by test/cuda-emu/KernelsTest.cpp.
+// Part of mtc. A demonstration kernel of the CUDA emulator
+// (docs/cuda-emulator.md), compiled by NVRTC and run on the CPU by
+// test/cuda-emu/KernelsTest.cpp.
 //
 // y[r, :] = softmax(x[r, :]) over n columns, f32, one block per row
 // (blockDim.x a multiple of 32): a block max, exp(x - max) written to y and

@@ -29,7 +29,7 @@
 // ldmatrix -- must sit behind `#ifndef MTC_CUDA_PORTABLE`, with the portable
 // code of the same tile algorithm in the `#else` branch. This header defines
 // MTC_CUDA_PORTABLE; NVRTC compiles the tensor-core path (and the portable
-// one too, when asked with -DMTC_CUDA_PORTABLE). See docs/cuda.md.
+// one too, when asked with -DMTC_CUDA_PORTABLE). See docs/cuda-emulator.md.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_CUDA_EMU_H
