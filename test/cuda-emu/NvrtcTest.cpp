@@ -87,14 +87,16 @@ TEST_P(CudaNvrtcTest, EveryKernelCompilesWithoutSpills) {
       }
       // The MTC_CUDA_PORTABLE switch: sgemm's tile loads are cp.async only
       // on the PTX path.
-      if (src.name == "sgemm.cu")
+      if (src.name == "sgemm.cu") {
         EXPECT_EQ(m->ptx.find("cp.async") != std::string::npos, !portable)
             << "portable " << portable;
+      }
       // attention.cu's bf16 tiles use tensor cores only on the PTX path.
-      if (src.name == "attention.cu")
+      if (src.name == "attention.cu") {
         EXPECT_EQ(m->ptx.find("mma.sync.aligned.m16n8k16") != std::string::npos,
                   !portable)
             << "portable " << portable;
+      }
     }
   }
   std::printf("kernels: %d, spills: %d\n", kernels, spills);
