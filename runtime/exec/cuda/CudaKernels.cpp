@@ -34,7 +34,6 @@ namespace {
 
 namespace ops = cuda::ops;
 using namespace cudaops;
-constexpr ops::DType BF16 = ops::DType::BF16;
 constexpr ops::DType F32 = ops::DType::F32;
 
 //===----------------------------------------------------------------------===//
