@@ -6,14 +6,14 @@ LLVM_DIR  ?= /usr/lib/llvm-22
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja \
+FULL_CMAKE_ARGS = -G Ninja \
 	-DCMAKE_BUILD_TYPE=Release \
 	-DCMAKE_C_COMPILER=$(LLVM_DIR)/bin/clang \
 	-DCMAKE_CXX_COMPILER=$(LLVM_DIR)/bin/clang++ \
 	-DLLVM_USE_LINKER=lld \
 	-DMLIR_DIR=$(LLVM_DIR)/lib/cmake/mlir \
-	-DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit \
-	$(CMAKE_FLAGS)
+	-DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit
+CONFIGURE = cmake -S . -B $(BUILD_DIR) $(FULL_CMAKE_ARGS) $(CMAKE_FLAGS)
 
 # The runtime alone (docs/building.md): lib/, runtime/ and mtc-unittests,
 # configured with MTC_BUILD_COMPILER=OFF, so without LLVM, MLIR or ANTLR on any
@@ -49,9 +49,25 @@ CONFIGURE_RUNTIME_GCC = cmake -S . -B $(RUNTIME_GCC_BUILD_DIR) -G Ninja \
 	-DMTC_WARNINGS_AS_ERRORS=ON \
 	$(RUNTIME_GCC_CMAKE_FLAGS)
 
+# mtc and mtc-run under AddressSanitizer + UndefinedBehaviorSanitizer, run on
+# hostile inputs (docs/testing.md, "Sanitised runs"). Only the project's own
+# lib/, runtime/ and tools/ are instrumented; the compiler side keeps the
+# flags of build/, so ccache serves it from there. SANITIZE_LIT_TESTS are
+# lit paths (folders or files) of test/, run against the sanitised binaries;
+# a test fails on any sanitizer report.
+SANITIZE_BUILD_DIR ?= build-asan
+SANITIZE ?= address,undefined
+SANITIZE_DIRS ?= lib;runtime;tools
+SANITIZE_LIT_TESTS ?= test/sanitize test/bundle \
+	test/tools/tokenize-errors.test test/tools/tokenize-sft.test \
+	test/tools/plan-errors.test test/tools/simulate.test
+CONFIGURE_SANITIZE = cmake -S . -B $(SANITIZE_BUILD_DIR) $(FULL_CMAKE_ARGS) \
+	"-DMTC_SANITIZE=$(SANITIZE)" "-DMTC_SANITIZE_DIRS=$(SANITIZE_DIRS)" \
+	$(CMAKE_FLAGS)
+
 .PHONY: all deps configure build build-runtime run test check-runtime \
-	build-runtime-gcc check-runtime-gcc check-lit check-unit fuzz docs \
-	clean format
+	build-runtime-gcc check-runtime-gcc sanitize check-sanitize check-lit \
+	check-unit fuzz docs clean format
 
 all: build
 
@@ -87,6 +103,15 @@ check-runtime-gcc: deps $(RUNTIME_GCC_BUILD_DIR)/build.ninja
 	cd $(RUNTIME_GCC_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) \
 		-LE cuda -E '_NOT_BUILT$$|^bench-builds$$'
 
+$(SANITIZE_BUILD_DIR)/build.ninja:
+	$(CONFIGURE_SANITIZE)
+
+sanitize: deps $(SANITIZE_BUILD_DIR)/build.ninja
+	cmake --build $(SANITIZE_BUILD_DIR) -j $(JOBS) --target mtc mtc-run
+
+check-sanitize: sanitize
+	$(LLVM_DIR)/bin/lit -sv $(addprefix $(SANITIZE_BUILD_DIR)/,$(SANITIZE_LIT_TESTS))
+
 # The main job on the embedded default: train examples/tiny-llama.mt on the
 # shipped corpus (data/corpus.txt, two Jane Austen novels) for about three
 # minutes on two cores, then print a sample from the trained model.
@@ -101,9 +126,9 @@ run: build
 		--sample-prompt "It is a truth universally acknowledged" --sample-tokens 300
 
 # Everything: the runtime-only build and its unit tests (with clang, then with
-# GCC), then every test of the full build (unit tests, lit tests, bounded
-# fuzzing runs of the parsers).
-test: build check-runtime check-runtime-gcc
+# GCC), the sanitised runs on hostile inputs, then every test of the full
+# build (unit tests, lit tests, bounded fuzzing runs of the parsers).
+test: build check-runtime check-runtime-gcc check-sanitize
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 check-runtime: build-runtime
@@ -126,4 +151,5 @@ format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(RUNTIME_BUILD_DIR) $(RUNTIME_GCC_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(RUNTIME_BUILD_DIR) $(RUNTIME_GCC_BUILD_DIR) \
+		$(SANITIZE_BUILD_DIR)
