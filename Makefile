@@ -18,8 +18,9 @@ CONFIGURE = cmake -S . -B $(BUILD_DIR) $(FULL_CMAKE_ARGS) $(CMAKE_FLAGS)
 # The runtime alone (docs/building.md): lib/, runtime/ and mtc-unittests,
 # configured with MTC_BUILD_COMPILER=OFF, so without LLVM, MLIR or ANTLR on any
 # include path. Building it is the check that no llvm/ or mlir/ header has
-# entered lib/ or runtime/; `make test` runs it. Same compiler and flags as the
-# full build, so ccache serves its objects from build/.
+# entered lib/ or runtime/ (`make test` makes that check with GCC:
+# check-runtime-gcc). Same compiler and flags as the full build, so ccache
+# serves its objects from build/.
 RUNTIME_BUILD_DIR ?= build-runtime
 RUNTIME_CMAKE_FLAGS ?=
 CONFIGURE_RUNTIME = cmake -S . -B $(RUNTIME_BUILD_DIR) -G Ninja \
@@ -32,8 +33,9 @@ CONFIGURE_RUNTIME = cmake -S . -B $(RUNTIME_BUILD_DIR) -G Ninja \
 # The runtime alone once more, compiled by GCC (docs/building.md): GCC
 # refuses what clang accepts as extensions, warns where clang does not, and is
 # often the only compiler of a GPU machine. Every warning is an error here.
-# `make test` builds mtc-run and mtc-unittests (what a GPU machine needs, and
-# the unit tests) and runs the unit tests; `make build-runtime-gcc` builds
+# `make check-runtime-gcc` builds mtc-run and mtc-unittests (what a GPU
+# machine needs, and the unit tests) and runs the unit tests; `make test`
+# builds mtc-run alone (test-runtime-gcc); `make build-runtime-gcc` builds
 # everything of the runtime-only tree. No object is shared with the clang
 # trees: a cold ccache compiles the runtime once more.
 RUNTIME_GCC_BUILD_DIR ?= build-runtime-gcc
@@ -50,14 +52,15 @@ CONFIGURE_RUNTIME_GCC = cmake -S . -B $(RUNTIME_GCC_BUILD_DIR) -G Ninja \
 	$(RUNTIME_GCC_CMAKE_FLAGS)
 
 # mtc and mtc-run under AddressSanitizer + UndefinedBehaviorSanitizer, run on
-# hostile inputs (docs/testing.md, "Sanitised runs"). Only the project's own
-# lib/, runtime/ and tools/ are instrumented; the compiler side keeps the
-# flags of build/, so ccache serves it from there. SANITIZE_LIT_TESTS are
+# hostile inputs (docs/testing.md, "Sanitised runs"). lib/ and runtime/ (every
+# reader of input, the executors, the kernels) and mtc-run are instrumented;
+# the compiler side and mtc's command-line layer keep the flags of build/, so
+# ccache serves them from there. SANITIZE_LIT_TESTS are
 # lit paths (folders or files) of test/, run against the sanitised binaries;
 # a test fails on any sanitizer report.
 SANITIZE_BUILD_DIR ?= build-asan
 SANITIZE ?= address,undefined
-SANITIZE_DIRS ?= lib;runtime;tools
+SANITIZE_DIRS ?= lib;runtime;tools/mtc-run
 SANITIZE_LIT_TESTS ?= test/sanitize test/bundle \
 	test/tools/tokenize-errors.test test/tools/tokenize-sft.test \
 	test/tools/plan-errors.test test/tools/simulate.test
@@ -66,8 +69,8 @@ CONFIGURE_SANITIZE = cmake -S . -B $(SANITIZE_BUILD_DIR) $(FULL_CMAKE_ARGS) \
 	$(CMAKE_FLAGS)
 
 .PHONY: all deps configure build build-runtime run test check-runtime \
-	build-runtime-gcc check-runtime-gcc sanitize check-sanitize check-lit \
-	check-unit fuzz docs clean format
+	build-runtime-gcc check-runtime-gcc test-runtime-gcc sanitize \
+	check-sanitize check-lit check-unit fuzz docs clean format
 
 all: build
 
@@ -103,6 +106,14 @@ check-runtime-gcc: deps $(RUNTIME_GCC_BUILD_DIR)/build.ninja
 	cd $(RUNTIME_GCC_BUILD_DIR) && ctest --output-on-failure -j $(JOBS) \
 		-LE cuda -E '_NOT_BUILT$$|^bench-builds$$'
 
+# What `make test` builds with GCC: mtc-run, so every file of lib/ and
+# runtime/ that a GPU machine runs, every warning an error; and the check that
+# mtc-run needs nothing of LLVM (mtc-run-deps). The unit tests compiled by GCC
+# are `make check-runtime-gcc` (their files are test code; build/ runs them).
+test-runtime-gcc: deps $(RUNTIME_GCC_BUILD_DIR)/build.ninja
+	cmake --build $(RUNTIME_GCC_BUILD_DIR) -j $(JOBS) --target mtc-run
+	cd $(RUNTIME_GCC_BUILD_DIR) && ctest --output-on-failure -R '^mtc-run-deps$$'
+
 $(SANITIZE_BUILD_DIR)/build.ninja:
 	$(CONFIGURE_SANITIZE)
 
@@ -125,10 +136,14 @@ run: build
 		$(RUN_FLAGS) --out $(RUN_DIR)/checkpoint --metrics $(RUN_DIR)/metrics.jsonl \
 		--sample-prompt "It is a truth universally acknowledged" --sample-tokens 300
 
-# Everything: the runtime-only build and its unit tests (with clang, then with
-# GCC), the sanitised runs on hostile inputs, then every test of the full
-# build (unit tests, lit tests, bounded fuzzing runs of the parsers).
-test: build check-runtime check-runtime-gcc check-sanitize
+# Everything: the full build; the runtime alone built by GCC
+# (test-runtime-gcc, which is also the proof that lib/ and runtime/ build
+# without LLVM, MLIR or ANTLR); the sanitised runs on hostile inputs; then
+# every test of the full build (unit tests, lit tests, bounded fuzzing runs of
+# the parsers). `make check-runtime` (the runtime alone with clang) is left
+# out: the full build compiles the same files with the same flags and runs
+# the same unit tests.
+test: build test-runtime-gcc check-sanitize
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 check-runtime: build-runtime

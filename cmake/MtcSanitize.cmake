@@ -18,6 +18,12 @@ set(MTC_SANITIZE "" CACHE STRING
   "Comma-separated -fsanitize= list (\"\": none), e.g. address,undefined")
 set(MTC_SANITIZE_DIRS "" CACHE STRING
   "Top-level source folders whose targets MTC_SANITIZE instruments (\"\": every target), e.g. lib;runtime;tools")
+# The library kernels' emulator builds (--device cuda-emu) are left out of
+# MTC_SANITIZE_DIRS' targets: mtc-cuda-tests-asan (test/cuda) runs every one
+# of them under ASan + UBSan already, and instrumenting them again is the
+# slowest compile of the tree (attention.cu alone, minutes).
+set(MTC_SANITIZE_EXCLUDE "MtcCudaEmuLibraryKernels" CACHE STRING
+  "Targets inside MTC_SANITIZE_DIRS that keep the ordinary flags")
 
 set(MTC_SANITIZE_COMPILE_FLAGS)
 if(MTC_SANITIZE)
@@ -49,6 +55,9 @@ function(mtc_sanitize_walk dir)
     get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
     foreach(t IN LISTS targets)
       get_target_property(type ${t} TYPE)
+      if(t IN_LIST MTC_SANITIZE_EXCLUDE)
+        continue()
+      endif()
       if(type MATCHES "^(STATIC_LIBRARY|OBJECT_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|EXECUTABLE)$")
         target_compile_options(${t} PRIVATE ${MTC_SANITIZE_COMPILE_FLAGS}
           -O1 -gline-tables-only)
