@@ -8,6 +8,22 @@ from lit.llvm import llvm_config
 
 config.name = "mtc"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+
+# A build with MTC_SANITIZE: features `asan` / `ubsan`, and every test fails
+# on a sanitizer report (SanitizedShTest).
+if getattr(config, "sanitize", ""):
+    # The format is a module of its own: lit's workers receive it pickled,
+    # which needs a class they can import by name.
+    sys.path.insert(0, os.path.dirname(__file__))
+    from litsanitize import SanitizedShTest
+
+    config.test_format = SanitizedShTest(
+        not llvm_config.use_lit_shell,
+        os.path.join(config.llvm_tools_dir, "llvm-symbolizer"))
+    if "address" in config.sanitize:
+        config.available_features.add("asan")
+    if "undefined" in config.sanitize:
+        config.available_features.add("ubsan")
 config.suffixes = [".mt", ".mlir", ".test"]
 config.excludes = ["unit", "fuzz", "fixtures", "Inputs", "CMakeLists.txt",
                    "lit.cfg.py", "lit.site.cfg.py"]

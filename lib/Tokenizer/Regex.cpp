@@ -54,9 +54,9 @@ struct Node {
   uint32_t ch = 0;
   bool ci = false;
   int cls = -1;
-  std::vector<std::vector<int>> alts; // Group, Look
-  int child = -1;                     // Repeat
-  int min = 0, max = -1;              // Repeat; max < 0: unbounded
+  std::vector<std::vector<int>> alts = {}; // Group, Look
+  int child = -1;                          // Repeat
+  int min = 0, max = -1;                   // Repeat; max < 0: unbounded
   Mode mode = Mode::Greedy;
   bool negative = false; // Look
 };

@@ -202,6 +202,11 @@ using detail::fexp;
 /// 16 floats; unaligned loads and stores through memcpy. Each clone of the
 /// tile loops maps it to one zmm, two ymm or four xmm registers.
 typedef float vf16 __attribute__((vector_size(64)));
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC notes that returning vf16 without AVX-512 passes it differently; the
+// helpers are always inlined in this file, so no call crosses an ABI.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 MTC_INLINE vf16 load16(const float *p) {
   vf16 v;
@@ -345,7 +350,9 @@ MTC_INLINE void gatherKeys(const Geometry &g, const float *src, int64_t b,
 #endif
   for (; jj < nk; ++jj) {
     const float *r = g.kvRow(src, b, hk, j0 + jj);
+#ifdef __clang__
 #pragma clang loop vectorize(disable)
+#endif
     for (int64_t d = 0; d < g.D; ++d)
       t[d * Bk + jj] = r[d];
   }

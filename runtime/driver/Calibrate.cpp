@@ -294,12 +294,12 @@ const AttentionShape kQuickAttentionShapes[] = {{1, 64, 4, 4, 32},
                                                 {4, 128, 8, 4, 32}};
 
 void Calibrator::attention() {
-  std::vector<AttentionShape> shapes;
-  if (opts.quick)
-    shapes.assign(std::begin(kQuickAttentionShapes),
-                  std::end(kQuickAttentionShapes));
-  else
-    shapes.assign(std::begin(kAttentionShapes), std::end(kAttentionShapes));
+  const std::vector<AttentionShape> shapes =
+      opts.quick
+          ? std::vector<AttentionShape>(std::begin(kQuickAttentionShapes),
+                                        std::end(kQuickAttentionShapes))
+          : std::vector<AttentionShape>(std::begin(kAttentionShapes),
+                                        std::end(kAttentionShapes));
   std::map<double, std::pair<double, double>> byFlops;
   for (const AttentionShape &s : shapes) {
     int64_t qn = s.B * s.S * s.Hq * s.D, kn = s.B * s.S * s.Hkv * s.D;

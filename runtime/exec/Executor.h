@@ -293,7 +293,8 @@ private:
   struct Scope {
     std::string layer; ///< empty: model level
     int64_t instance = 0;
-    std::string expert; ///< non-empty: inside expert `expertIndex` of `layer`
+    /// Non-empty: inside expert `expertIndex` of `layer`.
+    std::string expert = {};
     int64_t expertIndex = 0;
     /// Inside a layer's backward: a recomputed moe adds no aux loss again.
     bool backward = false;

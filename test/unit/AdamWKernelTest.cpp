@@ -16,8 +16,11 @@
 #include <cstring>
 #include <vector>
 
-// The reference below must not be contracted into fused multiply-adds either.
+// The reference below must not be contracted into fused multiply-adds either
+// (the file is built with -ffp-contract=off, test/unit/CMakeLists.txt).
+#ifdef __clang__
 #pragma STDC FP_CONTRACT OFF
+#endif
 
 using namespace mtc::train;
 
@@ -101,8 +104,9 @@ TEST(AdamWKernel, DispatchedLevelIsSupported) {
   EXPECT_TRUE(simdLevelSupported(adamwSimdLevel()));
   // The widest supported level is the one dispatched.
   for (SimdLevel l : kLevels)
-    if (simdLevelSupported(l))
+    if (simdLevelSupported(l)) {
       EXPECT_GE(static_cast<int>(adamwSimdLevel()), static_cast<int>(l));
+    }
 }
 
 TEST(AdamWKernel, EveryLevelMatchesScalarBitForBit) {

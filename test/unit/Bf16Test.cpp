@@ -67,8 +67,9 @@ TEST(Bf16, WideningIsExactForEveryPattern) {
     uint32_t u;
     std::memcpy(&u, &x, sizeof u);
     EXPECT_EQ(u, h << 16);
-    if (!std::isnan(x))
+    if (!std::isnan(x)) {
       ASSERT_EQ(toBF16(x), h) << h;
+    }
   }
 }
 

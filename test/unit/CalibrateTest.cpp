@@ -44,8 +44,9 @@ void expectCurve(const std::vector<EfficiencyPoint> &curve, size_t minPoints) {
     EXPECT_TRUE(positive(curve[i].flops));
     EXPECT_GT(curve[i].efficiency, 0);
     EXPECT_LE(curve[i].efficiency, 1.0);
-    if (i > 0)
+    if (i > 0) {
       EXPECT_GT(curve[i].flops, curve[i - 1].flops);
+    }
   }
 }
 

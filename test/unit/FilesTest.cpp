@@ -236,10 +236,11 @@ TEST(CheckpointLock, SpellingsAndTheCurrentDirectory) {
         std::string("/")}) {
     Expected<driver::CheckpointLock> l = driver::CheckpointLock::acquire(bad);
     EXPECT_FALSE(l.ok()) << bad;
-    if (!l.ok())
+    if (!l.ok()) {
       EXPECT_NE(l.message().find("is the current directory or one above it"),
                 std::string::npos)
           << l.message();
+    }
   }
   Expected<driver::CheckpointLock> inside =
       driver::CheckpointLock::acquire("ck");

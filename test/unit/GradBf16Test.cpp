@@ -108,10 +108,11 @@ TEST(GradBf16, NormIsThatOfTheRoundedValues) {
     // What rounding costs the norm: at most 2^-8 relative per value (finite
     // values), so at most about 2^-8 of the norm.
     const double exact = sumOfSquares(g.data(), n);
-    if (std::isfinite(exact) && exact > 0)
+    if (std::isfinite(exact) && exact > 0) {
       EXPECT_LE(std::fabs(std::sqrt(want) - std::sqrt(exact)),
                 0x1p-8 * std::sqrt(exact))
           << n;
+    }
   }
 }
 

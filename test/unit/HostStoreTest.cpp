@@ -76,8 +76,9 @@ TEST(HostStore, PinIsBestEffort) {
   Status st = store.pin(a);
   EXPECT_EQ(a.pinned(), st.ok());
   EXPECT_EQ(store.pinnedBytes(), st.ok() ? 4096 : 0);
-  if (!st.ok())
+  if (!st.ok()) {
     EXPECT_NE(st.message().find("small"), std::string::npos) << st.message();
+  }
   a.release();
   EXPECT_EQ(store.pinnedBytes(), 0);
 }

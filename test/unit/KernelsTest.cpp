@@ -1282,9 +1282,10 @@ TEST(KernelsMovement, SliceConcatPad) {
   EXPECT_NEAR(dot(toD(s), toD(yv)), dot(toD(x), toD(p)), 1e-9);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < n; ++k)
-      if (k < start || k >= end)
+      if (k < start || k >= end) {
         for (int64_t i = 0; i < inner; ++i)
           EXPECT_EQ(p[(o * n + k) * inner + i], 0.0f);
+      }
   // concat of the three slices [0,2), [2,7), [7,10) gives x back; its VJP
   // is slicing.
   VF a(outer * 2 * inner), c(outer * 3 * inner), y(x.size());

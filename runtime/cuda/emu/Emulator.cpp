@@ -278,6 +278,7 @@ BlockRunner &thisThreadRunner() {
 /// The runner whose fiber is running on this OS thread, if any.
 __thread BlockRunner *activeRunner = nullptr;
 
+#ifdef MTC_EMU_SANITIZED
 void BlockRunner::printRunning() const {
   if (!running || !launch)
     return;
@@ -286,7 +287,6 @@ void BlockRunner::printRunning() const {
                block.index.z, threadName(running->linear).c_str());
 }
 
-#ifdef MTC_EMU_SANITIZED
 /// A sanitizer report inside a kernel names the source line; this adds the
 /// kernel, block and thread of this OS thread's running fiber.
 void reportRunningThreadAtDeath() {

@@ -19,7 +19,6 @@ namespace mtc::exec::cudaops {
 namespace {
 
 namespace ops = cuda::ops;
-using ops::DType::F32;
 
 void matmul(OpContext &c) {
   const Tensor &a = c.in(0), &w = c.in(1);

@@ -34,8 +34,7 @@ namespace {
 
 namespace ops = cuda::ops;
 using namespace cudaops;
-using ops::DType::BF16;
-using ops::DType::F32;
+constexpr ops::DType F32 = ops::DType::F32;
 
 //===----------------------------------------------------------------------===//
 // Parameters, constants
