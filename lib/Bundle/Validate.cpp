@@ -9,6 +9,8 @@
 
 #include "lib/Bundle/Validate.h"
 
+#include "lib/Bundle/OpKind.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -347,10 +349,10 @@ void checkUnary(OpChecker &c) {
 }
 
 void checkUnaryGrad(OpChecker &c) {
-  c.choice("kind",
-           {"neg", "exp", "log", "silu", "relu", "sigmoid", "tanh", "rsqrt",
-            "sqrt", "square", "gelu_erf", "gelu_tanh", "softcap"},
-           "");
+  std::string kind = c.op.strAttr("kind");
+  if (!unaryFnOf(kind))
+    c.fail("attribute 'kind' must be one of " + unaryFnNames() + ", got '" +
+           kind + "'");
   c.floatOperands();
   if (c.in(1) != c.in(0) || c.operand(1).dtype != c.operand(0).dtype)
     c.fail("the gradient " + typeText(c.operand(1)) +

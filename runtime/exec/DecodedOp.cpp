@@ -25,21 +25,6 @@ struct DecodeError {
 
 [[noreturn]] void fail(const std::string &what) { throw DecodeError{what}; }
 
-std::optional<UnaryFn> unaryFn(const std::string &name) {
-  static const std::unordered_map<std::string, UnaryFn> fns = {
-      {"neg", UnaryFn::Neg},          {"exp", UnaryFn::Exp},
-      {"log", UnaryFn::Log},          {"silu", UnaryFn::Silu},
-      {"relu", UnaryFn::Relu},        {"sigmoid", UnaryFn::Sigmoid},
-      {"tanh", UnaryFn::Tanh},        {"rsqrt", UnaryFn::Rsqrt},
-      {"sqrt", UnaryFn::Sqrt},        {"square", UnaryFn::Square},
-      {"gelu_erf", UnaryFn::GeluErf}, {"gelu_tanh", UnaryFn::GeluTanh},
-      {"softcap", UnaryFn::Softcap}};
-  auto it = fns.find(name);
-  if (it == fns.end())
-    return std::nullopt;
-  return it->second;
-}
-
 /// The typed attributes of \p op (kind \p kind); its attribute types have
 /// been checked. A value outside the op's vocabulary throws DecodeError.
 OpAttrs decodeAttrs(OpKind kind, const bundle::Op &op) {
@@ -77,7 +62,7 @@ OpAttrs decodeAttrs(OpKind kind, const bundle::Op &op) {
   case OpKind::Rsqrt:
   case OpKind::Sqrt:
   case OpKind::Square:
-    return UnaryAttrs{*unaryFn(op.name), 0.0};
+    return UnaryAttrs{*bundle::unaryFnOf(op.name), 0.0};
   case OpKind::Gelu:
     return UnaryAttrs{choice("approximate", "none", {"none", "tanh"}) == "tanh"
                           ? UnaryFn::GeluTanh
@@ -86,7 +71,7 @@ OpAttrs decodeAttrs(OpKind kind, const bundle::Op &op) {
   case OpKind::Softcap:
     return UnaryAttrs{UnaryFn::Softcap, op.floatAttr("cap")};
   case OpKind::UnaryGrad: {
-    std::optional<UnaryFn> fn = unaryFn(op.strAttr("kind"));
+    std::optional<UnaryFn> fn = bundle::unaryFnOf(op.strAttr("kind"));
     if (!fn)
       fail("unknown elementwise function '" + op.strAttr("kind") + "'");
     return UnaryAttrs{*fn, op.floatAttr("param")};

@@ -313,9 +313,9 @@ double unaryRef(Unary f, double x, double p) {
   return 0;
 }
 const Unary kAllUnary[] = {
-    Unary::Neg,     Unary::Exp,      Unary::Log,    Unary::Silu, Unary::Relu,
-    Unary::Sigmoid, Unary::Tanh,     Unary::Rsqrt,  Unary::Sqrt, Unary::Square,
-    Unary::GeluErf, Unary::GeluTanh, Unary::Softcap};
+#define MTC_UNARY_FN(Enum, Name, Param) Unary::Enum,
+#include "lib/Bundle/UnaryFns.def"
+};
 bool positiveDomain(Unary f) {
   return f == Unary::Log || f == Unary::Rsqrt || f == Unary::Sqrt;
 }

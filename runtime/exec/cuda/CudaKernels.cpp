@@ -95,7 +95,7 @@ void unary(OpContext &c) {
   Tensor y = c.newOutput();
   ops::Launch L = backendOf(c).launch();
   ops::DType t = typeOf(y);
-  check(c, ops::unary(L, cpuUnary(a.fn), as(c, L, x, t), ptr(y), x.numel(),
+  check(c, ops::unary(L, a.fn, as(c, L, x, t), ptr(y), x.numel(),
                       static_cast<float>(a.param), t));
   c.setResult(std::move(y));
 }
@@ -106,8 +106,8 @@ void unaryGrad(OpContext &c) {
   Tensor dx = c.newOutput();
   ops::Launch L = backendOf(c).launch();
   ops::DType t = typeOf(dx);
-  check(c, ops::unaryGrad(L, cpuUnary(a.fn), as(c, L, x, t), as(c, L, dy, t),
-                          ptr(dx), x.numel(), static_cast<float>(a.param), t));
+  check(c, ops::unaryGrad(L, a.fn, as(c, L, x, t), as(c, L, dy, t), ptr(dx),
+                          x.numel(), static_cast<float>(a.param), t));
   c.setResult(std::move(dx));
 }
 
