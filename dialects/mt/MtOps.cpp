@@ -7,6 +7,8 @@
 
 #include "dialects/mt/MtDialect.h"
 
+#include "lib/Bundle/OpKind.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
@@ -151,6 +153,25 @@ static void printInit(OpAsmPrinter &printer, Operation *, InitKindAttr kind,
     printer.printFloat(llvm::APFloat(v));
   });
   printer << "]";
+}
+
+/// unary_grad's kind as its bare name: `silu`, `gelu_tanh`.
+static ParseResult parseUnaryFn(OpAsmParser &parser, UnaryFnAttr &fn) {
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<UnaryFn> parsed = symbolizeUnaryFn(keyword);
+  if (!parsed)
+    return parser.emitError(loc, "unknown elementwise function '")
+           << keyword << "' (expected one of " << mtc::bundle::unaryFnNames()
+           << ")";
+  fn = UnaryFnAttr::get(parser.getContext(), *parsed);
+  return success();
+}
+
+static void printUnaryFn(OpAsmPrinter &printer, Operation *, UnaryFnAttr fn) {
+  printer << stringifyUnaryFn(fn.getValue());
 }
 
 /// The end of mt.slice and mt.pad: an integer, or `S` (stored as kDimS).
@@ -675,13 +696,32 @@ LogicalResult ReduceToOp::verify() {
   return success();
 }
 
+// mt::UnaryFn (MtUnaryFns.td.in) and bundle::UnaryFn are both generated
+// from UnaryFns.def: the same enumerators with the same numbers.
+#define MTC_UNARY_FN(Enum, Name, Param)                                        \
+  static_assert(static_cast<int>(UnaryFn::Enum) ==                             \
+                static_cast<int>(mtc::bundle::UnaryFn::Enum));
+#include "lib/Bundle/UnaryFns.def"
+
+std::optional<UnaryFnCall> mtc::mt::getUnaryFnCall(Operation *op) {
+  if (auto g = dyn_cast<UnaryGradOp>(op))
+    return UnaryFnCall{g.getKind(), g.getParam().convertToDouble(), true};
+  if (auto g = dyn_cast<GeluOp>(op))
+    return UnaryFnCall{g.getApproximate() == "tanh" ? UnaryFn::GeluTanh
+                                                    : UnaryFn::GeluErf};
+  if (auto c = dyn_cast<SoftcapOp>(op))
+    return UnaryFnCall{UnaryFn::Softcap, c.getCap().convertToDouble()};
+  if (!isa_and_nonnull<MtDialect>(op->getDialect()) ||
+      op->getNumOperands() != 1)
+    return std::nullopt;
+  std::optional<UnaryFn> fn = symbolizeUnaryFn(op->getName().stripDialect());
+  if (!fn ||
+      mtc::bundle::unaryFnTakesParam(static_cast<mtc::bundle::UnaryFn>(*fn)))
+    return std::nullopt;
+  return UnaryFnCall{*fn};
+}
+
 LogicalResult UnaryGradOp::verify() {
-  static const char *kinds[] = {
-      "neg",   "exp",  "log",    "silu",     "relu",      "sigmoid", "tanh",
-      "rsqrt", "sqrt", "square", "gelu_erf", "gelu_tanh", "softcap"};
-  if (!llvm::is_contained(kinds, getKind()))
-    return emitOpError() << "unknown elementwise function '" << getKind()
-                         << "'";
   if (getInput().getType() != getGrad().getType() ||
       getInput().getType() != getResult().getType())
     return emitOpError() << "input, gradient and result must have one type";

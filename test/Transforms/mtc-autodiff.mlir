@@ -97,7 +97,7 @@ mt.model @Moe {
 // CHECK: func.func @backward(%[[T:.*]]: !mt.tensor<[T, 8], f32>, %[[DT:.*]]: !mt.tensor<[T, 8], f32>) -> !mt.tensor<[T, 8], f32>
 // CHECK: %[[W:.*]] = mt.param_ref @w
 // CHECK: %[[H:.*]] = mt.matmul %[[T]], %[[W]]
-// CHECK: %[[DH:.*]] = mt.unary_grad "silu" %[[H]], %[[DT]]
+// CHECK: %[[DH:.*]] = mt.unary_grad silu %[[H]], %[[DT]]
 // CHECK: %[[DTIN:.*]] = mt.matmul %[[DH]], %{{.*}} : !mt.tensor<[T, 8], f32>
 // CHECK: %[[DW:.*]] = mt.weight_grad %[[T]], %[[DH]]
 // CHECK: mt.param_grad @w, %[[DW]] : !mt.tensor<[8, 8], f32>
