@@ -792,11 +792,23 @@ ApplyLayersGradOp::verifySymbolUses(SymbolTableCollection &tables) {
 // Fused regions
 //===----------------------------------------------------------------------===//
 
+/// The ops whose row of lib/Bundle/Ops.def says Fusable (the mt op of row
+/// Kind is KindOp).
 bool FusedOp::isFusable(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SiluOp, ReluOp,
-             SigmoidOp, TanhOp, RsqrtOp, SqrtOp, SquareOp, GeluOp, SoftcapOp,
-             UnaryGradOp, ConstantOp>(op) ||
-         isReduction(op);
+#define MTC_WHERE_Model(Kind)
+#define MTC_WHERE_Layer(Kind)
+#define MTC_WHERE_Any(Kind)
+#define MTC_WHERE_Fusable(Kind) || isa<Kind##Op>(op)
+#define MTC_OP(Kind, Name, MinOperands, MaxOperands, MinResults, MaxResults,   \
+               Symbol, Where, ...)                                             \
+  MTC_WHERE_##Where(Kind)
+  return false
+#include "lib/Bundle/Ops.def"
+      ;
+#undef MTC_WHERE_Model
+#undef MTC_WHERE_Layer
+#undef MTC_WHERE_Any
+#undef MTC_WHERE_Fusable
 }
 
 bool FusedOp::isReduction(Operation *op) {

@@ -13,7 +13,7 @@ namespace mtc::bundle {
 namespace {
 
 const char *const kNames[] = {
-#define MTC_OP(Kind, Name) Name,
+#define MTC_OP(Kind, Name, ...) Name,
 #include "lib/Bundle/Ops.def"
 };
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumOpKinds);

@@ -13,20 +13,34 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace mtc::bundle {
 
 /// One enumerator per line of Ops.def, in its order.
 enum class OpKind : uint8_t {
-#define MTC_OP(Kind, Name) Kind,
+#define MTC_OP(Kind, Name, ...) Kind,
 #include "lib/Bundle/Ops.def"
 };
 
 /// The number of op kinds (the size of a kernel table).
 constexpr size_t kNumOpKinds = 0
-#define MTC_OP(Kind, Name) +1
+#define MTC_OP(Kind, Name, ...) +1
 #include "lib/Bundle/Ops.def"
     ;
+
+/// Whether \p kind computes a function of UnaryFns.def of its operand: the
+/// rows of Ops.def whose rule is Unary (neg ... square, gelu, softcap). A
+/// backend has one kernel for them all, entered for each of these kinds.
+constexpr bool isUnaryFnOp(OpKind kind) {
+  constexpr bool unary[] = {
+#define MTC_OP(Kind, Name, MinOperands, MaxOperands, MinResults, MaxResults,   \
+               Symbol, Where, Family, Rule, ...)                               \
+  std::string_view(#Rule) == "Unary",
+#include "lib/Bundle/Ops.def"
+  };
+  return unary[static_cast<size_t>(kind)];
+}
 
 /// The bundle name of \p kind ("matmul").
 const char *opKindName(OpKind kind);

@@ -348,11 +348,9 @@ const KernelTable &cudaKernelTable() {
     for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div})
       t.set(k, binary);
     t.set(OpKind::ReduceTo, reduceTo);
-    for (OpKind k :
-         {OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Silu, OpKind::Relu,
-          OpKind::Sigmoid, OpKind::Tanh, OpKind::Rsqrt, OpKind::Sqrt,
-          OpKind::Square, OpKind::Gelu, OpKind::Softcap})
-      t.set(k, unary);
+    for (size_t k = 0; k < bundle::kNumOpKinds; ++k)
+      if (bundle::isUnaryFnOp(static_cast<OpKind>(k)))
+        t.set(static_cast<OpKind>(k), unary);
     t.set(OpKind::UnaryGrad, unaryGrad);
     for (OpKind k :
          {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::ReduceGrad})
