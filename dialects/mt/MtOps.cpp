@@ -421,22 +421,10 @@ LogicalResult SubOp::verify() { return verifyBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBinary(*this); }
 LogicalResult DivOp::verify() { return verifyBinary(*this); }
 
-#define MT_UNARY_VERIFIER(OP)                                                  \
-  LogicalResult OP::verify() {                                                 \
-    return requireFloat(*this, getInput(), "input");                           \
-  }
-MT_UNARY_VERIFIER(NegOp)
-MT_UNARY_VERIFIER(ExpOp)
-MT_UNARY_VERIFIER(LogOp)
-MT_UNARY_VERIFIER(SiluOp)
-MT_UNARY_VERIFIER(ReluOp)
-MT_UNARY_VERIFIER(SigmoidOp)
-MT_UNARY_VERIFIER(TanhOp)
-MT_UNARY_VERIFIER(RsqrtOp)
-MT_UNARY_VERIFIER(SqrtOp)
-MT_UNARY_VERIFIER(SquareOp)
-MT_UNARY_VERIFIER(SoftcapOp)
-#undef MT_UNARY_VERIFIER
+// The unary ops of MT_UnaryOp (neg ... square) get theirs from MtOps.td.
+LogicalResult SoftcapOp::verify() {
+  return requireFloat(*this, getInput(), "input");
+}
 
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")

@@ -289,7 +289,13 @@ class MT_UnaryOp<string mnemonic, string what>
   let arguments = (ins MT_AnyTensor:$input);
   let results = (outs MT_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  // The input must be a float tensor (requireFloat, MtOps.cpp).
   let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::verify() {
+      return requireFloat(*this, getInput(), "input");
+    }
+  }];
 }
 
 def MT_NegOp : MT_UnaryOp<"neg", "negation">;
