@@ -203,6 +203,10 @@ public:
       return mul(mul(c(0.5f), x), add(c(1.0f), tanh(geluTanhArg(x))));
     case F::Softcap:
       return mul(c(param), tanh(div(x, c(param))));
+    case F::Relu2: {
+      Value r = select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), x, c(0.0f));
+      return mul(r, r);
+    }
     }
     llvm_unreachable("a function of UnaryFns.def without a formula");
   }
@@ -252,6 +256,10 @@ public:
       Value left = mul(c(0.5f), add(c(1.0f), t));
       Value right = mul(mul(mul(c(0.5f), x), sub(c(1.0f), mul(t, t))), du);
       return mul(dy, add(left, right));
+    }
+    case F::Relu2: {
+      Value r = select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), x, c(0.0f));
+      return mul(dy, mul(c(2.0f), r));
     }
     }
     llvm_unreachable("a function of UnaryFns.def without a derivative");

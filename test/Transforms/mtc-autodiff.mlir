@@ -110,3 +110,23 @@ mt.model @Moe {
 // CHECK: %[[SUM:.*]] = mt.add %[[DY]], %[[DX]]
 // CHECK: mt.param_grad @router, %[[DR]] : !mt.tensor<[8, 4], f32>
 // CHECK: return %[[SUM]]
+
+// A unary function without an op of its own in the VJP: relu2's gradient is
+// unary_grad relu2 of the saved input.
+mt.model @Unary {
+  mt.layer @U x 1 {
+    func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      %y = mt.relu2 %x : !mt.tensor<[B, S, 8], f32>
+      return %y : !mt.tensor<[B, S, 8], f32>
+    }
+  }
+  func.func @forward(%t: !mt.tensor<[B, S], i32>, %u: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+    %c = mt.constant 0.0 : !mt.tensor<[], f32>
+    return %c : !mt.tensor<[], f32>
+  }
+}
+
+// CHECK-LABEL: mt.layer @U x 1
+// CHECK: func.func @backward(%[[UX:.*]]: !mt.tensor<[B, S, 8], f32>, %[[UDY:.*]]: !mt.tensor<[B, S, 8], f32>)
+// CHECK: %[[UDX:.*]] = mt.unary_grad relu2 %[[UX]], %[[UDY]] param = 0.000000e+00 : !mt.tensor<[B, S, 8], f32>
+// CHECK: return %[[UDX]] : !mt.tensor<[B, S, 8], f32>

@@ -190,6 +190,7 @@ std::vector<UnaryKind> unaryKinds() {
        cpu::Unary::GeluTanh, 0, false, kApprox},
       {"softcap", std::string("mt.softcap %a0 cap = 5.0 : ") + kT,
        cpu::Unary::Softcap, 5.0f, false, kExact},
+      simple("relu2", cpu::Unary::Relu2),
   };
 }
 

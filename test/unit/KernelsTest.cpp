@@ -309,6 +309,8 @@ double unaryRef(Unary f, double x, double p) {
            (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   case Unary::Softcap:
     return p * std::tanh(x / p);
+  case Unary::Relu2:
+    return x > 0 ? x * x : 0;
   }
   return 0;
 }

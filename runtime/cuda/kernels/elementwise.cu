@@ -177,6 +177,16 @@ template <> struct Unary<kSoftcap> {
     return g * (1.0f - t * t);
   }
 };
+template <> struct Unary<kRelu2> {
+  static __device__ __forceinline__ float f(float x, float) {
+    const float r = x > 0.0f ? x : 0.0f;
+    return r * r;
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
+    const float r = x > 0.0f ? x : 0.0f;
+    return g * (2.0f * r);
+  }
+};
 
 template <int Op> __device__ __forceinline__ float binaryF(float a, float b) {
   switch (Op) {

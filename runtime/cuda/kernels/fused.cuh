@@ -61,6 +61,10 @@ __device__ __forceinline__ float geluTanh(float x) {
 __device__ __forceinline__ float softcap(float x, float p) {
   return p * ftanh(x / p);
 }
+__device__ __forceinline__ float relu2(float x) {
+  const float r = relu(x);
+  return r * r;
+}
 
 /// dy * f'(x) for unary_grad's kinds.
 __device__ __forceinline__ float negGrad(float, float g) { return -g; }
@@ -107,6 +111,9 @@ __device__ __forceinline__ float geluTanhGrad(float x, float g) {
 __device__ __forceinline__ float softcapGrad(float x, float g, float p) {
   const float t = ftanh(x / p);
   return g * (1.0f - t * t);
+}
+__device__ __forceinline__ float relu2Grad(float x, float g) {
+  return g * (2.0f * relu(x));
 }
 
 /// Whether every pointer of the list is 16-byte aligned.
