@@ -131,6 +131,7 @@ public:
   const Function &fn;
   const Op &op;
   const std::string &where; ///< "function 'forward': op 3 'matmul' at ..."
+  OpKind kind{};            ///< the op's kind, once its table entry is found
 
   [[noreturn]] void fail(const std::string &what) const {
     throw ValidationError{where + ": " + what};
@@ -274,7 +275,7 @@ void checkParamGrad(OpChecker &c) {
 /// the activation out.
 void checkApplyLayers(OpChecker &c) {
   const Layer &l = *c.namedLayer;
-  bool grad = c.op.name == "apply_layers_grad";
+  bool grad = c.kind == OpKind::ApplyLayersGrad;
   const char *fn = grad ? "backward" : "forward";
   if (!l.functions.count(fn))
     c.fail("layer '" + l.name + "' has no " + fn + " function");
@@ -343,7 +344,7 @@ void checkReduceTo(OpChecker &c) {
 /// Elementwise functions: the result has the operand's type.
 void checkUnary(OpChecker &c) {
   c.floatOperands();
-  if (c.op.name == "gelu")
+  if (c.kind == OpKind::Gelu)
     c.choice("approximate", {"none", "tanh"}, "none");
   c.resultType(0, c.operand(0), "the operand's type");
 }
@@ -394,7 +395,7 @@ void positiveEps(OpChecker &c) {
 
 void checkNorm(OpChecker &c) {
   c.floatOperands();
-  bool layer = c.op.name == "layernorm";
+  bool layer = c.kind == OpKind::LayerNorm;
   c.rule(rules::norm(c.in(0), c.in(1),
                      layer && c.numOperands() > 2 ? &c.in(2) : nullptr));
   positiveEps(c);
@@ -407,7 +408,7 @@ void checkNormGrad(OpChecker &c) {
   c.rule(rules::norm(c.in(0), c.in(1), nullptr));
   c.operandShape(2, c.in(0), "gradient");
   positiveEps(c);
-  size_t expected = c.op.name == "layernorm_grad" ? 3 : 2;
+  size_t expected = c.kind == OpKind::LayerNormGrad ? 3 : 2;
   if (c.numResults() != expected)
     c.fail("expected " + std::to_string(expected) + " results, got " +
            std::to_string(c.numResults()));
@@ -539,7 +540,7 @@ void checkMoe(OpChecker &c) {
              formatShape(t) + " tokens, but the input " + formatShape(h) +
              " has rows of " + formatDim(h.back()));
   }
-  if (c.op.name == "moe") {
+  if (c.kind == OpKind::Moe) {
     c.resultType(0, c.operand(0), "the input's type");
     return;
   }
@@ -554,7 +555,7 @@ void checkCrossEntropy(OpChecker &c) {
   c.floatOperand(0, "logits");
   c.i32Operand(1, "targets");
   c.rule(rules::crossEntropy(c.in(0), c.in(1)));
-  if (c.op.name == "cross_entropy") {
+  if (c.kind == OpKind::CrossEntropy) {
     c.resultF32(0, {});
     return;
   }
@@ -570,7 +571,7 @@ void checkLinearCrossEntropy(OpChecker &c) {
   c.rule(rules::linearCrossEntropy(c.in(0), c.in(1),
                                    c.op.boolAttr("transpose_weight"), c.in(2)));
   c.nonNegativeFloat("softcap");
-  if (c.op.name == "linear_cross_entropy") {
+  if (c.kind == OpKind::LinearCrossEntropy) {
     c.resultF32(0, {});
     return;
   }
@@ -746,6 +747,7 @@ private:
     const OpSpec *spec = findOp(op.name);
     if (!spec)
       c.fail("unknown op (the runtime has no kernel for '" + op.name + "')");
+    c.kind = spec->kind;
     if (!(spec->where & static_cast<unsigned>(kind)))
       c.fail("is not valid in " + kindText(kind) + " (only in " +
              allowedText(spec->where) + ")");
@@ -761,9 +763,9 @@ private:
     };
     arity("operands", op.operands.size(), spec->minOperands, spec->maxOperands);
     arity("results", op.results.size(), spec->minResults, spec->maxResults);
-    if (op.region && op.name != "fused")
+    if (op.region && spec->kind != OpKind::Fused)
       c.fail("has a region, but only fused ops have one");
-    if (!op.region && op.name == "fused")
+    if (!op.region && spec->kind == OpKind::Fused)
       c.fail("has no region (its body)");
     checkAttrs(c, *spec);
     resolveSymbol(c, spec->symbol);
@@ -840,14 +842,18 @@ void OpChecker::checkFusedBody() const {
   // The iteration shape: what the reductions reduce, else the first
   // result's shape; every value of the body is bounded by it.
   Shape it = out(0);
+  auto isReduction = [](const Op &o) {
+    std::optional<OpKind> k = opKindOf(o.name);
+    return k && (*k == OpKind::Sum || *k == OpKind::Mean || *k == OpKind::Max);
+  };
   for (const Op &o : body.ops)
-    if (o.name == "sum" || o.name == "mean" || o.name == "max") {
+    if (isReduction(o)) {
       it = body.values[o.operands[0]].shape;
       break;
     }
   for (size_t k = 0; k < body.ops.size(); ++k) {
     const Op &o = body.ops[k];
-    if ((o.name == "sum" || o.name == "mean" || o.name == "max") &&
+    if (isReduction(o) &&
         (body.values[o.operands[0]].shape != it ||
          o.intAttr("axis") != static_cast<int64_t>(it.size()) - 1))
       fail("region: op " + std::to_string(k) + " '" + o.name +
