@@ -278,6 +278,9 @@ private:
     case OpKind::Square:
       r = unary<mt::SquareOp>(fn, op);
       break;
+    case OpKind::Relu2:
+      r = unary<mt::Relu2Op>(fn, op);
+      break;
     case OpKind::Gelu:
       r = mt::GeluOp::create(builder, l, resultType(fn, op), operand(op, 0),
                              strAttr(op, "approximate", "none"));

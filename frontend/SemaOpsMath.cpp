@@ -73,7 +73,8 @@ std::vector<Val> Checker::checkElementwiseOp(OpCall &c) {
   case OpKind::Tanh:
   case OpKind::Rsqrt:
   case OpKind::Sqrt:
-  case OpKind::Square: {
+  case OpKind::Square:
+  case OpKind::Relu2: {
     if (!c.ok || !c.requireFloat(c.ids[0]))
       return c.failed();
     return c.one(c.emit({c.ids[0]}, {c.type(c.ids[0])}));

@@ -88,6 +88,8 @@ LogicalResult translateBlock(Block &body, bundle::Function &out) {
         b.attrs[key] = bo.getValue();
       else if (auto s = dyn_cast<StringAttr>(a))
         b.attrs[key] = s.str();
+      else if (auto fn = dyn_cast<mt::UnaryFnAttr>(a)) // unary_grad's kind
+        b.attrs[key] = mt::stringifyUnaryFn(fn.getValue()).str();
       else if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
         b.attrs[key] = std::vector<int64_t>(arr.asArrayRef().begin(),
                                             arr.asArrayRef().end());

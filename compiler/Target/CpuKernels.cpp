@@ -173,73 +173,83 @@ public:
 
   Value sigmoid(Value x) { return div(c(1.0f), add(c(1.0f), exp(neg(x)))); }
 
-  /// f(x) for the runtime's Unary kinds; null for an unknown kind.
-  Value unary(StringRef kind, Value x, float param) {
-    if (kind == "neg")
+  /// f(x) for a function of UnaryFns.def, as cpu::unary computes it.
+  Value unary(mt::UnaryFn fn, Value x, float param) {
+    using F = mt::UnaryFn;
+    switch (fn) {
+    case F::Neg:
       return neg(x);
-    if (kind == "exp")
+    case F::Exp:
       return exp(x);
-    if (kind == "log")
+    case F::Log:
       return log(x);
-    if (kind == "silu")
+    case F::Silu:
       return mul(x, sigmoid(x));
-    if (kind == "relu")
+    case F::Relu:
       return select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), x, c(0.0f));
-    if (kind == "sigmoid")
+    case F::Sigmoid:
       return sigmoid(x);
-    if (kind == "tanh")
+    case F::Tanh:
       return tanh(x);
-    if (kind == "rsqrt")
+    case F::Rsqrt:
       return div(c(1.0f), sqrt(x));
-    if (kind == "sqrt")
+    case F::Sqrt:
       return sqrt(x);
-    if (kind == "square")
+    case F::Square:
       return mul(x, x);
-    if (kind == "gelu_erf")
+    case F::GeluErf:
       return mul(mul(c(0.5f), x), add(c(1.0f), erf(mul(x, c(kInvSqrt2)))));
-    if (kind == "gelu_tanh")
+    case F::GeluTanh:
       return mul(mul(c(0.5f), x), add(c(1.0f), tanh(geluTanhArg(x))));
-    if (kind == "softcap")
+    case F::Softcap:
       return mul(c(param), tanh(div(x, c(param))));
-    return nullptr;
+    case F::Relu2: {
+      Value r = select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), x, c(0.0f));
+      return mul(r, r);
+    }
+    }
+    llvm_unreachable("a function of UnaryFns.def without a formula");
   }
 
-  /// dy * f'(x), as cpu::unaryGrad computes it; null for an unknown kind.
-  Value unaryGrad(StringRef kind, Value x, Value dy, float param) {
-    if (kind == "neg")
+  /// dy * f'(x), as cpu::unaryGrad computes it.
+  Value unaryGrad(mt::UnaryFn fn, Value x, Value dy, float param) {
+    using F = mt::UnaryFn;
+    switch (fn) {
+    case F::Neg:
       return neg(dy);
-    if (kind == "exp")
+    case F::Exp:
       return mul(dy, exp(x));
-    if (kind == "log")
+    case F::Log:
       return div(dy, x);
-    if (kind == "silu") {
+    case F::Silu: {
       Value s = sigmoid(x);
       return mul(mul(dy, s), add(c(1.0f), mul(x, sub(c(1.0f), s))));
     }
-    if (kind == "relu")
+    case F::Relu:
       return select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), dy, c(0.0f));
-    if (kind == "sigmoid") {
+    case F::Sigmoid: {
       Value s = sigmoid(x);
       return mul(mul(dy, s), sub(c(1.0f), s));
     }
-    if (kind == "tanh" || kind == "softcap") {
-      Value t = tanh(kind == "tanh" ? x : div(x, c(param)));
+    case F::Tanh:
+    case F::Softcap: {
+      Value t = tanh(fn == F::Tanh ? x : div(x, c(param)));
       return mul(dy, sub(c(1.0f), mul(t, t)));
     }
-    if (kind == "rsqrt") {
+    case F::Rsqrt: {
       Value r = div(c(1.0f), sqrt(x));
       return mul(dy, mul(mul(mul(c(-0.5f), r), r), r));
     }
-    if (kind == "sqrt")
+    case F::Sqrt:
       return mul(dy, div(c(0.5f), sqrt(x)));
-    if (kind == "square")
+    case F::Square:
       return mul(dy, mul(c(2.0f), x));
-    if (kind == "gelu_erf") {
+    case F::GeluErf: {
       Value cdf = mul(c(0.5f), add(c(1.0f), erf(mul(x, c(kInvSqrt2)))));
       Value pdf = mul(c(kInvSqrt2Pi), exp(mul(mul(c(-0.5f), x), x)));
       return mul(dy, add(cdf, mul(x, pdf)));
     }
-    if (kind == "gelu_tanh") {
+    case F::GeluTanh: {
       Value t = tanh(geluTanhArg(x));
       Value du = mul(c(kSqrt2OverPi),
                      add(c(1.0f), mul(mul(c(3.0f * kGeluCubic), x), x)));
@@ -247,7 +257,12 @@ public:
       Value right = mul(mul(mul(c(0.5f), x), sub(c(1.0f), mul(t, t))), du);
       return mul(dy, add(left, right));
     }
-    return nullptr;
+    case F::Relu2: {
+      Value r = select(cmp(arith::CmpFPredicate::OGT, x, c(0.0f)), x, c(0.0f));
+      return mul(dy, mul(c(2.0f), r));
+    }
+    }
+    llvm_unreachable("a function of UnaryFns.def without a derivative");
   }
 
 private:
@@ -276,19 +291,9 @@ FailureOr<Value> lowerBodyOp(Operation &op, ArrayRef<Value> in, Scalar &s,
     r = s.div(in[0], in[1]);
   else if (auto c = dyn_cast<mt::ConstantOp>(op))
     r = s.c(static_cast<float>(c.getValue().convertToDouble()));
-  else if (auto g = dyn_cast<mt::GeluOp>(op))
-    r = s.unary(g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu_erf", in[0],
-                0);
-  else if (auto sc = dyn_cast<mt::SoftcapOp>(op))
-    r = s.unary("softcap", in[0],
-                static_cast<float>(sc.getCap().convertToDouble()));
-  else if (auto ug = dyn_cast<mt::UnaryGradOp>(op))
-    r = s.unaryGrad(ug.getKind(), in[0], in[1],
-                    static_cast<float>(ug.getParam().convertToDouble()));
-  else if (isa<mt::NegOp, mt::ExpOp, mt::LogOp, mt::SiluOp, mt::ReluOp,
-               mt::SigmoidOp, mt::TanhOp, mt::RsqrtOp, mt::SqrtOp,
-               mt::SquareOp>(op))
-    r = s.unary(op.getName().stripDialect(), in[0], 0);
+  else if (std::optional<mt::UnaryFnCall> f = mt::getUnaryFnCall(&op))
+    r = f->grad ? s.unaryGrad(f->fn, in[0], in[1], static_cast<float>(f->param))
+                : s.unary(f->fn, in[0], static_cast<float>(f->param));
   if (!r) {
     err = "the CPU code generator cannot lower '" +
           op.getName().getStringRef().str() + "' in an mt.fused region";

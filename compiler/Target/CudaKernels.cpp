@@ -19,11 +19,13 @@
 
 #include "compiler/Target/FusedRegions.h"
 #include "dialects/mt/MtDialect.h"
+#include "lib/Bundle/OpKind.h"
 #include "lib/Bundle/Plan.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -59,13 +61,23 @@ std::string where(Operation *op) {
   return s;
 }
 
+/// The device function of fused.cuh computing \p fn: its enumerator in
+/// lowerCamelCase ("geluTanh"); "<name>Grad" computes dy * f'(x).
+std::string unaryDeviceFunction(mt::UnaryFn fn) {
+  static const char *const names[] = {
+#define MTC_UNARY_FN(Enum, Name, Param) #Enum,
+#include "lib/Bundle/UnaryFns.def"
+  };
+  std::string name = names[static_cast<size_t>(fn)];
+  name[0] =
+      static_cast<char>(std::tolower(static_cast<unsigned char>(name[0])));
+  return name;
+}
+
 /// The C expression of body op \p op over operand expressions \p in; empty
 /// with \p err for an op the generator does not know.
 std::string expression(Operation &op, ArrayRef<std::string> in,
                        std::string &err) {
-  auto call = [&](const char *fn) {
-    return std::string(fn) + "(" + in[0] + ")";
-  };
   if (isa<mt::AddOp>(op))
     return in[0] + " + " + in[1];
   if (isa<mt::SubOp>(op))
@@ -76,49 +88,15 @@ std::string expression(Operation &op, ArrayRef<std::string> in,
     return in[0] + " / " + in[1];
   if (auto c = dyn_cast<mt::ConstantOp>(op))
     return literal(static_cast<float>(c.getValue().convertToDouble()));
-  if (auto g = dyn_cast<mt::GeluOp>(op))
-    return call(g.getApproximate() == "tanh" ? "mtc_fused::geluTanh"
-                                             : "mtc_fused::geluErf");
-  if (auto sc = dyn_cast<mt::SoftcapOp>(op))
-    return "mtc_fused::softcap(" + in[0] + ", " +
-           literal(static_cast<float>(sc.getCap().convertToDouble())) + ")";
-  if (auto ug = dyn_cast<mt::UnaryGradOp>(op)) {
-    static const std::map<std::string, const char *> grads = {
-        {"neg", "negGrad"},          {"exp", "expGrad"},
-        {"log", "logGrad"},          {"silu", "siluGrad"},
-        {"relu", "reluGrad"},        {"sigmoid", "sigmoidGrad"},
-        {"tanh", "tanhGrad"},        {"rsqrt", "rsqrtGrad"},
-        {"sqrt", "sqrtGrad"},        {"square", "squareGrad"},
-        {"gelu_erf", "geluErfGrad"}, {"gelu_tanh", "geluTanhGrad"}};
-    std::string kind = ug.getKind().str();
-    if (kind == "softcap")
-      return "mtc_fused::softcapGrad(" + in[0] + ", " + in[1] + ", " +
-             literal(static_cast<float>(ug.getParam().convertToDouble())) + ")";
-    auto it = grads.find(kind);
-    if (it != grads.end())
-      return std::string("mtc_fused::") + it->second + "(" + in[0] + ", " +
-             in[1] + ")";
+  if (std::optional<mt::UnaryFnCall> f = mt::getUnaryFnCall(&op)) {
+    // fused.cuh's device function of f (lowerCamelCase of its enumerator)
+    // or of f', over x (and dy), and the parameter of those that take one.
+    std::string text = "mtc_fused::" + unaryDeviceFunction(f->fn) +
+                       (f->grad ? "Grad(" + in[0] + ", " + in[1] : "(" + in[0]);
+    if (bundle::unaryFnTakesParam(static_cast<bundle::UnaryFn>(f->fn)))
+      text += ", " + literal(static_cast<float>(f->param));
+    return text + ")";
   }
-  if (isa<mt::NegOp>(op))
-    return "-" + in[0];
-  if (isa<mt::ExpOp>(op))
-    return call("mtc_fused::fexp");
-  if (isa<mt::LogOp>(op))
-    return call("logf");
-  if (isa<mt::SiluOp>(op))
-    return call("mtc_fused::silu");
-  if (isa<mt::ReluOp>(op))
-    return call("mtc_fused::relu");
-  if (isa<mt::SigmoidOp>(op))
-    return call("mtc_fused::sigmoid");
-  if (isa<mt::TanhOp>(op))
-    return call("mtc_fused::ftanh");
-  if (isa<mt::RsqrtOp>(op))
-    return call("mtc_fused::rsqrt");
-  if (isa<mt::SqrtOp>(op))
-    return call("sqrtf");
-  if (isa<mt::SquareOp>(op))
-    return in[0] + " * " + in[0];
   err = where(&op) + ": the CUDA code generator cannot lower '" +
         op.getName().getStringRef().str() + "' in an mt.fused region";
   return "";

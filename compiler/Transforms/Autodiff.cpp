@@ -137,19 +137,25 @@ private:
         b.getDenseI64ArrayAttr(perm));
   }
 
-  LogicalResult unaryGrad(Operation *op, StringRef kind, double param = 0) {
+  /// The VJP of an op computing f(x) for a function of UnaryFns.def:
+  /// dx = unary_grad f (x, dy).
+  LogicalResult unaryGrad(Operation *op, const UnaryFnCall &f) {
     Value x = op->getOperand(0), dy = adjOrZeros(op->getResult(0));
     if (!active.contains(x))
       return success();
     accumulate(x, create<UnaryGradOp>(op->getLoc(), gradType(x),
-                                      b.getStringAttr(kind), x, dy,
-                                      b.getF64FloatAttr(param)));
+                                      UnaryFnAttr::get(b.getContext(), f.fn), x,
+                                      dy, b.getF64FloatAttr(f.param)));
     return success();
   }
 
   LogicalResult vjp(Operation *op) {
     Location loc = op->getLoc();
     MLIRContext *ctx = op->getContext();
+    // neg's VJP is a neg (below); unary_grad has none.
+    if (std::optional<UnaryFnCall> f = getUnaryFnCall(op);
+        f && !f->grad && !isa<NegOp>(op))
+      return unaryGrad(op, *f);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case<ConstantOp, ParamRefOp, ZerosOp>(
             [&](Operation *) { return success(); })
@@ -213,22 +219,6 @@ private:
           Value dy = adjOrZeros(o.getResult());
           accumulate(o.getInput(), create<NegOp>(loc, dy.getType(), dy));
           return success();
-        })
-        .Case<ExpOp>([&](Operation *o) { return unaryGrad(o, "exp"); })
-        .Case<LogOp>([&](Operation *o) { return unaryGrad(o, "log"); })
-        .Case<SiluOp>([&](Operation *o) { return unaryGrad(o, "silu"); })
-        .Case<ReluOp>([&](Operation *o) { return unaryGrad(o, "relu"); })
-        .Case<SigmoidOp>([&](Operation *o) { return unaryGrad(o, "sigmoid"); })
-        .Case<TanhOp>([&](Operation *o) { return unaryGrad(o, "tanh"); })
-        .Case<RsqrtOp>([&](Operation *o) { return unaryGrad(o, "rsqrt"); })
-        .Case<SqrtOp>([&](Operation *o) { return unaryGrad(o, "sqrt"); })
-        .Case<SquareOp>([&](Operation *o) { return unaryGrad(o, "square"); })
-        .Case<GeluOp>([&](GeluOp o) {
-          return unaryGrad(o, o.getApproximate() == "tanh" ? "gelu_tanh"
-                                                           : "gelu_erf");
-        })
-        .Case<SoftcapOp>([&](SoftcapOp o) {
-          return unaryGrad(o, "softcap", o.getCap().convertToDouble());
         })
         .Case<SumOp, MeanOp, MaxOp>([&](Operation *o) {
           StringRef kind = isa<SumOp>(o)    ? "sum"

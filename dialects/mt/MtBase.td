@@ -51,4 +51,21 @@ def MT_InitKindAttr : EnumAttr<Mt_Dialect, MT_InitKind, "init"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+// The elementwise functions of lib/Bundle/UnaryFns.def (MT_UnaryFnCases is
+// generated from it, see MtUnaryFns.td.in).
+include "MtUnaryFns.td"
+
+def MT_UnaryFn : I32Enum<"UnaryFn", "elementwise function", MT_UnaryFnCases> {
+  let cppNamespace = "::mtc::mt";
+  let description = [{
+    The function a unary op computes, and whose derivative `mt.unary_grad`
+    computes: one case per line of lib/Bundle/UnaryFns.def, with the same
+    names and numbers as the runtime's `bundle::UnaryFn`.
+  }];
+}
+
+def MT_UnaryFnAttr : EnumAttr<Mt_Dialect, MT_UnaryFn, "unary_fn"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // MTC_DIALECTS_MT_MTBASE_TD

@@ -35,4 +35,24 @@ class LayerOp;
 #define GET_OP_CLASSES
 #include "dialects/mt/MtOps.h.inc"
 
+namespace mtc::mt {
+
+/// What an elementwise op computes with a function of UnaryFns.def: the
+/// unary ops (f(x): neg ... square, gelu, softcap) and unary_grad
+/// (dy * f'(x)).
+struct UnaryFnCall {
+  UnaryFn fn;
+  /// softcap's cap, unary_grad's param; 0 otherwise.
+  double param = 0;
+  /// unary_grad: the derivative, of (input, grad).
+  bool grad = false;
+};
+
+/// The function \p op computes, or nothing for an op that is no unary
+/// function of UnaryFns.def. An op named after a function (mt.relu) computes
+/// it; gelu is gelu_erf or gelu_tanh by its `approximate`.
+std::optional<UnaryFnCall> getUnaryFnCall(mlir::Operation *op);
+
+} // namespace mtc::mt
+
 #endif // MTC_DIALECTS_MT_MTDIALECT_H

@@ -79,18 +79,22 @@ def MT_UnaryGradOp : MT_Op<"unary_grad", [Pure,
     AllTypesMatch<["input", "grad", "result"]>]> {
   let summary = "dy * f'(x) for an elementwise function f";
   let description = [{
-    `kind` is one of `neg exp log silu relu sigmoid tanh rsqrt sqrt square
-    gelu_erf gelu_tanh softcap`; `param` is the cap of `softcap`.
+    `kind` is a function of lib/Bundle/UnaryFns.def (`neg exp log silu relu
+    sigmoid tanh rsqrt sqrt square gelu_erf gelu_tanh softcap ...`), written
+    as its bare name; `param` is the cap of `softcap`. In the generic form
+    `kind` is `#mt.unary_fn<silu>`.
 
     ```mlir
-    %dx = mt.unary_grad "silu" %x, %dy param = 0.0 : !mt.tensor<[B, S, 64], f32>
+    %dx = mt.unary_grad silu %x, %dy param = 0.0 : !mt.tensor<[B, S, 64], f32>
     ```
   }];
-  let arguments = (ins StrAttr:$kind, MT_AnyTensor:$input, MT_AnyTensor:$grad,
+  let arguments = (ins MT_UnaryFnAttr:$kind, MT_AnyTensor:$input,
+                       MT_AnyTensor:$grad,
                        DefaultValuedAttr<F64Attr, "0.0">:$param);
   let results = (outs MT_AnyTensor:$result);
   let assemblyFormat = [{
-    $kind $input `,` $grad `param` `=` $param attr-dict `:` type($result)
+    custom<UnaryFn>($kind) $input `,` $grad `param` `=` $param attr-dict `:`
+    type($result)
   }];
   let hasVerifier = 1;
 }

@@ -7,6 +7,8 @@
 
 #include "dialects/mt/MtDialect.h"
 
+#include "lib/Bundle/OpKind.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
@@ -151,6 +153,25 @@ static void printInit(OpAsmPrinter &printer, Operation *, InitKindAttr kind,
     printer.printFloat(llvm::APFloat(v));
   });
   printer << "]";
+}
+
+/// unary_grad's kind as its bare name: `silu`, `gelu_tanh`.
+static ParseResult parseUnaryFn(OpAsmParser &parser, UnaryFnAttr &fn) {
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<UnaryFn> parsed = symbolizeUnaryFn(keyword);
+  if (!parsed)
+    return parser.emitError(loc, "unknown elementwise function '")
+           << keyword << "' (expected one of " << mtc::bundle::unaryFnNames()
+           << ")";
+  fn = UnaryFnAttr::get(parser.getContext(), *parsed);
+  return success();
+}
+
+static void printUnaryFn(OpAsmPrinter &printer, Operation *, UnaryFnAttr fn) {
+  printer << stringifyUnaryFn(fn.getValue());
 }
 
 /// The end of mt.slice and mt.pad: an integer, or `S` (stored as kDimS).
@@ -400,22 +421,10 @@ LogicalResult SubOp::verify() { return verifyBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBinary(*this); }
 LogicalResult DivOp::verify() { return verifyBinary(*this); }
 
-#define MT_UNARY_VERIFIER(OP)                                                  \
-  LogicalResult OP::verify() {                                                 \
-    return requireFloat(*this, getInput(), "input");                           \
-  }
-MT_UNARY_VERIFIER(NegOp)
-MT_UNARY_VERIFIER(ExpOp)
-MT_UNARY_VERIFIER(LogOp)
-MT_UNARY_VERIFIER(SiluOp)
-MT_UNARY_VERIFIER(ReluOp)
-MT_UNARY_VERIFIER(SigmoidOp)
-MT_UNARY_VERIFIER(TanhOp)
-MT_UNARY_VERIFIER(RsqrtOp)
-MT_UNARY_VERIFIER(SqrtOp)
-MT_UNARY_VERIFIER(SquareOp)
-MT_UNARY_VERIFIER(SoftcapOp)
-#undef MT_UNARY_VERIFIER
+// The unary ops of MT_UnaryOp (neg ... square) get theirs from MtOps.td.
+LogicalResult SoftcapOp::verify() {
+  return requireFloat(*this, getInput(), "input");
+}
 
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
@@ -675,13 +684,32 @@ LogicalResult ReduceToOp::verify() {
   return success();
 }
 
+// mt::UnaryFn (MtUnaryFns.td.in) and bundle::UnaryFn are both generated
+// from UnaryFns.def: the same enumerators with the same numbers.
+#define MTC_UNARY_FN(Enum, Name, Param)                                        \
+  static_assert(static_cast<int>(UnaryFn::Enum) ==                             \
+                static_cast<int>(mtc::bundle::UnaryFn::Enum));
+#include "lib/Bundle/UnaryFns.def"
+
+std::optional<UnaryFnCall> mtc::mt::getUnaryFnCall(Operation *op) {
+  if (auto g = dyn_cast<UnaryGradOp>(op))
+    return UnaryFnCall{g.getKind(), g.getParam().convertToDouble(), true};
+  if (auto g = dyn_cast<GeluOp>(op))
+    return UnaryFnCall{g.getApproximate() == "tanh" ? UnaryFn::GeluTanh
+                                                    : UnaryFn::GeluErf};
+  if (auto c = dyn_cast<SoftcapOp>(op))
+    return UnaryFnCall{UnaryFn::Softcap, c.getCap().convertToDouble()};
+  if (!isa_and_nonnull<MtDialect>(op->getDialect()) ||
+      op->getNumOperands() != 1)
+    return std::nullopt;
+  std::optional<UnaryFn> fn = symbolizeUnaryFn(op->getName().stripDialect());
+  if (!fn ||
+      mtc::bundle::unaryFnTakesParam(static_cast<mtc::bundle::UnaryFn>(*fn)))
+    return std::nullopt;
+  return UnaryFnCall{*fn};
+}
+
 LogicalResult UnaryGradOp::verify() {
-  static const char *kinds[] = {
-      "neg",   "exp",  "log",    "silu",     "relu",      "sigmoid", "tanh",
-      "rsqrt", "sqrt", "square", "gelu_erf", "gelu_tanh", "softcap"};
-  if (!llvm::is_contained(kinds, getKind()))
-    return emitOpError() << "unknown elementwise function '" << getKind()
-                         << "'";
   if (getInput().getType() != getGrad().getType() ||
       getInput().getType() != getResult().getType())
     return emitOpError() << "input, gradient and result must have one type";
@@ -752,11 +780,23 @@ ApplyLayersGradOp::verifySymbolUses(SymbolTableCollection &tables) {
 // Fused regions
 //===----------------------------------------------------------------------===//
 
+/// The ops whose row of lib/Bundle/Ops.def says Fusable (the mt op of row
+/// Kind is KindOp).
 bool FusedOp::isFusable(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, ExpOp, LogOp, SiluOp, ReluOp,
-             SigmoidOp, TanhOp, RsqrtOp, SqrtOp, SquareOp, GeluOp, SoftcapOp,
-             UnaryGradOp, ConstantOp>(op) ||
-         isReduction(op);
+#define MTC_WHERE_Model(Kind)
+#define MTC_WHERE_Layer(Kind)
+#define MTC_WHERE_Any(Kind)
+#define MTC_WHERE_Fusable(Kind) || isa<Kind##Op>(op)
+#define MTC_OP(Kind, Name, MinOperands, MaxOperands, MinResults, MaxResults,   \
+               Symbol, Where, ...)                                             \
+  MTC_WHERE_##Where(Kind)
+  return false
+#include "lib/Bundle/Ops.def"
+      ;
+#undef MTC_WHERE_Model
+#undef MTC_WHERE_Layer
+#undef MTC_WHERE_Any
+#undef MTC_WHERE_Fusable
 }
 
 bool FusedOp::isReduction(Operation *op) {

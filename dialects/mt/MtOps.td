@@ -289,7 +289,13 @@ class MT_UnaryOp<string mnemonic, string what>
   let arguments = (ins MT_AnyTensor:$input);
   let results = (outs MT_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  // The input must be a float tensor (requireFloat, MtOps.cpp).
   let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::verify() {
+      return requireFloat(*this, getInput(), "input");
+    }
+  }];
 }
 
 def MT_NegOp : MT_UnaryOp<"neg", "negation">;
@@ -302,6 +308,7 @@ def MT_TanhOp : MT_UnaryOp<"tanh", "hyperbolic tangent">;
 def MT_RsqrtOp : MT_UnaryOp<"rsqrt", "reciprocal square root">;
 def MT_SqrtOp : MT_UnaryOp<"sqrt", "square root">;
 def MT_SquareOp : MT_UnaryOp<"square", "square, x * x">;
+def MT_Relu2Op : MT_UnaryOp<"relu2", "squared ReLU, max(x, 0)^2">;
 
 def MT_GeluOp : MT_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or with the tanh approximation";

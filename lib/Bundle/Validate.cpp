@@ -9,6 +9,8 @@
 
 #include "lib/Bundle/Validate.h"
 
+#include "lib/Bundle/OpKind.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -129,6 +131,7 @@ public:
   const Function &fn;
   const Op &op;
   const std::string &where; ///< "function 'forward': op 3 'matmul' at ..."
+  OpKind kind{};            ///< the op's kind, once its table entry is found
 
   [[noreturn]] void fail(const std::string &what) const {
     throw ValidationError{where + ": " + what};
@@ -272,7 +275,7 @@ void checkParamGrad(OpChecker &c) {
 /// the activation out.
 void checkApplyLayers(OpChecker &c) {
   const Layer &l = *c.namedLayer;
-  bool grad = c.op.name == "apply_layers_grad";
+  bool grad = c.kind == OpKind::ApplyLayersGrad;
   const char *fn = grad ? "backward" : "forward";
   if (!l.functions.count(fn))
     c.fail("layer '" + l.name + "' has no " + fn + " function");
@@ -341,16 +344,16 @@ void checkReduceTo(OpChecker &c) {
 /// Elementwise functions: the result has the operand's type.
 void checkUnary(OpChecker &c) {
   c.floatOperands();
-  if (c.op.name == "gelu")
+  if (c.kind == OpKind::Gelu)
     c.choice("approximate", {"none", "tanh"}, "none");
   c.resultType(0, c.operand(0), "the operand's type");
 }
 
 void checkUnaryGrad(OpChecker &c) {
-  c.choice("kind",
-           {"neg", "exp", "log", "silu", "relu", "sigmoid", "tanh", "rsqrt",
-            "sqrt", "square", "gelu_erf", "gelu_tanh", "softcap"},
-           "");
+  std::string kind = c.op.strAttr("kind");
+  if (!unaryFnOf(kind))
+    c.fail("attribute 'kind' must be one of " + unaryFnNames() + ", got '" +
+           kind + "'");
   c.floatOperands();
   if (c.in(1) != c.in(0) || c.operand(1).dtype != c.operand(0).dtype)
     c.fail("the gradient " + typeText(c.operand(1)) +
@@ -392,7 +395,7 @@ void positiveEps(OpChecker &c) {
 
 void checkNorm(OpChecker &c) {
   c.floatOperands();
-  bool layer = c.op.name == "layernorm";
+  bool layer = c.kind == OpKind::LayerNorm;
   c.rule(rules::norm(c.in(0), c.in(1),
                      layer && c.numOperands() > 2 ? &c.in(2) : nullptr));
   positiveEps(c);
@@ -405,7 +408,7 @@ void checkNormGrad(OpChecker &c) {
   c.rule(rules::norm(c.in(0), c.in(1), nullptr));
   c.operandShape(2, c.in(0), "gradient");
   positiveEps(c);
-  size_t expected = c.op.name == "layernorm_grad" ? 3 : 2;
+  size_t expected = c.kind == OpKind::LayerNormGrad ? 3 : 2;
   if (c.numResults() != expected)
     c.fail("expected " + std::to_string(expected) + " results, got " +
            std::to_string(c.numResults()));
@@ -537,7 +540,7 @@ void checkMoe(OpChecker &c) {
              formatShape(t) + " tokens, but the input " + formatShape(h) +
              " has rows of " + formatDim(h.back()));
   }
-  if (c.op.name == "moe") {
+  if (c.kind == OpKind::Moe) {
     c.resultType(0, c.operand(0), "the input's type");
     return;
   }
@@ -552,7 +555,7 @@ void checkCrossEntropy(OpChecker &c) {
   c.floatOperand(0, "logits");
   c.i32Operand(1, "targets");
   c.rule(rules::crossEntropy(c.in(0), c.in(1)));
-  if (c.op.name == "cross_entropy") {
+  if (c.kind == OpKind::CrossEntropy) {
     c.resultF32(0, {});
     return;
   }
@@ -568,7 +571,7 @@ void checkLinearCrossEntropy(OpChecker &c) {
   c.rule(rules::linearCrossEntropy(c.in(0), c.in(1),
                                    c.op.boolAttr("transpose_weight"), c.in(2)));
   c.nonNegativeFloat("softcap");
-  if (c.op.name == "linear_cross_entropy") {
+  if (c.kind == OpKind::LinearCrossEntropy) {
     c.resultF32(0, {});
     return;
   }
@@ -585,234 +588,33 @@ void checkFused(OpChecker &c) {
   c.checkFusedBody();
 }
 
-using AT = AttrType;
-constexpr bool kReq = true, kOpt = false;
+/// The C++ type of an attribute type's values (an Ops.def default).
+template <AttrType T> struct AttrValue;
+template <> struct AttrValue<AttrType::Int> { using type = int64_t; };
+template <> struct AttrValue<AttrType::Float> { using type = double; };
+template <> struct AttrValue<AttrType::Bool> { using type = bool; };
+template <> struct AttrValue<AttrType::String> { using type = std::string; };
+template <> struct AttrValue<AttrType::IntList> {
+  using type = std::vector<int64_t>;
+};
 
-const std::vector<AttrSpec> kAttentionAttrs = {{"causal", AT::Bool, kOpt},
-                                               {"window", AT::Int, kOpt},
-                                               {"softcap", AT::Float, kOpt},
-                                               {"scale", AT::Float, kOpt}};
-const std::vector<AttrSpec> kMoeAttrs = {{"top_k", AT::Int, kReq},
-                                         {"normalize", AT::Bool, kOpt},
-                                         {"aux_loss", AT::Float, kOpt}};
-const std::vector<AttrSpec> kLceAttrs = {{"transpose_weight", AT::Bool, kOpt},
-                                         {"softcap", AT::Float, kOpt},
-                                         {"ignore_index", AT::Int, kOpt}};
-const std::vector<AttrSpec> kReduceAttrs = {{"axis", AT::Int, kReq},
-                                            {"keepdim", AT::Bool, kOpt}};
-const std::vector<AttrSpec> kRangeAttrs = {
-    {"axis", AT::Int, kReq}, {"start", AT::Int, kReq}, {"end", AT::Int, kReq}};
-const std::vector<AttrSpec> kNormAttrs = {{"eps", AT::Float, kReq},
-                                          {"offset", AT::Float, kOpt}};
-const std::vector<AttrSpec> kLayersAttrs = {{"first", AT::Int, kReq},
-                                            {"count", AT::Int, kReq}};
+constexpr unsigned kWhereModel = kModel, kWhereLayer = kLayer,
+                   kWhereAny = kAnyFn, kWhereFusable = kFusable;
 
-/// The ops of the runtime: the mt dialect's ops that a bundle can hold
-/// (dialects/mt/*.td). Operands, results: {min, max}, -1 for any number.
+/// The ops of the runtime, one entry per row of lib/Bundle/Ops.def in its
+/// order (so indexed by OpKind).
 const std::vector<OpSpec> &opTable() {
-  using SK = SymbolKind;
   static const std::vector<OpSpec> table = {
-      // Parameters and layers.
-      {"param_ref", 0, 0, 1, 1, SK::Param, kAnyFn, {}, checkParamRef},
-      {"param_grad", 1, 1, 0, 0, SK::Param, kAnyFn, {}, checkParamGrad},
-      {"apply_layers", 1, 1, 1, 1, SK::Layer, kModel, kLayersAttrs,
-       checkApplyLayers},
-      {"apply_layers_grad", 1, 1, 1, 1, SK::Layer, kModel, kLayersAttrs,
-       checkApplyLayers},
-      // Tensor ops.
-      {"constant",
-       0,
-       0,
-       1,
-       1,
-       SK::None,
-       kFusable,
-       {{"value", AT::Float, kReq}},
-       checkConstant},
-      {"zeros", 0, 0, 1, 1, SK::None, kAnyFn, {}, checkZeros},
-      {"embedding", 2, 2, 1, 1, SK::None, kAnyFn, {}, checkEmbedding},
-      {"matmul", 2, 3, 1, 1, SK::None, kAnyFn, {}, checkMatmul},
-      {"add", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
-      {"sub", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
-      {"mul", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
-      {"div", 2, 2, 1, 1, SK::None, kFusable, {}, checkBinary},
-      {"neg", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"exp", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"log", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"silu", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"relu", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"sigmoid", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"tanh", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"rsqrt", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"sqrt", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"square", 1, 1, 1, 1, SK::None, kFusable, {}, checkUnary},
-      {"gelu",
-       1,
-       1,
-       1,
-       1,
-       SK::None,
-       kFusable,
-       {{"approximate", AT::String, kOpt}},
-       checkUnary},
-      {"softcap",
-       1,
-       1,
-       1,
-       1,
-       SK::None,
-       kFusable,
-       {{"cap", AT::Float, kReq}},
-       checkUnary},
-      {"sum", 1, 1, 1, 1, SK::None, kFusable, kReduceAttrs, checkReduce},
-      {"mean", 1, 1, 1, 1, SK::None, kFusable, kReduceAttrs, checkReduce},
-      {"max", 1, 1, 1, 1, SK::None, kFusable, kReduceAttrs, checkReduce},
-      {"softmax",
-       1,
-       1,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"axis", AT::Int, kReq}},
-       checkSoftmax},
-      {"rmsnorm", 2, 2, 1, 1, SK::None, kAnyFn, kNormAttrs, checkNorm},
-      {"layernorm",
-       2,
-       3,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"eps", AT::Float, kReq}},
-       checkNorm},
-      {"reshape", 1, 1, 1, 1, SK::None, kAnyFn, {}, checkReshape},
-      {"transpose",
-       1,
-       1,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"perm", AT::IntList, kReq}},
-       checkTranspose},
-      {"split",
-       1,
-       1,
-       1,
-       -1,
-       SK::None,
-       kAnyFn,
-       {{"axis", AT::Int, kReq}, {"sizes", AT::IntList, kReq}},
-       checkSplit},
-      {"concat",
-       1,
-       -1,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"axis", AT::Int, kReq}},
-       checkConcat},
-      {"slice", 1, 1, 1, 1, SK::None, kAnyFn, kRangeAttrs, checkSlice},
-      {"rope",
-       1,
-       1,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"theta", AT::Float, kReq},
-        {"fraction", AT::Float, kOpt},
-        {"scaling", AT::String, kOpt},
-        {"factor", AT::Float, kOpt},
-        {"low_freq_factor", AT::Float, kOpt},
-        {"high_freq_factor", AT::Float, kOpt},
-        {"original_max_position", AT::Int, kOpt},
-        {"inverse", AT::Bool, kOpt}},
-       checkRope},
-      {"attention", 3, 3, 1, 1, SK::None, kAnyFn, kAttentionAttrs,
-       checkAttention},
-      {"moe", 2, 2, 1, 1, SK::Expert, kLayer, kMoeAttrs, checkMoe},
-      {"cross_entropy",
-       2,
-       2,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"ignore_index", AT::Int, kOpt}},
-       checkCrossEntropy},
-      {"linear_cross_entropy", 3, 3, 1, 1, SK::None, kAnyFn, kLceAttrs,
-       checkLinearCrossEntropy},
-      // Gradient ops (mtc-autodiff).
-      {"weight_grad", 2, 2, 1, 1, SK::None, kAnyFn, {}, checkWeightGrad},
-      {"reduce_to", 1, 1, 1, 1, SK::None, kAnyFn, {}, checkReduceTo},
-      {"unary_grad",
-       2,
-       2,
-       1,
-       1,
-       SK::None,
-       kFusable,
-       {{"kind", AT::String, kReq}, {"param", AT::Float, kOpt}},
-       checkUnaryGrad},
-      {"reduce_grad",
-       2,
-       2,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"kind", AT::String, kReq},
-        {"axis", AT::Int, kReq},
-        {"keepdim", AT::Bool, kOpt}},
-       checkReduceGrad},
-      {"softmax_grad",
-       2,
-       2,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"axis", AT::Int, kReq}},
-       checkSoftmax},
-      {"rmsnorm_grad", 3, 3, 2, 2, SK::None, kAnyFn, kNormAttrs, checkNormGrad},
-      {"layernorm_grad",
-       3,
-       3,
-       3,
-       3,
-       SK::None,
-       kAnyFn,
-       {{"eps", AT::Float, kReq}},
-       checkNormGrad},
-      {"attention_grad", 5, 5, 3, 3, SK::None, kAnyFn, kAttentionAttrs,
-       checkAttentionGrad},
-      {"embedding_grad", 2, 2, 1, 1, SK::None, kAnyFn, {}, checkEmbeddingGrad},
-      {"cross_entropy_grad",
-       3,
-       3,
-       1,
-       1,
-       SK::None,
-       kAnyFn,
-       {{"ignore_index", AT::Int, kOpt}},
-       checkCrossEntropy},
-      {"linear_cross_entropy_grad", 4, 4, 2, 2, SK::None, kAnyFn, kLceAttrs,
-       checkLinearCrossEntropy},
-      {"pad", 1, 1, 1, 1, SK::None, kAnyFn, kRangeAttrs, checkPad},
-      {"moe_grad", 3, 3, 2, 2, SK::Expert, kLayer, kMoeAttrs, checkMoe},
-      // Fused regions (mtc-fuse); the body is the op's region.
-      {"fused",
-       0,
-       -1,
-       1,
-       -1,
-       SK::None,
-       kAnyFn,
-       {{"kernel", AT::String, kOpt}},
-       checkFused},
+#define MTC_ATTR_REQ(Name, Type) AttrSpec{#Name, AttrType::Type, true, {}},
+#define MTC_ATTR_OPT(Name, Type, Default)                                      \
+  AttrSpec{#Name, AttrType::Type, false,                                       \
+           Attr(AttrValue<AttrType::Type>::type(Default))},
+#define MTC_OP(Kind, Name, MinOperands, MaxOperands, MinResults, MaxResults,   \
+               Symbol, Where, Family, Rule, ...)                               \
+  OpSpec{OpKind::Kind,  Name,       MinOperands,        MaxOperands,           \
+         MinResults,    MaxResults, SymbolKind::Symbol, kWhere##Where,         \
+         {__VA_ARGS__}, check##Rule},
+#include "lib/Bundle/Ops.def"
   };
   return table;
 }
@@ -820,22 +622,25 @@ const std::vector<OpSpec> &opTable() {
 } // namespace
 
 const OpSpec *findOp(const std::string &name) {
-  static const std::map<std::string, const OpSpec *> index = [] {
-    std::map<std::string, const OpSpec *> m;
-    for (const OpSpec &s : opTable())
-      m[s.name] = &s;
-    return m;
-  }();
-  auto it = index.find(name);
-  return it == index.end() ? nullptr : it->second;
+  std::optional<OpKind> kind = opKindOf(name);
+  return kind ? &opSpec(*kind) : nullptr;
+}
+
+const OpSpec &opSpec(OpKind kind) {
+  return opTable()[static_cast<size_t>(kind)];
+}
+
+const AttrSpec *OpSpec::attr(const std::string &key) const {
+  for (const AttrSpec &a : attrs)
+    if (key == a.name)
+      return &a;
+  return nullptr;
 }
 
 Status checkAttributes(const Op &op, const OpSpec &spec) {
   for (const auto &[key, value] : op.attrs) {
-    auto it = std::find_if(
-        spec.attrs.begin(), spec.attrs.end(),
-        [&, &key = key](const AttrSpec &a) { return key == a.name; });
-    if (it == spec.attrs.end()) {
+    const AttrSpec *it = spec.attr(key);
+    if (!it) {
       std::string known;
       for (const AttrSpec &a : spec.attrs)
         known += std::string(known.empty() ? "" : ", ") + a.name;
@@ -942,6 +747,7 @@ private:
     const OpSpec *spec = findOp(op.name);
     if (!spec)
       c.fail("unknown op (the runtime has no kernel for '" + op.name + "')");
+    c.kind = spec->kind;
     if (!(spec->where & static_cast<unsigned>(kind)))
       c.fail("is not valid in " + kindText(kind) + " (only in " +
              allowedText(spec->where) + ")");
@@ -957,9 +763,9 @@ private:
     };
     arity("operands", op.operands.size(), spec->minOperands, spec->maxOperands);
     arity("results", op.results.size(), spec->minResults, spec->maxResults);
-    if (op.region && op.name != "fused")
+    if (op.region && spec->kind != OpKind::Fused)
       c.fail("has a region, but only fused ops have one");
-    if (!op.region && op.name == "fused")
+    if (!op.region && spec->kind == OpKind::Fused)
       c.fail("has no region (its body)");
     checkAttrs(c, *spec);
     resolveSymbol(c, spec->symbol);
@@ -1036,14 +842,18 @@ void OpChecker::checkFusedBody() const {
   // The iteration shape: what the reductions reduce, else the first
   // result's shape; every value of the body is bounded by it.
   Shape it = out(0);
+  auto isReduction = [](const Op &o) {
+    std::optional<OpKind> k = opKindOf(o.name);
+    return k && (*k == OpKind::Sum || *k == OpKind::Mean || *k == OpKind::Max);
+  };
   for (const Op &o : body.ops)
-    if (o.name == "sum" || o.name == "mean" || o.name == "max") {
+    if (isReduction(o)) {
       it = body.values[o.operands[0]].shape;
       break;
     }
   for (size_t k = 0; k < body.ops.size(); ++k) {
     const Op &o = body.ops[k];
-    if ((o.name == "sum" || o.name == "mean" || o.name == "max") &&
+    if (isReduction(o) &&
         (body.values[o.operands[0]].shape != it ||
          o.intAttr("axis") != static_cast<int64_t>(it.size()) - 1))
       fail("region: op " + std::to_string(k) + " '" + o.name +

@@ -7,8 +7,9 @@
 // attributes, dtypes and shapes its kernel relies on (the shape rules of
 // lib/Support/Shape.h, the ones Sema and the mt dialect's verifiers use), and
 // every parameter, layer and expert an op names exists. The ops are one
-// table (OpSpec below): arity, attributes with their types, the symbol an op
-// names, where it may appear and its type rule.
+// table (OpSpec below) generated from the rows of lib/Bundle/Ops.def: arity,
+// attributes with their types and defaults, the symbol an op names, where it
+// may appear and its type rule.
 //
 // Errors name the function, the op (index, name, source location) and what is
 // wrong, expected against got: "layer Block: function forward: op 7 'matmul'
@@ -19,7 +20,9 @@
 #define MTC_LIB_BUNDLE_VALIDATE_H
 
 #include "lib/Bundle/Bundle.h"
+#include "lib/Bundle/OpKind.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,11 +32,13 @@ namespace mtc::bundle {
 /// attribute may also be written as an integer.
 enum class AttrType { Int, Float, Bool, String, IntList };
 
-/// One attribute of an op: its name, type and whether it must be present.
+/// One attribute of an op: its name, type, whether it must be present and,
+/// for one that need not be, the value it reads as when absent.
 struct AttrSpec {
   const char *name;
   AttrType type;
   bool required;
+  std::optional<Attr> dflt; ///< set exactly when !required
 };
 
 /// What an op's `symbol` names.
@@ -55,8 +60,9 @@ enum class FunctionKind : unsigned {
 
 class OpChecker;
 
-/// One entry of the op table.
+/// One entry of the op table: a row of Ops.def.
 struct OpSpec {
+  OpKind kind;
   const char *name;
   int minOperands, maxOperands; ///< maxOperands -1: any number
   int minResults, maxResults;   ///< maxResults -1: any number
@@ -66,11 +72,16 @@ struct OpSpec {
   /// Checks dtypes, shapes and attribute values; arity, attribute types and
   /// the symbol are checked before it runs.
   void (*rule)(OpChecker &);
+
+  /// The entry of attribute \p name, or null for one the op does not have.
+  const AttrSpec *attr(const std::string &name) const;
 };
 
 /// The op table entry of \p name, or null for an op the runtime does not
 /// know.
 const OpSpec *findOp(const std::string &name);
+/// The op table entry of \p kind.
+const OpSpec &opSpec(OpKind kind);
 
 /// Checks the attributes of \p op against \p spec (its op table entry): an
 /// attribute the op does not have, one of the wrong type, a required one

@@ -108,6 +108,12 @@ MTC_CLONES void unaryRange(Unary f, const float *x, float *y, int64_t b,
     for (int64_t i = b; i < e; ++i)
       y[i] = param * detail::ftanh(x[i] / param);
     break;
+  case Unary::Relu2:
+    for (int64_t i = b; i < e; ++i) {
+      float r = x[i] > 0.0f ? x[i] : 0.0f;
+      y[i] = r * r;
+    }
+    break;
   }
 }
 
@@ -183,6 +189,12 @@ MTC_CLONES void unaryGradRange(Unary f, const float *x, const float *dy,
     for (int64_t i = b; i < e; ++i) {
       float t = detail::ftanh(x[i] / param);
       dx[i] = dy[i] * (1.0f - t * t);
+    }
+    break;
+  case Unary::Relu2:
+    for (int64_t i = b; i < e; ++i) {
+      float r = x[i] > 0.0f ? x[i] : 0.0f;
+      dx[i] = dy[i] * (2.0f * r);
     }
     break;
   }

@@ -19,6 +19,8 @@
 #ifndef MTC_RUNTIME_CPU_KERNELS_H
 #define MTC_RUNTIME_CPU_KERNELS_H
 
+#include "lib/Bundle/OpKind.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -61,21 +63,9 @@ void matmulGradWeightAcc(const float *x, const float *dy, float *dw,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-enum class Unary {
-  Neg,
-  Exp,
-  Log,
-  Silu,
-  Relu,
-  Sigmoid,
-  Tanh,
-  Rsqrt,
-  Sqrt,
-  Square,
-  GeluErf,  ///< 0.5 x (1 + erf(x / sqrt 2))
-  GeluTanh, ///< 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  Softcap,  ///< cap * tanh(x / cap); `param` is cap
-};
+/// The elementwise functions of lib/Bundle/UnaryFns.def (neg ... softcap);
+/// `param` is softcap's cap.
+using Unary = bundle::UnaryFn;
 /// y = f(x), n elements.
 void unary(Unary f, const float *x, float *y, int64_t n, float param = 0);
 /// dx = dy * f'(x).

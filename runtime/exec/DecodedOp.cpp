@@ -3,8 +3,9 @@
 // Part of mtc. See DecodedOp.h. Arity and attribute types are checked against
 // the bundle format's op table (lib/Bundle/Validate.h), the same table the
 // reader validates with, so a bundle built in memory gets the same errors as
-// one read from a file; the op's family then reads its attributes into its
-// struct, with the defaults the bundle format documents (docs/bundle.md).
+// one read from a file; the decoder of the op's family (its row of
+// lib/Bundle/Ops.def) then reads its attributes into its struct, an absent
+// one as the row's default (the defaults docs/bundle.md documents).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,40 +26,79 @@ struct DecodeError {
 
 [[noreturn]] void fail(const std::string &what) { throw DecodeError{what}; }
 
-std::optional<UnaryFn> unaryFn(const std::string &name) {
-  static const std::unordered_map<std::string, UnaryFn> fns = {
-      {"neg", UnaryFn::Neg},          {"exp", UnaryFn::Exp},
-      {"log", UnaryFn::Log},          {"silu", UnaryFn::Silu},
-      {"relu", UnaryFn::Relu},        {"sigmoid", UnaryFn::Sigmoid},
-      {"tanh", UnaryFn::Tanh},        {"rsqrt", UnaryFn::Rsqrt},
-      {"sqrt", UnaryFn::Sqrt},        {"square", UnaryFn::Square},
-      {"gelu_erf", UnaryFn::GeluErf}, {"gelu_tanh", UnaryFn::GeluTanh},
-      {"softcap", UnaryFn::Softcap}};
-  auto it = fns.find(name);
-  if (it == fns.end())
-    return std::nullopt;
-  return it->second;
-}
+/// The attributes of one op as its Ops.def row declares them: an absent one
+/// reads as the row's default (a required one is present: checkAttributes
+/// ran first). Reading an attribute the row does not declare is a bug of
+/// this file and throws DecodeError saying so.
+class AttrReader {
+public:
+  AttrReader(const bundle::Op &op, const bundle::OpSpec &spec)
+      : op(op), spec(spec) {}
 
-/// The typed attributes of \p op (kind \p kind); its attribute types have
-/// been checked. A value outside the op's vocabulary throws DecodeError.
-OpAttrs decodeAttrs(OpKind kind, const bundle::Op &op) {
-  auto choice =
-      [&](const char *key, const std::string &dflt,
-          std::initializer_list<const char *> allowed) -> std::string {
-    std::string v = op.strAttr(key, dflt);
-    std::string list;
+  OpKind kind() const { return spec.kind; }
+  bool declares(const char *key) const { return spec.attr(key) != nullptr; }
+  bool present(const char *key) const {
+    decl(key);
+    return op.attr(key) != nullptr;
+  }
+
+  int64_t i(const char *key) const {
+    return op.intAttr(key, dflt<int64_t>(key));
+  }
+  double f(const char *key) const {
+    return op.floatAttr(key, dflt<double>(key));
+  }
+  bool b(const char *key) const { return op.boolAttr(key, dflt<bool>(key)); }
+  std::string s(const char *key) const {
+    return op.strAttr(key, dflt<std::string>(key));
+  }
+  std::vector<int64_t> list(const char *key) const {
+    decl(key);
+    return op.listAttr(key);
+  }
+  /// A string attribute from a vocabulary; another value throws DecodeError.
+  std::string choice(const char *key,
+                     std::initializer_list<const char *> allowed) const {
+    std::string v = s(key);
+    std::string names;
     for (const char *a : allowed) {
       if (v == a)
         return v;
-      list += std::string(list.empty() ? "" : ", ") + "'" + a + "'";
+      names += std::string(names.empty() ? "" : ", ") + "'" + a + "'";
     }
-    fail("attribute '" + std::string(key) + "' must be one of " + list +
+    fail("attribute '" + std::string(key) + "' must be one of " + names +
          ", got '" + v + "'");
-  };
-  switch (kind) {
-  case OpKind::Constant:
-    return ConstantAttrs{op.floatAttr("value")};
+  }
+
+private:
+  const bundle::AttrSpec &decl(const char *key) const {
+    const bundle::AttrSpec *a = spec.attr(key);
+    if (!a)
+      fail("reads attribute '" + std::string(key) +
+           "', which its row of lib/Bundle/Ops.def does not declare (a bug)");
+    return *a;
+  }
+  template <typename T> T dflt(const char *key) const {
+    const bundle::AttrSpec &a = decl(key);
+    return a.dflt ? std::get<T>(*a.dflt) : T();
+  }
+
+  const bundle::Op &op;
+  const bundle::OpSpec &spec;
+};
+
+// One decoder per family of Ops.def (its Family column): the family's
+// struct from the op's attributes. A value outside an op's vocabulary
+// throws DecodeError.
+
+OpAttrs decodeNone(const AttrReader &) { return NoAttrs{}; }
+
+OpAttrs decodeConstant(const AttrReader &r) {
+  return ConstantAttrs{r.f("value")};
+}
+
+OpAttrs decodeBinary(const AttrReader &r) {
+  switch (r.kind()) {
   case OpKind::Add:
     return BinaryAttrs{BinaryFn::Add};
   case OpKind::Sub:
@@ -67,107 +107,120 @@ OpAttrs decodeAttrs(OpKind kind, const bundle::Op &op) {
     return BinaryAttrs{BinaryFn::Mul};
   case OpKind::Div:
     return BinaryAttrs{BinaryFn::Div};
-  case OpKind::Neg:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Silu:
-  case OpKind::Relu:
-  case OpKind::Sigmoid:
-  case OpKind::Tanh:
-  case OpKind::Rsqrt:
-  case OpKind::Sqrt:
-  case OpKind::Square:
-    return UnaryAttrs{*unaryFn(op.name), 0.0};
+  default:
+    fail("is a binary op without a function (a bug)");
+  }
+}
+
+/// The unary ops compute the function of UnaryFns.def they are named after;
+/// gelu's `approximate` picks gelu_erf or gelu_tanh, softcap's `cap` is the
+/// parameter; unary_grad names its function in `kind`.
+OpAttrs decodeUnary(const AttrReader &r) {
+  switch (r.kind()) {
+  case OpKind::UnaryGrad: {
+    std::optional<UnaryFn> fn = bundle::unaryFnOf(r.s("kind"));
+    if (!fn)
+      fail("unknown elementwise function '" + r.s("kind") + "'");
+    return UnaryAttrs{*fn, r.f("param")};
+  }
   case OpKind::Gelu:
-    return UnaryAttrs{choice("approximate", "none", {"none", "tanh"}) == "tanh"
+    return UnaryAttrs{r.choice("approximate", {"none", "tanh"}) == "tanh"
                           ? UnaryFn::GeluTanh
                           : UnaryFn::GeluErf,
                       0.0};
   case OpKind::Softcap:
-    return UnaryAttrs{UnaryFn::Softcap, op.floatAttr("cap")};
-  case OpKind::UnaryGrad: {
-    std::optional<UnaryFn> fn = unaryFn(op.strAttr("kind"));
+    return UnaryAttrs{UnaryFn::Softcap, r.f("cap")};
+  default: {
+    std::optional<UnaryFn> fn = bundle::unaryFnOf(opKindName(r.kind()));
     if (!fn)
-      fail("unknown elementwise function '" + op.strAttr("kind") + "'");
-    return UnaryAttrs{*fn, op.floatAttr("param")};
+      fail("is a unary op that names no function of UnaryFns.def (a bug)");
+    return UnaryAttrs{*fn, 0.0};
   }
-  case OpKind::Sum:
-  case OpKind::Mean:
-  case OpKind::Max:
-  case OpKind::ReduceGrad: {
-    std::string k = kind == OpKind::ReduceGrad
-                        ? choice("kind", "", {"sum", "mean", "max"})
-                        : op.name;
-    ReduceFn fn = k == "sum"    ? ReduceFn::Sum
-                  : k == "mean" ? ReduceFn::Mean
-                                : ReduceFn::Max;
-    return ReduceAttrs{fn, op.intAttr("axis"), op.boolAttr("keepdim")};
   }
-  case OpKind::Softmax:
-  case OpKind::SoftmaxGrad:
-  case OpKind::Concat:
-    return AxisAttrs{op.intAttr("axis")};
-  case OpKind::Split:
-    return SplitAttrs{op.intAttr("axis"), op.listAttr("sizes")};
-  case OpKind::Slice:
-  case OpKind::Pad:
-    return RangeAttrs{op.intAttr("axis"), op.intAttr("start"),
-                      op.intAttr("end")};
-  case OpKind::Transpose:
-    return TransposeAttrs{op.listAttr("perm")};
-  case OpKind::RmsNorm:
-  case OpKind::RmsNormGrad:
-  case OpKind::LayerNorm:
-  case OpKind::LayerNormGrad:
-    return NormAttrs{op.floatAttr("eps"), op.floatAttr("offset")};
-  case OpKind::Rope: {
-    RopeAttrs a;
-    a.theta = op.floatAttr("theta", 10000.0);
-    a.fraction = op.floatAttr("fraction", 1.0);
-    if (op.attr("scaling") && choice("scaling", "", {"llama3"}) == "llama3") {
-      a.llama3 = true;
-      a.factor = op.floatAttr("factor", 1.0);
-      a.lowFreqFactor = op.floatAttr("low_freq_factor", 1.0);
-      a.highFreqFactor = op.floatAttr("high_freq_factor", 4.0);
-      a.originalMaxPosition = op.intAttr("original_max_position", 8192);
-    }
-    a.inverse = op.boolAttr("inverse");
-    return a;
+}
+
+OpAttrs decodeReduce(const AttrReader &r) {
+  ReduceFn fn = ReduceFn::Max;
+  if (r.kind() == OpKind::Sum)
+    fn = ReduceFn::Sum;
+  else if (r.kind() == OpKind::Mean)
+    fn = ReduceFn::Mean;
+  else if (r.kind() == OpKind::ReduceGrad) {
+    std::string k = r.choice("kind", {"sum", "mean", "max"});
+    fn = k == "sum" ? ReduceFn::Sum : k == "mean" ? ReduceFn::Mean : fn;
   }
-  case OpKind::Attention:
-  case OpKind::AttentionGrad:
-    return AttentionAttrs{op.boolAttr("causal", false), op.intAttr("window", 0),
-                          op.floatAttr("softcap", 0.0),
-                          op.floatAttr("scale", 0.0)};
-  case OpKind::CrossEntropy:
-  case OpKind::CrossEntropyGrad:
-    return CrossEntropyAttrs{op.intAttr("ignore_index", -100)};
-  case OpKind::LinearCrossEntropy:
-  case OpKind::LinearCrossEntropyGrad:
-    return LinearCrossEntropyAttrs{op.boolAttr("transpose_weight"),
-                                   op.floatAttr("softcap"),
-                                   op.intAttr("ignore_index", -100)};
-  case OpKind::ApplyLayers:
-  case OpKind::ApplyLayersGrad:
-    return LayersAttrs{op.intAttr("first"), op.intAttr("count")};
-  case OpKind::Moe:
-  case OpKind::MoeGrad:
-    return MoeAttrs{op.intAttr("top_k", 1), op.boolAttr("normalize"),
-                    op.floatAttr("aux_loss")};
-  case OpKind::Fused:
-    return FusedAttrs{op.strAttr("kernel")};
-  case OpKind::ParamRef:
-  case OpKind::ParamGrad:
-  case OpKind::Zeros:
-  case OpKind::Embedding:
-  case OpKind::EmbeddingGrad:
-  case OpKind::Matmul:
-  case OpKind::WeightGrad:
-  case OpKind::ReduceTo:
-  case OpKind::Reshape:
-    return NoAttrs{};
+  return ReduceAttrs{fn, r.i("axis"), r.b("keepdim")};
+}
+
+OpAttrs decodeAxis(const AttrReader &r) { return AxisAttrs{r.i("axis")}; }
+
+OpAttrs decodeSplit(const AttrReader &r) {
+  return SplitAttrs{r.i("axis"), r.list("sizes")};
+}
+
+OpAttrs decodeRange(const AttrReader &r) {
+  return RangeAttrs{r.i("axis"), r.i("start"), r.i("end")};
+}
+
+OpAttrs decodeTranspose(const AttrReader &r) {
+  return TransposeAttrs{r.list("perm")};
+}
+
+/// layernorm has no `offset`.
+OpAttrs decodeNorm(const AttrReader &r) {
+  return NormAttrs{r.f("eps"), r.declares("offset") ? r.f("offset") : 0.0};
+}
+
+OpAttrs decodeRope(const AttrReader &r) {
+  RopeAttrs a;
+  a.theta = r.f("theta");
+  a.fraction = r.f("fraction");
+  if (r.present("scaling") && r.choice("scaling", {"llama3"}) == "llama3") {
+    a.llama3 = true;
+    a.factor = r.f("factor");
+    a.lowFreqFactor = r.f("low_freq_factor");
+    a.highFreqFactor = r.f("high_freq_factor");
+    a.originalMaxPosition = r.i("original_max_position");
   }
-  fail("has no decoder (a bug: an Ops.def line without a case here)");
+  a.inverse = r.b("inverse");
+  return a;
+}
+
+OpAttrs decodeAttention(const AttrReader &r) {
+  return AttentionAttrs{r.b("causal"), r.i("window"), r.f("softcap"),
+                        r.f("scale")};
+}
+
+OpAttrs decodeCrossEntropy(const AttrReader &r) {
+  return CrossEntropyAttrs{r.i("ignore_index")};
+}
+
+OpAttrs decodeLinearCrossEntropy(const AttrReader &r) {
+  return LinearCrossEntropyAttrs{r.b("transpose_weight"), r.f("softcap"),
+                                 r.i("ignore_index")};
+}
+
+OpAttrs decodeLayers(const AttrReader &r) {
+  return LayersAttrs{r.i("first"), r.i("count")};
+}
+
+OpAttrs decodeMoe(const AttrReader &r) {
+  return MoeAttrs{r.i("top_k"), r.b("normalize"), r.f("aux_loss")};
+}
+
+OpAttrs decodeFused(const AttrReader &r) { return FusedAttrs{r.s("kernel")}; }
+
+/// The typed attributes of \p op: the decoder of its family (Ops.def).
+OpAttrs decodeAttrs(const bundle::Op &op, const bundle::OpSpec &spec) {
+  AttrReader r(op, spec);
+  switch (spec.kind) {
+#define MTC_OP(Kind, Name, MinOperands, MaxOperands, MinResults, MaxResults,   \
+               Symbol, Where, Family, ...)                                     \
+  case OpKind::Kind:                                                           \
+    return decode##Family(r);
+#include "lib/Bundle/Ops.def"
+  }
+  fail("has no decoder (a bug)");
 }
 
 } // namespace
@@ -244,7 +297,7 @@ Status DecodedProgram::add(const bundle::Function &fn, std::string where) {
     if (Status st = bundle::checkAttributes(op, *spec); !st.ok())
       return error(st.message());
     try {
-      dop.attrs = decodeAttrs(*kind, op);
+      dop.attrs = decodeAttrs(op, *spec);
     } catch (const DecodeError &e) {
       return error(e.message);
     }

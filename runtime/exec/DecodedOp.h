@@ -31,22 +31,8 @@ namespace mtc::exec {
 using bundle::OpKind;
 
 /// The function of an elementwise unary op (neg ... softcap) or of the
-/// derivative a unary_grad computes (its `kind`).
-enum class UnaryFn {
-  Neg,
-  Exp,
-  Log,
-  Silu,
-  Relu,
-  Sigmoid,
-  Tanh,
-  Rsqrt,
-  Sqrt,
-  Square,
-  GeluErf,
-  GeluTanh,
-  Softcap
-};
+/// derivative a unary_grad computes (its `kind`): lib/Bundle/UnaryFns.def.
+using bundle::UnaryFn;
 /// add, sub, mul, div.
 enum class BinaryFn { Add, Sub, Mul, Div };
 /// sum, mean, max, and the reduction a reduce_grad differentiates.

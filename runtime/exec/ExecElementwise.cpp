@@ -12,38 +12,6 @@
 
 namespace mtc::exec {
 
-cpu::Unary cpuUnary(UnaryFn fn) {
-  switch (fn) {
-  case UnaryFn::Neg:
-    return cpu::Unary::Neg;
-  case UnaryFn::Exp:
-    return cpu::Unary::Exp;
-  case UnaryFn::Log:
-    return cpu::Unary::Log;
-  case UnaryFn::Silu:
-    return cpu::Unary::Silu;
-  case UnaryFn::Relu:
-    return cpu::Unary::Relu;
-  case UnaryFn::Sigmoid:
-    return cpu::Unary::Sigmoid;
-  case UnaryFn::Tanh:
-    return cpu::Unary::Tanh;
-  case UnaryFn::Rsqrt:
-    return cpu::Unary::Rsqrt;
-  case UnaryFn::Sqrt:
-    return cpu::Unary::Sqrt;
-  case UnaryFn::Square:
-    return cpu::Unary::Square;
-  case UnaryFn::GeluErf:
-    return cpu::Unary::GeluErf;
-  case UnaryFn::GeluTanh:
-    return cpu::Unary::GeluTanh;
-  case UnaryFn::Softcap:
-    return cpu::Unary::Softcap;
-  }
-  return cpu::Unary::Neg;
-}
-
 cpu::Binary cpuBinary(BinaryFn fn) {
   switch (fn) {
   case BinaryFn::Add:
@@ -99,8 +67,7 @@ void unary(OpContext &c) {
   const UnaryAttrs &a = c.attrs<UnaryAttrs>();
   const Tensor &x = c.in(0);
   Tensor y = c.newOutput();
-  cpu::unary(cpuUnary(a.fn), x.data(), y.data(), x.numel(),
-             static_cast<float>(a.param));
+  cpu::unary(a.fn, x.data(), y.data(), x.numel(), static_cast<float>(a.param));
   c.setResult(std::move(y));
 }
 
@@ -108,7 +75,7 @@ void unaryGrad(OpContext &c) {
   const UnaryAttrs &a = c.attrs<UnaryAttrs>();
   const Tensor &x = c.in(0), &dy = c.in(1);
   Tensor dx = c.newOutput();
-  cpu::unaryGrad(cpuUnary(a.fn), x.data(), dy.data(), dx.data(), x.numel(),
+  cpu::unaryGrad(a.fn, x.data(), dy.data(), dx.data(), x.numel(),
                  static_cast<float>(a.param));
   c.setResult(std::move(dx));
 }
@@ -152,10 +119,9 @@ void addElementwiseKernels(KernelTable &t) {
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div})
     t.set(k, binary);
   t.set(OpKind::ReduceTo, reduceTo);
-  for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Silu,
-                   OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh, OpKind::Rsqrt,
-                   OpKind::Sqrt, OpKind::Square, OpKind::Gelu, OpKind::Softcap})
-    t.set(k, unary);
+  for (size_t k = 0; k < bundle::kNumOpKinds; ++k)
+    if (bundle::isUnaryFnOp(static_cast<OpKind>(k)))
+      t.set(static_cast<OpKind>(k), unary);
   t.set(OpKind::UnaryGrad, unaryGrad);
   for (OpKind k : {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::ReduceGrad})
     t.set(k, reduce);

@@ -34,8 +34,8 @@ void split3(const std::vector<int64_t> &s, int64_t axis, int64_t &outer,
             int64_t &n, int64_t &inner);
 
 /// The runtime/cpu form of decoded attributes, shared by the CPU kernels
-/// and the CUDA ones (whose launchers mirror runtime/cpu).
-cpu::Unary cpuUnary(UnaryFn fn);
+/// and the CUDA ones (whose launchers mirror runtime/cpu). A UnaryFn is
+/// already a cpu::Unary (both are lib/Bundle/UnaryFns.def's).
 cpu::Binary cpuBinary(BinaryFn fn);
 cpu::Reduce cpuReduce(ReduceFn fn);
 cpu::RopeParams ropeParams(const RopeAttrs &a);

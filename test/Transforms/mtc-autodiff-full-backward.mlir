@@ -33,7 +33,7 @@ mt.model @M {
 // CHECK: func.func @backward_full(%[[FX:.*]]: !mt.tensor<[B, S, 8], f32>, %[[FDY:.*]]: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> attributes {mt.save = "input"}
 // CHECK: %[[FN:.*]] = mt.mul %[[FX]], %[[FX]]
 // CHECK: %[[FH:.*]] = mt.matmul %[[FN]]
-// CHECK: mt.unary_grad "silu" %[[FH]], %[[FDY]]
+// CHECK: mt.unary_grad silu %[[FH]], %[[FDY]]
 // CHECK: return
 // CHECK: func.func @backward(%{{.*}}: !mt.tensor<[B, S, 8], f32>, %{{.*}}: !mt.tensor<[B, S, 8], f32>, %{{.*}}: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> attributes {mt.save = "selective"}
 

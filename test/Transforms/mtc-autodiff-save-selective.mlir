@@ -34,6 +34,6 @@ mt.model @M {
 // CHECK: func.func @backward(%[[BX:.*]]: !mt.tensor<[B, S, 8], f32>, %[[DY:.*]]: !mt.tensor<[B, S, 8], f32>, %[[BH:.*]]: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> attributes {mt.save = "selective"}
 // CHECK: %[[BN:.*]] = mt.mul %[[BX]], %[[BX]]
 // CHECK-NOT: mt.matmul %[[BN]]
-// CHECK: mt.unary_grad "silu" %[[BH]], %[[DY]]
+// CHECK: mt.unary_grad silu %[[BH]], %[[DY]]
 // CHECK: mt.weight_grad %[[BN]]
 // CHECK: return

@@ -97,7 +97,7 @@ mt.model @Moe {
 // CHECK: func.func @backward(%[[T:.*]]: !mt.tensor<[T, 8], f32>, %[[DT:.*]]: !mt.tensor<[T, 8], f32>) -> !mt.tensor<[T, 8], f32>
 // CHECK: %[[W:.*]] = mt.param_ref @w
 // CHECK: %[[H:.*]] = mt.matmul %[[T]], %[[W]]
-// CHECK: %[[DH:.*]] = mt.unary_grad "silu" %[[H]], %[[DT]]
+// CHECK: %[[DH:.*]] = mt.unary_grad silu %[[H]], %[[DT]]
 // CHECK: %[[DTIN:.*]] = mt.matmul %[[DH]], %{{.*}} : !mt.tensor<[T, 8], f32>
 // CHECK: %[[DW:.*]] = mt.weight_grad %[[T]], %[[DH]]
 // CHECK: mt.param_grad @w, %[[DW]] : !mt.tensor<[8, 8], f32>
@@ -110,3 +110,23 @@ mt.model @Moe {
 // CHECK: %[[SUM:.*]] = mt.add %[[DY]], %[[DX]]
 // CHECK: mt.param_grad @router, %[[DR]] : !mt.tensor<[8, 4], f32>
 // CHECK: return %[[SUM]]
+
+// A unary function without an op of its own in the VJP: relu2's gradient is
+// unary_grad relu2 of the saved input.
+mt.model @Unary {
+  mt.layer @U x 1 {
+    func.func @forward(%x: !mt.tensor<[B, S, 8], f32>) -> !mt.tensor<[B, S, 8], f32> {
+      %y = mt.relu2 %x : !mt.tensor<[B, S, 8], f32>
+      return %y : !mt.tensor<[B, S, 8], f32>
+    }
+  }
+  func.func @forward(%t: !mt.tensor<[B, S], i32>, %u: !mt.tensor<[B, S], i32>) -> !mt.tensor<[], f32> {
+    %c = mt.constant 0.0 : !mt.tensor<[], f32>
+    return %c : !mt.tensor<[], f32>
+  }
+}
+
+// CHECK-LABEL: mt.layer @U x 1
+// CHECK: func.func @backward(%[[UX:.*]]: !mt.tensor<[B, S, 8], f32>, %[[UDY:.*]]: !mt.tensor<[B, S, 8], f32>)
+// CHECK: %[[UDX:.*]] = mt.unary_grad relu2 %[[UX]], %[[UDY]] param = 0.000000e+00 : !mt.tensor<[B, S, 8], f32>
+// CHECK: return %[[UDX]] : !mt.tensor<[B, S, 8], f32>

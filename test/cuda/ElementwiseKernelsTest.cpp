@@ -28,10 +28,9 @@ public:
   using CudaDriverTest::upload;
 };
 
-const char *kUnaryNames[] = {
-    "neg",   "exp",  "log",    "silu",     "relu",      "sigmoid", "tanh",
-    "rsqrt", "sqrt", "square", "gelu_erf", "gelu_tanh", "softcap"};
-constexpr int kUnaryOps = 13;
+/// Every function of lib/Bundle/UnaryFns.def.
+constexpr int kUnaryOps = static_cast<int>(bundle::kNumUnaryFns);
+const char *unaryName(int op) { return bundle::unaryFnName(cpu::Unary(op)); }
 
 bool positiveDomain(int op) {
   cpu::Unary f = cpu::Unary(op);
@@ -84,7 +83,7 @@ TEST_P(ElementwiseKernels, UnaryF32EveryOp) {
   for (int op = 0; op < kUnaryOps; ++op) {
     for (int offset : {0, 1}) {
       std::string what =
-          std::string(kUnaryNames[op]) + (offset ? " misaligned" : " aligned");
+          std::string(unaryName(op)) + (offset ? " misaligned" : " aligned");
       size_t n = 1003;
       std::vector<float> x = unaryInput(op, n, 70 + op),
                          g = randomFloats(n, 90 + op);
@@ -108,7 +107,7 @@ TEST_P(ElementwiseKernels, UnaryF32EveryOp) {
     cpu::unary(cpu::Unary(op), x.data(), y.data(), x.size(), param);
     cpu::unaryGrad(cpu::Unary(op), x.data(), g.data(), dx.data(), x.size(),
                    param);
-    std::string what = std::string(kUnaryNames[op]) + " edges";
+    std::string what = std::string(unaryName(op)) + " edges";
     EXPECT_LE(maxRelError(runUnary(*this, fwd, false, false, op, param, x, {},
                                    0, 1, 32),
                           y, 0, "unary_f32 " + what),
@@ -127,7 +126,7 @@ TEST_P(ElementwiseKernels, UnaryBf16EveryOp) {
   for (int op = 0; op < kUnaryOps; ++op) {
     for (int offset : {0, 3}) {
       std::string what =
-          std::string(kUnaryNames[op]) + (offset ? " misaligned" : " aligned");
+          std::string(unaryName(op)) + (offset ? " misaligned" : " aligned");
       size_t n = 517;
       std::vector<float> x = roundBf16(unaryInput(op, n, 110 + op)),
                          g = roundBf16(randomFloats(n, 130 + op));

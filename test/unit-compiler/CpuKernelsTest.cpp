@@ -190,6 +190,7 @@ std::vector<UnaryKind> unaryKinds() {
        cpu::Unary::GeluTanh, 0, false, kApprox},
       {"softcap", std::string("mt.softcap %a0 cap = 5.0 : ") + kT,
        cpu::Unary::Softcap, 5.0f, false, kExact},
+      simple("relu2", cpu::Unary::Relu2),
   };
 }
 
@@ -207,6 +208,16 @@ Vec unaryInput(const UnaryKind &k, size_t n, uint32_t seed) {
 }
 
 } // namespace
+
+// The kinds below are every function of lib/Bundle/UnaryFns.def, in order.
+TEST(CpuKernels, UnaryKindsAreEveryFunction) {
+  std::vector<UnaryKind> kinds = unaryKinds();
+  ASSERT_EQ(kinds.size(), bundle::kNumUnaryFns);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    EXPECT_EQ(kinds[k].unary, static_cast<cpu::Unary>(k));
+    EXPECT_STREQ(kinds[k].name, bundle::unaryFnName(kinds[k].unary));
+  }
+}
 
 // Every forward kind on a full input, at an n that is not a multiple of the
 // vector width (the kernel does not check shapes; a region with only full
@@ -238,8 +249,8 @@ TEST(CpuKernels, UnaryGrad) {
   std::vector<UnaryKind> kinds = unaryKinds();
   for (const UnaryKind &k : kinds)
     text += fusedFunc(std::string("g_") + k.name, {kT, kT}, {kT},
-                      std::string("    %y = mt.unary_grad \"") + k.name +
-                          "\" %a0, %a1 param = " + std::to_string(k.param) +
+                      std::string("    %y = mt.unary_grad ") + k.name +
+                          " %a0, %a1 param = " + std::to_string(k.param) +
                           " : " + kT + "\n",
                       "%y");
   Compiled c = compile(text);

@@ -160,6 +160,7 @@ TEST(DslOps, EveryCallableOpHasARuleInItsFamily) {
       {OpKind::Rsqrt, "y = rsqrt(x)"},
       {OpKind::Sqrt, "y = sqrt(x)"},
       {OpKind::Square, "y = square(x)"},
+      {OpKind::Relu2, "y = relu2(x)"},
       {OpKind::Gelu, "y = gelu(x, approximate = \"tanh\")"},
       {OpKind::Sum, "y = sum(x, -1)"},
       {OpKind::Mean, "y = mean(x, -1, keepdim = true)"},

@@ -56,6 +56,47 @@ TEST(BundleValidate, OpTable) {
   EXPECT_EQ(findOp("moe")->symbol, SymbolKind::Expert);
 }
 
+TEST(BundleValidate, OpTableIsOpsDefRowByRow) {
+  // One entry per row of Ops.def, indexed by OpKind; an optional attribute
+  // has a default of its type, a required one none.
+  auto typeOf = [](const Attr &v) {
+    return std::visit(
+        [](const auto &x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, int64_t>)
+            return AttrType::Int;
+          else if constexpr (std::is_same_v<T, double>)
+            return AttrType::Float;
+          else if constexpr (std::is_same_v<T, bool>)
+            return AttrType::Bool;
+          else if constexpr (std::is_same_v<T, std::string>)
+            return AttrType::String;
+          else
+            return AttrType::IntList;
+        },
+        v);
+  };
+  for (size_t k = 0; k < kNumOpKinds; ++k) {
+    const OpSpec &spec = opSpec(static_cast<OpKind>(k));
+    EXPECT_EQ(spec.kind, static_cast<OpKind>(k));
+    EXPECT_STREQ(spec.name, opKindName(spec.kind));
+    EXPECT_EQ(findOp(spec.name), &spec);
+    for (const AttrSpec &a : spec.attrs) {
+      EXPECT_EQ(a.required, !a.dflt.has_value()) << spec.name << " " << a.name;
+      if (a.dflt)
+        EXPECT_EQ(typeOf(*a.dflt), a.type) << spec.name << " " << a.name;
+    }
+  }
+  // Defaults as docs/bundle.md states them.
+  EXPECT_EQ(std::get<double>(*findOp("rope")->attr("fraction")->dflt), 1.0);
+  EXPECT_EQ(
+      std::get<int64_t>(*findOp("cross_entropy")->attr("ignore_index")->dflt),
+      -100);
+  EXPECT_EQ(std::get<std::string>(*findOp("gelu")->attr("approximate")->dflt),
+            "none");
+  EXPECT_EQ(findOp("rmsnorm")->attr("scale"), nullptr);
+}
+
 TEST(BundleValidate, ShapeRules) {
   Bundle b = tinyBundle();
   layerForward(b).values[1] = f32({3, 4}); // param_ref result != param type

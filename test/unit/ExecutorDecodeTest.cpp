@@ -139,6 +139,37 @@ TEST(ExecutorDecode, ValueOutsideAnAttributesVocabularyIsALoadError) {
                           "function 'swish'");
 }
 
+TEST(ExecutorDecode, AbsentAttributesReadAsTheOpsDefDefaults) {
+  // rope with its one required attribute: the rest are the defaults of its
+  // row of lib/Bundle/Ops.def.
+  Bundle b = tinyBundle();
+  Op &rope = layerForward(b).ops[1];
+  rope.name = "rope";
+  rope.operands = {0};
+  rope.attrs = {{"theta", 500.0}};
+  Expected<DecodedProgram> p = DecodedProgram::decode(b);
+  ASSERT_TRUE(p.ok()) << p.message();
+  const exec::RopeAttrs &a =
+      p->find(layerForward(b))->ops[1].get<exec::RopeAttrs>();
+  EXPECT_DOUBLE_EQ(a.theta, 500.0);
+  EXPECT_DOUBLE_EQ(a.fraction,
+                   std::get<double>(*findOp("rope")->attr("fraction")->dflt));
+  EXPECT_DOUBLE_EQ(a.fraction, 1.0);
+  EXPECT_FALSE(a.llama3);
+  EXPECT_FALSE(a.inverse);
+
+  rope.name = "cross_entropy";
+  rope.operands = {0, 0};
+  rope.attrs = {};
+  p = DecodedProgram::decode(b);
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->find(layerForward(b))
+                ->ops[1]
+                .get<exec::CrossEntropyAttrs>()
+                .ignoreIndex,
+            -100);
+}
+
 TEST(ExecutorDecode, WrongArityIsALoadError) {
   Bundle b = tinyBundle();
   layerForward(b).ops[1].operands = {0};

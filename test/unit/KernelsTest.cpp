@@ -309,13 +309,15 @@ double unaryRef(Unary f, double x, double p) {
            (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   case Unary::Softcap:
     return p * std::tanh(x / p);
+  case Unary::Relu2:
+    return x > 0 ? x * x : 0;
   }
   return 0;
 }
 const Unary kAllUnary[] = {
-    Unary::Neg,     Unary::Exp,      Unary::Log,    Unary::Silu, Unary::Relu,
-    Unary::Sigmoid, Unary::Tanh,     Unary::Rsqrt,  Unary::Sqrt, Unary::Square,
-    Unary::GeluErf, Unary::GeluTanh, Unary::Softcap};
+#define MTC_UNARY_FN(Enum, Name, Param) Unary::Enum,
+#include "lib/Bundle/UnaryFns.def"
+};
 bool positiveDomain(Unary f) {
   return f == Unary::Log || f == Unary::Rsqrt || f == Unary::Sqrt;
 }

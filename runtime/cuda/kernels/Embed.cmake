@@ -1,7 +1,7 @@
 # cmake -DOUT=file.cpp -DSOURCES=a.cu,b.cuh -P Embed.cmake
 # Writes the text of every source into OUT as the table KernelSources.h
-# declares: {file name, text, is a header}. Raw string literals with a
-# delimiter no kernel text contains.
+# declares: {file name, text, is a header}; .cuh and .def files are headers.
+# Raw string literals with a delimiter no kernel text contains.
 string(REPLACE "," ";" SOURCES "${SOURCES}")
 set(body "")
 foreach(src IN LISTS SOURCES)
@@ -10,7 +10,7 @@ foreach(src IN LISTS SOURCES)
   if(text MATCHES "\\)mtc_kernel\"")
     message(FATAL_ERROR "${src} contains the embedding delimiter")
   endif()
-  if(name MATCHES "\\.cuh$")
+  if(name MATCHES "\\.(cuh|def)$")
     set(header true)
   else()
     set(header false)

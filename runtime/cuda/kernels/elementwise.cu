@@ -12,14 +12,14 @@
 //
 //   mtc_unary_T(x, y, n, op, param)          y = f(x), n elements
 //   mtc_unary_grad_T(x, dy, dx, n, op, param) dx = dy * f'(x)
-//       op is cpu::Unary's number: 0 Neg, 1 Exp, 2 Log, 3 Silu, 4 Relu,
-//       5 Sigmoid, 6 Tanh, 7 Rsqrt, 8 Sqrt, 9 Square, 10 GeluErf (erf),
-//       11 GeluTanh (the tanh approximation), 12 Softcap (param = cap:
-//       cap tanh(x / cap)); another op writes nothing. The formulas are
-//       runtime/cpu's, term by term: exp and tanh are its fexp and ftanh
-//       (fastmath.cuh), sigmoid = 1 / (1 + fexp(-x)), erf is erff, log logf,
-//       sqrt sqrtf (correctly rounded), rsqrt 1 / sqrtf; GeluErf's gradient
-//       uses expf as runtime/cpu uses std::exp there.
+//       op is cpu::Unary's number: the line of f in UnaryFns.def
+//       (lib/Bundle/UnaryFns.def, embedded beside these files), counting
+//       from 0 (0 Neg, 1 Exp, ..., 12 Softcap: param = cap, cap tanh(x /
+//       cap)); another op writes nothing. The formulas are runtime/cpu's,
+//       term by term: exp and tanh are its fexp and ftanh (fastmath.cuh),
+//       sigmoid = 1 / (1 + fexp(-x)), erf is erff, log logf, sqrt sqrtf
+//       (correctly rounded), rsqrt 1 / sqrtf; GeluErf's gradient uses expf
+//       as runtime/cpu uses std::exp there.
 //   mtc_convert_f32_bf16(x, y, n), mtc_convert_bf16_f32(x, y, n)
 //       y = x in the other storage type (bf16 rounds to nearest even), n
 //       elements: where a bf16 plan's tensors meet f32 ones (docs/cuda.md,
@@ -54,20 +54,10 @@ namespace {
 
 using namespace mtc_cuda;
 
+/// The functions of UnaryFns.def, numbered as cpu::Unary.
 enum UnaryOp {
-  kNeg,
-  kExp,
-  kLog,
-  kSilu,
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kRsqrt,
-  kSqrt,
-  kSquare,
-  kGeluErf,
-  kGeluTanh,
-  kSoftcap,
+#define MTC_UNARY_FN(Enum, Name, Param) k##Enum,
+#include "UnaryFns.def"
 };
 enum BinaryOp { kAdd, kSub, kMul, kDiv };
 
@@ -79,87 +69,124 @@ __device__ __forceinline__ float sigmoid(float x) {
   return 1.0f / (1.0f + fexp(-x));
 }
 
-template <int Op> __device__ __forceinline__ float unaryF(float x, float p) {
-  switch (Op) {
-  case kNeg:
-    return -x;
-  case kExp:
-    return fexp(x);
-  case kLog:
-    return logf(x);
-  case kSilu:
-    return x * sigmoid(x);
-  case kRelu:
-    return x > 0.0f ? x : 0.0f;
-  case kSigmoid:
-    return sigmoid(x);
-  case kTanh:
-    return ftanh(x);
-  case kRsqrt:
-    return 1.0f / sqrtf(x);
-  case kSqrt:
-    return sqrtf(x);
-  case kSquare:
-    return x * x;
-  case kGeluErf:
-    return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
-  case kGeluTanh:
-    return 0.5f * x *
-           (1.0f + ftanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
-  default: // kSoftcap
-    return p * ftanh(x / p);
-  }
-}
+/// f(x, p) and dy * f'(x): one specialisation per function of UnaryFns.def
+/// (the dispatch below instantiates every one, so a missing one fails the
+/// compilation).
+template <int Op> struct Unary;
 
-/// dy * f'(x).
-template <int Op>
-__device__ __forceinline__ float unaryGradF(float x, float g, float p) {
-  switch (Op) {
-  case kNeg:
+template <> struct Unary<kNeg> {
+  static __device__ __forceinline__ float f(float x, float) { return -x; }
+  static __device__ __forceinline__ float grad(float, float g, float) {
     return -g;
-  case kExp:
+  }
+};
+template <> struct Unary<kExp> {
+  static __device__ __forceinline__ float f(float x, float) { return fexp(x); }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     return g * fexp(x);
-  case kLog:
+  }
+};
+template <> struct Unary<kLog> {
+  static __device__ __forceinline__ float f(float x, float) { return logf(x); }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     return g / x;
-  case kSilu: {
+  }
+};
+template <> struct Unary<kSilu> {
+  static __device__ __forceinline__ float f(float x, float) {
+    return x * sigmoid(x);
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     const float s = sigmoid(x);
     return g * s * (1.0f + x * (1.0f - s));
   }
-  case kRelu:
+};
+template <> struct Unary<kRelu> {
+  static __device__ __forceinline__ float f(float x, float) {
+    return x > 0.0f ? x : 0.0f;
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     return x > 0.0f ? g : 0.0f;
-  case kSigmoid: {
+  }
+};
+template <> struct Unary<kSigmoid> {
+  static __device__ __forceinline__ float f(float x, float) {
+    return sigmoid(x);
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     const float s = sigmoid(x);
     return g * s * (1.0f - s);
   }
-  case kTanh: {
+};
+template <> struct Unary<kTanh> {
+  static __device__ __forceinline__ float f(float x, float) { return ftanh(x); }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     const float t = ftanh(x);
     return g * (1.0f - t * t);
   }
-  case kRsqrt: {
+};
+template <> struct Unary<kRsqrt> {
+  static __device__ __forceinline__ float f(float x, float) {
+    return 1.0f / sqrtf(x);
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     const float r = 1.0f / sqrtf(x);
     return g * (-0.5f * r * r * r);
   }
-  case kSqrt:
+};
+template <> struct Unary<kSqrt> {
+  static __device__ __forceinline__ float f(float x, float) { return sqrtf(x); }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     return g * (0.5f / sqrtf(x));
-  case kSquare:
+  }
+};
+template <> struct Unary<kSquare> {
+  static __device__ __forceinline__ float f(float x, float) { return x * x; }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     return g * (2.0f * x);
-  case kGeluErf: {
+  }
+};
+template <> struct Unary<kGeluErf> {
+  static __device__ __forceinline__ float f(float x, float) {
+    return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
     const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
     return g * (cdf + x * pdf);
   }
-  case kGeluTanh: {
+};
+template <> struct Unary<kGeluTanh> {
+  static __device__ __forceinline__ float f(float x, float) {
+    return 0.5f * x *
+           (1.0f + ftanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float) {
     const float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
     const float t = ftanh(u);
     const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x);
     return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
   }
-  default: { // kSoftcap
+};
+template <> struct Unary<kSoftcap> {
+  static __device__ __forceinline__ float f(float x, float p) {
+    return p * ftanh(x / p);
+  }
+  static __device__ __forceinline__ float grad(float x, float g, float p) {
     const float t = ftanh(x / p);
     return g * (1.0f - t * t);
   }
+};
+template <> struct Unary<kRelu2> {
+  static __device__ __forceinline__ float f(float x, float) {
+    const float r = x > 0.0f ? x : 0.0f;
+    return r * r;
   }
-}
+  static __device__ __forceinline__ float grad(float x, float g, float) {
+    const float r = x > 0.0f ? x : 0.0f;
+    return g * (2.0f * r);
+  }
+};
 
 template <int Op> __device__ __forceinline__ float binaryF(float a, float b) {
   switch (Op) {
@@ -196,13 +223,13 @@ __device__ void unaryLoop(const T *x, T *y, long long n, float p) {
       Pack<T> out;
 #pragma unroll
       for (int k = 0; k < kN; ++k)
-        out.v[k] = fromFloat<T>(unaryF<Op>(toFloat(in.v[k]), p));
+        out.v[k] = fromFloat<T>(Unary<Op>::f(toFloat(in.v[k]), p));
       store16(y + v * kN, out);
     }
     done = packs * kN;
   }
   for (long long i = done + firstIndex(); i < n; i += gridThreads())
-    y[i] = fromFloat<T>(unaryF<Op>(toFloat(x[i]), p));
+    y[i] = fromFloat<T>(Unary<Op>::f(toFloat(x[i]), p));
 }
 
 template <typename T, int Op>
@@ -218,13 +245,13 @@ __device__ void unaryGradLoop(const T *x, const T *dy, T *dx, long long n,
 #pragma unroll
       for (int k = 0; k < kN; ++k)
         out.v[k] =
-            fromFloat<T>(unaryGradF<Op>(toFloat(in.v[k]), toFloat(g.v[k]), p));
+            fromFloat<T>(Unary<Op>::grad(toFloat(in.v[k]), toFloat(g.v[k]), p));
       store16(dx + v * kN, out);
     }
     done = packs * kN;
   }
   for (long long i = done + firstIndex(); i < n; i += gridThreads())
-    dx[i] = fromFloat<T>(unaryGradF<Op>(toFloat(x[i]), toFloat(dy[i]), p));
+    dx[i] = fromFloat<T>(Unary<Op>::grad(toFloat(x[i]), toFloat(dy[i]), p));
 }
 
 /// out[i] for i in [first, n), operand offsets from the shape, in index
@@ -339,64 +366,31 @@ __device__ void binaryLoop(const T *a, const T *b, T *out,
 }
 
 // The op switch sits outside the loops: each loop is a plain map.
-#define MTC_UNARY_CASES(CALL)                                                  \
-  switch (op) {                                                                \
-  case kNeg:                                                                   \
-    CALL(kNeg);                                                                \
-    break;                                                                     \
-  case kExp:                                                                   \
-    CALL(kExp);                                                                \
-    break;                                                                     \
-  case kLog:                                                                   \
-    CALL(kLog);                                                                \
-    break;                                                                     \
-  case kSilu:                                                                  \
-    CALL(kSilu);                                                               \
-    break;                                                                     \
-  case kRelu:                                                                  \
-    CALL(kRelu);                                                               \
-    break;                                                                     \
-  case kSigmoid:                                                               \
-    CALL(kSigmoid);                                                            \
-    break;                                                                     \
-  case kTanh:                                                                  \
-    CALL(kTanh);                                                               \
-    break;                                                                     \
-  case kRsqrt:                                                                 \
-    CALL(kRsqrt);                                                              \
-    break;                                                                     \
-  case kSqrt:                                                                  \
-    CALL(kSqrt);                                                               \
-    break;                                                                     \
-  case kSquare:                                                                \
-    CALL(kSquare);                                                             \
-    break;                                                                     \
-  case kGeluErf:                                                               \
-    CALL(kGeluErf);                                                            \
-    break;                                                                     \
-  case kGeluTanh:                                                              \
-    CALL(kGeluTanh);                                                           \
-    break;                                                                     \
-  case kSoftcap:                                                               \
-    CALL(kSoftcap);                                                            \
-    break;                                                                     \
-  default:                                                                     \
-    break;                                                                     \
-  }
-
 template <typename T>
 __device__ void unary(const T *x, T *y, long long n, int op, float p) {
-#define MTC_CALL(OP) unaryLoop<T, OP>(x, y, n, p)
-  MTC_UNARY_CASES(MTC_CALL)
-#undef MTC_CALL
+  switch (op) {
+#define MTC_UNARY_FN(Enum, Name, Param)                                        \
+  case k##Enum:                                                                \
+    unaryLoop<T, k##Enum>(x, y, n, p);                                         \
+    break;
+#include "UnaryFns.def"
+  default:
+    break;
+  }
 }
 
 template <typename T>
 __device__ void unaryGrad(const T *x, const T *dy, T *dx, long long n, int op,
                           float p) {
-#define MTC_CALL(OP) unaryGradLoop<T, OP>(x, dy, dx, n, p)
-  MTC_UNARY_CASES(MTC_CALL)
-#undef MTC_CALL
+  switch (op) {
+#define MTC_UNARY_FN(Enum, Name, Param)                                        \
+  case k##Enum:                                                                \
+    unaryGradLoop<T, k##Enum>(x, dy, dx, n, p);                                \
+    break;
+#include "UnaryFns.def"
+  default:
+    break;
+  }
 }
 
 template <typename T>

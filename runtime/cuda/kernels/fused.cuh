@@ -8,6 +8,11 @@
 // sigmoid = 1 / (1 + fexp(-x)), erff, logf, sqrtf. Storage is f32 or bf16
 // (common.cuh's toFloat / fromFloat), arithmetic fp32.
 //
+// Every function f of lib/Bundle/UnaryFns.def has two here, named after its
+// enumerator in lowerCamelCase: f(x) and fGrad(x, dy) = dy * f'(x), with the
+// parameter last for those that take one (softcap(x, cap)); a fused region
+// calls them by those names.
+//
 // Element kernels walk [0, n) in steps of V consecutive elements per thread
 // (V = 16 bytes of the narrowest stored type: 4 when every element-indexed
 // tensor is f32, 8 with a bf16 one); loadElems / storeElems move the V
@@ -35,6 +40,12 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
+__device__ __forceinline__ float neg(float x) { return -x; }
+__device__ __forceinline__ float exp(float x) { return fexp(x); }
+__device__ __forceinline__ float log(float x) { return logf(x); }
+__device__ __forceinline__ float tanh(float x) { return ftanh(x); }
+__device__ __forceinline__ float sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ float square(float x) { return x * x; }
 __device__ __forceinline__ float sigmoid(float x) {
   return 1.0f / (1.0f + fexp(-x));
 }
@@ -49,6 +60,10 @@ __device__ __forceinline__ float geluTanh(float x) {
 }
 __device__ __forceinline__ float softcap(float x, float p) {
   return p * ftanh(x / p);
+}
+__device__ __forceinline__ float relu2(float x) {
+  const float r = relu(x);
+  return r * r;
 }
 
 /// dy * f'(x) for unary_grad's kinds.
@@ -96,6 +111,9 @@ __device__ __forceinline__ float geluTanhGrad(float x, float g) {
 __device__ __forceinline__ float softcapGrad(float x, float g, float p) {
   const float t = ftanh(x / p);
   return g * (1.0f - t * t);
+}
+__device__ __forceinline__ float relu2Grad(float x, float g) {
+  return g * (2.0f * relu(x));
 }
 
 /// Whether every pointer of the list is 16-byte aligned.

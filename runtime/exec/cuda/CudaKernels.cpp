@@ -94,7 +94,7 @@ void unary(OpContext &c) {
   Tensor y = c.newOutput();
   ops::Launch L = backendOf(c).launch();
   ops::DType t = typeOf(y);
-  check(c, ops::unary(L, cpuUnary(a.fn), as(c, L, x, t), ptr(y), x.numel(),
+  check(c, ops::unary(L, a.fn, as(c, L, x, t), ptr(y), x.numel(),
                       static_cast<float>(a.param), t));
   c.setResult(std::move(y));
 }
@@ -105,8 +105,8 @@ void unaryGrad(OpContext &c) {
   Tensor dx = c.newOutput();
   ops::Launch L = backendOf(c).launch();
   ops::DType t = typeOf(dx);
-  check(c, ops::unaryGrad(L, cpuUnary(a.fn), as(c, L, x, t), as(c, L, dy, t),
-                          ptr(dx), x.numel(), static_cast<float>(a.param), t));
+  check(c, ops::unaryGrad(L, a.fn, as(c, L, x, t), as(c, L, dy, t), ptr(dx),
+                          x.numel(), static_cast<float>(a.param), t));
   c.setResult(std::move(dx));
 }
 
@@ -347,11 +347,9 @@ const KernelTable &cudaKernelTable() {
     for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div})
       t.set(k, binary);
     t.set(OpKind::ReduceTo, reduceTo);
-    for (OpKind k :
-         {OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Silu, OpKind::Relu,
-          OpKind::Sigmoid, OpKind::Tanh, OpKind::Rsqrt, OpKind::Sqrt,
-          OpKind::Square, OpKind::Gelu, OpKind::Softcap})
-      t.set(k, unary);
+    for (size_t k = 0; k < bundle::kNumOpKinds; ++k)
+      if (bundle::isUnaryFnOp(static_cast<OpKind>(k)))
+        t.set(static_cast<OpKind>(k), unary);
     t.set(OpKind::UnaryGrad, unaryGrad);
     for (OpKind k :
          {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::ReduceGrad})

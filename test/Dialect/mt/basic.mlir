@@ -1,6 +1,7 @@
 // RUN: mtc-opt %s | FileCheck %s
 // RUN: mtc-opt %s | mtc-opt | FileCheck %s
 // RUN: mtc-opt %s --mlir-print-op-generic | mtc-opt | FileCheck %s
+// RUN: mtc-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
 
 // A small model using every op of the dialect; printing and re-parsing it must
 // give the same IR.
@@ -89,6 +90,17 @@ mt.model @Tiny attributes {config = {dim = 16 : i64, eps = 1.0e-05 : f64}} {
     %s6 = mt.sqrt %s5 : !mt.tensor<[B, S, 32], f32>
     %s7 = mt.rsqrt %s6 : !mt.tensor<[B, S, 32], f32>
     %s8 = mt.neg %s7 : !mt.tensor<[B, S, 32], f32>
+    // unary_grad's kind is a function of lib/Bundle/UnaryFns.def, a bare
+    // keyword (generic form: #mt.unary_fn<...>).
+    // CHECK: mt.unary_grad gelu_tanh %{{.*}}, %{{.*}} param = 0.000000e+00 : !mt.tensor<[B, S, 32], f32>
+    // GENERIC: "mt.unary_grad"({{.*}}) <{kind = #mt.unary_fn<gelu_tanh>, param = 0.000000e+00 : f64}>
+    %ug = mt.unary_grad gelu_tanh %s7, %s8 param = 0.0 : !mt.tensor<[B, S, 32], f32>
+    // CHECK: mt.unary_grad softcap %{{.*}}, %{{.*}} param = 3.000000e+01
+    %ug2 = mt.unary_grad softcap %ug, %s8 param = 30.0 : !mt.tensor<[B, S, 32], f32>
+    // CHECK: mt.relu2 %{{.*}} : !mt.tensor<[B, S, 32], f32>
+    %r2 = mt.relu2 %ug2 : !mt.tensor<[B, S, 32], f32>
+    // CHECK: mt.unary_grad relu2 %{{.*}}, %{{.*}} param = 0.000000e+00
+    %ug3 = mt.unary_grad relu2 %r2, %s8 param = 0.0 : !mt.tensor<[B, S, 32], f32>
     %d = mt.div %s8, %c : !mt.tensor<[B, S, 32], f32>, !mt.tensor<[], f32> -> !mt.tensor<[B, S, 32], f32>
     %sb = mt.sub %d, %capped : !mt.tensor<[B, S, 32], f32>, !mt.tensor<[B, S, 32], f32> -> !mt.tensor<[B, S, 32], f32>
     %sm = mt.softmax %sb axis = 2 : !mt.tensor<[B, S, 32], f32>

@@ -416,3 +416,20 @@ func.func @f(%t: !mt.tensor<[64, 8], f32>) {
   %r = mt.slice %t axis = 0 start = 0 end = -3 : !mt.tensor<[64, 8], f32> -> !mt.tensor<[S, 8], f32>
   return
 }
+
+// -----
+
+func.func @f(%x: !mt.tensor<[B, 8], f32>, %dy: !mt.tensor<[B, 8], f32>) {
+  // expected-error @+1 {{unknown elementwise function 'swish' (expected one of 'neg', 'exp', 'log', }}
+  %dx = mt.unary_grad swish %x, %dy param = 0.0 : !mt.tensor<[B, 8], f32>
+  return
+}
+
+// -----
+
+func.func @f(%x: !mt.tensor<[B, 8], f32>, %dy: !mt.tensor<[B, 8], f32>) {
+  // The generic form's kind is the enum attribute, not a string.
+  // expected-error @+1 {{invalid properties {kind = "silu", param = 0.000000e+00 : f64} for op mt.unary_grad: Invalid attribute `kind` in property conversion: "silu"}}
+  %dx = "mt.unary_grad"(%x, %dy) <{kind = "silu", param = 0.0 : f64}> : (!mt.tensor<[B, 8], f32>, !mt.tensor<[B, 8], f32>) -> !mt.tensor<[B, 8], f32>
+  return
+}

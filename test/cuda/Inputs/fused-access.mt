@@ -1,7 +1,8 @@
 # A small decoder whose fused regions read their inputs in every way the
 # kernels know: whole tensors, a one-element parameter (scalar), a [dim]
 # parameter (suffix), per-row values (row), with sum, mean and max over the
-# last axis. dim is set per test (rows of one warp, or of a whole block).
+# last axis; the activations include relu2, whose device functions only the
+# emitted kernels call. dim is set per test (rows of one warp, or of a whole block).
 model FusedAccess {
   config {
     vocab = 64
@@ -22,7 +23,8 @@ model FusedAccess {
       h = x * rsqrt(mean(square(x), -1, keepdim = true) + eps) * norm
       c = h - max(h, -1, keepdim = true)
       z = log(sum(exp(c), -1, keepdim = true))
-      u = tanh(gelu(h @ w1) * gain)
+      a = h @ w1
+      u = tanh(gelu(a) * gain) + relu2(a) * gain
       return x + (u @ w2) * gain + sigmoid(c - z) * norm
     }
   }

@@ -10,7 +10,7 @@ model Elementwise {
       a = exp(x * 0.5) + log(sigmoid(x) + 1.0) - tanh(x) * g
       c = silu(x) * relu(x + b) + gelu(x) - gelu(x, approximate = "tanh")
       d = rsqrt(square(x) + 1.0) + sqrt(square(b) + 0.5) / (2.0 + sigmoid(x))
-      e = softcap(x @ w, 2.0) - neg(x) * 0.25
+      e = softcap(x @ w, 2.0) - neg(x) * 0.25 + relu2(x - b) * 0.5
       return a + c + d + e
     }
   }
