@@ -29,14 +29,14 @@
 #include "runtime/device/Trace.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/LocalRank.h"
-#include "runtime/driver/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/driver/CommandLine.h"
-#include "runtime/driver/DataParallel.h"
+#include "runtime/dataparallel/DataParallel.h"
 #include "runtime/driver/DeviceModel.h"
-#include "runtime/driver/DeviceReduce.h"
+#include "runtime/dataparallel/DeviceReduce.h"
 #include "runtime/driver/DeviceSelect.h"
-#include "runtime/driver/HFWeights.h"
-#include "runtime/driver/InitWeights.h"
+#include "runtime/hf/HFWeights.h"
+#include "runtime/checkpoint/InitWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/exec/cuda/CudaBackend.h"
@@ -699,7 +699,7 @@ private:
   /// group's gradients reach host memory.
   Status createDataParallel() {
     // --dist-backend: with NCCL each group's gradients are summed on the
-    // device before their copy to the host (driver/DeviceReduce.h).
+    // device before their copy to the host (dataparallel/DeviceReduce.h).
     Expected<std::unique_ptr<DeviceReduce>> nccl = openDeviceReduce(
         opts, streamer ? streamDevice.get() : nullptr,
         streamer ? streamer->computeStream() : device::Stream(), out);
@@ -837,7 +837,7 @@ private:
     return Status::success();
   }
 
-  /// Checkpoints (driver/Checkpoint.h): the data file's identity, the --out
+  /// Checkpoints (checkpoint/Checkpoint.h): the data file's identity, the --out
   /// directory, and with --resume the checkpoint's state against these
   /// options, all checked before anything is allocated.
   Status checkResume() {
@@ -1880,7 +1880,7 @@ int generateImpl(const std::string &ckpt, const GenerateOptions &opts,
               weights->readAsF32(s.name, s.value.data(), s.value.size());
           !st.ok())
         return st;
-    // options.seq (driver/Checkpoint.h); older checkpoints: seq.
+    // options.seq (checkpoint/Checkpoint.h); older checkpoints: seq.
     Expected<TrainerState> state = readTrainerState(dir);
     if (state && state->options.seq > limits::kSeq)
       return Status::error(dir + "/trainer_state.json: options.seq " +

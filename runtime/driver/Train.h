@@ -66,15 +66,15 @@ struct TrainOptions {
   std::string samplePrompt; ///< printed sample after training
   int64_t sampleTokens = 0;
   bool useKernels = true; ///< false: run fused regions op by op
-  /// A HuggingFace checkpoint (driver/HFWeights.h) to start from instead of
+  /// A HuggingFace checkpoint (hf/HFWeights.h) to start from instead of
   /// the initializers; "" : none.
   std::string hfWeights;
   /// Safetensors with the model's parameter names (a file, an index or a
-  /// directory such as a checkpoint; driver/InitWeights.h) to start from
+  /// directory such as a checkpoint; checkpoint/InitWeights.h) to start from
   /// instead of the initializers; "" : none. Not with hfWeights or resume.
   std::string initFrom;
   /// A checkpoint directory to continue from ("" : none); see
-  /// driver/Checkpoint.h. `steps` stays the total.
+  /// checkpoint/Checkpoint.h. `steps` stays the total.
   std::string resume;
   /// End this run after this optimizer step (writing a checkpoint when outDir
   /// is set) without changing the schedule; 0: run to `steps`.
@@ -114,7 +114,7 @@ struct TrainOptions {
   std::string dataParallel = "auto";
   std::shared_ptr<dist::Communicator> world;
   /// --shard-optimizer auto|on|off: each rank keeps the AdamW state and the
-  /// summed gradient of 1/N of every tensor (driver/ShardedOptimizer.h);
+  /// summed gradient of 1/N of every tensor (dataparallel/ShardedOptimizer.h);
   /// auto: on with more than one rank.
   std::string shardOptimizer = "auto";
   /// --deterministic-reduce: with several ranks, each rank trains whole
@@ -122,7 +122,7 @@ struct TrainOptions {
   /// the run is bit-identical to one process (docs/distributed.md, "Bits").
   bool deterministicReduce = false;
   /// --dist-backend auto|mpi|nccl: where the gradients are summed over the
-  /// ranks (driver/DeviceReduce.h); auto: NCCL on a CUDA device under a
+  /// ranks (dataparallel/DeviceReduce.h); auto: NCCL on a CUDA device under a
   /// step plan, else MPI.
   std::string distBackend = "auto";
 };

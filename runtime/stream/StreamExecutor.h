@@ -116,7 +116,7 @@ public:
       std::function<void(const std::vector<exec::ParamSlot *> &)>;
   void setGradsReadyHook(GradsReadyFn fn) { gradsReady = std::move(fn); }
   /// Data parallel with the gradients summed on the device (NCCL,
-  /// driver/DeviceReduce.h): called by the thread queueing the step's
+  /// dataparallel/DeviceReduce.h): called by the thread queueing the step's
   /// commands just before a group's gradients are copied to the host (into
   /// the store or the ring), with the d2h stream, each gradient's (arena
   /// offset, fp32 elements) and whether the group is the model-level one

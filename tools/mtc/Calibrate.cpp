@@ -2,7 +2,7 @@
 //
 // Part of mtc. `mtc simulate --calibrate -o FILE.json [--threads N]
 // [--quick] [--repeats N] [--statistic best|median]`: measures this machine's
-// CPU device with the runtime's kernels (runtime/driver/Calibrate.h) and writes
+// CPU device with the runtime's kernels (runtime/calibrate/Calibrate.h) and writes
 // the figures as a hardware profile that `mtc simulate --gpu FILE.json` reads
 // (docs/simulate.md, "Calibration").
 //
@@ -11,7 +11,7 @@
 #include "tools/mtc/Tool.h"
 
 #include "lib/Support/Files.h"
-#include "runtime/driver/Calibrate.h"
+#include "runtime/calibrate/Calibrate.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -13,7 +13,7 @@
 #include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/driver/DeviceSelect.h"
-#include "runtime/driver/HFWeights.h"
+#include "runtime/hf/HFWeights.h"
 #include "runtime/driver/Train.h"
 
 #include <cerrno>

@@ -9,7 +9,7 @@
 #include "tools/mtc/Tool.h"
 
 #include "runtime/dist/Communicator.h"
-#include "runtime/driver/HFWeights.h"
+#include "runtime/hf/HFWeights.h"
 #include "runtime/driver/Train.h"
 
 #include <cstdint>

@@ -10,14 +10,14 @@
 // of one process has none of this.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_DATAPARALLEL_H
-#define MTC_RUNTIME_DRIVER_DATAPARALLEL_H
+#ifndef MTC_RUNTIME_DATAPARALLEL_DATAPARALLEL_H
+#define MTC_RUNTIME_DATAPARALLEL_DATAPARALLEL_H
 
 #include "lib/Bundle/Bundle.h"
 #include "runtime/device/Trace.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/GradientReducer.h"
-#include "runtime/driver/ShardedOptimizer.h"
+#include "runtime/dataparallel/ShardedOptimizer.h"
 #include "runtime/driver/Train.h"
 #include "runtime/exec/ParamStore.h"
 
@@ -143,4 +143,4 @@ private:
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_DATAPARALLEL_H
+#endif // MTC_RUNTIME_DATAPARALLEL_DATAPARALLEL_H

@@ -18,8 +18,8 @@
 // counters after the step.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_DEVICEREDUCE_H
-#define MTC_RUNTIME_DRIVER_DEVICEREDUCE_H
+#ifndef MTC_RUNTIME_DATAPARALLEL_DEVICEREDUCE_H
+#define MTC_RUNTIME_DATAPARALLEL_DEVICEREDUCE_H
 
 #include "runtime/device/CudaDevice.h"
 #include "runtime/dist/Communicator.h"
@@ -106,4 +106,4 @@ openDeviceReduce(const TrainOptions &opts, device::Device *streamDevice,
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_DEVICEREDUCE_H
+#endif // MTC_RUNTIME_DATAPARALLEL_DEVICEREDUCE_H
