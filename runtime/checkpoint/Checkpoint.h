@@ -34,7 +34,7 @@
 
 #include "lib/Bundle/Bundle.h"
 #include "lib/Support/Status.h"
-#include "runtime/driver/Train.h"
+#include "runtime/driver/TrainOptions.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -24,7 +24,7 @@
 #include "runtime/device/CudaDevice.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/NcclApi.h"
-#include "runtime/driver/Train.h"
+#include "runtime/driver/TrainOptions.h"
 
 #include <atomic>
 #include <memory>

@@ -61,9 +61,9 @@
 
 #include "compiler/Driver/CompileModel.h"
 #include "lib/Format/Safetensors.h"
-#include "runtime/hf/HFWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
+#include "runtime/hf/HFWeights.h"
 #include "runtime/train/Optimizer.h"
 
 #include <nlohmann/json.hpp>
