@@ -53,8 +53,8 @@
 
 #include "runtime/driver/GradCheck.h"
 #include "lib/Support/ByteSize.h"
-#include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
+#include "runtime/hf/HFWeights.h"
 
 #include "runtime/device/Device.h"
 #include "runtime/driver/DeviceModel.h"

@@ -33,7 +33,7 @@ struct GradCheckOptions {
   /// "Block.2.*,tok_emb"; "" : every tensor.
   std::string tensors;
   /// A HuggingFace checkpoint to start from instead of the initializers
-  /// (driver/HFWeights.h); "" : none.
+  /// (hf/HFWeights.h); "" : none.
   std::string hfWeights;
   /// The device the model runs on (cpu, cuda, cuda-emu; DeviceModel.h) and,
   /// on a CUDA device, its memory in bytes.

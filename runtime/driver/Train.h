@@ -1,154 +1,27 @@
-//===- Train.h - The training loop and generation ---------------*- C++ -*-===//
+//===- Train.h - The training run -------------------------------*- C++ -*-===//
 //
-// Part of mtc. What `mtc train` and `mtc generate` run, on the CPU executor
-// with every parameter resident in host memory.
+// Part of mtc. What `mtc train` runs: the resident run on the host executor,
+// or the bundle's step plan on the device of --device (TrainRun.h has the
+// stages and the files they are in).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_DRIVER_TRAIN_H
 #define MTC_RUNTIME_DRIVER_TRAIN_H
 
 #include "lib/Bundle/Bundle.h"
+#include "runtime/driver/TrainOptions.h"
 
 #include <cstdint>
-#include <memory>
 #include <ostream>
 #include <string>
-#include <vector>
-
-namespace mtc::dist {
-class Communicator;
-} // namespace mtc::dist
 
 namespace mtc::driver {
 
-struct TrainOptions {
-  std::string data; ///< token file (.bin) or text (.txt)
-  /// How --data is read: auto, text, llmc or raw-u16 (train/Data.h).
-  std::string dataFormat = "auto";
-  int64_t steps = 200;
-  int64_t batch = 8; ///< sequences per micro-batch
-  int64_t seq = 128;
-  int64_t microBatches = 1; ///< gradient accumulation
-  double lr = 1e-3;         ///< peak learning rate
-  int64_t warmup = 20;
-  double minLrRatio = 0.1; ///< cosine decay floor, relative to lr
-  double weightDecay = 0.1;
-  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double clip = 1.0; ///< global gradient-norm clip (0: none)
-  /// When AdamW runs (docs/training.md, "Optimizer placement"): "deferred"
-  /// (after the backward, each layer's update just before its next load;
-  /// 16 B/param), "immediate" (as soon as a layer instance's gradient is
-  /// final, through the plan's `grads.host` ring; 12 B/param; needs clip 0
-  /// and a plan compiled with it) or "auto" (immediate when both hold).
-  std::string optimizerPlacement = "auto";
-  /// How the deferred optimizer's gradients are kept in host memory
-  /// (docs/training.md, "Gradient dtype"): "fp32" (16 B/param of state) or
-  /// "bf16" (rounded to nearest even from the device's fp32 sums; 14
-  /// B/param under a step plan). The global norm is that of the rounded
-  /// values. Refused with the immediate placement, which keeps none.
-  std::string gradDtype = "fp32";
-  /// The precision of the step plan a checkpoint was trained with, as its
-  /// trainer_state.json records it ("fp32" or "bf16"; "" : not recorded).
-  /// Read from checkpoints only: a resume without --precision compiles in
-  /// it; the bundle decides the precision of a run.
-  std::string precision;
-  uint64_t seed = 1;
-  int64_t evalEvery = 50; ///< 0: only at the end
-  int64_t evalBatches = 8;
-  double valFraction = 0.1;
-  int64_t saveEvery = 0; ///< 0: only at the end
-  std::string outDir;    ///< checkpoint directory ("" : none)
-  std::string metrics;   ///< JSONL file ("" : none)
-  int threads = 0;       ///< 0: all cores
-  /// Threads of the deferred AdamW under streaming (its own pool, beside the
-  /// kernels'); 0: the cores the kernels leave free, at least one.
-  int optimizerThreads = 0;
-  std::string samplePrompt; ///< printed sample after training
-  int64_t sampleTokens = 0;
-  bool useKernels = true; ///< false: run fused regions op by op
-  /// A HuggingFace checkpoint (driver/HFWeights.h) to start from instead of
-  /// the initializers; "" : none.
-  std::string hfWeights;
-  /// Safetensors with the model's parameter names (a file, an index or a
-  /// directory such as a checkpoint; driver/InitWeights.h) to start from
-  /// instead of the initializers; "" : none. Not with hfWeights or resume.
-  std::string initFrom;
-  /// A checkpoint directory to continue from ("" : none); see
-  /// driver/Checkpoint.h. `steps` stays the total.
-  std::string resume;
-  /// End this run after this optimizer step (writing a checkpoint when outDir
-  /// is set) without changing the schedule; 0: run to `steps`.
-  int64_t stopAfter = 0;
-  /// Streaming (bundles with a step plan, docs/streaming.md): the CPU
-  /// device's memory in bytes (0: the plan's budget).
-  int64_t deviceMemory = 0;
-  /// The device the step plan runs on: "cpu" (CpuDevice, the CPU kernels),
-  /// "cuda" (a GPU through libcuda, the CUDA kernels) or "cuda-emu" (the
-  /// CUDA code path over the emulated driver, on the CPU); docs/cuda.md.
-  std::string device = "cpu";
-  /// Chrome-trace JSON of every device stream ("" : none).
-  std::string trace;
-  /// --trace-ops: every op the compute stream runs as a span of its own
-  /// (category "op", named by the op and its result shape) inside the
-  /// layer spans of the trace.
-  bool traceOps = false;
-  /// tokenizer.json (or a directory holding one) for .txt data and the
-  /// sample; "" : the bundle's (HF imports), else bytes.
-  std::string tokenizer;
-  /// Map the parameters, gradients and AdamW moments from a scratch file
-  /// created at this path (which must not exist) instead of RAM ("" : RAM);
-  /// see exec::HostStateOptions.
-  std::string hostStateFile;
-  /// The files the model came from (a .mt or .mtb, or an HF directory's
-  /// config.json and weights): inputs that no output may overwrite.
-  std::vector<std::string> modelFiles;
-  /// Resume even when the checkpoint's model differs from this one in its
-  /// computation (same parameters and config); otherwise an error.
-  bool allowModelChange = false;
-  /// The program the user ran ("mtc", "mtc-run"): messages start with it
-  /// ("mtc-run: error: ...").
-  std::string toolName = "mtc";
-  /// Data parallelism (docs/distributed.md): --data-parallel auto|mpi|off,
-  /// and the ranks it opened (null: one process). `batch` stays the global
-  /// batch; each rank trains on batch / size of its rows.
-  std::string dataParallel = "auto";
-  std::shared_ptr<dist::Communicator> world;
-  /// --shard-optimizer auto|on|off: each rank keeps the AdamW state and the
-  /// summed gradient of 1/N of every tensor (driver/ShardedOptimizer.h);
-  /// auto: on with more than one rank.
-  std::string shardOptimizer = "auto";
-  /// --deterministic-reduce: with several ranks, each rank trains whole
-  /// micro-batches and every sum over them runs in one process's order, so
-  /// the run is bit-identical to one process (docs/distributed.md, "Bits").
-  bool deterministicReduce = false;
-  /// --dist-backend auto|mpi|nccl: where the gradients are summed over the
-  /// ranks (driver/DeviceReduce.h); auto: NCCL on a CUDA device under a
-  /// step plan, else MPI.
-  std::string distBackend = "auto";
-};
-
-/// Whether the ranks of this run share the micro-batches rather than the
-/// rows of each (--deterministic-reduce with more than one rank): rank r
-/// trains micro-batches r*M/N .. (r+1)*M/N - 1, all --batch rows of each.
-bool splitsMicroBatches(const TrainOptions &opts);
-/// The rows of every micro-batch this rank trains on: the global --batch
-/// divided among the ranks of opts.world (all of it when the ranks split
-/// the micro-batches).
-int64_t rankBatch(const TrainOptions &opts);
-/// The micro-batches of a step this rank trains: --micro-batches, divided
-/// among the ranks when they split the micro-batches.
-int64_t rankMicroBatches(const TrainOptions &opts);
-/// Whether this run shards the optimizer state among its ranks
-/// (--shard-optimizer on, or auto with more than one rank and without
-/// --deterministic-reduce).
-bool shardsOptimizer(const TrainOptions &opts);
 /// The refusal of `--grad-dtype bf16` with the immediate optimizer
 /// placement (explicit, or auto with --clip 0), shared by train, plan and
 /// compile.
 std::string gradDtypeImmediateConflict();
 
-/// Trains \p b and returns a process exit code (errors are printed to
-/// \p err with what to do about them).
 /// An upper bound of the host memory `train` needs for \p b at [batch, seq]
 /// micro-batches (plain executor): 16 B per parameter plus one step's values
 /// and every layer instance's checkpoint.
@@ -156,33 +29,10 @@ double trainingHostBytes(const bundle::Bundle &b, int64_t batch, int64_t seq);
 /// MemAvailable in bytes (0 if unknown).
 double hostMemoryAvailable();
 
+/// Trains \p b and returns a process exit code (errors are printed to
+/// \p err with what to do about them).
 int train(const bundle::Bundle &b, const TrainOptions &opts, std::ostream &out,
           std::ostream &err);
-
-struct GenerateOptions {
-  std::string prompt;
-  int64_t tokens = 200;
-  double temperature = 0.8;
-  int64_t topK = 40;
-  uint64_t seed = 1;
-  int64_t context = 0;  ///< 0: the sequence length the checkpoint trained at
-  bool useCache = true; ///< false: recompute the whole context per token
-  /// The device the model runs on: cpu, cuda or cuda-emu (driver/
-  /// DeviceModel.h; no KV cache on a CUDA device), and on a CUDA device its
-  /// memory in bytes.
-  std::string device = "cpu";
-  int64_t deviceMemory = 0;
-  /// tokenizer.json (or its directory) for the prompt and the output; "" :
-  /// the checkpoint bundle's (HF imports), else bytes.
-  std::string tokenizer;
-  /// The program the user ran: messages start with it (TrainOptions).
-  std::string toolName = "mtc";
-};
-
-/// Loads a checkpoint directory written by train() and prints the prompt
-/// followed by the sampled continuation.
-int generate(const std::string &checkpointDir, const GenerateOptions &opts,
-             std::ostream &out, std::ostream &err);
 
 } // namespace mtc::driver
 

@@ -9,10 +9,11 @@
 #include "lib/Bundle/Bundle.h"
 #include "lib/Bundle/OpKind.h"
 #include "lib/Support/ByteSize.h"
-#include "runtime/driver/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/dataparallel/DataParallel.h"
 #include "runtime/driver/CommandLine.h"
-#include "runtime/driver/DataParallel.h"
 #include "runtime/driver/DeviceSelect.h"
+#include "runtime/driver/Generate.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
 namespace mtc::driver {

@@ -18,11 +18,18 @@
 // layer temporaries are allocated from the plan's workspace region (an
 // overrun is an error, not an overflow).
 //
+// The members are spread over files by concern: StreamExecutor.cpp
+// (construction, device memory, weight loads, optimizer updates),
+// PlanCheck.cpp (the plan checked and laid out before anything runs),
+// StepLoop.cpp (the step, its commands and layer loops) and HostStage.cpp
+// (the host stage and host activations).
+//
 //===----------------------------------------------------------------------===//
 #ifndef MTC_RUNTIME_STREAM_STREAMEXECUTOR_H
 #define MTC_RUNTIME_STREAM_STREAMEXECUTOR_H
 
 #include "lib/Bundle/Bundle.h"
+#include "lib/Bundle/Plan.h"
 #include "runtime/device/Device.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
@@ -116,7 +123,7 @@ public:
       std::function<void(const std::vector<exec::ParamSlot *> &)>;
   void setGradsReadyHook(GradsReadyFn fn) { gradsReady = std::move(fn); }
   /// Data parallel with the gradients summed on the device (NCCL,
-  /// driver/DeviceReduce.h): called by the thread queueing the step's
+  /// dataparallel/DeviceReduce.h): called by the thread queueing the step's
   /// commands just before a group's gradients are copied to the host (into
   /// the store or the ring), with the d2h stream, each gradient's (arena
   /// offset, fp32 elements) and whether the group is the model-level one
@@ -222,14 +229,71 @@ private:
   /// The bytes of value \p v of forward_backward as stored on the device.
   int64_t stageValueBytes(int v) const;
 
+  // PlanCheck.cpp: validate() runs the others in order; each raises a
+  // "step plan: " error naming what does not fit.
   void validate();
+  /// Sizes, precision, recomputation, segments and where checkpoints,
+  /// activations and the stage live.
+  void checkPlanOptions();
+  /// Every parameter's group and its offset in a weight (gradient) slot.
+  void groupParameters();
+  /// Decodes the program; per layer its checkpoint layout and storage
+  /// types, per kept instance its checkpoint position. Returns the bytes of
+  /// every checkpoint.
+  int64_t layOutCheckpoints();
+  /// The weight, gradient, activation, checkpoint, segment and ring buffers
+  /// against what the runtime will put there (\p ckptTotal: checkpoints).
+  void placeBuffers(int64_t ckptTotal);
+  /// The stage buffer: one workspace per micro-batch, or with a host stage
+  /// one slot that every stage segment fits.
+  void placeStage();
+  /// The layer functions' value plans and the workspace they need.
+  void placeWorkspace();
+  /// \p t's shape with B and S of the plan.
+  std::vector<int64_t> concrete(const bundle::ValueType &t) const;
+
   Group &group(const std::string &layer, int64_t instance);
   int64_t bufferOffset(const std::string &name, int64_t need) const;
-  void runProgram(std::vector<std::vector<exec::Tensor>> &vals,
-                  std::vector<exec::AuxLoss> &aux);
+
+  // StepLoop.cpp: what step() queues, command by command.
+  /// Each micro-batch's token ids and targets as forward_backward's
+  /// arguments (host stage: each stage command brings in its own).
+  void queueInputs(std::vector<std::vector<exec::Tensor>> &vals,
+                   const std::vector<const int32_t *> &tokens,
+                   const std::vector<const int32_t *> &targets);
+  /// The model-level weights (after their pending update) and their
+  /// gradients zeroed.
+  void loadModelWeights();
+  /// A stage command on the device: its ops per micro-batch, and the loss
+  /// where it is computed.
+  void runStage(const StepCommand &c,
+                std::vector<std::vector<exec::Tensor>> &vals,
+                std::vector<double> &loss, std::vector<char> &haveLoss,
+                std::vector<float> &lossCopied);
+  LoopInfo loopInfo(const StepCommand &c) const;
+  /// The highest arena byte the step used (bump regions as far as used).
+  int64_t measuredPeak() const;
   void runLoop(const LoopInfo &loop,
                std::vector<std::vector<exec::Tensor>> &vals,
                std::vector<exec::AuxLoss> &aux);
+  /// What every instance of \p loop's layer passes to its calls.
+  InstanceCall instanceCall(const LoopInfo &loop, int64_t boundaryBytes) const;
+  /// Instance step \p k of \p loop (instance order[k]): its body's
+  /// commands, in order, and its gradient return.
+  void runInstance(const LoopInfo &loop, const InstanceCall &call,
+                   const std::vector<int64_t> &order, int64_t k,
+                   std::vector<std::vector<exec::Tensor>> &vals,
+                   std::vector<exec::AuxLoss> &aux);
+  /// The compute command of instance step \p k with the boundary
+  /// activations of every micro-batch in device memory: all micro-batches
+  /// in one launch, checkpoints saved to (restored from) the device or a
+  /// staging slot offloaded to the host.
+  void computeDeviceActivations(const LoopInfo &loop,
+                                std::vector<exec::AuxLoss> &aux,
+                                const InstanceCall &inst, int64_t k,
+                                size_t weightSlot, Group *g, int64_t wOff,
+                                int64_t pos, int64_t segSlot, bool saveHost,
+                                bool restoreHost);
   void loadWeights(const std::string &layer, int64_t instance);
   void launchUpdate(Group &g, device::Event done);
   /// Gradient return of \p g from device offset \p devOff: into the store's
@@ -286,8 +350,9 @@ private:
   Group modelGroup;
   /// Each parameter's group and its index there.
   std::map<const exec::ParamSlot *, std::pair<Group *, size_t>> where;
-  /// How parameter values and boundary activations are stored on the
-  /// device (the plan's precision, lib/Bundle/Plan.h).
+  /// The plan's precision (lib/Bundle/Plan.h), and how parameter values
+  /// and boundary activations are stored on the device under it.
+  bundle::Precision precision = bundle::Precision::F32;
   DType paramType = DType::F32, actType = DType::F32;
   /// Per layer: the storage of its forward's results (checkpoint layout).
   std::map<std::string, std::vector<DType>> resultTypes;

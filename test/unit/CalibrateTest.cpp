@@ -7,7 +7,7 @@
 // measurements' spreads.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/driver/Calibrate.h"
+#include "runtime/calibrate/Calibrate.h"
 
 #include "lib/Sim/Profile.h"
 #include "runtime/cpu/Kernels.h"

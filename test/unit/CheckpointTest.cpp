@@ -1,12 +1,12 @@
 //===- CheckpointTest.cpp - Full-state checkpoints --------------*- C++ -*-===//
 //
-// Part of mtc. Round trip of runtime/driver/Checkpoint (weights, AdamW
+// Part of mtc. Round trip of runtime/checkpoint/Checkpoint (weights, AdamW
 // moments, trainer state), the rename protocol's backup, and the errors for
 // corrupt and mismatched checkpoints.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "lib/Format/Safetensors.h"
 #include "lib/Support/Hash.h"
 

@@ -3,12 +3,12 @@
 // Part of mtc. Outputs against inputs (same file through another spelling, a
 // symlink, a hard link), regular-file checks that never block, outputs onto
 // special files (written through, never replaced), and the checkpoint
-// directory lock (runtime/driver/Checkpoint.h).
+// directory lock (runtime/checkpoint/Checkpoint.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "lib/Support/Files.h"
-#include "runtime/driver/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 
 #include <gtest/gtest.h>
 

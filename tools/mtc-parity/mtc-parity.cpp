@@ -61,9 +61,9 @@
 
 #include "compiler/Driver/CompileModel.h"
 #include "lib/Format/Safetensors.h"
-#include "runtime/driver/HFWeights.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
+#include "runtime/hf/HFWeights.h"
 #include "runtime/train/Optimizer.h"
 
 #include <nlohmann/json.hpp>
@@ -415,7 +415,7 @@ bool exists(const std::string &path) { return std::ifstream(path).good(); }
 /// reference files come from `--reference RDIR` when given (a round-trip
 /// fixture for an exported DIR); logits and gradients are compared when
 /// their file is there. Imports the config, loads the checkpoint through the
-/// bundle's HF names (driver/HFWeights.h) and compares
+/// bundle's HF names (hf/HFWeights.h) and compares
 ///   loss    |mtc - hf| / |hf|                                <= --loss-tol
 ///   logits  Executor::logits, max |mtc - hf| / max |hf|      <= --logits-tol
 ///   grad    per parameter (the reference loaded into a second store

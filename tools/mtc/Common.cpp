@@ -13,8 +13,8 @@
 #include "lib/Support/Files.h"
 #include "lib/Tokenizer/Tokenizer.h"
 #include "runtime/driver/DeviceSelect.h"
-#include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
+#include "runtime/hf/HFWeights.h"
 
 #include <cerrno>
 #include <cstdint>

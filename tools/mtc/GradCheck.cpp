@@ -9,7 +9,7 @@
 
 #include "lib/Support/ByteSize.h"
 #include "runtime/driver/GradCheck.h"
-#include "runtime/driver/HFWeights.h"
+#include "runtime/hf/HFWeights.h"
 
 #include <cstdint>
 #include <iostream>

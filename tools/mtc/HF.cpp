@@ -9,7 +9,7 @@
 
 #include "frontend/HFImport.h"
 #include "lib/Support/Files.h"
-#include "runtime/driver/HFExport.h"
+#include "runtime/hf/HFExport.h"
 
 #include <cstdint>
 #include <iostream>

@@ -8,9 +8,10 @@
 
 #include "tools/mtc/Tool.h"
 
+#include "runtime/dataparallel/DataParallel.h"
 #include "runtime/dist/Communicator.h"
-#include "runtime/driver/HFWeights.h"
 #include "runtime/driver/Train.h"
+#include "runtime/hf/HFWeights.h"
 
 #include <cstdint>
 #include <iostream>

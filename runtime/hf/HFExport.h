@@ -8,8 +8,8 @@
 // transformers' from_pretrained, and with `mtc train --hf DIR`.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_HFEXPORT_H
-#define MTC_RUNTIME_DRIVER_HFEXPORT_H
+#ifndef MTC_RUNTIME_HF_HFEXPORT_H
+#define MTC_RUNTIME_HF_HFEXPORT_H
 
 #include "lib/Format/Safetensors.h"
 #include "lib/Support/Status.h"
@@ -35,4 +35,4 @@ Status exportHF(const std::string &ckptDir, const std::string &outDir,
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_HFEXPORT_H
+#endif // MTC_RUNTIME_HF_HFEXPORT_H

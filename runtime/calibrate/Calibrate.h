@@ -57,8 +57,8 @@
 // so a noisy machine shows.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_CALIBRATE_H
-#define MTC_RUNTIME_DRIVER_CALIBRATE_H
+#ifndef MTC_RUNTIME_CALIBRATE_CALIBRATE_H
+#define MTC_RUNTIME_CALIBRATE_CALIBRATE_H
 
 #include "lib/Support/Status.h"
 
@@ -185,4 +185,4 @@ void printCalibration(std::ostream &os, const Calibration &c);
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_CALIBRATE_H
+#endif // MTC_RUNTIME_CALIBRATE_CALIBRATE_H

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 
 #include "lib/Bundle/Plan.h"
 #include "lib/Format/MappedFile.h"

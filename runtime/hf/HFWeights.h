@@ -6,8 +6,8 @@
 // parameter instance (docs/hf.md, "Loading weights").
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_HFWEIGHTS_H
-#define MTC_RUNTIME_DRIVER_HFWEIGHTS_H
+#ifndef MTC_RUNTIME_HF_HFWEIGHTS_H
+#define MTC_RUNTIME_HF_HFWEIGHTS_H
 
 #include "lib/Bundle/Bundle.h"
 #include "lib/Support/Status.h"
@@ -38,4 +38,4 @@ Status loadHFWeights(exec::ParamStore &store, const bundle::Bundle &b,
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_HFWEIGHTS_H
+#endif // MTC_RUNTIME_HF_HFWEIGHTS_H

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/ShardedOptimizer.h"
+#include "runtime/dataparallel/ShardedOptimizer.h"
 
 #include <algorithm>
 

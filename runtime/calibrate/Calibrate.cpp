@@ -42,7 +42,7 @@
 // thread: fused kernels and param_grad run on the calling thread alone.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/driver/Calibrate.h"
+#include "runtime/calibrate/Calibrate.h"
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/device/CpuDevice.h"

@@ -29,12 +29,12 @@
 // DIR) or `cleanup` (new DIR in place, DIR.bak not yet removed).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_CHECKPOINT_H
-#define MTC_RUNTIME_DRIVER_CHECKPOINT_H
+#ifndef MTC_RUNTIME_CHECKPOINT_CHECKPOINT_H
+#define MTC_RUNTIME_CHECKPOINT_CHECKPOINT_H
 
 #include "lib/Bundle/Bundle.h"
 #include "lib/Support/Status.h"
-#include "runtime/driver/Train.h"
+#include "runtime/driver/TrainOptions.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -188,4 +188,4 @@ Status trimMetrics(const std::string &path, int64_t step);
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_CHECKPOINT_H
+#endif // MTC_RUNTIME_CHECKPOINT_CHECKPOINT_H

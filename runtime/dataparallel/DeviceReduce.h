@@ -18,13 +18,13 @@
 // counters after the step.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_DEVICEREDUCE_H
-#define MTC_RUNTIME_DRIVER_DEVICEREDUCE_H
+#ifndef MTC_RUNTIME_DATAPARALLEL_DEVICEREDUCE_H
+#define MTC_RUNTIME_DATAPARALLEL_DEVICEREDUCE_H
 
 #include "runtime/device/CudaDevice.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/NcclApi.h"
-#include "runtime/driver/Train.h"
+#include "runtime/driver/TrainOptions.h"
 
 #include <atomic>
 #include <memory>
@@ -106,4 +106,4 @@ openDeviceReduce(const TrainOptions &opts, device::Device *streamDevice,
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_DEVICEREDUCE_H
+#endif // MTC_RUNTIME_DATAPARALLEL_DEVICEREDUCE_H

@@ -8,8 +8,8 @@
 // nanoGPT weights saved under these names — without forging a checkpoint.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_INITWEIGHTS_H
-#define MTC_RUNTIME_DRIVER_INITWEIGHTS_H
+#ifndef MTC_RUNTIME_CHECKPOINT_INITWEIGHTS_H
+#define MTC_RUNTIME_CHECKPOINT_INITWEIGHTS_H
 
 #include "lib/Support/Status.h"
 #include "runtime/exec/ParamStore.h"
@@ -31,4 +31,4 @@ Expected<size_t> loadInitWeights(exec::ParamStore &store,
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_INITWEIGHTS_H
+#endif // MTC_RUNTIME_CHECKPOINT_INITWEIGHTS_H

@@ -26,8 +26,8 @@
 // Thread safety: one thread at a time (the collectives of one communicator).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_SHARDEDOPTIMIZER_H
-#define MTC_RUNTIME_DRIVER_SHARDEDOPTIMIZER_H
+#ifndef MTC_RUNTIME_DATAPARALLEL_SHARDEDOPTIMIZER_H
+#define MTC_RUNTIME_DATAPARALLEL_SHARDEDOPTIMIZER_H
 
 #include "runtime/dist/Communicator.h"
 #include "runtime/exec/ParamStore.h"
@@ -91,4 +91,4 @@ private:
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_SHARDEDOPTIMIZER_H
+#endif // MTC_RUNTIME_DATAPARALLEL_SHARDEDOPTIMIZER_H

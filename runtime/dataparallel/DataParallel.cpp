@@ -4,10 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/DataParallel.h"
+#include "runtime/dataparallel/DataParallel.h"
 
 #include "lib/Support/Hash.h"
-#include "runtime/driver/DeviceReduce.h"
+#include "runtime/dataparallel/DeviceReduce.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -10,15 +10,15 @@
 // of one process has none of this.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MTC_RUNTIME_DRIVER_DATAPARALLEL_H
-#define MTC_RUNTIME_DRIVER_DATAPARALLEL_H
+#ifndef MTC_RUNTIME_DATAPARALLEL_DATAPARALLEL_H
+#define MTC_RUNTIME_DATAPARALLEL_DATAPARALLEL_H
 
 #include "lib/Bundle/Bundle.h"
+#include "runtime/dataparallel/ShardedOptimizer.h"
 #include "runtime/device/Trace.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/GradientReducer.h"
-#include "runtime/driver/ShardedOptimizer.h"
-#include "runtime/driver/Train.h"
+#include "runtime/driver/TrainOptions.h"
 #include "runtime/exec/ParamStore.h"
 
 #include <map>
@@ -31,6 +31,21 @@ namespace mtc::driver {
 
 class DeviceReduce;
 
+/// Whether the ranks of this run share the micro-batches rather than the
+/// rows of each (--deterministic-reduce with more than one rank): rank r
+/// trains micro-batches r*M/N .. (r+1)*M/N - 1, all --batch rows of each.
+bool splitsMicroBatches(const TrainOptions &opts);
+/// The rows of every micro-batch this rank trains on: the global --batch
+/// divided among the ranks of opts.world (all of it when the ranks split
+/// the micro-batches).
+int64_t rankBatch(const TrainOptions &opts);
+/// The micro-batches of a step this rank trains: --micro-batches, divided
+/// among the ranks when they split the micro-batches.
+int64_t rankMicroBatches(const TrainOptions &opts);
+/// Whether this run shards the optimizer state among its ranks
+/// (--shard-optimizer on, or auto with more than one rank and without
+/// --deterministic-reduce).
+bool shardsOptimizer(const TrainOptions &opts);
 /// Opens opts.world for opts.dataParallel (dist::openWorld) and checks that
 /// the ranks divide --batch. The error names the flag.
 Status openDataParallel(TrainOptions &opts);
@@ -143,4 +158,4 @@ private:
 
 } // namespace mtc::driver
 
-#endif // MTC_RUNTIME_DRIVER_DATAPARALLEL_H
+#endif // MTC_RUNTIME_DATAPARALLEL_DATAPARALLEL_H

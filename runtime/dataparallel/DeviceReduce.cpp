@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/DeviceReduce.h"
+#include "runtime/dataparallel/DeviceReduce.h"
 
 #include "runtime/dist/EmulatedNccl.h"
 

@@ -4,12 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/HFExport.h"
+#include "runtime/hf/HFExport.h"
 
 #include "lib/Bundle/Bundle.h"
 #include "lib/Format/MappedFile.h"
 #include "lib/Support/Files.h"
-#include "runtime/driver/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/HFWeights.h"
+#include "runtime/hf/HFWeights.h"
 
 #include "lib/Format/Safetensors.h"
 

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/InitWeights.h"
+#include "runtime/checkpoint/InitWeights.h"
 
 #include "lib/Format/Safetensors.h"
 
