@@ -24,7 +24,7 @@ def op_names(src_root):
     names = []
     with open(os.path.join(src_root, "lib", "Bundle", "Ops.def")) as f:
         for line in f:
-            m = re.match(r'\s*MTC_OP\(\s*\w+\s*,\s*"([^"]+)"\s*\)', line)
+            m = re.match(r'MTC_OP\(\s*\w+\s*,\s*"([^"]+)"', line)
             if m:
                 names.append(m.group(1))
     if not names:
