@@ -46,6 +46,45 @@ inline bool parsePrecision(const std::string &text, Precision &out) {
   return true;
 }
 
+/// What a step plan's layer instances keep for their backward (the plan's
+/// "recompute", docs/streaming.md): Full keeps each instance's input and
+/// recomputes its forward; None keeps every result of the forward;
+/// Selective keeps the results of matmul, attention and moe.
+enum class Recompute { Full, None, Selective };
+
+/// The plan's spelling of \p r: "full", "none" or "selective".
+inline const char *recomputeName(Recompute r) {
+  return r == Recompute::None        ? "none"
+         : r == Recompute::Selective ? "selective"
+                                     : "full";
+}
+
+/// Parses the plan's spelling of a Recompute; false for anything else.
+inline bool parseRecompute(const std::string &text, Recompute &out) {
+  for (Recompute r : {Recompute::Full, Recompute::None, Recompute::Selective})
+    if (text == recomputeName(r)) {
+      out = r;
+      return true;
+    }
+  return false;
+}
+
+/// Where a step plan keeps its layer checkpoints (the plan's
+/// "checkpoints"): "device" or "host".
+enum class CheckpointSpace { Device, Host };
+
+/// Parses "device" or "host"; false for anything else.
+inline bool parseCheckpointSpace(const std::string &text,
+                                 CheckpointSpace &out) {
+  if (text == "device")
+    out = CheckpointSpace::Device;
+  else if (text == "host")
+    out = CheckpointSpace::Host;
+  else
+    return false;
+  return true;
+}
+
 /// Bytes of one element stored as \p t.
 constexpr int64_t elementBytes(DType t) { return t == DType::BF16 ? 2 : 4; }
 

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/CheckpointFiles.h"
 
 #include "lib/Bundle/Plan.h"
 #include "lib/Format/MappedFile.h"
@@ -22,13 +23,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,84 +36,9 @@ namespace mtc::driver {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json; // written in a readable order
+using namespace ckpt;
 
 namespace {
-
-constexpr const char *kFormat = "mtc-checkpoint";
-constexpr int kVersion = 1;
-constexpr const char *kState = "trainer_state.json";
-constexpr const char *kBundle = "model.mtb";
-constexpr const char *kWeights = "model.safetensors";
-constexpr const char *kMoments = "optimizer.safetensors";
-
-//===----------------------------------------------------------------------===//
-// Small file helpers
-//===----------------------------------------------------------------------===//
-
-bool exists(const std::string &path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0;
-}
-
-bool isDirectory(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/// fsync of a directory (after renames in it); filesystems that cannot
-/// (EINVAL) are fine.
-Status syncDirectory(const std::string &dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::error(dir + ": cannot open: " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  if (rc != 0 && e != EINVAL)
-    return Status::error(dir + ": fsync failed: " + std::strerror(e));
-  return Status::success();
-}
-
-Status removeTree(const std::string &path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  if (ec)
-    return Status::error(path + ": cannot remove: " + ec.message());
-  return Status::success();
-}
-
-Status renamePath(const std::string &from, const std::string &to) {
-  if (std::rename(from.c_str(), to.c_str()) != 0)
-    return Status::error("cannot rename '" + from + "' to '" + to +
-                         "': " + std::strerror(errno));
-  return Status::success();
-}
-
-Status writeText(const std::string &path, const std::string &text) {
-  Expected<AtomicFileWriter> w = AtomicFileWriter::create(path);
-  if (!w)
-    return w.status();
-  Status s = w->write(text.data(), text.size());
-  if (s.ok())
-    s = w->commit();
-  return s;
-}
-
-/// \p path made absolute (so that --resume from another directory finds the
-/// data file the checkpoint records).
-std::string absolutePath(const std::string &path) {
-  std::error_code ec;
-  fs::path p = fs::absolute(path, ec);
-  return ec ? path : p.lexically_normal().string();
-}
-
-/// The path without trailing slashes ("ckpt/" -> "ckpt"), so that DIR.tmp and
-/// DIR.bak are siblings of DIR.
-std::string trimSlashes(std::string dir) {
-  while (dir.size() > 1 && dir.back() == '/')
-    dir.pop_back();
-  return dir;
-}
 
 //===----------------------------------------------------------------------===//
 // The crash test hook
@@ -199,7 +123,7 @@ ojson optionsJson(const TrainOptions &o, bundle::Precision precision) {
                {"save_every", o.saveEvery},
                {"kernels", o.useKernels},
                {"data_format", o.dataFormat},
-               {"grad_dtype", o.gradDtype},
+               {"grad_dtype", bundle::gradDTypeName(o.gradDtype)},
                {"precision", bundle::precisionName(precision)}};
 }
 
@@ -310,8 +234,7 @@ TrainOptions parseOptions(const Fields &f) {
   }
   // Checkpoints written before --grad-dtype existed: fp32.
   if (f.raw().contains("grad_dtype")) {
-    o.gradDtype = f.string("grad_dtype");
-    if (o.gradDtype != "fp32" && o.gradDtype != "bf16")
+    if (!bundle::parseGradDType(f.string("grad_dtype"), o.gradDtype))
       throw StateError{"'options.grad_dtype' must be \"fp32\" or \"bf16\""};
   }
   if (o.steps < 1 || o.batch < 1 || o.seq < 1 || o.microBatches < 1)
@@ -323,22 +246,6 @@ TrainOptions parseOptions(const Fields &f) {
 /// The files a checkpoint lists in trainer_state.json, in the order they are
 /// checked.
 const char *const kTensorFiles[] = {kBundle, kWeights, kMoments};
-
-/// "a.b.c" -> the value of the first differing option for messages.
-std::string showNumber(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  // Shortest form that reads back (1e-3, not 0.0010000000000000000208).
-  for (int p = 1; p <= 17; ++p) {
-    std::ostringstream t;
-    t.precision(p);
-    t << v;
-    if (std::strtod(t.str().c_str(), nullptr) == v)
-      return t.str();
-  }
-  return os.str();
-}
 
 } // namespace
 
@@ -688,6 +595,31 @@ Expected<TrainerState> readTrainerState(const std::string &dir) {
   return std::move(p->state);
 }
 
+namespace {
+
+/// The config of \p saved (a checkpoint's model) against \p b's, entry by
+/// entry; \p prefix starts the error.
+Status compareConfig(const bundle::Bundle &saved, const bundle::Bundle &b,
+                     const std::string &prefix) {
+  for (const auto &[key, value] : saved.config) {
+    auto it = b.config.find(key);
+    if (it == b.config.end())
+      return Status::error(prefix + "config entry '" + key +
+                           "' is missing in the model");
+    if (it->second != value)
+      return Status::error(prefix + "config entry '" + key + "' is " +
+                           showNumber(value) + " in the checkpoint, " +
+                           showNumber(it->second) + " in the model");
+  }
+  for (const auto &[key, value] : b.config)
+    if (!saved.config.count(key))
+      return Status::error(prefix + "the model's config entry '" + key +
+                           "' is not in the checkpoint's");
+  return Status::success();
+}
+
+} // namespace
+
 Expected<TrainerState> readCheckpoint(const std::string &dir,
                                       const bundle::Bundle &b,
                                       exec::ParamStore &store,
@@ -707,20 +639,8 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
   Expected<bundle::Bundle> saved = bundle::readFile(dir + "/" + kBundle);
   if (!saved)
     return saved.status().withPrefix(dir + "/" + kBundle);
-  for (const auto &[key, value] : saved->config) {
-    auto it = b.config.find(key);
-    if (it == b.config.end())
-      return Status::error(prefix + "config entry '" + key +
-                           "' is missing in the model");
-    if (it->second != value)
-      return Status::error(prefix + "config entry '" + key + "' is " +
-                           showNumber(value) + " in the checkpoint, " +
-                           showNumber(it->second) + " in the model");
-  }
-  for (const auto &[key, value] : b.config)
-    if (!saved->config.count(key))
-      return Status::error(prefix + "the model's config entry '" + key +
-                           "' is not in the checkpoint's");
+  if (Status st = compareConfig(*saved, b, prefix); !st)
+    return st;
   bool modelChanged = !saved->modelHash.empty() && !b.modelHash.empty() &&
                       saved->modelHash != b.modelHash;
   if (modelChanged && !allowModelChange)
@@ -847,317 +767,6 @@ Expected<TrainerState> readCheckpoint(const std::string &dir,
                        "uninterrupted run");
   }
   return std::move(parsed->state);
-}
-
-//===----------------------------------------------------------------------===//
-// Resume checks
-//===----------------------------------------------------------------------===//
-
-Status checkResume(const TrainerState &ck, const std::string &dir,
-                   const TrainOptions &opts, const DataIdentity &data,
-                   std::vector<std::string> &notes) {
-  const TrainOptions &c = ck.options;
-  std::string where = " (" + dir + "/" + kState + ")";
-  auto mismatch = [&](const char *flag, const std::string &now,
-                      const std::string &then) {
-    return Status::error(
-        std::string(flag) + " " + now + " differs from the checkpoint's " +
-        then + where +
-        ": --batch, --seq, --micro-batches, --seed and --val-fraction must "
-        "match to continue the run exactly (leave them out to use the "
-        "checkpoint's; start a new run to change them)");
-  };
-  // Integers compared and shown exactly (a seed takes all 64 bits).
-  const std::tuple<const char *, uint64_t, uint64_t> exact[] = {
-      {"--batch", uint64_t(opts.batch), uint64_t(c.batch)},
-      {"--seq", uint64_t(opts.seq), uint64_t(c.seq)},
-      {"--micro-batches", uint64_t(opts.microBatches),
-       uint64_t(c.microBatches)},
-      {"--seed", opts.seed, c.seed}};
-  for (const auto &[flag, now, then] : exact)
-    if (now != then)
-      return mismatch(flag, std::to_string(now), std::to_string(then));
-  if (opts.valFraction != c.valFraction)
-    return mismatch("--val-fraction", showNumber(opts.valFraction),
-                    showNumber(c.valFraction));
-
-  if (data.bytes != ck.data.bytes || data.fingerprint != ck.data.fingerprint)
-    return Status::error(
-        "data file '" + data.path + "' (" + std::to_string(data.bytes) +
-        " bytes, fingerprint " + hex64(data.fingerprint) +
-        ") is not the one checkpoint '" + dir + "' trained on ('" +
-        ck.data.path + "', " + std::to_string(ck.data.bytes) +
-        " bytes, fingerprint " + hex64(ck.data.fingerprint) +
-        "); resuming needs the same tokens");
-  if (data.path != ck.data.path)
-    notes.push_back("data file '" + data.path + "' has the bytes of '" +
-                    ck.data.path + "', which the checkpoint trained on");
-
-  if (opts.steps < ck.step)
-    return Status::error("--steps " + std::to_string(opts.steps) +
-                         " is below the checkpoint's step " +
-                         std::to_string(ck.step) + where +
-                         " (--steps is the total, not the steps to add)");
-  std::string diverges =
-      ": the run continues with it, no longer identical to an uninterrupted "
-      "run";
-  if (opts.steps != c.steps)
-    notes.push_back("--steps " + std::to_string(opts.steps) +
-                    " (the checkpoint's run: " + std::to_string(c.steps) +
-                    "): the learning-rate schedule now ends at step " +
-                    std::to_string(opts.steps));
-  const std::tuple<const char *, double, double> free[] = {
-      {"--lr", opts.lr, c.lr},
-      {"--warmup", double(opts.warmup), double(c.warmup)},
-      {"--min-lr-ratio", opts.minLrRatio, c.minLrRatio},
-      {"--weight-decay", opts.weightDecay, c.weightDecay},
-      {"--beta1", opts.beta1, c.beta1},
-      {"--beta2", opts.beta2, c.beta2},
-      {"--clip", opts.clip, c.clip}};
-  for (const auto &[flag, now, then] : free)
-    if (now != then)
-      notes.push_back(std::string(flag) + " " + showNumber(now) +
-                      " (checkpoint: " + showNumber(then) + ")" + diverges);
-  if (opts.useKernels != c.useKernels)
-    notes.push_back(std::string("--kernels ") +
-                    (opts.useKernels ? "on" : "off") +
-                    " (checkpoint: " + (c.useKernels ? "on" : "off") +
-                    "): losses may differ in the last bits from an "
-                    "uninterrupted run");
-  if (opts.gradDtype != c.gradDtype)
-    notes.push_back("--grad-dtype " + opts.gradDtype +
-                    " (checkpoint: " + c.gradDtype + ")" + diverges);
-  if (opts.eps != c.eps)
-    notes.push_back("AdamW eps " + showNumber(opts.eps) +
-                    " (checkpoint: " + showNumber(c.eps) + ")" + diverges);
-  return Status::success();
-}
-
-void inheritOptions(const TrainOptions &recorded,
-                    const std::set<std::string> &given, TrainOptions &opts) {
-  auto take = [&](const char *flag, auto &field, const auto &value) {
-    if (!given.count(flag))
-      field = value;
-  };
-  take("--data", opts.data, recorded.data);
-  take("--data-format", opts.dataFormat, recorded.dataFormat);
-  take("--steps", opts.steps, recorded.steps);
-  take("--batch", opts.batch, recorded.batch);
-  take("--seq", opts.seq, recorded.seq);
-  take("--micro-batches", opts.microBatches, recorded.microBatches);
-  take("--lr", opts.lr, recorded.lr);
-  take("--warmup", opts.warmup, recorded.warmup);
-  take("--min-lr-ratio", opts.minLrRatio, recorded.minLrRatio);
-  take("--weight-decay", opts.weightDecay, recorded.weightDecay);
-  take("--beta1", opts.beta1, recorded.beta1);
-  take("--beta2", opts.beta2, recorded.beta2);
-  take("--clip", opts.clip, recorded.clip);
-  take("--grad-dtype", opts.gradDtype, recorded.gradDtype);
-  take("--seed", opts.seed, recorded.seed);
-  take("--eval-every", opts.evalEvery, recorded.evalEvery);
-  take("--eval-batches", opts.evalBatches, recorded.evalBatches);
-  take("--val-fraction", opts.valFraction, recorded.valFraction);
-  take("--save-every", opts.saveEvery, recorded.saveEvery);
-  opts.eps = recorded.eps; // no flag
-}
-
-Status checkCheckpointTarget(const std::string &dirArg) {
-  std::string dir = trimSlashes(dirArg);
-  if (!exists(dir))
-    return Status::success();
-  if (!isDirectory(dir))
-    return Status::error("--out '" + dir + "' exists and is not a directory");
-  if (exists(dir + "/" + kState))
-    return Status::success();
-  std::error_code ec;
-  if (fs::is_empty(dir, ec) && !ec)
-    return Status::success();
-  return Status::error("--out '" + dir +
-                       "' is a directory that holds no checkpoint (no " +
-                       kState +
-                       "); a checkpoint replaces its whole directory, so "
-                       "give a new or empty one");
-}
-
-namespace {
-
-/// \p dir with a symlink at its end followed (repeatedly): checkpoints are
-/// written into the directory a symlink names, never over the link.
-Expected<std::string> followSymlinks(std::string dir) {
-  for (int depth = 0; depth < 40; ++depth) {
-    struct stat st;
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
-      return dir;
-    std::error_code ec;
-    fs::path target = fs::read_symlink(dir, ec);
-    if (ec)
-      return Status::error("--out '" + dir +
-                           "': cannot read the symlink: " + ec.message());
-    if (target.is_relative())
-      target = fs::path(dir).parent_path() / target;
-    dir = trimSlashes(target.lexically_normal().string());
-  }
-  return Status::error("--out '" + dir + "': too many levels of symlinks");
-}
-
-/// The pid written in lock file \p fd ("" if none).
-std::string lockHolder(int fd) {
-  char buf[32] = {0};
-  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' '))
-    pid.pop_back();
-  return pid;
-}
-
-/// \p outDir spelled one way, so that every spelling of a directory takes
-/// the same lock ("ck/.", "./ck/" and "ck" are "ck"); an error for a path
-/// that names the current directory or one above it, which a checkpoint
-/// cannot replace ("." would be renamed away under the process).
-Expected<std::string> normalizeOutDir(const std::string &outDir) {
-  std::string dir = trimSlashes(fs::path(outDir).lexically_normal().string());
-  fs::path last = fs::path(dir).filename();
-  std::error_code ec;
-  fs::path here = fs::current_path(ec);
-  fs::path full = fs::weakly_canonical(fs::absolute(dir, ec), ec);
-  bool aboveHere = false;
-  if (!ec && !here.empty()) {
-    // Whether `full` is the current directory or one of its ancestors.
-    auto h = here.begin();
-    aboveHere = true;
-    for (auto f = full.begin(); f != full.end(); ++f, ++h)
-      if (*f != "" && (h == here.end() || *f != *h)) {
-        aboveHere = false;
-        break;
-      }
-  }
-  if (dir == "." || dir == ".." || dir == "/" || last == ".." || aboveHere)
-    return Status::error("--out '" + outDir +
-                         "' is the current directory or one above it; every "
-                         "checkpoint replaces its whole directory, so give "
-                         "one of its own (e.g. --out ./checkpoint)");
-  return dir;
-}
-
-} // namespace
-
-Expected<CheckpointLock> CheckpointLock::acquire(const std::string &outDir) {
-  Expected<std::string> normal = normalizeOutDir(outDir);
-  if (!normal)
-    return normal.status();
-  Expected<std::string> dir = followSymlinks(*normal);
-  if (!dir)
-    return dir.status();
-  if (Status s = checkCheckpointTarget(*dir); !s.ok())
-    return s;
-  std::string shown = "--out '" + outDir + "'";
-  std::string parent = fs::path(*dir).parent_path().string();
-  if (!parent.empty()) {
-    std::error_code ec;
-    fs::create_directories(parent, ec);
-    if (ec)
-      return Status::error(shown + ": cannot create directory '" + parent +
-                           "': " + ec.message());
-  }
-  CheckpointLock lock;
-  lock.resolved = *dir;
-  lock.lockPath = *dir + ".lock";
-  // The lock file may be removed by its holder between our open() and
-  // flock(): then the lock is on a file nobody else will find; retry.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    int fd = ::open(lock.lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-      return Status::error(shown + ": cannot create the lock file '" +
-                           lock.lockPath + "': " + std::strerror(errno) +
-                           " (checkpoints are written beside it, so its "
-                           "directory must be writable)");
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      int e = errno;
-      std::string pid = lockHolder(fd);
-      ::close(fd);
-      if (e == EWOULDBLOCK)
-        return Status::error(
-            shown + " is being written by another mtc train (" +
-            (pid.empty() ? std::string("pid unknown") : "pid " + pid) +
-            ", holding '" + lock.lockPath +
-            "'); wait for it to finish or give another --out");
-      return Status::error(shown + ": cannot lock '" + lock.lockPath +
-                           "': " + std::strerror(e));
-    }
-    struct stat held, now;
-    if (::fstat(fd, &held) == 0 && ::stat(lock.lockPath.c_str(), &now) == 0 &&
-        held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
-      std::string pid = std::to_string(::getpid()) + "\n";
-      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) !=
-                                         static_cast<ssize_t>(pid.size())) {
-        int e = errno;
-        ::close(fd);
-        return Status::error(shown + ": cannot write the lock file '" +
-                             lock.lockPath + "': " + std::strerror(e));
-      }
-      lock.fd = fd;
-      return Expected<CheckpointLock>(std::move(lock));
-    }
-    ::close(fd);
-  }
-  return Status::error(shown + ": cannot lock '" + lock.lockPath +
-                       "': it keeps being replaced");
-}
-
-CheckpointLock::CheckpointLock(CheckpointLock &&other) noexcept
-    : fd(other.fd), resolved(std::move(other.resolved)),
-      lockPath(std::move(other.lockPath)) {
-  other.fd = -1;
-}
-
-CheckpointLock &CheckpointLock::operator=(CheckpointLock &&other) noexcept {
-  if (this != &other) {
-    release();
-    fd = other.fd;
-    resolved = std::move(other.resolved);
-    lockPath = std::move(other.lockPath);
-    other.fd = -1;
-  }
-  return *this;
-}
-
-CheckpointLock::~CheckpointLock() { release(); }
-
-void CheckpointLock::release() {
-  if (fd < 0)
-    return;
-  // Removed while still held, so that no other process can take a lock on
-  // this file and then lose it to a fresh one.
-  ::unlink(lockPath.c_str());
-  ::close(fd);
-  fd = -1;
-}
-
-Status trimMetrics(const std::string &path, int64_t step) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::success();
-  std::string line, kept;
-  bool dropped = false;
-  while (std::getline(in, line)) {
-    if (in.eof()) {
-      // The last line has no newline: it was cut short while being written.
-      dropped = true;
-      break;
-    }
-    // A line that is not JSON (or holds a number past a double) is kept.
-    Expected<json> parsed = parseJson(line, path);
-    const json r = parsed ? std::move(*parsed) : json();
-    if (r.is_object() && r.contains("step") && r["step"].is_number_integer() &&
-        r["step"].get<int64_t>() > step) {
-      dropped = true;
-      continue;
-    }
-    kept += line + "\n";
-  }
-  if (!dropped)
-    return Status::success();
-  return writeText(path, kept);
 }
 
 } // namespace mtc::driver

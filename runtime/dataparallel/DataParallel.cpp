@@ -155,9 +155,9 @@ uint64_t optionsHash(const TrainOptions &o) {
     << o.seed << '|' << o.evalEvery << '|' << o.evalBatches << '|'
     << o.valFraction << '|' << o.saveEvery << '|' << o.useKernels << '|'
     << o.initFrom << '|' << o.resume << '|' << o.stopAfter << '|'
-    << o.deviceMemory << '|' << o.device << '|' << o.hfWeights << '|'
-    << o.tokenizer << '|' << o.shardOptimizer << '|' << o.deterministicReduce
-    << '|' << o.distBackend;
+    << o.deviceMemory << '|' << deviceKindName(o.device) << '|' << o.hfWeights
+    << '|' << o.tokenizer << '|' << o.shardOptimizer << '|'
+    << o.deterministicReduce << '|' << o.distBackend;
   std::string t = s.str();
   return xxh64(t.data(), t.size());
 }

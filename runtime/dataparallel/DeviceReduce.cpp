@@ -68,11 +68,11 @@ Status checkDistBackend(const TrainOptions &opts) {
     return Status::error("train: --dist-backend expects auto, mpi or nccl, "
                          "got '" +
                          b + "'");
-  if (b == "nccl" && opts.device != "cuda" && opts.device != "cuda-emu")
+  if (b == "nccl" && !deviceKindInfo(opts.device).collectives)
     return Status::error(
         "train: --dist-backend nccl sums gradients on a CUDA device, and "
         "--device is " +
-        opts.device +
+        std::string(deviceKindName(opts.device)) +
         "; use --device cuda (or cuda-emu), or --dist-backend mpi");
   if (b == "nccl" && opts.deterministicReduce)
     return Status::error(
@@ -184,7 +184,7 @@ openDeviceReduce(const TrainOptions &opts, device::Device *streamDevice,
   const int ranks = opts.world ? opts.world->size() : 1;
   if (opts.distBackend == "mpi" ||
       (!explicitNccl && (ranks == 1 || opts.deterministicReduce ||
-                         (opts.device != "cuda" && opts.device != "cuda-emu"))))
+                         !deviceKindInfo(opts.device).collectives)))
     return Result(std::unique_ptr<DeviceReduce>());
   auto *gpu = dynamic_cast<device::CudaDevice *>(streamDevice);
   if (!gpu) {

@@ -6,6 +6,7 @@
 
 #include "runtime/driver/DeviceModel.h"
 
+#include "lib/Bundle/Plan.h"
 #include "lib/Support/ByteSize.h"
 #include "runtime/device/CudaDevice.h"
 #include "runtime/driver/DeviceSelect.h"
@@ -22,14 +23,14 @@ int64_t roundUp(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 Expected<std::unique_ptr<DeviceModel>>
 DeviceModel::open(const bundle::Bundle &bundle, exec::ParamStore &store,
-                  const std::string &device, int64_t deviceMemory) {
+                  DeviceKind kind, int64_t deviceMemory) {
   std::unique_ptr<DeviceModel> m(new DeviceModel());
   m->b = bundle;
   // Every device runs the functions in fp32 (DeviceModel.h).
   if (m->b.step)
-    m->b.step->precision = "fp32";
+    m->b.step->precision = bundle::precisionName(bundle::Precision::F32);
   m->store = &store;
-  if (device == "cpu") {
+  if (!isGpu(kind)) {
     Expected<std::unique_ptr<exec::Executor>> ex =
         exec::Executor::create(m->b, store);
     if (!ex)
@@ -39,9 +40,7 @@ DeviceModel::open(const bundle::Bundle &bundle, exec::ParamStore &store,
       return st;
     return m;
   }
-  if (!isKnownDevice(device))
-    return Status::error("--device expects cpu, cuda or cuda-emu, got '" +
-                         device + "'");
+  const std::string device = deviceKindName(kind);
   // The arena: values, gradients, then the workspace.
   for (const exec::ParamSlot &s : store.slots()) {
     m->valueOff.push_back(m->paramBytes);
@@ -60,7 +59,7 @@ DeviceModel::open(const bundle::Bundle &bundle, exec::ParamStore &store,
         "), and --device-memory is " + std::to_string(deviceMemory) +
         ": give more, leaving room for the values of one call");
   Expected<std::shared_ptr<const cuda::CudaDriverApi>> api =
-      openCudaDriverFor(device);
+      openCudaDriverFor(kind);
   if (!api)
     return api.status().withPrefix("--device " + device);
   Expected<std::unique_ptr<device::CudaDevice>> gpu =

@@ -27,6 +27,7 @@
 
 #include "lib/Bundle/Bundle.h"
 #include "lib/Support/Status.h"
+#include "runtime/driver/DeviceKind.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ParamStore.h"
 
@@ -47,13 +48,13 @@ namespace mtc::driver {
 
 class DeviceModel {
 public:
-  /// \p b's executor over \p store on \p device ("cpu", "cuda",
-  /// "cuda-emu") with \p deviceMemory bytes of device memory (CUDA only; at
-  /// least the parameters' values and gradients plus some workspace).
-  /// Errors name the device and what is missing.
+  /// \p b's executor over \p store on a device of \p kind with \p deviceMemory
+  /// bytes of device memory (CUDA only; at least the parameters' values and
+  /// gradients plus some workspace). Errors name the device and what is
+  /// missing.
   static Expected<std::unique_ptr<DeviceModel>> open(const bundle::Bundle &b,
                                                      exec::ParamStore &store,
-                                                     const std::string &device,
+                                                     DeviceKind kind,
                                                      int64_t deviceMemory);
   ~DeviceModel();
   DeviceModel(const DeviceModel &) = delete;

@@ -7,32 +7,21 @@
 #include "runtime/driver/DeviceSelect.h"
 
 #include "lib/Support/ByteSize.h"
-#include "runtime/cuda/emu/EmulatedDriver.h"
 #include "runtime/device/CudaDevice.h"
 #include "runtime/driver/Train.h"
 #include "runtime/exec/cuda/CudaBackend.h"
 
-#include <cstdlib>
 #include <ostream>
 
 namespace mtc::driver {
 
-bool isKnownDevice(const std::string &device) {
-  return device == "cpu" || device == "cuda" || device == "cuda-emu";
-}
-
 Expected<std::shared_ptr<const cuda::CudaDriverApi>>
-openCudaDriverFor(const std::string &device) {
-  if (device == "cuda")
-    return cuda::loadCudaDriver();
-  emu::EmulatedDriverOptions options;
-  if (const char *text = std::getenv("MTC_CUDA_EMU_MEMORY"); text && *text) {
-    Expected<int64_t> bytes = parseDeviceBudget(text);
-    if (!bytes)
-      return bytes.status().withPrefix("MTC_CUDA_EMU_MEMORY");
-    options.deviceBytes = *bytes;
-  }
-  return emu::emulatedCudaDriver(options);
+openCudaDriverFor(DeviceKind device) {
+  const DeviceKindInfo &row = deviceKindInfo(device);
+  if (!row.openDriver)
+    return Status::error(std::string("--device ") + row.name +
+                         " has no CUDA driver");
+  return row.openDriver();
 }
 
 int64_t cudaBackendReserveBytes() { return exec::CudaBackend::deviceBytes(); }
@@ -41,9 +30,10 @@ int64_t cudaSafetyMarginBytes(int64_t totalBytes) {
   return (int64_t(64) << 20) + totalBytes / 50;
 }
 
-Expected<AutoDeviceMemory> autoDeviceMemory(const std::string &device) {
+Expected<AutoDeviceMemory> autoDeviceMemory(DeviceKind device) {
   AutoDeviceMemory a;
-  if (device == "cpu") {
+  const std::string name = deviceKindName(device);
+  if (!isGpu(device)) {
     double avail = hostMemoryAvailable();
     if (avail <= 0)
       return Status::error("--device-memory auto on --device cpu: this "
@@ -54,23 +44,19 @@ Expected<AutoDeviceMemory> autoDeviceMemory(const std::string &device) {
                formatBytes(static_cast<int64_t>(avail), ByteFormat::approx());
     return a;
   }
-  if (!isKnownDevice(device))
-    return Status::error("--device expects cpu, cuda or cuda-emu, got '" +
-                         device + "'");
   Expected<std::shared_ptr<const cuda::CudaDriverApi>> api =
       openCudaDriverFor(device);
   if (!api)
     return api.status().withPrefix("--device-memory auto needs the device, "
                                    "and --device " +
-                                   device + " is not there");
+                                   name + " is not there");
   Expected<std::unique_ptr<device::CudaDevice>> probe =
       device::CudaDevice::create(*api, 0);
   if (!probe)
-    return probe.status().withPrefix("--device-memory auto: --device " +
-                                     device);
+    return probe.status().withPrefix("--device-memory auto: --device " + name);
   Expected<std::pair<int64_t, int64_t>> info = (*probe)->memoryInfo();
   if (!info)
-    return info.status().withPrefix("--device-memory auto: --device " + device);
+    return info.status().withPrefix("--device-memory auto: --device " + name);
   const auto [free, total] = *info;
   const int64_t reserve = cudaBackendReserveBytes();
   const int64_t margin = cudaSafetyMarginBytes(total);
@@ -82,13 +68,13 @@ Expected<AutoDeviceMemory> autoDeviceMemory(const std::string &device) {
              " (scratch and flags) and a margin of " +
              formatBytes(margin, ByteFormat::approx());
   if (a.bytes <= 0)
-    return Status::error("--device-memory auto: --device " + device + " has " +
+    return Status::error("--device-memory auto: --device " + name + " has " +
                          a.reason + ": nothing is left for a plan");
   return a;
 }
 
 Expected<int64_t> resolveDeviceMemory(const std::string &text,
-                                      const std::string &device,
+                                      DeviceKind device,
                                       const std::string &command,
                                       std::ostream &out) {
   if (text != "auto") {
@@ -100,9 +86,9 @@ Expected<int64_t> resolveDeviceMemory(const std::string &text,
   Expected<AutoDeviceMemory> a = autoDeviceMemory(device);
   if (!a)
     return a.status().withPrefix(command);
-  out << "device memory auto on " << device << ": " << a->bytes << " bytes ("
-      << formatBytes(a->bytes, ByteFormat::approx()) << ": " << a->reason
-      << ")\n";
+  out << "device memory auto on " << deviceKindName(device) << ": " << a->bytes
+      << " bytes (" << formatBytes(a->bytes, ByteFormat::approx()) << ": "
+      << a->reason << ")\n";
   return a->bytes;
 }
 

@@ -1,7 +1,7 @@
 //===- DeviceSelect.h - Opening the device of --device ----------*- C++ -*-===//
 //
 // Part of mtc. What the commands share about `--device cpu|cuda|cuda-emu`
-// and `--device-memory SIZE|auto`: opening the CUDA driver of a device name
+// and `--device-memory SIZE|auto`: opening the CUDA driver of a device kind
 // (the emulated one honours MTC_CUDA_EMU_MEMORY, its capacity), the device
 // memory the CUDA backend allocates outside the memory plan, and what `auto`
 // chooses:
@@ -24,6 +24,7 @@
 
 #include "lib/Support/Status.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/driver/DeviceKind.h"
 
 #include <cstdint>
 #include <memory>
@@ -31,15 +32,10 @@
 
 namespace mtc::driver {
 
-/// Whether \p device is one of cpu, cuda, cuda-emu.
-bool isKnownDevice(const std::string &device);
-
-/// The driver table of \p device ("cuda": libcuda.so.1 through dlopen;
-/// "cuda-emu": the emulated driver, whose capacity is MTC_CUDA_EMU_MEMORY
-/// when set, a byte size as --device-memory takes, else 16 GiB). Errors say
-/// why: no driver, a bad MTC_CUDA_EMU_MEMORY.
+/// The driver table of GPU \p device (its row's openDriver, DeviceKind.h).
+/// Errors say why: no driver, a bad MTC_CUDA_EMU_MEMORY, not a GPU.
 Expected<std::shared_ptr<const cuda::CudaDriverApi>>
-openCudaDriverFor(const std::string &device);
+openCudaDriverFor(DeviceKind device);
 
 /// Device memory the CUDA backend allocates beside the plan's arena: its
 /// scratch region and its deferred-error and aux-loss flags (the cuBLASLt
@@ -60,14 +56,14 @@ struct AutoDeviceMemory {
 /// The budget `auto` picks on \p device (see the file comment). Errors when
 /// the device is not there (no CUDA driver or GPU: the driver's message) or
 /// leaves nothing for a plan.
-Expected<AutoDeviceMemory> autoDeviceMemory(const std::string &device);
+Expected<AutoDeviceMemory> autoDeviceMemory(DeviceKind device);
 
 /// `--device-memory` text for \p device: "auto" resolved (and a line
 /// "TOOL: device memory auto on DEVICE: N bytes (...)" printed to \p out),
 /// anything else parsed as a byte size. \p command names the command in
 /// errors.
 Expected<int64_t> resolveDeviceMemory(const std::string &text,
-                                      const std::string &device,
+                                      DeviceKind device,
                                       const std::string &command,
                                       std::ostream &out);
 

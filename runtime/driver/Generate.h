@@ -11,6 +11,7 @@
 #include "lib/Bundle/Bundle.h"
 #include "lib/Support/Status.h"
 #include "lib/Tokenizer/Tokenizer.h"
+#include "runtime/driver/DeviceKind.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Random.h"
 
@@ -33,7 +34,7 @@ struct GenerateOptions {
   /// The device the model runs on: cpu, cuda or cuda-emu (driver/
   /// DeviceModel.h; no KV cache on a CUDA device), and on a CUDA device its
   /// memory in bytes.
-  std::string device = "cpu";
+  DeviceKind device = DeviceKind::Cpu;
   int64_t deviceMemory = 0;
   /// tokenizer.json (or its directory) for the prompt and the output; "" :
   /// the checkpoint bundle's (HF imports), else bytes.

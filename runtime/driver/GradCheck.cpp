@@ -254,6 +254,106 @@ struct Check {
   }
 };
 
+/// The checks of one tensor: along a random unit direction, and on its
+/// largest coordinates (TensorCheck).
+struct TensorCheck {
+  Check direction, coordinates;
+  bool haveCoordinates = false; ///< --coordinates 0 or an empty tensor: none
+};
+
+/// Checks tensor \p s (number \p index of the store) against finite
+/// differences of \p lossAt, whose noise is \p sigma. The tensor's value is
+/// restored; its AdamW moments are used as scratch.
+template <typename F>
+TensorCheck checkTensor(exec::ParamSlot &s, uint64_t index,
+                        const GradCheckOptions &opts, double sigma,
+                        F &&lossAt) {
+  exec::HostArray &p = s.value, &g = s.grad;
+  exec::HostArray &saved = s.m, &dir = s.v; // AdamW state: unused here
+  size_t len = p.size();
+  double gmax = 0, pss = 0;
+  for (size_t i = 0; i < len; ++i) {
+    gmax = std::max(gmax, std::fabs(double(g[i])));
+    pss += double(p[i]) * p[i];
+  }
+  const double floor = 1e-3 * gmax;
+  const double rms = std::max(std::sqrt(pss / double(len)), kMinRms);
+  auto judge = [&](const Derivative &d, double an) {
+    Check c;
+    c.fd = d.value;
+    c.an = an;
+    c.scale = std::max({std::fabs(d.value), std::fabs(an), floor});
+    c.allowed = d.bound + opts.tolerance * c.scale;
+    return c;
+  };
+
+  // Directional check along a random unit vector.
+  train::initNormal(dir.data(), len, 0.0f, 1.0f, opts.seed + 1, index);
+  double norm = 0;
+  for (float d : dir)
+    norm += double(d) * d;
+  norm = std::sqrt(norm);
+  double an = 0;
+  for (size_t i = 0; i < len; ++i) {
+    dir[i] = static_cast<float>(dir[i] / norm);
+    an += double(g[i]) * dir[i];
+  }
+  std::copy(p.begin(), p.end(), saved.begin());
+  auto lossAlong = [&](double t) {
+    for (size_t i = 0; i < len; ++i)
+      p[i] = static_cast<float>(saved[i] + t * dir[i]);
+    return lossAt();
+  };
+  double target = opts.tolerance * std::max(std::fabs(an), floor);
+  double hMax = 2.5 * opts.step * rms * std::sqrt(double(len));
+  Check dirCheck =
+      judge(differentiate(lossAlong, firstStep(sigma, target, hMax, 0), sigma,
+                          target),
+            an);
+  std::copy(saved.begin(), saved.end(), p.begin());
+
+  // Coordinate checks on the largest gradients (ties: lower index).
+  size_t k = std::min<size_t>(static_cast<size_t>(opts.coordinates), len);
+  auto larger = [&](size_t a, size_t c) {
+    float ga = std::fabs(g[a]), gc = std::fabs(g[c]);
+    return ga > gc || (ga == gc && a < c);
+  };
+  std::vector<size_t> top; // a min-heap of the k largest
+  for (size_t i = 0; i < len && k > 0; ++i) {
+    if (top.size() < k) {
+      top.push_back(i);
+      std::push_heap(top.begin(), top.end(), larger);
+    } else if (larger(i, top.front())) {
+      std::pop_heap(top.begin(), top.end(), larger);
+      top.back() = i;
+      std::push_heap(top.begin(), top.end(), larger);
+    }
+  }
+  std::sort(top.begin(), top.end(), larger);
+  Check coordCheck;
+  bool first = true;
+  for (size_t i : top) {
+    float orig = p[i];
+    double target = opts.tolerance * std::max(std::fabs(double(g[i])), floor);
+    // A power of two, so that orig +- 2^j h are exact floats.
+    double h =
+        firstStep(sigma, target, opts.step, std::ldexp(double(ulp(orig)), 12));
+    h = std::exp2(std::round(std::log2(h)));
+    Derivative d = differentiate(
+        [&](double t) {
+          p[i] = static_cast<float>(orig + t);
+          return lossAt();
+        },
+        h, sigma, target);
+    p[i] = orig;
+    Check c = judge(d, g[i]);
+    if (first || c.ratio() > coordCheck.ratio())
+      coordCheck = c;
+    first = false;
+  }
+  return {dirCheck, coordCheck, !top.empty()};
+}
+
 int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
                   std::ostream &os, std::ostream &err) {
   // Checked before allocating, as `mtc train` does: the parameter store
@@ -350,94 +450,14 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
   for (exec::ParamSlot &s : store.slots()) {
     if (!selected(s.name, opts.tensors))
       continue;
-    exec::HostArray &p = s.value, &g = s.grad;
-    exec::HostArray &saved = s.m, &dir = s.v; // AdamW state: unused here
-    size_t len = p.size();
-    double gmax = 0, pss = 0;
-    for (size_t i = 0; i < len; ++i) {
-      gmax = std::max(gmax, std::fabs(double(g[i])));
-      pss += double(p[i]) * p[i];
-    }
-    const double floor = 1e-3 * gmax;
-    const double rms = std::max(std::sqrt(pss / double(len)), kMinRms);
-    auto judge = [&](const Derivative &d, double an) {
-      Check c;
-      c.fd = d.value;
-      c.an = an;
-      c.scale = std::max({std::fabs(d.value), std::fabs(an), floor});
-      c.allowed = d.bound + opts.tolerance * c.scale;
-      return c;
-    };
-
-    // Directional check along a random unit vector.
-    train::initNormal(dir.data(), len, 0.0f, 1.0f, opts.seed + 1,
-                      static_cast<uint64_t>(&s - store.slots().data()));
-    double norm = 0;
-    for (float d : dir)
-      norm += double(d) * d;
-    norm = std::sqrt(norm);
-    double an = 0;
-    for (size_t i = 0; i < len; ++i) {
-      dir[i] = static_cast<float>(dir[i] / norm);
-      an += double(g[i]) * dir[i];
-    }
-    std::copy(p.begin(), p.end(), saved.begin());
-    auto lossAlong = [&](double t) {
-      for (size_t i = 0; i < len; ++i)
-        p[i] = static_cast<float>(saved[i] + t * dir[i]);
-      return lossAt();
-    };
-    double target = opts.tolerance * std::max(std::fabs(an), floor);
-    double hMax = 2.5 * opts.step * rms * std::sqrt(double(len));
-    Check dirCheck =
-        judge(differentiate(lossAlong, firstStep(sigma, target, hMax, 0), sigma,
-                            target),
-              an);
-    std::copy(saved.begin(), saved.end(), p.begin());
-
-    // Coordinate checks on the largest gradients (ties: lower index).
-    size_t k = std::min<size_t>(static_cast<size_t>(opts.coordinates), len);
-    auto larger = [&](size_t a, size_t c) {
-      float ga = std::fabs(g[a]), gc = std::fabs(g[c]);
-      return ga > gc || (ga == gc && a < c);
-    };
-    std::vector<size_t> top; // a min-heap of the k largest
-    for (size_t i = 0; i < len && k > 0; ++i) {
-      if (top.size() < k) {
-        top.push_back(i);
-        std::push_heap(top.begin(), top.end(), larger);
-      } else if (larger(i, top.front())) {
-        std::pop_heap(top.begin(), top.end(), larger);
-        top.back() = i;
-        std::push_heap(top.begin(), top.end(), larger);
-      }
-    }
-    std::sort(top.begin(), top.end(), larger);
-    Check coordCheck;
-    bool first = true;
-    for (size_t i : top) {
-      float orig = p[i];
-      double target = opts.tolerance * std::max(std::fabs(double(g[i])), floor);
-      // A power of two, so that orig +- 2^j h are exact floats.
-      double h = firstStep(sigma, target, opts.step,
-                           std::ldexp(double(ulp(orig)), 12));
-      h = std::exp2(std::round(std::log2(h)));
-      Derivative d = differentiate(
-          [&](double t) {
-            p[i] = static_cast<float>(orig + t);
-            return lossAt();
-          },
-          h, sigma, target);
-      p[i] = orig;
-      Check c = judge(d, g[i]);
-      if (first || c.ratio() > coordCheck.ratio())
-        coordCheck = c;
-      first = false;
-    }
-
-    const Check &w = top.empty() || dirCheck.ratio() >= coordCheck.ratio()
-                         ? dirCheck
-                         : coordCheck;
+    const TensorCheck t =
+        checkTensor(s, static_cast<uint64_t>(&s - store.slots().data()), opts,
+                    sigma, lossAt);
+    const Check &dirCheck = t.direction, &coordCheck = t.coordinates;
+    const Check &w =
+        !t.haveCoordinates || dirCheck.ratio() >= coordCheck.ratio()
+            ? dirCheck
+            : coordCheck;
     bool ok = w.ratio() <= 1;
     if (!ok)
       ++failures;
@@ -453,7 +473,7 @@ int gradCheckImpl(const bundle::Bundle &b, const GradCheckOptions &opts,
     };
     os << "  " << std::left << std::setw(28) << s.name << std::right
        << " rel error " << pair(w) << " allowed (direction " << pair(dirCheck);
-    if (!top.empty())
+    if (t.haveCoordinates)
       os << ", largest coordinates " << pair(coordCheck);
     os << ")" << (ok ? "" : "  FAILED") << "\n";
   }

@@ -7,6 +7,7 @@
 #define MTC_RUNTIME_DRIVER_GRADCHECK_H
 
 #include "lib/Bundle/Bundle.h"
+#include "runtime/driver/DeviceKind.h"
 
 #include <cstdint>
 #include <ostream>
@@ -37,7 +38,7 @@ struct GradCheckOptions {
   std::string hfWeights;
   /// The device the model runs on (cpu, cuda, cuda-emu; DeviceModel.h) and,
   /// on a CUDA device, its memory in bytes.
-  std::string device = "cpu";
+  DeviceKind device = DeviceKind::Cpu;
   int64_t deviceMemory = 0;
 };
 

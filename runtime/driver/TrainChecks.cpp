@@ -9,6 +9,7 @@
 
 #include "runtime/driver/TrainRun.h"
 
+#include "lib/Bundle/OpKind.h"
 #include "lib/Bundle/Plan.h"
 #include "lib/Support/ByteSize.h"
 #include "lib/Support/Files.h"
@@ -38,7 +39,9 @@ Expected<int32_t> lossIgnoreIndex(const bundle::Bundle &b) {
         for (const bundle::Op &op : fn.ops) {
           if (op.region)
             scan(*op.region);
-          if (op.name != "cross_entropy" && op.name != "linear_cross_entropy")
+          const std::optional<bundle::OpKind> kind = bundle::opKindOf(op.name);
+          if (kind != bundle::OpKind::CrossEntropy &&
+              kind != bundle::OpKind::LinearCrossEntropy)
             continue;
           int64_t v = op.intAttr("ignore_index", -100);
           if (found && *found != v)
@@ -209,7 +212,7 @@ Status TrainRun::checkModel() {
                    "(--device-memory SIZE)");
   }
   immediate = ring && opts.clip == 0 && opts.optimizerPlacement != "deferred";
-  bf16Grads = opts.gradDtype == "bf16";
+  bf16Grads = opts.gradDtype == bundle::GradDType::BF16;
   if (bf16Grads && immediate)
     return Status::error(gradDtypeImmediateConflict());
   // Under a step plan the device accumulates and the store keeps bf16; the
@@ -239,7 +242,7 @@ Status TrainRun::checkRanks() {
   if (splitMB)
     if (Status st = checkSplitMicroBatches(); !st)
       return st;
-  if (opts.gradDtype == "bf16")
+  if (opts.gradDtype == bundle::GradDType::BF16)
     return Status::error(
         "--grad-dtype bf16 is not supported with several ranks yet (the "
         "gradients are summed over the ranks in fp32); leave it out");
@@ -275,8 +278,8 @@ Status TrainRun::checkSplitMicroBatches() {
         for (const bundle::Op &op : fn.ops) {
           if (op.region)
             scan(*op.region);
-          if (op.name == "param_grad" && ++count[op.symbol] == 2 &&
-              twice.empty())
+          if (bundle::opKindOf(op.name) == bundle::OpKind::ParamGrad &&
+              ++count[op.symbol] == 2 && twice.empty())
             twice = op.symbol;
         }
       };

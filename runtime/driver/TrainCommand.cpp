@@ -160,7 +160,7 @@ bool hasFusedOps(const bundle::Bundle &b) {
   auto in = [](const std::map<std::string, bundle::Function> &fns) {
     for (const auto &[name, fn] : fns)
       for (const bundle::Op &op : fn.ops)
-        if (op.name == "fused")
+        if (bundle::opKindOf(op.name) == bundle::OpKind::Fused)
           return true;
     return false;
   };
@@ -182,7 +182,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
                          TrainCommand &cmd) {
   TrainOptions &opts = cmd.opts;
   int64_t threads = 0, optimizerThreads = 0;
-  std::string kernels = "on";
+  std::string kernels = "on", device = "cpu", gradDtype = "fp32";
   std::vector<std::string> pos, valued;
   for (const std::string &a : args) {
     if (a == "--allow-model-change")
@@ -211,7 +211,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::Double, "--beta2", &opts.beta2, 0},
            {Flag::Double, "--clip", &opts.clip, 0},
            {Flag::String, "--optimizer-placement", &opts.optimizerPlacement},
-           {Flag::String, "--grad-dtype", &opts.gradDtype},
+           {Flag::String, "--grad-dtype", &gradDtype},
            {Flag::Uint, "--seed", &opts.seed, 0},
            {Flag::Int, "--eval-every", &opts.evalEvery, 0, limits::kSteps},
            {Flag::Int, "--eval-batches", &opts.evalBatches, 1,
@@ -248,7 +248,7 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
            {Flag::String, "--trace", &opts.trace},
            {Flag::String, "--tokenizer", &opts.tokenizer},
            {Flag::String, "--host-state-file", &opts.hostStateFile},
-           {Flag::String, "--device", &opts.device},
+           {Flag::String, "--device", &device},
            {Flag::String, "--data-parallel", &opts.dataParallel},
            {Flag::String, "--shard-optimizer", &opts.shardOptimizer},
            {Flag::String, "--dist-backend", &opts.distBackend}},
@@ -258,11 +258,10 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
   if (opts.traceOps && opts.trace.empty())
     return Status::error("train: --trace-ops adds per-op spans to the "
                          "--trace FILE.json timeline; give --trace too");
-  if (opts.device != "cpu" && opts.device != "cuda" &&
-      opts.device != "cuda-emu")
-    return Status::error(
-        "train: --device expects cpu, cuda or cuda-emu, got '" + opts.device +
-        "'");
+  Expected<DeviceKind> kind = parseDeviceKind(device);
+  if (!kind)
+    return kind.status().withPrefix("train");
+  opts.device = *kind;
   if (!tool.compiles && !cmd.hostMemory.empty())
     return Status::error(
         std::string("train: ") + tool.name +
@@ -334,10 +333,11 @@ Status parseTrainCommand(const Tool &tool, const std::vector<std::string> &args,
         "train: --optimizer-placement immediate updates each layer before the "
         "global gradient norm is known, so it cannot clip; add --clip 0 or "
         "use --optimizer-placement deferred");
-  if (opts.gradDtype != "fp32" && opts.gradDtype != "bf16")
+  if (!bundle::parseGradDType(gradDtype, opts.gradDtype))
     return Status::error("train: --grad-dtype expects fp32 or bf16, got '" +
-                         opts.gradDtype + "'");
-  if (opts.gradDtype == "bf16" && opts.optimizerPlacement == "immediate")
+                         gradDtype + "'");
+  if (opts.gradDtype == bundle::GradDType::BF16 &&
+      opts.optimizerPlacement == "immediate")
     return Status::error("train: " + gradDtypeImmediateConflict());
   if (opts.beta1 >= 1 || opts.beta2 >= 1)
     return Status::error("train: --beta1 and --beta2 must be below 1");
@@ -389,15 +389,19 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                                       : "; " + compileHint(cmd.input)));
   const bundle::Bundle &b = *read;
   // The step plan's host budget counted its gradient dtype: train with it.
-  if (b.step && !b.step->gradDType.empty()) {
-    if (cmd.given.count("--grad-dtype") && opts.gradDtype != b.step->gradDType)
+  // (The bundle reader accepts fp32 and bf16 alone.)
+  bundle::GradDType planGrads;
+  if (b.step && bundle::parseGradDType(b.step->gradDType, planGrads)) {
+    if (cmd.given.count("--grad-dtype") && opts.gradDtype != planGrads)
       return fail(
-          "train: --grad-dtype " + opts.gradDtype + " conflicts with '" +
+          std::string("train: --grad-dtype ") +
+          bundle::gradDTypeName(opts.gradDtype) + " conflicts with '" +
           cmd.input + "', whose step plan was compiled for --grad-dtype " +
-          b.step->gradDType +
+          bundle::gradDTypeName(planGrads) +
           "; drop the flag, or recompile the bundle with --grad-dtype " +
-          opts.gradDtype + " (mtc compile MODEL.mt ... -o " + cmd.input + ")");
-    opts.gradDtype = b.step->gradDType;
+          bundle::gradDTypeName(opts.gradDtype) +
+          " (mtc compile MODEL.mt ... -o " + cmd.input + ")");
+    opts.gradDtype = planGrads;
   }
   if (b.step && opts.deviceMemory > 0 &&
       opts.deviceMemory < b.step->devicePeak) {
@@ -418,9 +422,10 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
                 cmd.input +
                 "' is a bundle without one (compile it with "
                 "mtc compile --device-memory ...)");
-  if (opts.device != "cpu") {
+  if (isGpu(opts.device)) {
+    const std::string device = deviceKindName(opts.device);
     if (!b.step)
-      return fail("train: --device " + opts.device +
+      return fail("train: --device " + device +
                   " runs a streaming step plan; '" + cmd.input +
                   "' is a bundle without one (compile it with mtc compile "
                   "--device-memory SIZE --batch N --seq N --device cuda ...)");
@@ -428,7 +433,7 @@ int trainBundle(const Tool &tool, TrainCommand &cmd, std::ostream &out,
     // for them: say how to compile a bundle built without it rather than
     // naming the first fused op.
     if (b.cudaKernels.source.empty() && hasFusedOps(b))
-      return fail("train: --device " + opts.device + ": '" + cmd.input +
+      return fail("train: --device " + device + ": '" + cmd.input +
                   "' has fused regions but no CUDA kernels for them (it was "
                   "compiled for the CPU); compile it for this device: mtc "
                   "compile MODEL.mt --device cuda ... -o " +
@@ -443,7 +448,7 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
                        std::ostream &out, std::ostream &err) {
   GenerateOptions opts;
   std::vector<std::string> pos;
-  std::string cache = "on", deviceMemory;
+  std::string cache = "on", deviceMemory, device = "cpu";
   auto fail = [&](const std::string &message) {
     err << tool.name << ": error: " << message << "\n";
     return 1;
@@ -458,15 +463,16 @@ int runGenerateCommand(const Tool &tool, const std::vector<std::string> &args,
                       {Flag::Int, "--context", &opts.context, 1, limits::kSeq},
                       {Flag::String, "--kv-cache", &cache},
                       {Flag::String, "--tokenizer", &opts.tokenizer},
-                      {Flag::String, "--device", &opts.device},
+                      {Flag::String, "--device", &device},
                       {Flag::String, "--device-memory", &deviceMemory}},
                      pos);
       !st.ok())
     return fail(st.message());
-  if (!isKnownDevice(opts.device))
-    return fail("generate: --device expects cpu, cuda or cuda-emu, got '" +
-                opts.device + "'");
-  if (opts.device != "cpu") {
+  Expected<DeviceKind> kind = parseDeviceKind(device);
+  if (!kind)
+    return fail("generate: " + kind.message());
+  opts.device = *kind;
+  if (isGpu(opts.device)) {
     // The whole model is resident: by default, all the device has.
     Expected<int64_t> bytes =
         resolveDeviceMemory(deviceMemory.empty() ? "auto" : deviceMemory,

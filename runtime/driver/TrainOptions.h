@@ -8,6 +8,9 @@
 #ifndef MTC_RUNTIME_DRIVER_TRAINOPTIONS_H
 #define MTC_RUNTIME_DRIVER_TRAINOPTIONS_H
 
+#include "lib/Bundle/Plan.h"
+#include "runtime/driver/DeviceKind.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,7 +47,7 @@ struct TrainOptions {
   /// "bf16" (rounded to nearest even from the device's fp32 sums; 14
   /// B/param under a step plan). The global norm is that of the rounded
   /// values. Refused with the immediate placement, which keeps none.
-  std::string gradDtype = "fp32";
+  bundle::GradDType gradDtype = bundle::GradDType::F32;
   /// The precision of the step plan a checkpoint was trained with, as its
   /// trainer_state.json records it ("fp32" or "bf16"; "" : not recorded).
   /// Read from checkpoints only: a resume without --precision compiles in
@@ -80,10 +83,10 @@ struct TrainOptions {
   /// Streaming (bundles with a step plan, docs/streaming.md): the CPU
   /// device's memory in bytes (0: the plan's budget).
   int64_t deviceMemory = 0;
-  /// The device the step plan runs on: "cpu" (CpuDevice, the CPU kernels),
-  /// "cuda" (a GPU through libcuda, the CUDA kernels) or "cuda-emu" (the
-  /// CUDA code path over the emulated driver, on the CPU); docs/cuda.md.
-  std::string device = "cpu";
+  /// The device the step plan runs on (DeviceKind.h): the CPU device with
+  /// the CPU kernels, a GPU through libcuda with the CUDA kernels, or the
+  /// CUDA code path over the emulated driver, on the CPU; docs/cuda.md.
+  DeviceKind device = DeviceKind::Cpu;
   /// Chrome-trace JSON of every device stream ("" : none).
   std::string trace;
   /// --trace-ops: every op the compute stream runs as a span of its own

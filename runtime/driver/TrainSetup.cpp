@@ -191,7 +191,8 @@ Status TrainRun::createStreaming() {
   Expected<std::unique_ptr<exec::Executor>> onDevice = exec::Executor::create(
       b, *store, backend ? *backend : exec::cpuDeviceBackend());
   if (!onDevice)
-    return onDevice.status().withPrefix("--device " + opts.device);
+    return onDevice.status().withPrefix(std::string("--device ") +
+                                        deviceKindName(opts.device));
   streamEx = std::move(*onDevice);
   if (opts.traceOps)
     streamEx->setOpTimer(opSpans(trace));
@@ -207,7 +208,8 @@ Status TrainRun::createStreaming() {
 }
 
 Status TrainRun::createDevice(int64_t budget) {
-  if (opts.device == "cpu") {
+  const DeviceKindInfo &kind = deviceKindInfo(opts.device);
+  if (!kind.gpu) {
     Expected<std::unique_ptr<device::CpuDevice>> cpu =
         device::CpuDevice::create(budget);
     if (!cpu)
@@ -219,7 +221,8 @@ Status TrainRun::createDevice(int64_t budget) {
   Expected<std::shared_ptr<const cuda::CudaDriverApi>> driver =
       openCudaDriverFor(opts.device);
   if (!driver)
-    return Status::error("--device " + opts.device + ": " + driver.message());
+    return Status::error(std::string("--device ") + kind.name + ": " +
+                         driver.message());
   // Several ranks of a node: each opens the GPU of its local rank.
   int ordinal = 0;
   if (ranks > 1) {
@@ -246,7 +249,8 @@ Status TrainRun::createDevice(int64_t budget) {
   Expected<std::unique_ptr<exec::CudaBackend>> be =
       exec::CudaBackend::create(*gpu);
   if (!be)
-    return Status::error("--device " + opts.device + ": " + be.message());
+    return Status::error(std::string("--device ") + kind.name + ": " +
+                         be.message());
   backend = std::move(*be);
   streamDevice = std::move(gpu);
   return Status::success();

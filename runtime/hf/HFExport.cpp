@@ -59,6 +59,23 @@ Status makeDir(const std::string &dir) {
   return Status::success();
 }
 
+/// -o \p outDir: a directory to write into, or one to create in a writable
+/// directory.
+Status checkOutputDir(const std::string &outDir) {
+  std::string dir = outDir;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  struct stat st;
+  const bool exists = ::stat(dir.c_str(), &st) == 0;
+  if (exists && !S_ISDIR(st.st_mode))
+    return Status::error("-o '" + outDir + "' exists and is not a directory");
+  const std::string where = exists ? dir : dirName(dir);
+  if (::access(where.c_str(), W_OK) != 0)
+    return Status::error("-o '" + outDir + "': cannot write in '" + where +
+                         "': " + std::strerror(errno));
+  return Status::success();
+}
+
 } // namespace
 
 Status exportHF(const std::string &ckptDir, const std::string &outDir,
@@ -68,21 +85,9 @@ Status exportHF(const std::string &ckptDir, const std::string &outDir,
     return Status::error("-o '" + outDir + "' is the checkpoint '" + ckptDir +
                          "' itself; an output never overwrites an input: "
                          "give another directory");
-  // The output is checked before the checkpoint is read: a directory to
-  // write into, or one to create in a writable directory.
-  {
-    std::string dir = outDir;
-    while (dir.size() > 1 && dir.back() == '/')
-      dir.pop_back();
-    struct stat st;
-    const bool exists = ::stat(dir.c_str(), &st) == 0;
-    if (exists && !S_ISDIR(st.st_mode))
-      return Status::error("-o '" + outDir + "' exists and is not a directory");
-    const std::string where = exists ? dir : dirName(dir);
-    if (::access(where.c_str(), W_OK) != 0)
-      return Status::error("-o '" + outDir + "': cannot write in '" + where +
-                           "': " + std::strerror(errno));
-  }
+  // The output is checked before the checkpoint is read.
+  if (Status st = checkOutputDir(outDir); !st)
+    return st;
   // The checkpoint resume would accept, checked as resume checks it, read
   // whole from one checkpoint while a run may be replacing it.
   bundle::Bundle b;

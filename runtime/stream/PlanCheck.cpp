@@ -71,23 +71,25 @@ void StreamExecutor::checkPlanOptions() {
               ": the executor's backend runs every plan in fp32 (the CPU "
               "device's executor runs on exec::cpuDeviceBackend())");
   paramType = bundle::deviceParamDType(precision);
-  if (p.recompute != "full" && p.recompute != "none" &&
-      p.recompute != "selective")
+  if (!bundle::parseRecompute(p.recompute, recompute))
     planError("recompute must be 'full', 'none' or 'selective'");
   segmentLength = p.checkpointEvery;
   if (segmentLength < 1)
     planError("checkpoint_every must be >= 1");
-  if (segmentLength > 1 && p.recompute != "full")
+  if (segmentLength > 1 && recompute != bundle::Recompute::Full)
     planError("checkpoint_every " + std::to_string(segmentLength) +
               " needs recompute 'full'");
-  if (p.selectiveLayers >= 0 && p.recompute != "selective")
+  if (p.selectiveLayers >= 0 && recompute != bundle::Recompute::Selective)
     planError("selective_layers " + std::to_string(p.selectiveLayers) +
               " needs recompute 'selective'");
   if (segmentLength > p.prefetchDepth)
     planError("checkpoint_every " + std::to_string(segmentLength) +
               " needs as many weight slots; the plan has " +
               std::to_string(p.prefetchDepth));
-  hostCheckpoints = p.checkpoints == "host";
+  // The bundle reader accepts "device" and "host" alone.
+  bundle::CheckpointSpace space = bundle::CheckpointSpace::Device;
+  hostCheckpoints = bundle::parseCheckpointSpace(p.checkpoints, space) &&
+                    space == bundle::CheckpointSpace::Host;
   // The plan decides (analysis::planMemory: host checkpoints and M > 1):
   // host activations are there when their host buffer is.
   hostActivations = p.buffer("activations.host") != nullptr;
@@ -175,7 +177,7 @@ int64_t StreamExecutor::layOutCheckpoints() {
       if (r > 0 && lse[r])
         bytes += bundle::tensorBytes(shape[0] * shape[1] * shape[2]);
     }
-    if (p.recompute == "full" && f.results.size() != 1)
+    if (recompute == bundle::Recompute::Full && f.results.size() != 1)
       planError("recompute 'full' but layer '" + layer->name +
                 "' keeps intermediates");
     ckptBytes[layer->name] = bytes;

@@ -353,6 +353,8 @@ private:
   /// The plan's precision (lib/Bundle/Plan.h), and how parameter values
   /// and boundary activations are stored on the device under it.
   bundle::Precision precision = bundle::Precision::F32;
+  /// The plan's recomputation, decoded once (checkPlanOptions).
+  bundle::Recompute recompute = bundle::Recompute::Full;
   DType paramType = DType::F32, actType = DType::F32;
   /// Per layer: the storage of its forward's results (checkpoint layout).
   std::map<std::string, std::vector<DType>> resultTypes;

@@ -78,6 +78,80 @@ static uint64_t firstOutOfRange(const uint8_t *base, uint64_t n,
   return n;
 }
 
+Status TokenDataset::readLlmc(const std::string &path, const uint8_t *base,
+                              uint64_t size) {
+  fmt = TokenFileFormat::LlmcBin;
+  if (size < kLlmcHeaderBytes)
+    return Status::error(path + ": llm.c header is truncated (" +
+                         std::to_string(size) + " bytes, the header is " +
+                         std::to_string(kLlmcHeaderBytes) + ")");
+  int32_t version = readI32(base + 4);
+  int32_t declared = readI32(base + 8);
+  if (version != 1 && version != 2)
+    return Status::error(path + ": unsupported llm.c version " +
+                         std::to_string(version) +
+                         " (1: uint16 tokens, 2: uint32 tokens)");
+  tokBytes = version == 1 ? 2 : 4;
+  uint64_t body = size - kLlmcHeaderBytes;
+  if (body % tokBytes)
+    return Status::error(path + ": " + std::to_string(body) +
+                         " bytes of tokens is not a multiple of the token "
+                         "size (" +
+                         std::to_string(tokBytes) + " bytes)");
+  count = body / tokBytes;
+  if (declared < 0 || static_cast<uint64_t>(declared) != count)
+    return Status::error(path + ": header says " + std::to_string(declared) +
+                         " tokens but the file holds " + std::to_string(count));
+  tokens = base + kLlmcHeaderBytes;
+  return Status::success();
+}
+
+Status TokenDataset::attachMask(const std::string &maskPath,
+                                const std::string &path) {
+  Expected<MappedFile> mm = MappedFile::open(maskPath);
+  if (!mm)
+    return mm.status();
+  const uint8_t *mb = mm->data();
+  uint64_t msize = mm->size();
+  if (msize < 4 || readI32(mb) != kLossMaskMagic)
+    return Status::error(maskPath + ": not a loss mask (no magic 'MASK')");
+  if (msize < kLossMaskHeaderBytes)
+    return Status::error(maskPath + ": loss mask header is truncated");
+  int32_t version = readI32(mb + 4);
+  int64_t declared;
+  std::memcpy(&declared, mb + 8, 8);
+  if (version != 1)
+    return Status::error(maskPath + ": unsupported loss mask version " +
+                         std::to_string(version) + " (1)");
+  uint64_t body = msize - kLossMaskHeaderBytes;
+  if (declared < 0 || static_cast<uint64_t>(declared) != body)
+    return Status::error(maskPath + ": header says " +
+                         std::to_string(declared) +
+                         " tokens but the file holds " + std::to_string(body));
+  if (body != count)
+    return Status::error(maskPath + ": " + std::to_string(body) +
+                         " mask bytes for the " + std::to_string(count) +
+                         " tokens of " + path);
+  mask = mb + kLossMaskHeaderBytes;
+  for (uint64_t i = 0; i < count; ++i)
+    if (mask[i] > 1)
+      return Status::error(maskPath + ": byte " + std::to_string(mask[i]) +
+                           " at token " + std::to_string(i) +
+                           " is neither 0 (masked) nor 1 (trained)");
+  maskFile = std::move(mm.value());
+  // Targets are tokens 1.. of a window.
+  if (trainedTokens(1, trainTokens()) == 0)
+    return Status::error(maskPath + ": no trainable tokens in the training "
+                                    "split (every target is masked)");
+  if (valCount > 0 && trainedTokens(trainTokens() + 1, count) == 0)
+    return Status::error(maskPath +
+                         ": no trainable tokens in the validation split (the "
+                         "last " +
+                         std::to_string(valCount) +
+                         " tokens); use --val-fraction 0 or a larger one");
+  return Status::success();
+}
+
 Expected<TokenDataset> TokenDataset::open(const std::string &path,
                                           const TokenDatasetOptions &opts) {
   if (opts.seqLen <= 0)
@@ -136,30 +210,8 @@ Expected<TokenDataset> TokenDataset::open(const std::string &path,
     d.tokens = base;
     d.count = size;
   } else if (want != "raw-u16") {
-    d.fmt = TokenFileFormat::LlmcBin;
-    if (size < kLlmcHeaderBytes)
-      return Status::error(path + ": llm.c header is truncated (" +
-                           std::to_string(size) + " bytes, the header is " +
-                           std::to_string(kLlmcHeaderBytes) + ")");
-    int32_t version = readI32(base + 4);
-    int32_t declared = readI32(base + 8);
-    if (version != 1 && version != 2)
-      return Status::error(path + ": unsupported llm.c version " +
-                           std::to_string(version) +
-                           " (1: uint16 tokens, 2: uint32 tokens)");
-    d.tokBytes = version == 1 ? 2 : 4;
-    uint64_t body = size - kLlmcHeaderBytes;
-    if (body % d.tokBytes)
-      return Status::error(path + ": " + std::to_string(body) +
-                           " bytes of tokens is not a multiple of the token "
-                           "size (" +
-                           std::to_string(d.tokBytes) + " bytes)");
-    d.count = body / d.tokBytes;
-    if (declared < 0 || static_cast<uint64_t>(declared) != d.count)
-      return Status::error(path + ": header says " + std::to_string(declared) +
-                           " tokens but the file holds " +
-                           std::to_string(d.count));
-    d.tokens = base + kLlmcHeaderBytes;
+    if (Status st = d.readLlmc(path, base, size); !st)
+      return st;
   } else {
     d.fmt = TokenFileFormat::RawU16;
     d.tokBytes = 2;
@@ -209,49 +261,9 @@ Expected<TokenDataset> TokenDataset::open(const std::string &path,
   }
   std::string maskPath = path + ".mask";
   struct stat st;
-  if (opts.useMask && ::stat(maskPath.c_str(), &st) == 0) {
-    Expected<MappedFile> mm = MappedFile::open(maskPath);
-    if (!mm)
-      return mm.status();
-    const uint8_t *mb = mm->data();
-    uint64_t msize = mm->size();
-    if (msize < 4 || readI32(mb) != kLossMaskMagic)
-      return Status::error(maskPath + ": not a loss mask (no magic 'MASK')");
-    if (msize < kLossMaskHeaderBytes)
-      return Status::error(maskPath + ": loss mask header is truncated");
-    int32_t version = readI32(mb + 4);
-    int64_t declared;
-    std::memcpy(&declared, mb + 8, 8);
-    if (version != 1)
-      return Status::error(maskPath + ": unsupported loss mask version " +
-                           std::to_string(version) + " (1)");
-    uint64_t body = msize - kLossMaskHeaderBytes;
-    if (declared < 0 || static_cast<uint64_t>(declared) != body)
-      return Status::error(
-          maskPath + ": header says " + std::to_string(declared) +
-          " tokens but the file holds " + std::to_string(body));
-    if (body != d.count)
-      return Status::error(maskPath + ": " + std::to_string(body) +
-                           " mask bytes for the " + std::to_string(d.count) +
-                           " tokens of " + path);
-    d.mask = mb + kLossMaskHeaderBytes;
-    for (uint64_t i = 0; i < d.count; ++i)
-      if (d.mask[i] > 1)
-        return Status::error(maskPath + ": byte " + std::to_string(d.mask[i]) +
-                             " at token " + std::to_string(i) +
-                             " is neither 0 (masked) nor 1 (trained)");
-    d.maskFile = std::move(mm.value());
-    // Targets are tokens 1.. of a window.
-    if (d.trainedTokens(1, d.trainTokens()) == 0)
-      return Status::error(maskPath + ": no trainable tokens in the training "
-                                      "split (every target is masked)");
-    if (d.valCount > 0 && d.trainedTokens(d.trainTokens() + 1, d.count) == 0)
-      return Status::error(maskPath +
-                           ": no trainable tokens in the validation split (the "
-                           "last " +
-                           std::to_string(d.valCount) +
-                           " tokens); use --val-fraction 0 or a larger one");
-  }
+  if (opts.useMask && ::stat(maskPath.c_str(), &st) == 0)
+    if (Status masked = d.attachMask(maskPath, path); !masked)
+      return masked;
   d.file = std::move(mf.value());
   return Expected<TokenDataset>(std::move(d));
 }

@@ -122,6 +122,12 @@ public:
 
 private:
   TokenDataset() = default;
+  /// The loss mask \p maskPath (PATH.mask) of these tokens, checked
+  /// against them and the splits.
+  Status attachMask(const std::string &maskPath, const std::string &path);
+  /// The tokens of the llm.c file \p base of \p size bytes (header
+  /// checked).
+  Status readLlmc(const std::string &path, const uint8_t *base, uint64_t size);
   MappedFile file;
   TokenDatasetOptions opts;
   TokenFileFormat fmt = TokenFileFormat::RawU16;

@@ -218,24 +218,29 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
 /// will run on. For the CUDA backend the fused regions are also emitted as
-/// CUDA C (the bundle's cuda_kernels, docs/cuda-kernels.md). Prints the
-/// error and returns false on an unknown device.
-bool parseDeviceFlag(const char *command, const std::string &device,
+/// CUDA C (the bundle's cuda_kernels, docs/cuda-kernels.md). Prints the error
+/// and returns false on an unknown device.
+bool parseDeviceFlag(const char *command, const std::string &name,
+                     mtc::driver::DeviceKind &kind,
                      mtc::CompileOptions &copts) {
-  if (device != "cpu" && device != "cuda" && device != "cuda-emu") {
-    error(std::string(command) +
-          ": --device expects cpu, cuda or cuda-emu, got '" + device + "'");
+  mtc::Expected<mtc::driver::DeviceKind> parsed =
+      mtc::driver::parseDeviceKind(name);
+  if (!parsed) {
+    error(std::string(command) + ": " + parsed.message());
     return false;
   }
-  copts.cudaKernels = device != "cpu";
+  kind = *parsed;
+  copts.cudaKernels = mtc::driver::deviceKindInfo(kind).backend ==
+                      mtc::driver::KernelBackend::Cuda;
   return true;
 }
 
-bool parseGpuFlag(const char *command, const std::string &device,
+bool parseGpuFlag(const char *command, mtc::driver::DeviceKind device,
                   const std::string &gpu, mtc::CompileOptions &copts) {
-  if (gpu.empty() && device != "cuda")
+  // A real GPU prices its plans on a GPU profile by default.
+  if (gpu.empty() && device != mtc::driver::DeviceKind::Cuda)
     return true;
-  if (device == "cpu") {
+  if (!mtc::driver::isGpu(device)) {
     error(std::string(command) +
           ": --gpu names the GPU of --device cuda (or cuda-emu); the CPU "
           "device's plans are priced at its own rates");
@@ -364,7 +369,8 @@ std::string withCommas(int64_t v) {
   return out;
 }
 
-bool resolveAutoDeviceMemory(const char *command, const std::string &device,
+bool resolveAutoDeviceMemory(const char *command,
+                             mtc::driver::DeviceKind device,
                              std::string &deviceMemory) {
   if (deviceMemory != "auto")
     return true;
@@ -378,12 +384,13 @@ bool resolveAutoDeviceMemory(const char *command, const std::string &device,
   return true;
 }
 
-void printCudaReserve(std::ostream &os, const std::string &device,
+void printCudaReserve(std::ostream &os, mtc::driver::DeviceKind device,
                       int64_t budget) {
-  if (device != "cuda" && device != "cuda-emu")
+  if (!mtc::driver::isGpu(device))
     return;
   int64_t reserve = mtc::driver::cudaBackendReserveBytes();
-  os << "beside the plan on " << device << ": the CUDA backend's scratch and "
+  os << "beside the plan on " << mtc::driver::deviceKindName(device)
+     << ": the CUDA backend's scratch and "
      << "flags, " << reserve << " bytes; device total " << budget + reserve
      << " bytes ("
      << mtc::formatBytes(budget + reserve, mtc::ByteFormat::approx()) << ")\n";

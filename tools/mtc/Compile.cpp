@@ -38,6 +38,7 @@ int runCompile(const std::vector<std::string> &args) {
     normalized.push_back(a == "-o" ? "--output" : a);
   std::vector<std::string> sets;
   std::string device = "cpu", gpu;
+  mtc::driver::DeviceKind kind = mtc::driver::DeviceKind::Cpu;
   mtc::CompileOptions copts;
   std::vector<Flag> flags = {{Flag::String, "--emit", &emit},
                              {Flag::String, "--output", &output},
@@ -57,13 +58,13 @@ int runCompile(const std::vector<std::string> &args) {
   if (!parseArgs("compile", normalized, flags, pos) ||
       !parseOverrides("compile", sets, overrides) ||
       !parsePrecisionFlag("compile", precision, stream) ||
-      !resolveAutoDeviceMemory("compile", device, deviceMemory) ||
+      !parseDeviceFlag("compile", device, kind, copts) ||
+      !resolveAutoDeviceMemory("compile", kind, deviceMemory) ||
       !finishStreamFlags("compile", deviceMemory, hostMemory, stream,
                          recompute) ||
       !finishOptimizerFlags("compile", optimizer, stream))
     return 1;
-  if (!parseDeviceFlag("compile", device, copts) ||
-      !parseGpuFlag("compile", device, gpu, copts))
+  if (!parseGpuFlag("compile", kind, gpu, copts))
     return 1;
   if (target != "cpu" && target != "cuda")
     return error("compile: --target expects cpu or cuda, got '" + target + "'");

@@ -43,7 +43,7 @@ int runGradCheck(const std::vector<std::string> &args) {
            {Flag::String, "--device", &device},
            {Flag::String, "--device-memory", &deviceMemory}},
           pos) ||
-      !parseDeviceFlag("gradcheck", device, copts) ||
+      !parseDeviceFlag("gradcheck", device, opts.device, copts) ||
       !parseOverrides("gradcheck", sets, copts.overrides) ||
       !modelInput("gradcheck", pos, hf, input) ||
       !parsePolicyFlags(recompute, "", copts))
@@ -53,12 +53,11 @@ int runGradCheck(const std::vector<std::string> &args) {
       !st.ok())
     return error(st.message());
   opts.coordinates = static_cast<int>(coords);
-  opts.device = device;
-  if (device != "cpu") {
+  if (mtc::driver::isGpu(opts.device)) {
     // The whole model is resident: by default, all the device has.
     if (deviceMemory.empty())
       deviceMemory = "auto";
-    if (!resolveAutoDeviceMemory("gradcheck", device, deviceMemory))
+    if (!resolveAutoDeviceMemory("gradcheck", opts.device, deviceMemory))
       return 1;
     mtc::Expected<int64_t> bytes = mtc::parseDeviceBudget(deviceMemory);
     if (!bytes)

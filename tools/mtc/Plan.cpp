@@ -84,6 +84,7 @@ int runPlan(const std::vector<std::string> &args) {
   mtc::CompileOptions copts;
   std::vector<std::string> pos, sets;
   std::string device = "cpu", precision, shardFlag = "auto", gpu;
+  mtc::driver::DeviceKind kind = mtc::driver::DeviceKind::Cpu;
   int64_t ranks = 1;
   std::vector<Flag> flags = {{Flag::String, "--recompute", &recompute},
                              {Flag::String, "--hf", &hf},
@@ -98,11 +99,11 @@ int runPlan(const std::vector<std::string> &args) {
                  optimizer);
   if (!parseArgs("plan", args, flags, pos) ||
       !parseOverrides("plan", sets, copts.overrides) ||
-      !parseDeviceFlag("plan", device, copts) ||
-      !parseGpuFlag("plan", device, gpu, copts) ||
+      !parseDeviceFlag("plan", device, kind, copts) ||
+      !parseGpuFlag("plan", kind, gpu, copts) ||
       !parsePrecisionFlag("plan", precision, copts.stream) ||
       !modelInput("plan", pos, hf, input) ||
-      !resolveAutoDeviceMemory("plan", device, deviceMemory) ||
+      !resolveAutoDeviceMemory("plan", kind, deviceMemory) ||
       !finishStreamFlags("plan", deviceMemory, hostMemory, copts.stream,
                          recompute, /*always=*/true) ||
       !finishOptimizerFlags("plan", optimizer, copts.stream) ||
@@ -264,7 +265,7 @@ int runPlan(const std::vector<std::string> &args) {
   if (step.deviceBudget)
     os << " of " << formatByteSize(step.deviceBudget);
   os << "\n";
-  printCudaReserve(os, device,
+  printCudaReserve(os, kind,
                    step.deviceBudget ? step.deviceBudget : step.devicePeak);
   int64_t n = cost.totalInstances();
   // Segment checkpointing loads no more: a segment's instances stay in their

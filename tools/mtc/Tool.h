@@ -13,6 +13,7 @@
 #include "compiler/Driver/CompileModel.h"
 #include "lib/Bundle/Bundle.h"
 #include "runtime/driver/CommandLine.h"
+#include "runtime/driver/DeviceKind.h"
 #include "runtime/driver/TrainCommand.h"
 
 #include <cstdint>
@@ -120,17 +121,17 @@ void addStreamFlags(std::vector<Flag> &flags, mtc::StreamOptions &stream,
 
 /// `--device cpu|cuda|cuda-emu` of compile and plan: the device the bundle
 /// will run on. For the CUDA backend the fused regions are also emitted as
-/// CUDA C (the bundle's cuda_kernels, docs/cuda-kernels.md). Prints the
-/// error and returns false on an unknown device.
-bool parseDeviceFlag(const char *command, const std::string &device,
-                     mtc::CompileOptions &copts);
+/// CUDA C (the bundle's cuda_kernels, docs/cuda-kernels.md). \p name's kind
+/// into \p kind; prints the error and returns false on an unknown device.
+bool parseDeviceFlag(const char *command, const std::string &name,
+                     mtc::driver::DeviceKind &kind, mtc::CompileOptions &copts);
 
 /// `--gpu NAME|FILE` of compile, plan and train: the GPU profile
 /// (lib/Sim) `--recompute auto` prices its plans on, into \p copts.gpu.
 /// With `--device cuda` it defaults to kDefaultGpuProfile; with `--device
 /// cuda-emu` it is optional (absent: the CPU device's rates); with `--device
 /// cpu` it is an error. Prints the error and returns false on a bad profile.
-bool parseGpuFlag(const char *command, const std::string &device,
+bool parseGpuFlag(const char *command, mtc::driver::DeviceKind device,
                   const std::string &gpu, mtc::CompileOptions &copts);
 
 /// `--recompute` and `--checkpoints` (empty: not given, the defaults stay)
@@ -155,12 +156,13 @@ std::string withCommas(int64_t v);
 /// in \p deviceMemory by the bytes chosen, with a line saying how; other
 /// values stay. A device that is not there is an error (a plan needs a
 /// number). Prints the error and returns false.
-bool resolveAutoDeviceMemory(const char *command, const std::string &device,
+bool resolveAutoDeviceMemory(const char *command,
+                             mtc::driver::DeviceKind device,
                              std::string &deviceMemory);
 
 /// On a CUDA device, the plan's "beside the plan" line: the CUDA backend's
 /// own device memory and the device total with the arena of \p budget.
-void printCudaReserve(std::ostream &os, const std::string &device,
+void printCudaReserve(std::ostream &os, mtc::driver::DeviceKind device,
                       int64_t budget);
 
 /// The commands, one file each.

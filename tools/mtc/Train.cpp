@@ -101,9 +101,10 @@ int runTrain(const std::vector<std::string> &args) {
       deviceMemory.empty())
     return error("train: --precision bf16 runs a streaming step plan: give "
                  "its budget with --device-memory SIZE");
-  if (opts.device != "cpu") {
+  if (mtc::driver::isGpu(opts.device)) {
     if (deviceMemory.empty())
-      return error("train: --device " + opts.device +
+      return error(std::string("train: --device ") +
+                   mtc::driver::deviceKindName(opts.device) +
                    " runs a streaming step plan: give its budget with "
                    "--device-memory SIZE");
     // The CUDA backend runs the fused regions as CUDA C (docs/cuda-kernels.md).
@@ -126,9 +127,8 @@ int runTrain(const std::vector<std::string> &args) {
       opts.optimizerPlacement == "immediate" ||
       (opts.optimizerPlacement == "auto" && opts.clip == 0) ||
       mtc::driver::shardsOptimizer(opts);
-  // --host-memory counts 14 B/param with bf16 gradients (value checked by
-  // parseTrainCommand).
-  mtc::bundle::parseGradDType(opts.gradDtype, copts.stream.gradDType);
+  // --host-memory counts 14 B/param with bf16 gradients.
+  copts.stream.gradDType = opts.gradDtype;
   // Without a device budget and without --recompute, keep the activations
   // (recompute none: no forward recomputed in the backward, as PyTorch eager
   // does) when that fits comfortably in host memory; else keep the matmul
