@@ -5,9 +5,9 @@
 // embedded) -- with NVRTC down to a cubin, so that ptxas checks the inline
 // PTX too: the tensor-core / PTX path (what a GPU runs) for sm_80 and sm_90,
 // and the portable path (-DMTC_CUDA_PORTABLE, what the emulator executes;
-// compiled here only to show it is valid CUDA C) for sm_90 alone. Prints each kernel's
-// registers, shared memory, stack and spills, and requires no spills. Needs
-// NVRTC (runtime/cuda/Nvrtc, opened with dlopen), not a GPU; skipped with
+// compiled here only to show it is valid CUDA C) for sm_90 alone. Prints each
+// kernel's registers, shared memory, stack and spills, and requires no spills.
+// Needs NVRTC (runtime/cuda/Nvrtc, opened with dlopen), not a GPU; skipped with
 // the reason where NVRTC or the toolkit's headers are missing.
 //
 //===----------------------------------------------------------------------===//

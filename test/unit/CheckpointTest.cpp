@@ -441,7 +441,8 @@ TEST_F(CheckpointTest, ReadersSeeOneWholeCheckpointDuringRewrites) {
   std::string failure;
   // At least 60 reads while at least 10 replacements happen (the writer may
   // lag on a busy machine; 30 s bounds the wait, not the test's outcome).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (failure.empty() && (reads < 60 || written.load() < 10) &&
          std::chrono::steady_clock::now() < until) {
     Status st = readStableCheckpoint(dir, [&](const std::string &resolved) {

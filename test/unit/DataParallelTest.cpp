@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/dataparallel/DataParallel.h"
+#include "runtime/dataparallel/ShardedOptimizer.h"
 #include "runtime/dist/Communicator.h"
 #include "runtime/dist/GradientReducer.h"
-#include "runtime/dataparallel/ShardedOptimizer.h"
 #include "runtime/exec/ParamStore.h"
 #include "runtime/train/Optimizer.h"
 #include "runtime/train/Random.h"
