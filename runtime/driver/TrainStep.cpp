@@ -7,7 +7,7 @@
 //   2. for each micro-batch: sample B windows of S+1 tokens (deterministic in
 //      (seed, step, micro-batch)), run forward_backward (gradients add up);
 //   3. global gradient norm over every tensor (of the mean over micro-batches);
-//      clip scale = min(1, clip / (norm + 1e-6));
+//      clip scale = clip / (norm + 1e-6) when norm > clip (train::clipScale);
 //   4. AdamW on every tensor with gradScale = clip scale / micro-batches and
 //      the scheduled learning rate (linear warmup, cosine decay);
 //   5. metrics (JSONL), progress line, periodic validation and checkpoints.
@@ -401,9 +401,7 @@ Expected<double> TrainRun::forwardBackward(int64_t step) {
 }
 
 Status TrainRun::update(int64_t step, double lr, double norm) {
-  double scale = 1.0;
-  if (opts.clip > 0 && norm > opts.clip)
-    scale = opts.clip / (norm + 1e-6);
+  const double scale = train::clipScale(norm, opts.clip);
   const double n = static_cast<double>(gradParts());
   if (sharded)
     return dp->shardedUpdate(*adamw, step, static_cast<float>(lr),

@@ -151,18 +151,10 @@ void roundToBf16(float *x, size_t n, ThreadPool *pool) {
       task(c);
 }
 
-double globalNorm(const std::vector<double> &sumsOfSquares) {
-  double total = 0;
-  for (double d : sumsOfSquares)
-    total += d;
-  return std::sqrt(total);
-}
-
-float clipScale(double norm, double maxNorm) {
-  if (!(maxNorm > 0) || !std::isfinite(norm))
-    return 1.0f;
-  double s = maxNorm / (norm + 1e-6);
-  return static_cast<float>(std::min(1.0, s));
+double clipScale(double norm, double maxNorm) {
+  if (!(maxNorm > 0) || !std::isfinite(norm) || !(norm > maxNorm))
+    return 1.0;
+  return maxNorm / (norm + 1e-6);
 }
 
 } // namespace mtc::train

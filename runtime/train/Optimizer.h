@@ -89,13 +89,12 @@ double sumOfSquaresBf16(const uint16_t *x, size_t n,
 /// plain executor). Deterministic, elementwise.
 void roundToBf16(float *x, size_t n, ThreadPool *pool = nullptr);
 
-/// sqrt(sum of per-tensor sums of squares), summed in the given order.
-double globalNorm(const std::vector<double> &sumsOfSquares);
-
-/// min(1, maxNorm / (norm + 1e-6)); 1 when maxNorm <= 0 (clipping off) or the
-/// norm is not finite (the step then shows the non-finite values instead of
-/// hiding them).
-float clipScale(double norm, double maxNorm);
+/// What the gradients are scaled by so that their global norm is at most
+/// \p maxNorm: maxNorm / (norm + 1e-6) when norm > maxNorm, else 1; also 1
+/// when maxNorm <= 0 (clipping off) or the norm is not finite (the step then
+/// shows the non-finite values instead of hiding them). The trainer's rule
+/// (TrainRun::update).
+double clipScale(double norm, double maxNorm);
 
 } // namespace mtc::train
 

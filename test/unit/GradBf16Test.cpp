@@ -132,7 +132,8 @@ TEST(GradBf16, AdamWWithBf16GradientsEqualsRoundedFp32) {
     roundToBf16(g.data(), n, &pool);
     double norm = std::sqrt(sumOfSquaresBf16(h.data(), n, &pool));
     ASSERT_EQ(norm, std::sqrt(sumOfSquares(g.data(), n, &pool)));
-    float scale = clipScale(norm, 1.0) / 2; // clipped, 2 micro-batches
+    // clipped, 2 micro-batches
+    float scale = static_cast<float>(clipScale(norm, 1.0) / 2);
     AdamWTensor bf16{p.data(), m.data(), v.data(), nullptr, n, true, h.data()};
     AdamWTensor fp32{p2.data(), m2.data(), v2.data(), g.data(), n, true};
     opt.step({bf16}, t, 1e-3f, scale);

@@ -137,13 +137,17 @@ TEST(SumOfSquares, DeterministicAndAccurate) {
   EXPECT_EQ(sumOfSquares(three, 3), 14.0);
 }
 
-TEST(Clipping, GlobalNormAndScale) {
-  EXPECT_DOUBLE_EQ(globalNorm({9.0, 16.0}), 5.0);
-  EXPECT_FLOAT_EQ(clipScale(5.0, 1.0), static_cast<float>(1.0 / (5.0 + 1e-6)));
-  EXPECT_EQ(clipScale(0.5, 1.0), 1.0f);
-  EXPECT_EQ(clipScale(5.0, 0.0), 1.0f); // clipping off
-  EXPECT_EQ(clipScale(NAN, 1.0), 1.0f);
-  EXPECT_EQ(clipScale(INFINITY, 1.0), 1.0f);
+TEST(Clipping, Scale) {
+  EXPECT_EQ(clipScale(5.0, 1.0), 1.0 / (5.0 + 1e-6));
+  EXPECT_EQ(clipScale(0.5, 1.0), 1.0);
+  // At or just under the limit nothing is clipped (maxNorm / (norm + 1e-6)
+  // would be just under 1 there).
+  EXPECT_EQ(clipScale(1.0, 1.0), 1.0);
+  EXPECT_EQ(clipScale(1.0 - 5e-7, 1.0), 1.0);
+  EXPECT_LT(clipScale(1.0 + 1e-9, 1.0), 1.0);
+  EXPECT_EQ(clipScale(5.0, 0.0), 1.0); // clipping off
+  EXPECT_EQ(clipScale(NAN, 1.0), 1.0);
+  EXPECT_EQ(clipScale(INFINITY, 1.0), 1.0);
 }
 
 TEST(Clipping, ScaleInsideUpdateEqualsScaledGradients) {
@@ -154,7 +158,7 @@ TEST(Clipping, ScaleInsideUpdateEqualsScaledGradients) {
   for (size_t i = 0; i < n; ++i)
     b.g[i] = a.g[i];
   double norm = std::sqrt(sumOfSquares(a.g.data(), n));
-  float scale = clipScale(norm, 1.0);
+  float scale = static_cast<float>(clipScale(norm, 1.0));
   ASSERT_LT(scale, 1.0f);
   for (float &g : b.g)
     g *= scale;
