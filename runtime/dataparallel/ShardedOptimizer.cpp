@@ -11,7 +11,7 @@
 namespace mtc::driver {
 
 ShardedOptimizer::ShardedOptimizer(int rank, int size, exec::ParamStore &store)
-    : rank(rank), size(size), store(store) {
+    : store(store) {
   size_t total = 0;
   for (exec::ParamSlot &s : store.slots()) {
     const size_t n = s.value.size();

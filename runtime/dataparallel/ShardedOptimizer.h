@@ -80,7 +80,6 @@ private:
     std::vector<int64_t> counts; ///< elements of each rank's range
     double sumsq = 0;
   };
-  int rank, size;
   bool deterministic = false;
   exec::ParamStore &store;
   std::vector<Shard> shards; ///< one per slot of the store, in its order
