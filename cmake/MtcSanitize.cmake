@@ -10,7 +10,7 @@
 # With MTC_SANITIZE_DIRS, the other targets keep the flags of an ordinary
 # build, so ccache serves their objects from build/ (the compiler side:
 # dialects/, compiler/, frontend/ with its generated parser), and only the
-# chosen folders compile again, at -O1 with line tables for the reports.
+# chosen folders compile again, at -O0 with line tables for the reports.
 # The prebuilt LLVM/MLIR libraries are never instrumented and have no RTTI,
 # so the vptr check (which needs RTTI on both sides) is left out.
 
@@ -60,7 +60,7 @@ function(mtc_sanitize_walk dir)
       endif()
       if(type MATCHES "^(STATIC_LIBRARY|OBJECT_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|EXECUTABLE)$")
         target_compile_options(${t} PRIVATE ${MTC_SANITIZE_COMPILE_FLAGS}
-          -O1 -gline-tables-only)
+          -O0 -gline-tables-only)
       endif()
     endforeach()
   endif()
